@@ -1,0 +1,74 @@
+#include "common/cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <iostream>
+
+#include "common/errors.hpp"
+
+namespace fs {
+
+std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv) {
+  Options o;
+  CLI::App app{"flashsteps step " + step.id + ": " + step.title};
+  app.get_formatter()->column_width(28);
+  // Sizes are read as 64-bit so that "--seq 99999999999" is reported as too large rather
+  // than wrapped around.
+  long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d;
+  float scale = 0;
+  std::string variant;
+  app.add_option("-b,--batch", B, "batch size B")->capture_default_str();
+  app.add_option("--heads", H, "heads H")->capture_default_str();
+  app.add_option("-n,--seq", N, "sequence length N")->capture_default_str();
+  app.add_option("-d,--dim", d, "head dimension d")->capture_default_str();
+  app.add_flag("--causal", o.causal, "mask key j > query i");
+  app.add_option("--scale", scale, "softmax scale (default 1/sqrt(d))");
+  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app.add_flag("--check", o.check, "compare against the fp64 CPU reference");
+  app.add_flag("--bench", o.bench, "time with CUDA events (L2 flushed, median of --reps)");
+  app.add_option("--reps", o.reps, "timed runs for --bench")->capture_default_str();
+  app.add_flag("--backward", o.backward, "run the backward pass too");
+  app.add_option("--load", o.load_dir, "read q.npy, k.npy, v.npy (and do.npy) from DIR; the shape comes from them")->type_name("DIR");
+  app.add_option("--save", o.save_dir, "write o.npy, lse.npy (and dq, dk, dv .npy) to DIR")->type_name("DIR");
+  app.add_option("--csv", o.csv_path, "append one result row per pass to FILE (with --bench)")->type_name("FILE");
+  if (step.variants.size() > 1)
+    app.add_option("--variant", variant, "kernel to run")
+        ->check(CLI::IsMember(step.variants))
+        ->default_str(step.variants.front());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw InputError(e.what());
+  }
+
+  auto positive = [](const char* name, long long value, long long max) {
+    if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");
+    if (value > max)
+      throw InputError(std::string(name) + " must be at most " + std::to_string(max) + " (got " + std::to_string(value) + ")");
+    return static_cast<int>(value);
+  };
+  constexpr long long kMaxInt = 0x7fffffff;
+  if (!o.load_dir.empty())
+    for (const char* opt : {"--batch", "--heads", "--seq", "--dim"})
+      if (app.count(opt))
+        throw InputError(std::string(opt) + " conflicts with --load: the shape comes from the files");
+  o.shape = {positive("--batch", B, kMaxInt), positive("--heads", H, kMaxInt),
+             positive("--seq", N, kMaxInt), positive("--dim", d, kMaxInt)};
+  if (app.count("--scale")) {
+    if (!std::isfinite(scale) || scale == 0.f)
+      throw InputError("--scale must be a finite, non-zero number");
+    o.scale = scale;
+  }
+  o.reps = positive("--reps", o.reps, 100000);
+  if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");
+  for (std::size_t i = 0; i < step.variants.size(); ++i)
+    if (step.variants[i] == variant) o.variant = static_cast<int>(i);
+  return o;
+}
+
+}  // namespace fs

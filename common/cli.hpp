@@ -1,0 +1,34 @@
+// The command line every step program shares:
+//   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps --backward
+//   --load DIR --save DIR --csv FILE  (and --variant where a step holds several kernels)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/problem.hpp"
+
+namespace fs {
+
+struct Options {
+  Shape shape{2, 4, 1024, 64};
+  std::optional<float> scale;  // default 1/√d
+  bool causal = false;
+  std::uint64_t seed = 1;
+  bool check = false;
+  bool bench = false;
+  bool backward = false;
+  int reps = 20;
+  int warmup = 3;
+  int variant = 0;
+  std::string load_dir, save_dir, csv_path;
+
+  float effective_scale() const { return scale ? *scale : default_scale(shape.d); }
+};
+
+// Parses and validates argv for `step`'s program. Returns std::nullopt when --help was
+// asked for (and printed). Throws InputError with one line on any bad input.
+std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv);
+
+}  // namespace fs

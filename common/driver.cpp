@@ -1,0 +1,193 @@
+#include "common/driver.hpp"
+
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "common/errors.hpp"
+#include "common/npy.hpp"
+
+namespace fs {
+
+bool CaseReport::pass() const {
+  for (const auto& p : passes)
+    if (p.check && !p.check->pass()) return false;
+  return true;
+}
+
+namespace {
+
+void require_fits(const StepInfo& step, const Shape& s, bool backward, const DeviceInfo& dev) {
+  const std::size_t need = device_bytes_needed(step, s, backward);
+  // Leave room for the L2 flush buffer and the CUDA context's own allocations.
+  const std::size_t slack = 2 * dev.l2_bytes + (std::size_t(256) << 20);
+  if (need + slack <= dev.free_bytes) return;
+  const std::size_t ws = step.fwd_workspace_bytes(s) + (backward ? step.bwd_workspace_bytes(s) : 0);
+  std::ostringstream msg;
+  msg << "step " << step.id << " needs " << format_bytes(double(need)) << " of GPU memory for B=" << s.B
+      << " H=" << s.H << " N=" << s.N << " d=" << s.d;
+  if (ws) msg << " (" << format_bytes(double(ws)) << " of it workspace)";
+  msg << ", but " << dev.name << " has " << format_bytes(double(dev.free_bytes)) << " free";
+  throw ResourceError(msg.str());
+}
+
+}  // namespace
+
+CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
+                    const DeviceInfo& dev) {
+  const Shape& s = problem.shape;
+  if (std::string why = step.unsupported(s, dev); !why.empty())
+    throw InputError("step " + step.id + ": " + why);
+  if (opt.backward && !step.backward) throw InputError("step " + step.id + " has no backward pass");
+  require_fits(step, s, opt.backward, dev);
+
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant};
+  const AttnOptions attn{settings.scale, settings.causal};
+
+  memory::reset_peak();
+  DeviceRun run(step, problem, settings, opt.backward);
+  run.forward();
+  run.sync();
+  PassReport fwd;
+  fwd.pass = "fwd";
+  fwd.io = step.io_forward(s, opt.causal, opt.variant);
+  PassReport bwd;
+  bwd.pass = "bwd";
+  if (opt.backward) {
+    run.backward();
+    run.sync();
+    bwd.io = step.io_backward(s, opt.causal, opt.variant);
+  }
+  fwd.peak_mem_bytes = bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
+
+  if (opt.check) {
+    const auto o = run.o(), lse = run.lse();
+    fwd.check = verify_forward(s, attn, problem.q.data(), problem.k.data(), problem.v.data(),
+                               o.data(), lse.data(), opt.seed);
+    if (opt.backward) {
+      const auto dq = run.dq(), dk = run.dk(), dv = run.dv();
+      bwd.check = verify_backward(s, attn, problem.q.data(), problem.k.data(), problem.v.data(),
+                                  problem.dout.data(), dq.data(), dk.data(), dv.data(), opt.seed);
+    }
+  }
+
+  if (!opt.save_dir.empty()) {
+    std::filesystem::create_directories(opt.save_dir);
+    const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N};
+    write_npy(opt.save_dir + "/o.npy", run.o().data(), t);
+    write_npy(opt.save_dir + "/lse.npy", run.lse().data(), r);
+    if (opt.backward) {
+      write_npy(opt.save_dir + "/dq.npy", run.dq().data(), t);
+      write_npy(opt.save_dir + "/dk.npy", run.dk().data(), t);
+      write_npy(opt.save_dir + "/dv.npy", run.dv().data(), t);
+    }
+  }
+
+  if (opt.bench) {
+    L2Flusher flusher(dev.l2_bytes);
+    const FwdParams fp = run.fwd_params();
+    fwd.timing = time_gpu([&] { step.forward(fp); }, fp.stream, opt.warmup, opt.reps, &flusher);
+    fwd.tflops = tflops(forward_flops(s, opt.causal), fwd.timing->median_ms);
+    if (opt.backward) {
+      const BwdParams bp = run.bwd_params();
+      bwd.timing = time_gpu([&] { step.backward(bp); }, bp.stream, opt.warmup, opt.reps, &flusher);
+      bwd.tflops = tflops(backward_flops(s, opt.causal), bwd.timing->median_ms);
+    }
+  }
+
+  CaseReport report;
+  report.passes.push_back(fwd);
+  if (opt.backward) report.passes.push_back(bwd);
+  return report;
+}
+
+ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport& pass,
+                     const DeviceInfo& dev) {
+  ResultRow row;
+  row.gpu = dev.name;
+  row.step = step.id + (step.variants.size() > 1 ? "/" + step.variants[opt.variant] : "");
+  row.pass = pass.pass;
+  row.B = opt.shape.B;
+  row.H = opt.shape.H;
+  row.N = opt.shape.N;
+  row.d = opt.shape.d;
+  row.causal = opt.causal;
+  row.median_ms = pass.timing ? pass.timing->median_ms : 0;
+  row.tflops = pass.tflops;
+  row.peak_mem_bytes = pass.peak_mem_bytes;
+  row.hbm_bytes_model = pass.io.total();
+  if (pass.check) row.max_err = pass.check->max_err();
+  return row;
+}
+
+namespace {
+
+int run_program(const StepInfo& step, Options opt, const std::string& prog) {
+  HostProblem problem;
+  if (!opt.load_dir.empty()) {
+    problem = load_problem(opt.load_dir, opt.backward);
+    opt.shape = problem.shape;
+  } else {
+    validate_shape(opt.shape);
+  }
+
+  if (std::string why = gpu_unavailable_reason(); !why.empty()) {
+    std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
+    return kExitNoGpu;
+  }
+  const DeviceInfo dev = query_device();
+  if (std::string why = step.unsupported(opt.shape, dev); !why.empty())
+    throw InputError("step " + step.id + ": " + why);
+  if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward);
+
+  const Shape& s = opt.shape;
+  std::cout << "step " << step.id << " (" << step.title << ")";
+  if (step.variants.size() > 1) std::cout << " [" << step.variants[opt.variant] << "]";
+  std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d
+            << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale() << " on "
+            << dev.name << "\n";
+
+  const CaseReport report = run_case(step, opt, problem, dev);
+  for (const auto& p : report.passes) {
+    std::cout << p.pass << ": HBM model " << format_bytes(double(p.io.total())) << ", device memory "
+              << format_bytes(double(p.peak_mem_bytes)) << "\n";
+    if (p.check) std::cout << p.check->summary();
+    if (p.timing) {
+      std::cout << std::fixed << std::setprecision(3) << "  time: median " << p.timing->median_ms
+                << " ms (min " << p.timing->min_ms << ", max " << p.timing->max_ms << ", "
+                << p.timing->reps << " runs, L2 flushed), " << std::setprecision(2) << p.tflops
+                << " TFLOP/s\n"
+                << std::defaultfloat;
+      if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(step, opt, p, dev));
+    }
+  }
+  if (!opt.save_dir.empty()) std::cout << "saved outputs to " << opt.save_dir << "\n";
+  if (!report.pass()) {
+    std::cout << "CHECK FAILED\n";
+    return kExitCheckFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int step_main(const StepInfo& step, int argc, char** argv) {
+  const std::string prog = std::filesystem::path(argv[0]).filename().string();
+  try {
+    const auto opt = parse_options(step, argc, argv);
+    if (!opt) return kExitOk;
+    return run_program(step, *opt, prog);
+  } catch (const InputError& e) {
+    std::cerr << prog << ": error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const ResourceError& e) {
+    std::cerr << prog << ": " << e.what() << "\n";
+    return kExitNoGpu;
+  } catch (const CudaError& e) {
+    std::cerr << prog << ": CUDA error: " << e.what() << "\n";
+    return e.code() == cudaErrorMemoryAllocation ? kExitNoGpu : kExitCheckFailed;
+  }
+}
+
+}  // namespace fs

@@ -1,0 +1,163 @@
+#include "common/harness.hpp"
+
+#include <cstdio>
+
+#include "common/errors.hpp"
+#include "common/npy.hpp"
+#include "common/random.hpp"
+
+namespace fs {
+
+HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout) {
+  HostProblem p;
+  p.shape = s;
+  for (auto* t : {&p.q, &p.k, &p.v}) t->resize(s.elems());
+  fill_normal(p.q, seed, 1);
+  fill_normal(p.k, seed, 2);
+  fill_normal(p.v, seed, 3);
+  if (with_dout) {
+    p.dout.resize(s.elems());
+    fill_normal(p.dout, seed, 4);
+  }
+  return p;
+}
+
+void validate_shape(const Shape& s) {
+  if (s.B < 1 || s.H < 1 || s.N < 1 || s.d < 1) throw InputError("every size must be at least 1");
+  // 2^40 elements (4 TiB of float32) is beyond any GPU; past it the byte counts could overflow.
+  const double elems = double(s.B) * s.H * s.N * s.d;
+  if (elems > double(std::int64_t(1) << 40))
+    throw InputError("B·H·N·d = " + std::to_string(elems) + " elements is beyond any GPU's memory");
+}
+
+HostProblem load_problem(const std::string& dir, bool with_dout) {
+  HostProblem p;
+  std::vector<std::int64_t> shape;
+  std::string first;
+  auto load = [&](const char* name, std::vector<float>& into) {
+    const std::string path = dir + "/" + name;
+    NpyArray a = read_npy(path);
+    if (a.shape.size() != 4)
+      throw InputError(path + ": shape " + shape_string(a.shape) + " is not 4-D (B, H, N, d)");
+    for (auto dim : a.shape)
+      if (dim < 1 || dim > 0x7fffffff) throw InputError(path + ": shape " + shape_string(a.shape) + " has a size outside 1..2^31-1");
+    if (shape.empty()) {
+      shape = a.shape;
+      first = name;
+    } else if (a.shape != shape) {
+      throw InputError(path + ": shape " + shape_string(a.shape) + " differs from " + first + "'s " + shape_string(shape));
+    }
+    into = std::move(a.data);
+  };
+  load("q.npy", p.q);
+  load("k.npy", p.k);
+  load("v.npy", p.v);
+  if (with_dout) load("do.npy", p.dout);
+  p.shape = {int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])};
+  validate_shape(p.shape);
+  return p;
+}
+
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward) {
+  const std::size_t t = s.elems() * sizeof(float), row = s.rows() * sizeof(float);
+  std::size_t bytes = 4 * t + row + step.fwd_workspace_bytes(s);  // q k v o, lse
+  if (backward) bytes += 4 * t + step.bwd_workspace_bytes(s);      // dO dq dk dv
+  return bytes;
+}
+
+DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
+                     bool backward, cudaStream_t stream)
+    : step_(step), shape_(problem.shape), settings_(settings), stream_(stream) {
+  const std::size_t n = shape_.elems();
+  q_ = DeviceBuffer<float>(n);
+  k_ = DeviceBuffer<float>(n);
+  v_ = DeviceBuffer<float>(n);
+  o_ = DeviceBuffer<float>(n);
+  lse_ = DeviceBuffer<float>(shape_.rows());
+  fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace_bytes(shape_));
+  q_.upload(problem.q.data(), n);
+  k_.upload(problem.k.data(), n);
+  v_.upload(problem.v.data(), n);
+  if (backward) {
+    if (!step.backward) throw InputError("step " + step.id + " has no backward pass");
+    if (problem.dout.size() != n) throw InputError("the backward needs dO (do.npy)");
+    dout_ = DeviceBuffer<float>(n);
+    dq_ = DeviceBuffer<float>(n);
+    dk_ = DeviceBuffer<float>(n);
+    dv_ = DeviceBuffer<float>(n);
+    bwd_ws_ = DeviceBuffer<unsigned char>(step.bwd_workspace_bytes(shape_));
+    dout_.upload(problem.dout.data(), n);
+  }
+}
+
+FwdParams DeviceRun::fwd_params() const {
+  FwdParams p;
+  p.q = q_.get();
+  p.k = k_.get();
+  p.v = v_.get();
+  p.o = o_.get();
+  p.lse = lse_.get();
+  p.shape = shape_;
+  p.scale = settings_.scale;
+  p.causal = settings_.causal;
+  p.variant = settings_.variant;
+  p.workspace = fwd_ws_.get();
+  p.stream = stream_;
+  return p;
+}
+
+BwdParams DeviceRun::bwd_params() const {
+  BwdParams p;
+  p.q = q_.get();
+  p.k = k_.get();
+  p.v = v_.get();
+  p.o = o_.get();
+  p.lse = lse_.get();
+  p.dout = dout_.get();
+  p.dq = dq_.get();
+  p.dk = dk_.get();
+  p.dv = dv_.get();
+  p.shape = shape_;
+  p.scale = settings_.scale;
+  p.causal = settings_.causal;
+  p.variant = settings_.variant;
+  p.fwd_workspace = fwd_ws_.get();
+  p.workspace = bwd_ws_.get();
+  p.stream = stream_;
+  return p;
+}
+
+void DeviceRun::forward() {
+  o_.poison(stream_);
+  lse_.poison(stream_);
+  step_.forward(fwd_params());
+}
+
+void DeviceRun::backward() {
+  dq_.poison(stream_);
+  dk_.poison(stream_);
+  dv_.poison(stream_);
+  step_.backward(bwd_params());
+}
+
+void DeviceRun::sync() const { FS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::vector<float> DeviceRun::to_host(const DeviceBuffer<float>& b) {
+  std::vector<float> h(b.size());
+  b.download(h.data(), h.size());
+  return h;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+}  // namespace fs

@@ -1,0 +1,75 @@
+// Running a step on a problem: the host tensors, their device copies, the step's workspace,
+// and the forward and backward passes as every step program, the tour and the GPU tests run
+// them (one code path, so the tests exercise what the programs run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/buffer.hpp"
+#include "common/problem.hpp"
+
+namespace fs {
+
+struct HostProblem {
+  Shape shape;
+  std::vector<float> q, k, v;  // (B, H, N, d)
+  std::vector<float> dout;     // (B, H, N, d), empty unless a backward will run
+};
+
+// Fresh standard-normal inputs (never zeros: zeros hide unwritten outputs).
+HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout);
+
+// q.npy, k.npy, v.npy (and do.npy when with_dout) from `dir`, each (B, H, N, d) float32 and
+// all the same shape. Throws InputError naming the file and what is wrong.
+HostProblem load_problem(const std::string& dir, bool with_dout);
+
+// Problems whose byte counts overflow or are absurd are rejected before anything else.
+void validate_shape(const Shape& s);
+
+struct PassSettings {
+  float scale = 0.f;
+  bool causal = false;
+  int variant = 0;
+};
+
+// Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward);
+
+// The device side of one problem. Construct, then forward() (and backward()).
+class DeviceRun {
+ public:
+  DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
+            bool backward, cudaStream_t stream = nullptr);
+
+  // Poison the outputs with NaN, then launch. Asynchronous: call sync() before reading.
+  void forward();
+  void backward();
+  void sync() const;
+
+  FwdParams fwd_params() const;
+  BwdParams bwd_params() const;
+
+  // Outputs to the host.
+  std::vector<float> o() const { return to_host(o_); }
+  std::vector<float> lse() const { return to_host(lse_); }
+  std::vector<float> dq() const { return to_host(dq_); }
+  std::vector<float> dk() const { return to_host(dk_); }
+  std::vector<float> dv() const { return to_host(dv_); }
+
+ private:
+  static std::vector<float> to_host(const DeviceBuffer<float>& b);
+
+  const StepInfo& step_;
+  Shape shape_;
+  PassSettings settings_;
+  cudaStream_t stream_;
+  DeviceBuffer<float> q_, k_, v_, o_, lse_;
+  DeviceBuffer<float> dout_, dq_, dk_, dv_;
+  DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
+};
+
+std::string format_bytes(double bytes);  // "1.50 GiB"
+
+}  // namespace fs

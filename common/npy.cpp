@@ -1,0 +1,164 @@
+#include "common/npy.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/errors.hpp"
+
+namespace fs {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw InputError(path + ": " + what);
+}
+
+// The value of `key` in the header dict, as the raw text up to the next top-level ',' or '}'.
+std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
+  const std::string quoted[2] = {"'" + key + "'", "\"" + key + "\""};
+  std::size_t at = std::string::npos;
+  for (const auto& k : quoted)
+    if ((at = header.find(k)) != std::string::npos) {
+      at += k.size();
+      break;
+    }
+  if (at == std::string::npos) fail(path, "header has no '" + key + "' entry; not a .npy file?");
+  at = header.find(':', at);
+  if (at == std::string::npos) fail(path, "malformed header near '" + key + "'");
+  ++at;
+  int depth = 0;
+  std::size_t end = at;
+  for (; end < header.size(); ++end) {
+    const char c = header[end];
+    if (c == '(' || c == '[') ++depth;
+    if (c == ')' || c == ']') --depth;
+    if (depth == 0 && (c == ',' || c == '}')) break;
+  }
+  std::string value = header.substr(at, end - at);
+  const auto first = value.find_first_not_of(" \t");
+  const auto last = value.find_last_not_of(" \t");
+  return first == std::string::npos ? "" : value.substr(first, last - first + 1);
+}
+
+std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& path) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')')
+    fail(path, "malformed shape " + text);
+  std::vector<std::int64_t> shape;
+  std::stringstream in(text.substr(1, text.size() - 2));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto first = item.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;  // "(5,)" has an empty last item
+    item = item.substr(first, item.find_last_not_of(" \t") - first + 1);
+    std::size_t used = 0;
+    long long dim = -1;
+    try {
+      dim = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || dim < 0) fail(path, "malformed shape " + text);
+    shape.push_back(dim);
+  }
+  return shape;
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open (" + std::string(std::strerror(errno)) + ")");
+  in.seekg(0, std::ios::end);
+  const std::int64_t file_size = in.tellg();
+  in.seekg(0);
+
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(path, "not a .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(magic[6]);
+  std::uint32_t header_len = 0;
+  if (major == 1) {
+    unsigned char b[2];
+    in.read(reinterpret_cast<char*>(b), 2);
+    header_len = b[0] | (b[1] << 8);
+  } else if (major == 2 || major == 3) {
+    unsigned char b[4];
+    in.read(reinterpret_cast<char*>(b), 4);
+    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (std::uint32_t(b[3]) << 24);
+  } else {
+    fail(path, "unsupported .npy version " + std::to_string(major));
+  }
+  if (!in || header_len > file_size) fail(path, "truncated header");
+  std::string header(header_len, '\0');
+  in.read(header.data(), header_len);
+  if (!in) fail(path, "truncated header");
+
+  const std::string descr = dict_value(header, "descr", path);
+  if (descr != "'<f4'" && descr != "\"<f4\"")
+    fail(path, "dtype " + descr + " is not float32; save it with arr.astype(np.float32)");
+  if (dict_value(header, "fortran_order", path) != "False")
+    fail(path, "Fortran order is not supported; save it with np.ascontiguousarray(arr)");
+
+  NpyArray arr;
+  arr.shape = parse_shape(dict_value(header, "shape", path), path);
+  std::int64_t count = 1;
+  for (auto dim : arr.shape) {
+    if (dim != 0 && count > (std::int64_t(1) << 40) / dim) fail(path, "absurd shape " + shape_string(arr.shape));
+    count *= dim;
+  }
+  const std::int64_t data_at = in.tellg();
+  const std::int64_t want = count * std::int64_t(sizeof(float));
+  const std::int64_t have = file_size - data_at;
+  if (have < want)
+    fail(path, "truncated: shape " + shape_string(arr.shape) + " needs " + std::to_string(want) +
+                   " bytes of data, the file has " + std::to_string(have));
+  if (have > want)
+    fail(path, "has " + std::to_string(have - want) + " bytes more than its shape " +
+                   shape_string(arr.shape) + " needs");
+  arr.data.resize(count);
+  in.read(reinterpret_cast<char*>(arr.data.data()), want);
+  if (!in) fail(path, "read error");
+  return arr;
+}
+
+void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
+  // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
+  const std::size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+
+  std::int64_t count = 1;
+  for (auto dim : shape) count *= dim;
+
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail(path, "cannot write (" + std::string(std::strerror(errno)) + ")");
+    const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xFF),
+                                  static_cast<unsigned char>(header.size() >> 8)};
+    out.write("\x93NUMPY\x01\x00", 8);
+    out.write(reinterpret_cast<const char*>(len), 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<const char*>(data), count * std::int64_t(sizeof(float)));
+    if (!out) {
+      std::remove(tmp.c_str());
+      fail(path, "write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail(path, "cannot write (" + std::string(std::strerror(errno)) + ")");
+  }
+}
+
+}  // namespace fs

@@ -1,0 +1,156 @@
+#include "common/reference.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "common/parallel.hpp"
+
+namespace fs {
+
+namespace {
+
+template <typename T>
+T dot(const float* a, const float* b, int d) {
+  T acc = 0;
+  for (int c = 0; c < d; ++c) acc += T(a[c]) * T(b[c]);
+  return acc;
+}
+
+// Keys row i may see: j <= i under the causal mask, all N otherwise.
+int visible_keys(const Shape& s, const AttnOptions& opt, std::int64_t i) {
+  return opt.causal ? static_cast<int>(i) + 1 : s.N;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> all_indices(std::int64_t n) {
+  std::vector<std::int64_t> out(n);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
+template <typename T>
+void reference_forward_row(const Shape& s, const float* q, const float* k, const float* v,
+                           const AttnOptions& opt, std::int64_t row, T* o_row, T* lse) {
+  const std::int64_t bh = row / s.N, i = row % s.N;
+  const int d = s.d;
+  const float* qi = q + row * d;                     // (d)
+  const float* kh = k + bh * s.N * std::int64_t(d);  // (N, d)
+  const float* vh = v + bh * s.N * std::int64_t(d);  // (N, d)
+  const int n_keys = visible_keys(s, opt, i);
+
+  for (int c = 0; c < d; ++c) o_row[c] = 0;
+  if (n_keys == 0) {  // every key masked: O = 0, LSE = -inf (never exp(-inf - -inf) = NaN)
+    *lse = -std::numeric_limits<T>::infinity();
+    return;
+  }
+  // S_i = τ q_i Kᵀ, m = rowmax, P̃ = exp(S - m), ℓ = rowsum(P̃), O = P̃ V / ℓ.
+  std::vector<T> srow(n_keys);  // (N)
+  T m = -std::numeric_limits<T>::infinity();
+  for (int j = 0; j < n_keys; ++j) {
+    srow[j] = T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d);
+    m = std::max(m, srow[j]);
+  }
+  T l = 0;
+  for (int j = 0; j < n_keys; ++j) {
+    const T p = std::exp(srow[j] - m);
+    l += p;
+    const float* vj = vh + std::int64_t(j) * d;
+    for (int c = 0; c < d; ++c) o_row[c] += p * T(vj[c]);
+  }
+  for (int c = 0; c < d; ++c) o_row[c] /= l;
+  *lse = m + std::log(l);
+}
+
+template <typename T>
+void reference_forward(const Shape& s, const float* q, const float* k, const float* v,
+                       const AttnOptions& opt, const std::vector<std::int64_t>& rows,
+                       std::vector<T>& o, std::vector<T>& lse) {
+  o.assign(rows.size() * s.d, T(0));
+  lse.assign(rows.size(), T(0));
+  parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t r) {
+    reference_forward_row<T>(s, q, k, v, opt, rows[r], &o[r * s.d], &lse[r]);
+  });
+}
+
+template <typename T>
+void reference_backward_head(const Shape& s, const float* q, const float* k, const float* v,
+                             const float* dout, const AttnOptions& opt, std::int64_t bh,
+                             const std::vector<std::int64_t>& q_rows,
+                             const std::vector<std::int64_t>& kv_rows, std::vector<T>& dq,
+                             std::vector<T>& dk, std::vector<T>& dv) {
+  const int N = s.N, d = s.d;
+  const std::int64_t base = bh * N * std::int64_t(d);
+  const float* qh = q + base;      // (N, d)
+  const float* kh = k + base;      // (N, d)
+  const float* vh = v + base;      // (N, d)
+  const float* doh = dout + base;  // (N, d)
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+
+  // LSE_i and D_i = rowsum(dO_i ∘ O_i) for every query row of the head.
+  std::vector<T> lse(N), D(N);  // (N)
+  parallel_for(N, [&](std::int64_t i) {
+    std::vector<T> o_row(d);
+    reference_forward_row<T>(s, q, k, v, opt, bh * N + i, o_row.data(), &lse[i]);
+    T acc = 0;
+    for (int c = 0; c < d; ++c) acc += T(doh[i * d + c]) * o_row[c];
+    D[i] = acc;
+  });
+
+  // P_ij = exp(τ q_i·k_j − LSE_i); dP_ij = dO_i·v_j; dS_ij = P_ij (dP_ij − D_i).
+  auto grad_entry = [&](std::int64_t i, std::int64_t j, T& p, T& ds) {
+    p = std::exp(T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
+    ds = p * (dot<T>(doh + i * d, vh + j * d, d) - D[i]);
+  };
+
+  // dQ_i = τ Σ_j dS_ij k_j
+  dq.assign(q_rows.size() * d, T(0));
+  parallel_for(static_cast<std::int64_t>(q_rows.size()), [&](std::int64_t r) {
+    const std::int64_t i = q_rows[r];
+    if (lse[i] == neg_inf) return;  // fully masked row: P = 0, so dQ_i = 0
+    T* out = &dq[r * d];
+    for (std::int64_t j = 0; j < visible_keys(s, opt, i); ++j) {
+      T p, ds;
+      grad_entry(i, j, p, ds);
+      for (int c = 0; c < d; ++c) out[c] += ds * T(kh[j * d + c]);
+    }
+    for (int c = 0; c < d; ++c) out[c] *= T(opt.scale);
+  });
+
+  // dV_j = Σ_i P_ij dO_i;  dK_j = τ Σ_i dS_ij q_i
+  dk.assign(kv_rows.size() * d, T(0));
+  dv.assign(kv_rows.size() * d, T(0));
+  parallel_for(static_cast<std::int64_t>(kv_rows.size()), [&](std::int64_t r) {
+    const std::int64_t j = kv_rows[r];
+    T* dk_out = &dk[r * d];
+    T* dv_out = &dv[r * d];
+    for (std::int64_t i = opt.causal ? j : 0; i < N; ++i) {
+      if (lse[i] == neg_inf) continue;
+      T p, ds;
+      grad_entry(i, j, p, ds);
+      for (int c = 0; c < d; ++c) {
+        dv_out[c] += p * T(doh[i * d + c]);
+        dk_out[c] += ds * T(qh[i * d + c]);
+      }
+    }
+    for (int c = 0; c < d; ++c) dk_out[c] *= T(opt.scale);
+  });
+}
+
+#define FS_INSTANTIATE_REFERENCE(T)                                                          \
+  template void reference_forward_row<T>(const Shape&, const float*, const float*,           \
+                                         const float*, const AttnOptions&, std::int64_t, T*, \
+                                         T*);                                                \
+  template void reference_forward<T>(const Shape&, const float*, const float*, const float*, \
+                                     const AttnOptions&, const std::vector<std::int64_t>&,   \
+                                     std::vector<T>&, std::vector<T>&);                      \
+  template void reference_backward_head<T>(                                                  \
+      const Shape&, const float*, const float*, const float*, const float*,                  \
+      const AttnOptions&, std::int64_t, const std::vector<std::int64_t>&,                    \
+      const std::vector<std::int64_t>&, std::vector<T>&, std::vector<T>&, std::vector<T>&);
+
+FS_INSTANTIATE_REFERENCE(float)
+FS_INSTANTIATE_REFERENCE(double)
+#undef FS_INSTANTIATE_REFERENCE
+
+}  // namespace fs

@@ -1,0 +1,51 @@
+// The CPU reference: exact attention, forward and backward, computed row by row.
+//
+// One implementation, instantiated twice (ALGORITHMS.md, "Standard attention"):
+//   T = double  the reference every kernel is checked against;
+//   T = float   a plain float32 implementation of the same math, whose own error against
+//               the double one sets the tolerance (DESIGN.md, "Numbers and checks").
+// Inputs are float32 (what the kernels read); everything after the load is T.
+//
+// Row by row, so a check of a large problem can compute only a sample of rows: a forward
+// row costs O(N·d). A backward row of dQ needs only its own row's statistics, but a row of
+// dK or dV sums over every query row, so the backward first computes LSE and
+// D = rowsum(dO ∘ O) for all rows of the head (O(N²·d)), then any rows of dQ, dK, dV.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/problem.hpp"
+
+namespace fs {
+
+struct AttnOptions {
+  float scale = 0.f;
+  bool causal = false;
+};
+
+// Row `row` = bh·N + i of the forward: o_row[0..d) and its LSE (natural log).
+// A row whose every key is masked has O = 0 and LSE = -inf.
+template <typename T>
+void reference_forward_row(const Shape& s, const float* q, const float* k, const float* v,
+                           const AttnOptions& opt, std::int64_t row, T* o_row, T* lse);
+
+// Rows `rows` (indices into the B·H·N rows) of O and LSE: o is rows.size() × d.
+template <typename T>
+void reference_forward(const Shape& s, const float* q, const float* k, const float* v,
+                       const AttnOptions& opt, const std::vector<std::int64_t>& rows,
+                       std::vector<T>& o, std::vector<T>& lse);
+
+// Gradients of one head bh for the loss Σ O ∘ dO: rows q_rows of dQ and kv_rows of dK, dV
+// (indices 0..N-1 inside the head); dq is q_rows.size() × d, dk and dv kv_rows.size() × d.
+template <typename T>
+void reference_backward_head(const Shape& s, const float* q, const float* k, const float* v,
+                             const float* dout, const AttnOptions& opt, std::int64_t bh,
+                             const std::vector<std::int64_t>& q_rows,
+                             const std::vector<std::int64_t>& kv_rows, std::vector<T>& dq,
+                             std::vector<T>& dk, std::vector<T>& dv);
+
+// 0, 1, ..., n-1.
+std::vector<std::int64_t> all_indices(std::int64_t n);
+
+}  // namespace fs

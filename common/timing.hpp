@@ -1,0 +1,34 @@
+// GPU timing with CUDA events: warm-up runs, the L2 cache flushed before every timed run
+// (so a run does not find the previous run's inputs in the 50+ MB L2), median of R runs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+
+#include "common/buffer.hpp"
+
+namespace fs {
+
+class L2Flusher {
+ public:
+  explicit L2Flusher(std::size_t l2_bytes);  // allocates 2 × L2 once
+  void flush(cudaStream_t stream);           // overwrites all of it
+
+ private:
+  DeviceBuffer<unsigned char> scratch_;
+};
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int reps = 0;
+};
+
+// Runs `launch` (which enqueues work on `stream`) `warmup` times untimed, then `reps` times
+// timed, each timed run preceded by flusher->flush() when a flusher is given.
+Timing time_gpu(const std::function<void()>& launch, cudaStream_t stream, int warmup, int reps,
+                L2Flusher* flusher);
+
+inline double tflops(double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0; }
+
+}  // namespace fs

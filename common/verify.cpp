@@ -1,0 +1,142 @@
+#include "common/verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "common/random.hpp"
+
+namespace fs {
+
+void ErrorStat::add(double got, double ref) {
+  ++count;
+  if (std::isfinite(ref)) {
+    if (!std::isfinite(got)) {
+      ++bad;
+      return;
+    }
+    max_abs = std::max(max_abs, std::abs(got - ref));
+  } else if (got != ref) {  // the reference is ±inf: only the same infinity agrees
+    ++bad;
+  }
+}
+
+TensorCheck judge(const std::string& name, const ErrorStat& kernel, const ErrorStat& fp32,
+                  double factor) {
+  TensorCheck t;
+  t.name = name;
+  t.err = kernel.max_abs;
+  t.err_fp32 = fp32.max_abs;
+  t.tol = factor * fp32.max_abs + kErrorFloor;
+  t.bad = kernel.bad;
+  return t;
+}
+
+bool CheckReport::pass() const {
+  return !tensors.empty() &&
+         std::all_of(tensors.begin(), tensors.end(), [](const TensorCheck& t) { return t.pass(); });
+}
+
+double CheckReport::max_err() const {
+  double e = 0;
+  for (const auto& t : tensors) e = std::max(e, t.bad ? INFINITY : t.err);
+  return e;
+}
+
+std::string CheckReport::summary() const {
+  std::ostringstream out;
+  out << "check against the fp64 CPU reference (" << coverage << "):\n";
+  for (const auto& t : tensors) {
+    out << "  " << std::left << std::setw(4) << t.name << std::right << std::scientific
+        << std::setprecision(2) << " max err " << t.err << "  tolerance " << t.tol
+        << " (fp32 CPU err " << t.err_fp32 << ")";
+    if (t.bad) out << "  " << t.bad << " non-finite";
+    out << (t.pass() ? "  ok" : "  FAIL") << "\n";
+  }
+  return out.str();
+}
+
+namespace {
+std::string coverage_text(std::int64_t checked, std::int64_t total, const char* what) {
+  std::ostringstream out;
+  if (checked == total)
+    out << "all " << total << " " << what;
+  else
+    out << checked << " of " << total << " " << what << " (sampled)";
+  return out.str();
+}
+}  // namespace
+
+CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* q,
+                           const float* k, const float* v, const float* o, const float* lse,
+                           std::uint64_t seed, std::int64_t budget) {
+  const std::int64_t per_row = std::int64_t(s.N) * s.d;
+  const std::int64_t n_rows = std::max<std::int64_t>(64, budget / std::max<std::int64_t>(1, per_row));
+  const auto rows = sample_indices(s.rows(), n_rows, seed);
+
+  std::vector<double> o64, lse64;
+  std::vector<float> o32, lse32;
+  reference_forward<double>(s, q, k, v, opt, rows, o64, lse64);
+  reference_forward<float>(s, q, k, v, opt, rows, o32, lse32);
+
+  ErrorStat eo, eo32, el, el32;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (int c = 0; c < s.d; ++c) {
+      eo.add(o[rows[r] * s.d + c], o64[r * s.d + c]);
+      eo32.add(o32[r * s.d + c], o64[r * s.d + c]);
+    }
+    el.add(lse[rows[r]], lse64[r]);
+    el32.add(lse32[r], lse64[r]);
+  }
+  CheckReport report;
+  report.coverage = coverage_text(static_cast<std::int64_t>(rows.size()), s.rows(), "rows");
+  report.tensors.push_back(judge("O", eo, eo32, kForwardFactor));
+  report.tensors.push_back(judge("LSE", el, el32, kForwardFactor));
+  return report;
+}
+
+CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float* q,
+                            const float* k, const float* v, const float* dout, const float* dq,
+                            const float* dk, const float* dv, std::uint64_t seed,
+                            std::int64_t budget) {
+  // Per head: LSE and D for all rows cost ~2·N²·d; each dQ row ~3·N·d, each dK/dV row ~4·N·d.
+  const std::int64_t Nd = std::int64_t(s.N) * s.d;
+  const std::int64_t head_stats = 2 * Nd * s.N;
+  const std::int64_t head_full = head_stats + 7 * Nd * s.N;
+  const std::int64_t n_heads = std::clamp<std::int64_t>(budget / head_full, 1, s.heads());
+  const auto heads = sample_indices(s.heads(), n_heads, seed);
+  // When one head alone is over budget, check a sample of its rows.
+  const std::int64_t row_budget = std::max<std::int64_t>(budget - head_stats, 7 * Nd * 64);
+  const std::int64_t n_rows = std::clamp<std::int64_t>(row_budget / (7 * Nd), 64, s.N);
+
+  ErrorStat e[3], e32[3];
+  std::int64_t rows_checked = 0;
+  for (std::int64_t bh : heads) {
+    const auto rows = sample_indices(s.N, n_rows, seed + 1 + std::uint64_t(bh));
+    std::vector<double> g64[3];
+    std::vector<float> g32[3];
+    reference_backward_head<double>(s, q, k, v, dout, opt, bh, rows, rows, g64[0], g64[1], g64[2]);
+    reference_backward_head<float>(s, q, k, v, dout, opt, bh, rows, rows, g32[0], g32[1], g32[2]);
+    const float* got[3] = {dq, dk, dv};
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (int c = 0; c < s.d; ++c) {
+        const std::int64_t at = (bh * s.N + rows[r]) * s.d + c;
+        for (int t = 0; t < 3; ++t) {
+          e[t].add(got[t][at], g64[t][r * s.d + c]);
+          e32[t].add(g32[t][r * s.d + c], g64[t][r * s.d + c]);
+        }
+      }
+    rows_checked += static_cast<std::int64_t>(rows.size());
+  }
+  CheckReport report;
+  report.coverage = coverage_text(rows_checked, s.rows(), "rows of dQ, dK, dV");
+  if (static_cast<std::int64_t>(heads.size()) < s.heads())
+    report.coverage += ", " + std::to_string(heads.size()) + " of " +
+                       std::to_string(s.heads()) + " heads";
+  const char* names[3] = {"dQ", "dK", "dV"};
+  for (int t = 0; t < 3; ++t) report.tensors.push_back(judge(names[t], e[t], e32[t], kBackwardFactor));
+  return report;
+}
+
+}  // namespace fs

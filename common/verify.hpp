@@ -1,0 +1,66 @@
+// Checking a kernel's outputs against the fp64 reference (DESIGN.md, "Numbers and checks").
+//
+// The rule, after FlashAttention's own tests: for each output tensor,
+//     max |kernel − fp64|  ≤  factor · max |fp32 CPU − fp64|  +  floor
+// with factor 2 for the forward (O, LSE) and 3 for the gradients (dQ, dK, dV). A NaN or an
+// infinity where the reference is finite never passes. Large problems are checked on a
+// sample of rows (forward) or heads and rows (backward), and the report says how many.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/problem.hpp"
+#include "common/reference.hpp"
+
+namespace fs {
+
+// Max absolute difference of `got` against `ref`, counting elements that are not finite
+// where the reference is (equal infinities, e.g. the LSE of a fully masked row, agree).
+struct ErrorStat {
+  double max_abs = 0;
+  std::int64_t bad = 0;    // NaN, or infinite where the reference is not
+  std::int64_t count = 0;
+  void add(double got, double ref);
+};
+
+struct TensorCheck {
+  std::string name;      // "O", "LSE", "dQ", ...
+  double err = 0;        // the kernel's max abs error against fp64
+  double err_fp32 = 0;   // the plain float32 CPU implementation's
+  double tol = 0;        // factor · err_fp32 + floor
+  std::int64_t bad = 0;  // non-finite where the reference is finite
+  bool pass() const { return bad == 0 && err <= tol; }
+};
+
+struct CheckReport {
+  std::vector<TensorCheck> tensors;
+  std::string coverage;  // "all 6144 rows" / "512 of 2097152 rows (sampled)"
+  bool pass() const;
+  double max_err() const;
+  std::string summary() const;  // one line per tensor
+};
+
+constexpr double kForwardFactor = 2.0;
+constexpr double kBackwardFactor = 3.0;
+constexpr double kErrorFloor = 1e-6;
+
+TensorCheck judge(const std::string& name, const ErrorStat& kernel, const ErrorStat& fp32,
+                  double factor);
+
+// Budgets in multiply-adds of the reference, so a check takes seconds at any size.
+constexpr std::int64_t kForwardCheckBudget = std::int64_t(1) << 31;
+constexpr std::int64_t kBackwardCheckBudget = std::int64_t(1) << 33;
+
+// o, lse: the kernel's full outputs, copied to the host.
+CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* q,
+                           const float* k, const float* v, const float* o, const float* lse,
+                           std::uint64_t seed, std::int64_t budget = kForwardCheckBudget);
+
+CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float* q,
+                            const float* k, const float* v, const float* dout, const float* dq,
+                            const float* dk, const float* dv, std::uint64_t seed,
+                            std::int64_t budget = kBackwardCheckBudget);
+
+}  // namespace fs
