@@ -1,0 +1,281 @@
+// Step 01 — naive attention: the paper's standard attention, Algorithm 0 (forward) and
+// Algorithm 3 (backward), as plain CUDA with one output element per thread.
+//
+//   forward   S = τ Q Kᵀ (+ causal mask)  → HBM        scores_kernel
+//             P = softmax(S), LSE         → HBM        softmax_kernel
+//             O = P V                     → HBM        pv_kernel
+//   backward  dV = Pᵀ dO                               dv_kernel
+//             dP = dO Vᵀ                  → HBM        dp_kernel
+//             D = rowsum(dO ∘ O)                       rowdot_kernel
+//             dS = P ∘ (dP − D)           → HBM        ds_kernel (in place over dP)
+//             dQ = τ dS K,  dK = τ dSᵀ Q               dq_kernel, dk_kernel
+//
+// HBM traffic Θ(Nd + N²) per head (Theorem 2; common/io_model.hpp counts it exactly): every
+// N×N matrix is written once and read back at least once. That N² term is what the rest of
+// the steps remove. Memory is Θ(N²) too: S and P for the forward, and the backward keeps P
+// (the forward's workspace) and adds dP. At N = 65536 with 16 heads that is 256 GiB per matrix.
+//
+// Nothing here is clever on purpose: each kernel is the loop it computes. Threads of a warp
+// take consecutive output columns, so loads along a row coalesce and the other operand is a
+// broadcast.
+#include "steps/01_naive/naive.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/check.hpp"
+#include "common/device.hpp"
+#include "common/io_model.hpp"
+
+namespace fs {
+
+namespace {
+
+constexpr int kTile = 16;  // 16×16 threads per block for the 2-D "one output per thread" kernels
+constexpr int kWarp = 32;
+
+// The forward's workspace: S then P, each (B, H, N, N).
+struct NaiveFwdWorkspace {
+  float* s;
+  float* p;
+};
+NaiveFwdWorkspace fwd_workspace(void* ws, const Shape& sh) {
+  float* base = static_cast<float*>(ws);
+  return {base, base + sh.score_elems()};
+}
+// The backward's: dP (overwritten by dS) (B, H, N, N), then D (B, H, N).
+struct NaiveBwdWorkspace {
+  float* dp;
+  float* D;
+};
+NaiveBwdWorkspace bwd_workspace(void* ws, const Shape& sh) {
+  float* base = static_cast<float*>(ws);
+  return {base, base + sh.score_elems()};
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = kWarp / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------------------
+
+// S[i][j] = τ · q_i · k_j, or -inf where the causal mask hides key j from query i.
+// grid (⌈N/16⌉, ⌈N/16⌉, B·H), block (16, 16): x → key j, y → query i.
+__global__ void scores_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                              float* __restrict__ s, int N, int d, float scale, bool causal) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (i >= N || j >= N) return;
+  const float* qi = q + (bh * N + i) * d;  // (d)
+  const float* kj = k + (bh * N + j) * d;  // (d)
+  float acc = 0.f;
+  for (int c = 0; c < d; ++c) acc += qi[c] * kj[c];
+  s[(bh * N + i) * N + j] = (causal && j > i) ? -INFINITY : scale * acc;
+}
+
+// P[i][:] = softmax(S[i][:]) and LSE_i = m_i + log ℓ_i. One warp per row, three sweeps of
+// the row: max, sum of exponentials, normalise. (Rows re-read hit L1/L2; the IO model counts
+// the row once.)
+__global__ void softmax_kernel(const float* __restrict__ s, float* __restrict__ p,
+                               float* __restrict__ lse, std::int64_t rows, int N) {
+  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;  // whole warps leave together: the shuffles below stay full-warp
+  const float* srow = s + row * N;  // (N)
+  float* prow = p + row * N;        // (N)
+
+  float m = -INFINITY;
+  for (int j = lane; j < N; j += kWarp) m = fmaxf(m, srow[j]);
+  m = warp_max(m);
+  // A row whose every key is masked has m = -inf, and exp(-inf - (-inf)) would be NaN:
+  // define its P as 0 and its LSE as -inf. (The causal mask alone never does this: key i
+  // is always visible to query i.)
+  const float m_safe = (m == -INFINITY) ? 0.f : m;
+  float l = 0.f;
+  for (int j = lane; j < N; j += kWarp) l += expf(srow[j] - m_safe);
+  l = warp_sum(l);
+  const float inv_l = (l > 0.f) ? 1.f / l : 0.f;
+  for (int j = lane; j < N; j += kWarp) prow[j] = expf(srow[j] - m_safe) * inv_l;
+  if (lane == 0) lse[row] = (l > 0.f) ? m + logf(l) : -INFINITY;
+}
+
+// O[i][c] = Σ_j P[i][j] · V[j][c]. grid (⌈d/16⌉, ⌈N/16⌉, B·H): x → column c, y → row i.
+__global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__ v,
+                          float* __restrict__ o, int N, int d) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (i >= N || c >= d) return;
+  const float* prow = p + (bh * N + i) * N;  // (N)
+  const float* vh = v + bh * N * d;          // (N, d)
+  float acc = 0.f;
+  for (int j = 0; j < N; ++j) acc += prow[j] * vh[std::int64_t(j) * d + c];
+  o[(bh * N + i) * d + c] = acc;
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------------------
+
+// dV[j][c] = Σ_i P[i][j] · dO[i][c]. grid (⌈d/16⌉, ⌈N/16⌉, B·H): x → c, y → key row j.
+__global__ void dv_kernel(const float* __restrict__ p, const float* __restrict__ dout,
+                          float* __restrict__ dv, int N, int d) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (j >= N || c >= d) return;
+  const float* ph = p + bh * N * std::int64_t(N);  // (N, N)
+  const float* doh = dout + bh * N * d;            // (N, d)
+  float acc = 0.f;
+  for (int i = 0; i < N; ++i) acc += ph[std::int64_t(i) * N + j] * doh[std::int64_t(i) * d + c];
+  dv[(bh * N + j) * d + c] = acc;
+}
+
+// dP[i][j] = dO_i · v_j. Same launch shape as scores_kernel.
+__global__ void dp_kernel(const float* __restrict__ dout, const float* __restrict__ v,
+                          float* __restrict__ dp, int N, int d) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (i >= N || j >= N) return;
+  const float* doi = dout + (bh * N + i) * d;  // (d)
+  const float* vj = v + (bh * N + j) * d;      // (d)
+  float acc = 0.f;
+  for (int c = 0; c < d; ++c) acc += doi[c] * vj[c];
+  dp[(bh * N + i) * N + j] = acc;
+}
+
+// D_i = Σ_c dO[i][c] · O[i][c]  (= Σ_j P_ij dP_ij, the softmax's Jacobian term). One warp per row.
+__global__ void rowdot_kernel(const float* __restrict__ dout, const float* __restrict__ o,
+                              float* __restrict__ D, std::int64_t rows, int d) {
+  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;  // whole warps leave together
+  float acc = 0.f;
+  for (int c = lane; c < d; c += kWarp) acc += dout[row * d + c] * o[row * d + c];
+  acc = warp_sum(acc);
+  if (lane == 0) D[row] = acc;
+}
+
+// dS[i][j] = P[i][j] · (dP[i][j] − D_i), written over dP (each element reads then writes
+// only itself, so in place is safe). Masked entries have P = 0, so their dS is 0.
+__global__ void ds_kernel(const float* __restrict__ p, float* dp_ds, const float* __restrict__ D,
+                          std::int64_t elems, int N) {
+  for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < elems;
+       e += std::int64_t(gridDim.x) * blockDim.x)
+    dp_ds[e] = p[e] * (dp_ds[e] - D[e / N]);
+}
+
+// dQ[i][c] = τ Σ_j dS[i][j] · K[j][c]. Same shape as pv_kernel.
+__global__ void dq_kernel(const float* __restrict__ ds, const float* __restrict__ k,
+                          float* __restrict__ dq, int N, int d, float scale) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (i >= N || c >= d) return;
+  const float* dsrow = ds + (bh * N + i) * N;  // (N)
+  const float* kh = k + bh * N * d;            // (N, d)
+  float acc = 0.f;
+  for (int j = 0; j < N; ++j) acc += dsrow[j] * kh[std::int64_t(j) * d + c];
+  dq[(bh * N + i) * d + c] = scale * acc;
+}
+
+// dK[j][c] = τ Σ_i dS[i][j] · Q[i][c]. Same shape as dv_kernel.
+__global__ void dk_kernel(const float* __restrict__ ds, const float* __restrict__ q,
+                          float* __restrict__ dk, int N, int d, float scale) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int j = blockIdx.y * blockDim.y + threadIdx.y;
+  const std::int64_t bh = blockIdx.z;
+  if (j >= N || c >= d) return;
+  const float* dsh = ds + bh * N * std::int64_t(N);  // (N, N)
+  const float* qh = q + bh * N * d;                  // (N, d)
+  float acc = 0.f;
+  for (int i = 0; i < N; ++i) acc += dsh[std::int64_t(i) * N + j] * qh[std::int64_t(i) * d + c];
+  dk[(bh * N + j) * d + c] = scale * acc;
+}
+
+dim3 grid2d(int cols, int rows, std::int64_t heads) {
+  return dim3((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile, static_cast<unsigned>(heads));
+}
+
+constexpr int kRowsPerBlock = 8;  // warps per block for the one-warp-per-row kernels
+unsigned row_blocks(std::int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.score_elems() * sizeof(float); }
+std::size_t bwd_ws_bytes(const Shape& s) { return (s.score_elems() + s.rows()) * sizeof(float); }
+
+std::string unsupported(const Shape& s, const DeviceInfo&) {
+  // The grids put B·H in z (at most 65535 blocks) and ⌈N/16⌉ in y (at most 65535).
+  if (s.heads() > 65535) return "B·H must be at most 65535 (grid z)";
+  if ((s.N + kTile - 1) / kTile > 65535) return "N must be at most 1048560 (grid y)";
+  return {};
+}
+
+IoCount io_forward(const Shape& s, bool, int) { return io_standard_forward(s); }
+IoCount io_backward(const Shape& s, bool, int) { return io_standard_backward(s); }
+
+}  // namespace
+
+void naive_forward(const FwdParams& p) {
+  const Shape& sh = p.shape;
+  const NaiveFwdWorkspace ws = fwd_workspace(p.workspace, sh);
+  const dim3 block(kTile, kTile);
+
+  scores_kernel<<<grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream>>>(p.q, p.k, ws.s, sh.N, sh.d,
+                                                                         p.scale, p.causal);
+  FS_CHECK_LAUNCH();
+  softmax_kernel<<<row_blocks(sh.rows()), kRowsPerBlock * kWarp, 0, p.stream>>>(ws.s, ws.p, p.lse,
+                                                                                 sh.rows(), sh.N);
+  FS_CHECK_LAUNCH();
+  pv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(ws.p, p.v, p.o, sh.N, sh.d);
+  FS_CHECK_LAUNCH();
+}
+
+void naive_backward(const BwdParams& p) {
+  const Shape& sh = p.shape;
+  const float* P = fwd_workspace(const_cast<void*>(p.fwd_workspace), sh).p;  // (B, H, N, N)
+  const NaiveBwdWorkspace ws = bwd_workspace(p.workspace, sh);
+  const dim3 block(kTile, kTile);
+
+  dv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(P, p.dout, p.dv, sh.N, sh.d);
+  FS_CHECK_LAUNCH();
+  dp_kernel<<<grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream>>>(p.dout, p.v, ws.dp, sh.N, sh.d);
+  FS_CHECK_LAUNCH();
+  rowdot_kernel<<<row_blocks(sh.rows()), kRowsPerBlock * kWarp, 0, p.stream>>>(p.dout, p.o, ws.D,
+                                                                                sh.rows(), sh.d);
+  FS_CHECK_LAUNCH();
+  ds_kernel<<<4096, 256, 0, p.stream>>>(P, ws.dp, ws.D, sh.score_elems(), sh.N);
+  FS_CHECK_LAUNCH();
+  const float* dS = ws.dp;  // (B, H, N, N), now holding dS
+  dq_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(dS, p.k, p.dq, sh.N, sh.d, p.scale);
+  FS_CHECK_LAUNCH();
+  dk_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(dS, p.q, p.dk, sh.N, sh.d, p.scale);
+  FS_CHECK_LAUNCH();
+}
+
+StepInfo step01_info() {
+  StepInfo s;
+  s.id = "01_naive";
+  s.title = "standard attention, S and P materialised in HBM (Algorithm 0)";
+  s.variants = {"naive"};
+  s.forward = naive_forward;
+  s.backward = naive_backward;
+  s.fwd_workspace_bytes = fwd_ws_bytes;
+  s.bwd_workspace_bytes = bwd_ws_bytes;
+  s.unsupported = unsupported;
+  s.io_forward = io_forward;
+  s.io_backward = io_backward;
+  return s;
+}
+
+}  // namespace fs

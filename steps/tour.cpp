@@ -1,0 +1,121 @@
+// The tour: every step that exists, at one canonical size, checked against the fp64
+// reference and timed, in one table. Without a GPU it says so in one line, runs the CPU
+// reference (what a check compares against) and exits 0.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "common/driver.hpp"
+#include "common/errors.hpp"
+#include "common/reference.hpp"
+#include "steps/registry.hpp"
+
+namespace {
+
+using fs::format_bytes;
+
+void print_rule() { std::printf("%s\n", std::string(108, '-').c_str()); }
+
+// No GPU: the CPU reference at a small size, fp64 and the plain fp32 version, with the fp32
+// version's error (the quantity every GPU tolerance is built from).
+void cpu_tour(const fs::Shape& s, bool causal, std::uint64_t seed) {
+  const fs::HostProblem p = fs::random_problem(s, seed, false);
+  const fs::AttnOptions opt{fs::default_scale(s.d), causal};
+  const auto rows = fs::all_indices(s.rows());
+  auto timed = [](auto&& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> o64, l64;
+  std::vector<float> o32, l32;
+  const double ms64 = timed([&] { fs::reference_forward<double>(s, p.q.data(), p.k.data(), p.v.data(), opt, rows, o64, l64); });
+  const double ms32 = timed([&] { fs::reference_forward<float>(s, p.q.data(), p.k.data(), p.v.data(), opt, rows, o32, l32); });
+  fs::ErrorStat e;
+  for (std::size_t i = 0; i < o64.size(); ++i) e.add(o32[i], o64[i]);
+  std::printf("CPU reference, B=%d H=%d N=%d d=%d%s\n", s.B, s.H, s.N, s.d, causal ? " causal" : "");
+  print_rule();
+  std::printf("%-24s %10s %10s %14s\n", "implementation", "time ms", "GFLOP/s", "max err vs fp64");
+  print_rule();
+  const double flops = fs::forward_flops(s, causal);
+  std::printf("%-24s %10.1f %10.2f %14s\n", "cpu fp64 (reference)", ms64, flops / ms64 / 1e6, "-");
+  std::printf("%-24s %10.1f %10.2f %14.2e\n", "cpu fp32 (tolerance)", ms32, flops / ms32 / 1e6, e.max_abs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashsteps tour: every step at one size, checked against the fp64 reference and timed"};
+  fs::Options opt;
+  opt.shape = {2, 16, 2048, 64};
+  opt.check = opt.bench = opt.backward = true;
+  opt.reps = 10;
+  std::string only;
+  app.add_option("-b,--batch", opt.shape.B, "batch size")->capture_default_str();
+  app.add_option("--heads", opt.shape.H, "heads")->capture_default_str();
+  app.add_option("-n,--seq", opt.shape.N, "sequence length")->capture_default_str();
+  app.add_option("-d,--dim", opt.shape.d, "head dimension")->capture_default_str();
+  app.add_flag("--causal", opt.causal, "causal mask");
+  app.add_option("--reps", opt.reps, "timed runs per pass")->capture_default_str();
+  app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
+  app.add_option("--step", only, "run only this step (e.g. 01)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    fs::validate_shape(opt.shape);
+    if (opt.reps < 1) throw fs::InputError("--reps must be at least 1");
+    if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {
+      std::printf("%s Skipping the GPU steps; running the CPU reference only.\n\n", why.c_str());
+      cpu_tour({1, 2, 256, 64}, opt.causal, opt.seed);
+      return fs::kExitOk;
+    }
+    const fs::DeviceInfo dev = fs::query_device();
+    const fs::Shape& s = opt.shape;
+    std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, fp32, median of %d runs, L2 flushed\n",
+                dev.name.c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", opt.reps);
+    const fs::HostProblem problem = fs::random_problem(s, opt.seed, true);
+
+    print_rule();
+    std::printf("%-26s %-4s %-5s %10s %9s %12s %12s %10s\n", "step", "pass", "check", "time ms",
+                "TFLOP/s", "device mem", "HBM model", "max err");
+    print_rule();
+    bool all_pass = true;
+    for (const fs::StepInfo& step : fs::all_steps()) {
+      if (!only.empty() && fs::find_step(only) != &step) continue;
+      for (std::size_t v = 0; v < step.variants.size(); ++v) {
+        fs::Options o = opt;
+        o.variant = static_cast<int>(v);
+        o.backward = opt.backward && step.backward;
+        const std::string name = step.id + (step.variants.size() > 1 ? "/" + step.variants[v] : "");
+        try {
+          const fs::CaseReport r = fs::run_case(step, o, problem, dev);
+          for (const auto& p : r.passes) {
+            const bool ok = !p.check || p.check->pass();
+            all_pass = all_pass && ok;
+            std::printf("%-26s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), p.pass.c_str(),
+                        ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
+                        format_bytes(double(p.peak_mem_bytes)).c_str(),
+                        format_bytes(double(p.io.total())).c_str(), p.check->max_err());
+            if (!ok) std::printf("%s", p.check->summary().c_str());
+            if (!opt.csv_path.empty()) fs::append_csv(opt.csv_path, fs::result_row(step, o, p, dev));
+          }
+        } catch (const fs::ResourceError& e) {
+          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+        } catch (const fs::InputError& e) {
+          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+        }
+      }
+    }
+    print_rule();
+    return all_pass ? fs::kExitOk : fs::kExitCheckFailed;
+  } catch (const fs::InputError& e) {
+    std::fprintf(stderr, "tour: error: %s\n", e.what());
+    return fs::kExitBadInput;
+  } catch (const fs::CudaError& e) {
+    std::fprintf(stderr, "tour: CUDA error: %s\n", e.what());
+    return fs::kExitCheckFailed;
+  }
+}
