@@ -1,0 +1,20 @@
+# cmake -DEXPECT_CODE=N -DEXPECT_REGEX=R -P expect_exit.cmake -- <command...>
+# Runs the command; passes when it exits with N and its output matches R.
+set(cmd)
+set(seen_separator OFF)
+foreach(i RANGE ${CMAKE_ARGC})
+  if(seen_separator AND DEFINED CMAKE_ARGV${i})
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(seen_separator ON)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} WORKING_DIRECTORY "${WORKDIR}" RESULT_VARIABLE code
+                OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT code STREQUAL "${EXPECT_CODE}")
+  message(FATAL_ERROR "expected exit code ${EXPECT_CODE}, got ${code}")
+endif()
+if(NOT "${out}${err}" MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match '${EXPECT_REGEX}'")
+endif()

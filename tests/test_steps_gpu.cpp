@@ -1,0 +1,133 @@
+// Every step in the table of steps, every kernel variant, against the fp64 reference on the
+// shapes that break tiling: N ∈ {1, 17, 97, 257, 1025}, d ∈ {16, 64, 128}, causal on and off,
+// B and H above 1. Outputs are poisoned (NaN) before every run, inputs are fresh random data.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <sstream>
+
+#include "common/device.hpp"
+#include "common/harness.hpp"
+#include "common/verify.hpp"
+#include "steps/registry.hpp"
+
+namespace {
+
+struct Case {
+  const fs::StepInfo* step;
+  int variant;
+  fs::Shape shape;
+  bool causal;
+  std::string name() const {
+    std::ostringstream out;
+    out << step->id << "/" << step->variants[variant] << " B=" << shape.B << " H=" << shape.H
+        << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
+    return out.str();
+  }
+  std::uint64_t seed() const {
+    return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1];
+  }
+};
+
+// Steps × variants that support this shape on this device.
+std::vector<Case> cases_for(const fs::Shape& s, bool causal, bool need_backward) {
+  static const fs::DeviceInfo dev = fs::query_device();
+  std::vector<Case> out;
+  for (const auto& step : fs::all_steps()) {
+    if (need_backward && !step.backward) continue;
+    if (!step.unsupported(s, dev).empty()) continue;
+    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) out.push_back({&step, v, s, causal});
+  }
+  return out;
+}
+
+fs::Shape odd_shape(int N, int d) { return {2, N > 512 ? 2 : 3, N, d}; }
+
+}  // namespace
+
+TEST_CASE("forward O and LSE match the fp64 reference on odd shapes", "[gpu][forward]") {
+  const int N = GENERATE(1, 17, 97, 257, 1025);
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  for (const Case& c : cases_for(odd_shape(N, d), causal, false)) {
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), false);
+      fs::DeviceRun run(*c.step, p, {fs::default_scale(d), causal, c.variant}, false);
+      run.forward();
+      run.sync();
+      const auto o = run.o(), lse = run.lse();
+      const auto report = fs::verify_forward(c.shape, {fs::default_scale(d), causal}, p.q.data(),
+                                             p.k.data(), p.v.data(), o.data(), lse.data(), c.seed());
+      INFO(report.summary());
+      REQUIRE(report.coverage.rfind("all ", 0) == 0);  // every row checked at these sizes
+      REQUIRE(report.pass());
+    }
+  }
+}
+
+TEST_CASE("backward dQ, dK, dV match the fp64 reference on odd shapes", "[gpu][backward]") {
+  const int N = GENERATE(1, 17, 97, 257, 1025);
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  for (const Case& c : cases_for(odd_shape(N, d), causal, true)) {
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true);
+      fs::DeviceRun run(*c.step, p, {fs::default_scale(d), causal, c.variant}, true);
+      run.forward();
+      run.backward();
+      run.sync();
+      const auto dq = run.dq(), dk = run.dk(), dv = run.dv();
+      const auto report = fs::verify_backward(c.shape, {fs::default_scale(d), causal}, p.q.data(),
+                                              p.k.data(), p.v.data(), p.dout.data(), dq.data(),
+                                              dk.data(), dv.data(), c.seed());
+      INFO(report.summary());
+      REQUIRE(report.coverage.rfind("all ", 0) == 0);
+      REQUIRE(report.pass());
+    }
+  }
+}
+
+TEST_CASE("the same inputs give bit-identical outputs on a repeat run", "[gpu][determinism]") {
+  const bool causal = GENERATE(false, true);
+  for (const Case& c : cases_for({2, 2, 300, 64}, causal, false)) {
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), c.step->backward != nullptr);
+      fs::DeviceRun run(*c.step, p, {fs::default_scale(64), causal, c.variant}, c.step->backward != nullptr);
+      std::vector<float> first[5], second[5];
+      for (auto* out : {first, second}) {
+        run.forward();
+        if (c.step->backward) run.backward();
+        run.sync();
+        out[0] = run.o();
+        out[1] = run.lse();
+        if (c.step->backward) {
+          out[2] = run.dq();
+          out[3] = run.dk();
+          out[4] = run.dv();
+        }
+      }
+      for (int t = 0; t < 5; ++t) {
+        INFO("output " << t);
+        REQUIRE(first[t].size() == second[t].size());
+        REQUIRE(std::memcmp(first[t].data(), second[t].data(), first[t].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a custom softmax scale is applied", "[gpu][forward]") {
+  const fs::Shape s{1, 2, 65, 32};
+  for (const Case& c : cases_for(s, false, false)) {
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(s, 77, false);
+      const float scale = 0.9f;  // far from 1/√32 ≈ 0.18: a kernel ignoring it fails
+      fs::DeviceRun run(*c.step, p, {scale, false, c.variant}, false);
+      run.forward();
+      run.sync();
+      const auto o = run.o(), lse = run.lse();
+      const auto r = fs::verify_forward(s, {scale, false}, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), 1);
+      INFO(r.summary());
+      REQUIRE(r.pass());
+    }
+  }
+}

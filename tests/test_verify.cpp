@@ -1,0 +1,101 @@
+// The check itself: it must be able to fail. NaN never passes, an error above the fp32
+// rule fails, the exact answer passes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "common/harness.hpp"
+#include "common/verify.hpp"
+
+TEST_CASE("a NaN never passes, whatever the tolerance", "[verify]") {
+  fs::ErrorStat kernel, fp32;
+  kernel.add(std::nan(""), 1.0);
+  fp32.add(1.5, 1.0);  // a huge fp32 error would make any finite error pass
+  REQUIRE_FALSE(fs::judge("O", kernel, fp32, 2.0).pass());
+}
+
+TEST_CASE("infinities agree only with the same infinity", "[verify]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  fs::ErrorStat same, other, finite;
+  same.add(-inf, -inf);
+  other.add(inf, -inf);
+  finite.add(3.0, -inf);
+  REQUIRE(same.bad == 0);
+  REQUIRE(other.bad == 1);
+  REQUIRE(finite.bad == 1);
+}
+
+TEST_CASE("the tolerance is factor times the fp32 error plus the floor", "[verify]") {
+  fs::ErrorStat kernel, fp32;
+  fp32.add(1.0 + 1e-6, 1.0);
+  kernel.add(1.0 + 2.9e-6, 1.0);
+  REQUIRE(fs::judge("O", kernel, fp32, 2.0).pass());  // 2.9e-6 ≤ 2·1e-6 + 1e-6
+  fs::ErrorStat worse;
+  worse.add(1.0 + 3.2e-6, 1.0);
+  REQUIRE_FALSE(fs::judge("O", worse, fp32, 2.0).pass());
+}
+
+namespace {
+struct Outputs {
+  std::vector<float> o, lse;
+};
+Outputs fp64_outputs(const fs::HostProblem& p, const fs::AttnOptions& opt) {
+  std::vector<double> o, lse;
+  fs::reference_forward<double>(p.shape, p.q.data(), p.k.data(), p.v.data(), opt,
+                                fs::all_indices(p.shape.rows()), o, lse);
+  return {std::vector<float>(o.begin(), o.end()), std::vector<float>(lse.begin(), lse.end())};
+}
+}  // namespace
+
+TEST_CASE("verify_forward passes the rounded exact answer and fails a wrong one", "[verify]") {
+  const fs::Shape s{2, 2, 33, 16};
+  const fs::HostProblem p = fs::random_problem(s, 21, false);
+  const fs::AttnOptions opt{fs::default_scale(s.d), true};
+  Outputs out = fp64_outputs(p, opt);
+  const auto good = fs::verify_forward(s, opt, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), 1);
+  INFO(good.summary());
+  REQUIRE(good.pass());
+  REQUIRE(good.coverage == "all 132 rows");
+
+  SECTION("one output element off by 1e-3") {
+    out.o[77] += 1e-3f;
+    REQUIRE_FALSE(fs::verify_forward(s, opt, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), 1).pass());
+  }
+  SECTION("one LSE unwritten (NaN poison)") {
+    out.lse[131] = std::nanf("");
+    REQUIRE_FALSE(fs::verify_forward(s, opt, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), 1).pass());
+  }
+}
+
+TEST_CASE("large problems are checked on a sample of rows, and the report says so", "[verify]") {
+  const fs::Shape s{1, 4, 300, 8};
+  const fs::HostProblem p = fs::random_problem(s, 2, false);
+  const fs::AttnOptions opt{fs::default_scale(s.d), false};
+  const Outputs out = fp64_outputs(p, opt);
+  // A budget of 100 rows' work: 300·8 multiply-adds per row.
+  const auto r = fs::verify_forward(s, opt, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), 1, 100 * 300 * 8);
+  REQUIRE(r.coverage == "100 of 1200 rows (sampled)");
+  REQUIRE(r.pass());
+}
+
+TEST_CASE("verify_backward fails a wrong gradient", "[verify]") {
+  const fs::Shape s{1, 2, 9, 4};
+  const fs::HostProblem p = fs::random_problem(s, 8, true);
+  const fs::AttnOptions opt{fs::default_scale(s.d), false};
+  std::vector<float> g[3];
+  for (auto& t : g) t.resize(s.elems());
+  const auto rows = fs::all_indices(s.N);
+  for (std::int64_t bh = 0; bh < s.heads(); ++bh) {
+    std::vector<double> dq, dk, dv;
+    fs::reference_backward_head<double>(s, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), opt, bh, rows, rows, dq, dk, dv);
+    std::copy(dq.begin(), dq.end(), g[0].begin() + bh * s.N * s.d);
+    std::copy(dk.begin(), dk.end(), g[1].begin() + bh * s.N * s.d);
+    std::copy(dv.begin(), dv.end(), g[2].begin() + bh * s.N * s.d);
+  }
+  auto check = [&] { return fs::verify_backward(s, opt, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g[0].data(), g[1].data(), g[2].data(), 1); };
+  REQUIRE(check().pass());
+  const int t = GENERATE(0, 1, 2);
+  g[t][s.elems() - 1] += 1e-3f;
+  REQUIRE_FALSE(check().pass());
+}
