@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The README's two commands:
+#   bash cmake/quickstart.sh          set up, build, run the tour (every step, checked and timed)
+#   bash cmake/quickstart.sh test     set up, build, run the tests (ctest)
+# Set-up: the Debian packages the build needs are installed when run as root; otherwise the
+# exact apt-get line is printed. Extra arguments go to the tour or to ctest.
+# FS_DEPS_PREFIX=/opt/deps/usr uses packages unpacked there instead (machines without apt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-tour}
+[ $# -gt 0 ] && shift
+case "$mode" in
+  tour|test) ;;
+  *) echo "usage: bash cmake/quickstart.sh [tour|test] [args...]" >&2; exit 2 ;;
+esac
+
+packages=(cmake ninja-build g++ catch2 nlohmann-json3-dev libcli11-dev)
+
+if [ -z "${FS_DEPS_PREFIX:-}" ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+      echo "Installing ${missing[*]}"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq
+      apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+      echo "Missing packages. Run:"
+      echo "  sudo apt-get install -y ${missing[*]}"
+      exit 1
+    fi
+  fi
+fi
+
+nvcc=$(command -v nvcc || true)
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -z "$nvcc" ]; then
+  echo "The CUDA toolkit (nvcc) was not found on PATH or in /usr/local/cuda/bin."
+  echo "Install it from https://developer.nvidia.com/cuda-downloads, then run this again."
+  exit 1
+fi
+
+config=(-S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc")
+[ -n "${FS_DEPS_PREFIX:-}" ] && config+=(-DCMAKE_PREFIX_PATH="$FS_DEPS_PREFIX")
+[ -n "${CUDAARCHS:-}" ] && config+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDAARCHS")
+cmake "${config[@]}" >/dev/null
+cmake --build build
+
+if [ "$mode" = test ]; then
+  exec ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+fi
+exec ./build/bin/tour "$@"
