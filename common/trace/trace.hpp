@@ -1,0 +1,138 @@
+// The trace data model: what a traced run of a step recorded, in memory. The trace file
+// (Chrome Trace Event JSON, docs/trace-format.md) is this model written out; the reader
+// gives it back; the validator and the visualizer work on it. No ImGui, no CUDA here.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace fs::trace {
+
+constexpr int kSchemaVersion = 1;
+constexpr const char* kSchemaName = "flashsteps-trace";
+
+// What a device event did. Load/Store move a tile between HBM and the CTA (SRAM or
+// registers); the others are on-chip compute phases between them.
+enum class Kind : std::uint8_t {
+  Load = 0,      // HBM → chip: a tile of `tensor`
+  Store = 1,     // chip → HBM: a tile of `tensor`
+  ComputeS = 2,  // S_ij = τ Q_i K_jᵀ (and the mask) on chip
+  Softmax = 3,   // row max / exp / row sum of a tile (P̃_ij, m̃, ℓ̃)
+  Rescale = 4,   // online softmax: O, ℓ scaled by exp(m_old − m_new)
+  AccumulateO = 5,   // O_i += P̃_ij V_j
+  ComputeDP = 6,     // dP_ij = dO_i V_jᵀ
+  ComputeDS = 7,     // dS_ij = P_ij ∘ (dP_ij − D_i)
+  AccumulateDQ = 8,  // dQ_i += τ dS_ij K_j
+  AccumulateDK = 9,  // dK_j += τ dS_ijᵀ Q_i
+  AccumulateDV = 10, // dV_j += P_ijᵀ dO_i
+  Skip = 11,         // a tile the algorithm skipped (causal / block-sparse), no work
+};
+constexpr int kKindCount = 12;
+const char* kind_name(Kind k);  // "load", "store", "compute_s", ...
+
+// The HBM tensors a step reads and writes. M and L are Algorithm 1's running statistics,
+// kept in HBM between its outer-loop iterations.
+enum class Tensor : std::uint8_t {
+  None = 0, Q, K, V, O, LSE, S, P, dO, dQ, dK, dV, dP, dS, D, M, L,
+};
+constexpr int kTensorCount = 17;
+const char* tensor_name(Tensor t);  // "Q", "K", ..., "dS", "D", "m", "l"
+
+// One HBM tensor of the run, for drawing it at its true size. Shapes are per the layouts in
+// common/problem.hpp: (B, H, N, d) for Q..dV, (B, H, N, N) for S, P, dP, dS, (B, H, N) for
+// LSE, D, m, l.
+struct TensorInfo {
+  Tensor id = Tensor::None;
+  std::vector<std::int64_t> shape;
+  std::int64_t bytes = 0;
+};
+
+// One kernel launch of the traced pass.
+struct Kernel {
+  std::string name;          // "scores_kernel"
+  int grid[3] = {1, 1, 1};
+  int block[3] = {1, 1, 1};
+  std::int64_t smem_bytes = 0;   // dynamic + static shared memory per CTA
+  double ts_ns = 0, dur_ns = 0;  // placed on the host clock (its launch range)
+};
+
+// One CTA of one kernel: a track of the timeline.
+struct Track {
+  int kernel = 0;      // index into Trace::kernels
+  int cta = 0;         // linear block index within the kernel's grid
+  int sm = -1;         // %smid it ran on
+  std::int64_t dropped = 0;  // events this CTA could not record (its slice was full)
+};
+
+// One device event. Element ranges locate the tile in its tensor: rows [row0, row0+rows) and
+// columns [col0, col0+cols) of head `bh` (for S/P-like tensors rows are queries and columns
+// keys; for Q..dV columns are 0..d; for LSE-like tensors cols = 1).
+struct Event {
+  int track = 0;        // index into Trace::tracks
+  Kind kind = Kind::Load;
+  Tensor tensor = Tensor::None;
+  std::int32_t bh = 0;
+  std::int32_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  std::int64_t bytes = 0;   // bytes moved to or from HBM (Load/Store only)
+  bool cached = false;      // a re-read that the IO model does not count (served by L2)
+  double ts_ns = 0;         // begin, relative to the trace's t0, on the host clock
+  double dur_ns = 0;
+  std::int64_t seq = 0;     // logical order: 0, 1, 2, ... over the whole trace
+  // Online-softmax steps: the running max m and normaliser ℓ of the CTA's sampled row after
+  // this event, and that row's index; NaN / -1 when the event carries none.
+  float m = std::numeric_limits<float>::quiet_NaN();
+  float l = std::numeric_limits<float>::quiet_NaN();
+  std::int32_t sample_row = -1;
+};
+
+// One NVTX range recorded on the host (allocation, copies, launches, sync, check).
+struct HostRange {
+  std::string name;
+  double ts_ns = 0, dur_ns = 0;
+  int depth = 0;  // nesting depth, 0 = outermost
+};
+
+struct HostMark {
+  std::string name;
+  double ts_ns = 0;
+};
+
+// An HBM buffer named through the NVTX memory extension.
+struct NamedBuffer {
+  std::string name;
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct Meta {
+  int schema_version = kSchemaVersion;
+  std::string gpu, driver, commit, date;
+  std::string step;      // "04_online_softmax"
+  std::string variant;   // "fa2"
+  std::string pass;      // "fwd" or "bwd"
+  int B = 0, H = 0, N = 0, d = 0;
+  bool causal = false;
+  float scale = 0;
+  int Br = 0, Bc = 0;                    // tile sizes (0 when the step does not tile)
+  std::int64_t sram_budget_bytes = 0;    // the device's shared memory per CTA (opt-in max)
+  std::int64_t smem_per_cta_bytes = 0;   // what the step's main kernel uses
+  std::int64_t io_read_bytes = 0;        // the IO model's count for this step, shape, pass
+  std::int64_t io_write_bytes = 0;
+  std::int64_t event_cap = 0;            // device records per CTA
+  std::int64_t events_dropped = 0;       // over all CTAs; never silent
+  std::vector<TensorInfo> tensors;
+};
+
+struct Trace {
+  Meta meta;
+  std::vector<Kernel> kernels;
+  std::vector<Track> tracks;
+  std::vector<Event> events;   // sorted by seq
+  std::vector<HostRange> ranges;
+  std::vector<HostMark> marks;
+  std::vector<NamedBuffer> buffers;
+};
+
+}  // namespace fs::trace
