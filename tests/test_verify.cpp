@@ -12,7 +12,7 @@ TEST_CASE("a NaN never passes, whatever the tolerance", "[verify]") {
   fs::ErrorStat kernel, fp32;
   kernel.add(std::nan(""), 1.0);
   fp32.add(1.5, 1.0);  // a huge fp32 error would make any finite error pass
-  REQUIRE_FALSE(fs::judge("O", kernel, fp32, 2.0).pass());
+  REQUIRE_FALSE(fs::judge("O", kernel, fp32, 2.0, fs::kForwardFloor).pass());
 }
 
 TEST_CASE("infinities agree only with the same infinity", "[verify]") {
@@ -30,10 +30,20 @@ TEST_CASE("the tolerance is factor times the fp32 error plus the floor", "[verif
   fs::ErrorStat kernel, fp32;
   fp32.add(1.0 + 1e-6, 1.0);
   kernel.add(1.0 + 2.9e-6, 1.0);
-  REQUIRE(fs::judge("O", kernel, fp32, 2.0).pass());  // 2.9e-6 ≤ 2·1e-6 + 1e-6
+  REQUIRE(fs::judge("O", kernel, fp32, 2.0, 1e-6).pass());  // 2.9e-6 ≤ 2·1e-6 + 1e-6·1
   fs::ErrorStat worse;
   worse.add(1.0 + 3.2e-6, 1.0);
-  REQUIRE_FALSE(fs::judge("O", worse, fp32, 2.0).pass());
+  REQUIRE_FALSE(fs::judge("O", worse, fp32, 2.0, 1e-6).pass());
+}
+
+TEST_CASE("the floor scales with the tensor's largest magnitude", "[verify]") {
+  fs::ErrorStat kernel, fp32;
+  fp32.add(10.0, 10.0);  // the fp32 CPU result is exact here: only the floor is left
+  kernel.add(10.0 + 9e-6, 10.0);
+  REQUIRE(fs::judge("LSE", kernel, fp32, 2.0, 1e-6).pass());  // 9e-6 ≤ 1e-6 · 10
+  fs::ErrorStat worse;
+  worse.add(10.0 + 1.1e-5, 10.0);
+  REQUIRE_FALSE(fs::judge("LSE", worse, fp32, 2.0, 1e-6).pass());
 }
 
 namespace {
