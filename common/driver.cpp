@@ -29,6 +29,7 @@ void require_fits(const StepInfo& step, const Shape& s, bool backward, const Dev
       << " H=" << s.H << " N=" << s.N << " d=" << s.d;
   if (ws) msg << " (" << format_bytes(double(ws)) << " of it workspace)";
   msg << ", but " << dev.name << " has " << format_bytes(double(dev.free_bytes)) << " free";
+  if (!step.memory_note.empty()) msg << ". " << step.memory_note;
   throw ResourceError(msg.str());
 }
 
@@ -52,14 +53,15 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   PassReport fwd;
   fwd.pass = "fwd";
   fwd.io = step.io_forward(s, opt.causal, opt.variant);
+  fwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   PassReport bwd;
   bwd.pass = "bwd";
   if (opt.backward) {
     run.backward();
     run.sync();
     bwd.io = step.io_backward(s, opt.causal, opt.variant);
+    bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   }
-  fwd.peak_mem_bytes = bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
 
   if (opt.check) {
     const auto o = run.o(), lse = run.lse();

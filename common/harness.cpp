@@ -81,12 +81,7 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
   if (backward) {
     if (!step.backward) throw InputError("step " + step.id + " has no backward pass");
     if (problem.dout.size() != n) throw InputError("the backward needs dO (do.npy)");
-    dout_ = DeviceBuffer<float>(n);
-    dq_ = DeviceBuffer<float>(n);
-    dk_ = DeviceBuffer<float>(n);
-    dv_ = DeviceBuffer<float>(n);
-    bwd_ws_ = DeviceBuffer<unsigned char>(step.bwd_workspace_bytes(shape_));
-    dout_.upload(problem.dout.data(), n);
+    dout_host_ = &problem.dout;
   }
 }
 
@@ -134,6 +129,16 @@ void DeviceRun::forward() {
 }
 
 void DeviceRun::backward() {
+  if (!dout_host_) throw InputError("this run was set up without a backward pass");
+  if (!dout_.get()) {  // first backward: its buffers, so that a forward alone never holds them
+    const std::size_t n = shape_.elems();
+    dout_ = DeviceBuffer<float>(n);
+    dq_ = DeviceBuffer<float>(n);
+    dk_ = DeviceBuffer<float>(n);
+    dv_ = DeviceBuffer<float>(n);
+    bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace_bytes(shape_));
+    dout_.upload(dout_host_->data(), n);
+  }
   dq_.poison(stream_);
   dk_.poison(stream_);
   dv_.poison(stream_);

@@ -37,7 +37,9 @@ struct PassSettings {
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
 std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward);
 
-// The device side of one problem. Construct, then forward() (and backward()).
+// The device side of one problem. Construct, then forward() (and backward()). The backward's
+// buffers are allocated at the first backward(), so memory::peak_bytes() after a forward is
+// the forward's alone. `problem` must outlive the run.
 class DeviceRun {
  public:
   DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
@@ -66,6 +68,7 @@ class DeviceRun {
   PassSettings settings_;
   cudaStream_t stream_;
   DeviceBuffer<float> q_, k_, v_, o_, lse_;
+  const std::vector<float>* dout_host_ = nullptr;
   DeviceBuffer<float> dout_, dq_, dk_, dv_;
   DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
 };

@@ -91,6 +91,8 @@ struct StepInfo {
   std::string (*unsupported)(const Shape&, const DeviceInfo&) = nullptr;
   IoCount (*io_forward)(const Shape&, bool causal, int variant) = nullptr;
   IoCount (*io_backward)(const Shape&, bool causal, int variant) = nullptr;
+  // Said when a shape does not fit the GPU: what the step's memory grows with.
+  std::string memory_note;
 };
 
 }  // namespace fs

@@ -275,6 +275,9 @@ StepInfo step01_info() {
   s.unsupported = unsupported;
   s.io_forward = io_forward;
   s.io_backward = io_backward;
+  s.memory_note =
+      "Its workspace holds N×N matrices per head (S and P; dP for the backward); steps from 03 "
+      "on keep no N×N matrix and need O(N) extra memory";
   return s;
 }
 
