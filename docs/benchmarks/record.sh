@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Records benchmark rows on a GPU machine: the steps (bin/bench) and, when python3 has torch,
+# PyTorch's scaled_dot_product_attention on the same shapes, side by side in one run, into
+# OUTDIR/<gpu>.csv with a log beside it. Then: docs/benchmarks/render.py regenerates the tables.
+#
+#   docs/benchmarks/record.sh OUTDIR                  # the standard sweep
+#   SEQS="4096" DIMS=64 CAUSAL=0 STEPS="01 04" docs/benchmarks/record.sh OUTDIR
+#
+# Expects a configured and built ./build (bash cmake/quickstart.sh does that).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: record.sh OUTDIR}
+mkdir -p "$out"
+SEQS=${SEQS:-"512 1024 2048 4096 8192 16384"}
+DIMS=${DIMS:-"64 128"}
+CAUSAL=${CAUSAL:-"0 1"}
+STEPS=${STEPS:-""}
+REPS=${REPS:-10}
+BACKWARD=${BACKWARD:-1}
+TORCH_BACKENDS=${TORCH_BACKENDS-"torch_math torch_efficient"}
+
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+slug=$(echo "$gpu" | sed -e 's/^NVIDIA //' -e 's/[^A-Za-z0-9]\+/-/g' | tr 'A-Z' 'a-z')
+csv="$out/$slug.csv"
+bwd=(); [ "$BACKWARD" = 1 ] && bwd=(--backward)
+
+./build/bin/bench ${STEPS:+--steps "$STEPS"} --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
+  --reps "$REPS" "${bwd[@]}" --csv "$csv" 2>&1 | tee -a "$out/bench.log"
+if [ -n "$TORCH_BACKENDS" ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  PYTHONUNBUFFERED=1 python3 docs/benchmarks/torch_sdpa.py --seqs "$SEQS" --dims "$DIMS" \
+    --causal "$CAUSAL" --reps "$REPS" --backends "$TORCH_BACKENDS" "${bwd[@]}" --csv "$csv" 2>&1 \
+    | tee -a "$out/bench.log"
+else
+  echo "python3 with torch and a GPU not found: no PyTorch rows" | tee -a "$out/bench.log"
+fi
+echo "rows in $csv"

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""PyTorch's own attention on the same shapes, as rows of the same CSV as bin/bench.
+
+torch.nn.functional.scaled_dot_product_attention in fp32 with TF32 off, pinned to one backend
+per row: MATH (PyTorch's standard attention, S and P materialised) as `torch_math`, and
+EFFICIENT_ATTENTION (the memory-efficient kernel) as `torch_efficient`. Timed like the steps:
+CUDA events, warm-up, L2 flushed before each timed run, median of --reps.
+"""
+import argparse
+import datetime
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HEADER = ("gpu,step,pass,dtype,B,H,N,d,causal,median_ms,tflops,peak_mem_bytes,hbm_bytes_model,"
+          "max_err,commit,date")
+BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def flops(B, H, N, d, causal, bwd):
+    f = 4.0 * B * H * N * N * d / (2 if causal else 1)
+    return f * 2.5 if bwd else f
+
+
+def time_ms(fn, reps, warmup=3):
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seqs", default="512 1024 2048 4096 8192 16384")
+    ap.add_argument("--dims", default="64 128")
+    ap.add_argument("--causal", default="0 1")
+    ap.add_argument("--backends", default="torch_math torch_efficient")
+    ap.add_argument("--backward", action="store_true")
+    ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--heads", type=int, default=0)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--csv", required=True)
+    args = ap.parse_args()
+
+    torch.cuda.set_device(0)  # a current context for autograd's backward thread, too
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    gpu = torch.cuda.get_device_name(0)
+    commit = os.environ.get("FS_COMMIT", "unknown")
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
+    out = open(args.csv, "a")
+    if new:
+        out.write(HEADER + "\n")
+
+    for d in map(int, args.dims.split()):
+        for N in map(int, args.seqs.split()):
+            for causal in map(int, args.causal.split()):
+                B = args.batch or max(1, 16384 // N)
+                H = args.heads or max(1, 2048 // d)
+                gen = torch.Generator(device="cuda").manual_seed(1)
+                q, k, v, do = (torch.randn(B, H, N, d, device="cuda", generator=gen) for _ in range(4))
+                for name in args.backends.split():
+                    line = f"{name:26s} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal}  "
+                    try:
+                        with sdpa_kernel(BACKENDS[name]):
+                            qg, kg, vg = (t.clone().requires_grad_(args.backward) for t in (q, k, v))
+                            torch.cuda.reset_peak_memory_stats()
+                            fwd = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=bool(causal))
+                            o = fwd()
+                            passes = [("fwd", fwd)]
+                            if args.backward:
+                                bwd = lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)
+                                bwd()
+                                passes.append(("bwd", bwd))
+                            torch.cuda.synchronize()
+                            peak = torch.cuda.max_memory_allocated()
+                            for p, fn in passes:
+                                ms = time_ms(fn, args.reps)
+                                tf = flops(B, H, N, d, causal, p == "bwd") / (ms * 1e-3) / 1e12
+                                line += f"{p} {ms:9.3f} ms {tf:7.2f} TFLOP/s  "
+                                out.write(f"{gpu},{name},{p},fp32,{B},{H},{N},{d},{causal},{ms:.4f},"
+                                          f"{tf:.3f},{peak},,,{commit},{date}\n")
+                            del o
+                    except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                        line += "skipped: " + str(e).splitlines()[0][:100]
+                    torch.cuda.empty_cache()
+                    print(line, flush=True)
+    out.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+// bench: the benchmark sweep, over the table of steps (every variant) and a grid of shapes,
+// appending one CSV row per pass (docs/benchmarks/<gpu>.csv). A program that measures and
+// records; the tests are what check correctness (add --check to record max_err too).
+//
+// Shapes follow the FlashAttention benchmarks: B·N = 16384 tokens (B = max(1, 16384/N)) and
+// H = 2048/d heads, so every N fills the GPU with about the same work per matmul.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/driver.hpp"
+#include "common/errors.hpp"
+#include "steps/registry.hpp"
+
+namespace {
+template <typename T>
+std::vector<T> parse_list(const std::string& text) {
+  std::vector<T> out;
+  std::istringstream in(text);
+  for (T x; in >> x;) out.push_back(x);
+  return out;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flashsteps bench: time every step over a grid of shapes, append rows to a CSV"};
+  std::string steps_arg, seqs = "512 1024 2048 4096 8192 16384", dims = "64 128", causals = "0 1";
+  std::string csv;
+  int batch = 0, heads = 0, reps = 10;
+  bool backward = false, check = false;
+  app.add_option("--steps", steps_arg, "steps to run, e.g. \"01 04\" (default: all)");
+  app.add_option("--seqs", seqs, "sequence lengths")->capture_default_str();
+  app.add_option("--dims", dims, "head dimensions")->capture_default_str();
+  app.add_option("--causal", causals, "causal settings, 0 and/or 1")->capture_default_str();
+  app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)");
+  app.add_option("--heads", heads, "heads (default 2048/d)");
+  app.add_option("--reps", reps, "timed runs per pass")->capture_default_str();
+  app.add_flag("--backward", backward, "time the backward pass too (steps that have one)");
+  app.add_flag("--check", check, "also check against the fp64 reference (sampled at large sizes)");
+  app.add_option("--csv", csv, "append rows to FILE")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {
+    std::printf("%s Nothing to benchmark.\n", why.c_str());
+    return fs::kExitNoGpu;
+  }
+  std::vector<const fs::StepInfo*> steps;
+  if (steps_arg.empty())
+    for (const auto& s : fs::all_steps()) steps.push_back(&s);
+  for (const auto& id : parse_list<std::string>(steps_arg)) {
+    const fs::StepInfo* s = fs::find_step(id);
+    if (!s) {
+      std::fprintf(stderr, "bench: error: no step %s\n", id.c_str());
+      return fs::kExitBadInput;
+    }
+    steps.push_back(s);
+  }
+  const fs::DeviceInfo dev = fs::query_device();
+  int failures = 0;
+  for (int d : parse_list<int>(dims))
+    for (int N : parse_list<int>(seqs))
+      for (int causal : parse_list<int>(causals)) {
+        fs::Options opt;
+        opt.shape = {batch ? batch : std::max(1, 16384 / N), heads ? heads : std::max(1, 2048 / d), N, d};
+        opt.causal = causal != 0;
+        opt.bench = true;
+        opt.check = check;
+        opt.reps = reps;
+        const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward);
+        for (const fs::StepInfo* step : steps)
+          for (std::size_t v = 0; v < step->variants.size(); ++v) {
+            opt.variant = static_cast<int>(v);
+            opt.backward = backward && step->backward;
+            const std::string name = step->id + (step->variants.size() > 1 ? "/" + step->variants[v] : "");
+            std::printf("%-26s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d  ", name.c_str(), opt.shape.B,
+                        opt.shape.H, N, d, causal);
+            try {
+              const fs::CaseReport r = fs::run_case(*step, opt, problem, dev);
+              for (const auto& p : r.passes) {
+                std::printf("%s %9.3f ms %7.2f TFLOP/s  ", p.pass.c_str(), p.timing->median_ms, p.tflops);
+                if (p.check && !p.check->pass()) {
+                  ++failures;
+                  std::printf("CHECK FAILED ");
+                }
+                fs::append_csv(csv, fs::result_row(*step, opt, p, dev));
+              }
+              std::printf("\n");
+            } catch (const fs::ResourceError& e) {
+              std::printf("skipped: %s\n", e.what());
+            } catch (const fs::InputError& e) {
+              std::printf("skipped: %s\n", e.what());
+            }
+            std::fflush(stdout);
+          }
+      }
+  return failures ? fs::kExitCheckFailed : fs::kExitOk;
+}
