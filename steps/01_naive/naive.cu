@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "common/check.hpp"
+#include "common/cuda_utils.cuh"
 #include "common/device.hpp"
 #include "common/io_model.hpp"
 
@@ -32,7 +33,7 @@ namespace fs {
 namespace {
 
 constexpr int kTile = 16;  // 16×16 threads per block for the 2-D "one output per thread" kernels
-constexpr int kWarp = 32;
+constexpr int kWarp = kWarpSize;
 
 // The forward's workspace: S then P, each (B, H, N, N).
 struct NaiveFwdWorkspace {
@@ -51,15 +52,6 @@ struct NaiveBwdWorkspace {
 NaiveBwdWorkspace bwd_workspace(void* ws, const Shape& sh) {
   float* base = static_cast<float*>(ws);
   return {base, base + sh.score_elems()};
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = kWarp / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float warp_max(float x) {
-  for (int o = kWarp / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -226,6 +218,25 @@ IoCount io_backward(const Shape& s, bool, int) { return io_standard_backward(s);
 
 }  // namespace
 
+void naive_pv(const float* P, const float* v, float* o, const Shape& sh, cudaStream_t stream) {
+  pv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), dim3(kTile, kTile), 0, stream>>>(P, v, o, sh.N, sh.d);
+  FS_CHECK_LAUNCH();
+}
+
+void naive_dv(const float* P, const float* dout, float* dv, const Shape& sh, cudaStream_t stream) {
+  dv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), dim3(kTile, kTile), 0, stream>>>(P, dout, dv, sh.N, sh.d);
+  FS_CHECK_LAUNCH();
+}
+
+void naive_dq_dk(const float* dS, const float* q, const float* k, float* dq, float* dk,
+                 const Shape& sh, float scale, cudaStream_t stream) {
+  const dim3 block(kTile, kTile);
+  dq_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, stream>>>(dS, k, dq, sh.N, sh.d, scale);
+  FS_CHECK_LAUNCH();
+  dk_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, stream>>>(dS, q, dk, sh.N, sh.d, scale);
+  FS_CHECK_LAUNCH();
+}
+
 void naive_forward(const FwdParams& p) {
   const Shape& sh = p.shape;
   const NaiveFwdWorkspace ws = fwd_workspace(p.workspace, sh);
@@ -237,8 +248,7 @@ void naive_forward(const FwdParams& p) {
   softmax_kernel<<<row_blocks(sh.rows()), kRowsPerBlock * kWarp, 0, p.stream>>>(ws.s, ws.p, p.lse,
                                                                                  sh.rows(), sh.N);
   FS_CHECK_LAUNCH();
-  pv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(ws.p, p.v, p.o, sh.N, sh.d);
-  FS_CHECK_LAUNCH();
+  naive_pv(ws.p, p.v, p.o, sh, p.stream);
 }
 
 void naive_backward(const BwdParams& p) {
@@ -247,8 +257,7 @@ void naive_backward(const BwdParams& p) {
   const NaiveBwdWorkspace ws = bwd_workspace(p.workspace, sh);
   const dim3 block(kTile, kTile);
 
-  dv_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(P, p.dout, p.dv, sh.N, sh.d);
-  FS_CHECK_LAUNCH();
+  naive_dv(P, p.dout, p.dv, sh, p.stream);
   dp_kernel<<<grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream>>>(p.dout, p.v, ws.dp, sh.N, sh.d);
   FS_CHECK_LAUNCH();
   rowdot_kernel<<<row_blocks(sh.rows()), kRowsPerBlock * kWarp, 0, p.stream>>>(p.dout, p.o, ws.D,
@@ -257,10 +266,7 @@ void naive_backward(const BwdParams& p) {
   ds_kernel<<<4096, 256, 0, p.stream>>>(P, ws.dp, ws.D, sh.score_elems(), sh.N);
   FS_CHECK_LAUNCH();
   const float* dS = ws.dp;  // (B, H, N, N), now holding dS
-  dq_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(dS, p.k, p.dq, sh.N, sh.d, p.scale);
-  FS_CHECK_LAUNCH();
-  dk_kernel<<<grid2d(sh.d, sh.N, sh.heads()), block, 0, p.stream>>>(dS, p.q, p.dk, sh.N, sh.d, p.scale);
-  FS_CHECK_LAUNCH();
+  naive_dq_dk(dS, p.q, p.k, p.dq, p.dk, sh, p.scale, p.stream);
 }
 
 StepInfo step01_info() {

@@ -1,0 +1,50 @@
+// Device helpers the steps share: warp reductions and asynchronous global → shared copies.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace fs {
+
+constexpr int kWarpSize = 32;
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = kWarpSize / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = kWarpSize / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// 16 bytes global → shared without passing through registers (sm_80+: cp.async). When
+// `valid` is false nothing is read and the 16 bytes are zero-filled: rows past N of a tail
+// tile become 0, so that 0 · (masked P) never meets uninitialised NaN bits.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Wait until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix into shared memory laid out
+// the same way, (kRows, kD), by all kThreads threads of the CTA in 16-byte pieces; rows at or
+// past n_rows are zero-filled. Asynchronous: commit and wait before reading.
+template <int kRows, int kD, int kThreads>
+__device__ __forceinline__ void load_rows_async(float* smem, const float* gmem, int row0, int n_rows) {
+  static_assert(kD % 4 == 0, "rows are copied in 16-byte (4-float) pieces");
+  constexpr int kPieces = kRows * kD / 4;
+  for (int p = threadIdx.x; p < kPieces; p += kThreads) {
+    const int r = p / (kD / 4), c = (p % (kD / 4)) * 4;
+    const bool valid = row0 + r < n_rows;
+    const float* src = gmem + static_cast<long long>(valid ? row0 + r : 0) * kD + c;
+    cp_async_16(smem + r * kD + c, src, valid);
+  }
+}
+
+}  // namespace fs
