@@ -1,0 +1,67 @@
+#include "common/trace/names.hpp"
+
+namespace fs::trace {
+
+namespace {
+
+constexpr const char* kKindNames[kKindCount] = {
+    "load",         "store",        "compute_s",    "softmax",
+    "rescale",      "accumulate_o", "compute_dp",   "compute_ds",
+    "accumulate_dq", "accumulate_dk", "accumulate_dv", "skip",
+};
+
+// Indexed by the Tensor value; "none" is never written to a file.
+constexpr const char* kTensorNames[kTensorCount] = {
+    "none", "Q", "K", "V", "O", "LSE", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D", "m", "l",
+};
+
+}  // namespace
+
+const char* kind_name(Kind k) {
+  const auto i = static_cast<unsigned>(k);
+  return valid_kind(i) ? kKindNames[i] : "unknown";
+}
+
+const char* tensor_name(Tensor t) {
+  const auto i = static_cast<unsigned>(t);
+  return valid_tensor(i) ? kTensorNames[i] : "unknown";
+}
+
+std::optional<Kind> kind_from_name(std::string_view name) {
+  for (int i = 0; i < kKindCount; ++i)
+    if (name == kKindNames[i]) return static_cast<Kind>(i);
+  return std::nullopt;
+}
+
+std::optional<Tensor> tensor_from_name(std::string_view name) {
+  for (int i = 1; i < kTensorCount; ++i)
+    if (name == kTensorNames[i]) return static_cast<Tensor>(i);
+  return std::nullopt;
+}
+
+std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d) {
+  switch (t) {
+    case Tensor::None:
+      return {};
+    case Tensor::S:
+    case Tensor::P:
+    case Tensor::dP:
+    case Tensor::dS:
+      return {B, H, N, N};
+    case Tensor::LSE:
+    case Tensor::D:
+    case Tensor::M:
+    case Tensor::L:
+      return {B, H, N};
+    default:
+      return {B, H, N, d};
+  }
+}
+
+std::int64_t shape_elems(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+}  // namespace fs::trace

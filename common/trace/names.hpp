@@ -1,0 +1,32 @@
+// Names and shapes of the trace model's enums, shared by the file reader and writer, the
+// validator, the device-record decoder and the visualizer. (kind_name and tensor_name are
+// declared in trace.hpp; their definitions and inverses live here.)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "common/trace/trace.hpp"
+
+namespace fs::trace {
+
+// "load" → Kind::Load; std::nullopt for a name that is not a kind.
+std::optional<Kind> kind_from_name(std::string_view name);
+// "dS" → Tensor::dS, "m" → Tensor::M; std::nullopt for "none" and unknown names.
+std::optional<Tensor> tensor_from_name(std::string_view name);
+
+// Whether a raw byte from a device record is a valid enum value.
+inline bool valid_kind(unsigned v) { return v < unsigned(kKindCount); }
+inline bool valid_tensor(unsigned v) { return v < unsigned(kTensorCount); }
+
+// The shape of tensor `t` for a problem (B, H, N, d), per the layouts of common/problem.hpp:
+// (B, H, N, d) for Q..dV, (B, H, N, N) for S, P, dP, dS, (B, H, N) for LSE, D, m, l.
+// Empty for Tensor::None.
+std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d);
+
+// Element count of a shape (1 for an empty shape).
+std::int64_t shape_elems(const std::vector<std::int64_t>& shape);
+
+}  // namespace fs::trace

@@ -1,0 +1,591 @@
+#include "common/trace/trace_io.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "common/trace/names.hpp"
+
+namespace fs::trace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // keeps "ph" first: the file reads like the spec
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+// Chrome's ts and dur are microseconds; ours carry whole nanoseconds.
+double to_us(double ns) { return std::round(ns) / 1000.0; }
+
+std::string hex_address(std::uint64_t a) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(a));
+  return buf;
+}
+
+// "K[64:128)" for whole rows, "S[0:16, 16:32)" for a tile of some columns.
+std::string tile_text(const Event& e, const Meta& m) {
+  std::string s = tensor_name(e.tensor);
+  s += "[" + std::to_string(e.row0) + ":" + std::to_string(std::int64_t(e.row0) + e.rows);
+  const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d);
+  const bool whole_rows = shape.size() < 4 || (e.col0 == 0 && e.cols == shape.back());
+  if (!whole_rows)
+    s += ", " + std::to_string(e.col0) + ":" + std::to_string(std::int64_t(e.col0) + e.cols);
+  return s + ")";
+}
+
+std::string event_name(const Event& e, const Meta& m) {
+  std::string name = kind_name(e.kind);
+  if (e.tensor != Tensor::None) name += " " + tile_text(e, m);
+  if (e.cached) name += " (cached)";
+  return name;
+}
+
+ojson stat_json(float v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return static_cast<double>(v);
+}
+
+ojson meta_json(const Trace& t) {
+  const Meta& m = t.meta;
+  ojson o;
+  o["schema"] = kSchemaName;
+  o["schema_version"] = m.schema_version;
+  o["gpu"] = m.gpu;
+  o["driver"] = m.driver;
+  o["commit"] = m.commit;
+  o["date"] = m.date;
+  o["step"] = m.step;
+  o["variant"] = m.variant;
+  o["pass"] = m.pass;
+  o["shape"] = {{"B", m.B}, {"H", m.H}, {"N", m.N}, {"d", m.d}};
+  o["causal"] = m.causal;
+  o["scale"] = static_cast<double>(m.scale);
+  o["tiles"] = {{"Br", m.Br}, {"Bc", m.Bc}};
+  o["sram_budget_bytes"] = m.sram_budget_bytes;
+  o["smem_per_cta_bytes"] = m.smem_per_cta_bytes;
+  o["io_model"] = {{"read_bytes", m.io_read_bytes}, {"write_bytes", m.io_write_bytes}};
+  o["event_cap"] = m.event_cap;
+  o["events_dropped"] = m.events_dropped;
+  ojson tensors = ojson::array();
+  for (const auto& ti : m.tensors)
+    tensors.push_back({{"name", tensor_name(ti.id)}, {"shape", ti.shape}, {"bytes", ti.bytes}});
+  o["tensors"] = std::move(tensors);
+  ojson kernels = ojson::array();
+  for (const auto& k : t.kernels)
+    kernels.push_back({{"name", k.name},
+                       {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+                       {"block", {k.block[0], k.block[1], k.block[2]}},
+                       {"smem_bytes", k.smem_bytes},
+                       {"ts", to_us(k.ts_ns)},
+                       {"dur", to_us(k.dur_ns)}});
+  o["kernels"] = std::move(kernels);
+  ojson buffers = ojson::array();
+  for (const auto& b : t.buffers)
+    buffers.push_back({{"name", b.name}, {"address", hex_address(b.address)}, {"bytes", b.bytes}});
+  o["buffers"] = std::move(buffers);
+  return o;
+}
+
+// Host ranges' nesting depth from their extents (for files written without args.depth).
+void compute_depths(std::vector<HostRange>& ranges) {
+  std::vector<std::size_t> order(ranges.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (ranges[a].ts_ns != ranges[b].ts_ns) return ranges[a].ts_ns < ranges[b].ts_ns;
+    return ranges[a].dur_ns > ranges[b].dur_ns;
+  });
+  std::vector<double> open_ends;
+  for (std::size_t i : order) {
+    while (!open_ends.empty() && open_ends.back() <= ranges[i].ts_ns) open_ends.pop_back();
+    ranges[i].depth = static_cast<int>(open_ends.size());
+    open_ends.push_back(ranges[i].ts_ns + ranges[i].dur_ns);
+  }
+}
+
+}  // namespace
+
+std::string trace_to_json(const Trace& t) {
+  std::string out;
+  out.reserve(256 * (t.events.size() + t.ranges.size() + 2 * t.tracks.size()) + 4096);
+  out += "{\"displayTimeUnit\":\"ns\",\n\"otherData\":";
+  out += meta_json(t).dump();
+  out += ",\n\"traceEvents\":[\n";
+  bool first = true;
+  auto line = [&](const ojson& j) {
+    if (!first) out += ",\n";
+    first = false;
+    out += j.dump();
+  };
+
+  line({{"ph", "M"}, {"pid", 0}, {"name", "process_name"}, {"args", {{"name", "host (NVTX)"}}}});
+  line({{"ph", "M"}, {"pid", 0}, {"tid", 0}, {"name", "thread_name"}, {"args", {{"name", "NVTX ranges"}}}});
+  line({{"ph", "M"}, {"pid", 1}, {"name", "process_name"},
+        {"args", {{"name", "GPU: " + (t.meta.gpu.empty() ? std::string("unknown") : t.meta.gpu)}}}});
+
+  // Tracks sorted by (SM, kernel, CTA) for the viewer: CTAs of one SM sit together.
+  std::vector<std::size_t> by_sm(t.tracks.size());
+  std::iota(by_sm.begin(), by_sm.end(), 0);
+  std::stable_sort(by_sm.begin(), by_sm.end(), [&](std::size_t a, std::size_t b) {
+    const Track &x = t.tracks[a], &y = t.tracks[b];
+    if (x.sm != y.sm) return x.sm < y.sm;
+    if (x.kernel != y.kernel) return x.kernel < y.kernel;
+    return x.cta < y.cta;
+  });
+  std::vector<std::int64_t> sort_index(t.tracks.size());
+  for (std::size_t r = 0; r < by_sm.size(); ++r) sort_index[by_sm[r]] = static_cast<std::int64_t>(r);
+  for (std::size_t i = 0; i < t.tracks.size(); ++i) {
+    const Track& tr = t.tracks[i];
+    const std::string kname = (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size())
+                                  ? t.kernels[tr.kernel].name
+                                  : "kernel " + std::to_string(tr.kernel);
+    const std::string label = "SM " + std::to_string(tr.sm) + " · " + kname + " · CTA " + std::to_string(tr.cta);
+    const auto tid = static_cast<std::int64_t>(i) + 1;
+    line({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_name"},
+          {"args", {{"name", label}, {"kernel", tr.kernel}, {"cta", tr.cta}, {"sm", tr.sm}, {"dropped", tr.dropped}}}});
+    line({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_sort_index"},
+          {"args", {{"sort_index", sort_index[i]}}}});
+  }
+
+  for (const auto& r : t.ranges)
+    line({{"ph", "X"}, {"pid", 0}, {"tid", 0}, {"cat", "nvtx"}, {"name", r.name},
+          {"ts", to_us(r.ts_ns)}, {"dur", to_us(r.dur_ns)}, {"args", {{"depth", r.depth}}}});
+  for (const auto& m : t.marks)
+    line({{"ph", "i"}, {"pid", 0}, {"tid", 0}, {"s", "t"}, {"cat", "nvtx"}, {"name", m.name},
+          {"ts", to_us(m.ts_ns)}});
+
+  for (const auto& e : t.events) {
+    ojson args = {{"seq", e.seq}};
+    if (e.tensor != Tensor::None) args["tensor"] = tensor_name(e.tensor);
+    args["bh"] = e.bh;
+    args["row0"] = e.row0;
+    args["rows"] = e.rows;
+    args["col0"] = e.col0;
+    args["cols"] = e.cols;
+    args["bytes"] = e.bytes;
+    args["cached"] = e.cached;
+    // NaN means "no statistics" and is not written; ±inf (a row max before any key) is not
+    // JSON either and is written as the string "-inf" or "inf".
+    if (!std::isnan(e.m)) args["m"] = stat_json(e.m);
+    if (!std::isnan(e.l)) args["l"] = stat_json(e.l);
+    if (e.sample_row >= 0) args["sample_row"] = e.sample_row;
+    line({{"ph", "X"}, {"pid", 1}, {"tid", static_cast<std::int64_t>(e.track) + 1},
+          {"cat", kind_name(e.kind)}, {"name", event_name(e, t.meta)},
+          {"ts", to_us(e.ts_ns)}, {"dur", to_us(e.dur_ns)}, {"args", std::move(args)}});
+  }
+
+  // Cumulative HBM traffic (non-cached loads and stores), sampled when each one ends.
+  std::vector<const Event*> moves;
+  for (const auto& e : t.events)
+    if ((e.kind == Kind::Load || e.kind == Kind::Store) && !e.cached) moves.push_back(&e);
+  std::stable_sort(moves.begin(), moves.end(), [](const Event* a, const Event* b) {
+    return a->ts_ns + a->dur_ns < b->ts_ns + b->dur_ns;
+  });
+  std::int64_t read = 0, written = 0;
+  for (const Event* e : moves) {
+    (e->kind == Kind::Load ? read : written) += e->bytes;
+    line({{"ph", "C"}, {"pid", 1}, {"name", "HBM bytes"}, {"ts", to_us(e->ts_ns + e->dur_ns)},
+          {"args", {{"read", read}, {"written", written}}}});
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+void write_trace(const Trace& trace, const std::string& path) {
+  const std::string text = trace_to_json(trace);
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw TraceError(path + ": cannot write (" + std::strerror(errno) + ")");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw TraceError(path + ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw TraceError(path + ": cannot write (" + why + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::int64_t kMaxDim = 0x7fffffff;
+constexpr std::int64_t kMaxElems = std::int64_t(1) << 40;  // as common/harness.cpp: beyond any GPU
+constexpr std::int64_t kMaxBytes = std::int64_t(1) << 50;
+constexpr std::int64_t kMaxCount = std::int64_t(1) << 62;
+constexpr double kMaxTimeUs = 1e12;  // 11.6 days after t0
+constexpr int kMaxJsonDepth = 32;    // our files nest 4 deep; deeper is not a trace
+
+const char* type_of(const json& j) {
+  if (j.is_number_integer()) return "an integer";
+  if (j.is_number_float()) return "a number with a fraction";
+  if (j.is_string()) return "a string";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  return "null";
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& source) : source_(source) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw TraceError(source_ + ": " + (where.empty() ? "" : where + ": ") + what);
+  }
+
+  const json& field(const json& obj, const char* key, const std::string& where) const {
+    const auto it = obj.find(key);
+    if (it == obj.end()) fail(where, std::string("missing field '") + key + "'");
+    return *it;
+  }
+  const json* optional(const json& obj, const char* key) const {
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  std::int64_t integer(const json& j, const std::string& where, std::int64_t lo, std::int64_t hi) const {
+    if (!j.is_number_integer()) fail(where, std::string("expected an integer, got ") + type_of(j));
+    if (j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(hi))
+      fail(where, std::to_string(j.get<std::uint64_t>()) + " is out of range (at most " + std::to_string(hi) + ")");
+    const auto v = j.get<std::int64_t>();
+    if (v < lo || v > hi)
+      fail(where, std::to_string(v) + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    return v;
+  }
+  std::int64_t integer(const json& obj, const char* key, const std::string& where, std::int64_t lo,
+                       std::int64_t hi) const {
+    return integer(field(obj, key, where), where + "." + key, lo, hi);
+  }
+  double number(const json& obj, const char* key, const std::string& where, double lo, double hi) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_number()) fail(where + "." + key, std::string("expected a number, got ") + type_of(j));
+    const double v = j.get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi)
+      fail(where + "." + key, "value " + j.dump() + " is out of range");
+    return v;
+  }
+  std::string string(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_string()) fail(where + "." + key, std::string("expected a string, got ") + type_of(j));
+    return j.get<std::string>();
+  }
+  bool boolean(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_boolean()) fail(where + "." + key, std::string("expected true or false, got ") + type_of(j));
+    return j.get<bool>();
+  }
+  const json& object(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_object()) fail(where + "." + key, std::string("expected an object, got ") + type_of(j));
+    return j;
+  }
+  const json& array(const json& obj, const char* key, const std::string& where) const {
+    const json& j = field(obj, key, where);
+    if (!j.is_array()) fail(where + "." + key, std::string("expected an array, got ") + type_of(j));
+    return j;
+  }
+  // A running statistic: a float, or "inf" / "-inf".
+  float statistic(const json& j, const std::string& where) const {
+    if (j.is_string() && (j.get<std::string>() == "inf" || j.get<std::string>() == "-inf"))
+      return j.get<std::string>() == "inf" ? INFINITY : -INFINITY;
+    if (!j.is_number()) fail(where, std::string("expected a number, \"inf\" or \"-inf\", got ") + type_of(j));
+    const double v = j.get<double>();
+    if (!(std::fabs(v) <= 3.4028234663852886e38)) fail(where, "value " + j.dump() + " is out of float range");
+    return static_cast<float>(v);
+  }
+  // A time in microseconds in the file → nanoseconds in the model.
+  double time_ns(const json& obj, const char* key, const std::string& where, bool duration) const {
+    const double us = number(obj, key, where, duration ? 0.0 : -kMaxTimeUs, kMaxTimeUs);
+    return std::round(us * 1000.0);
+  }
+  std::vector<std::int64_t> int_array(const json& obj, const char* key, const std::string& where,
+                                      std::size_t min_len, std::size_t max_len, std::int64_t lo,
+                                      std::int64_t hi) const {
+    const json& a = array(obj, key, where);
+    const std::string w = where + "." + key;
+    if (a.size() < min_len || a.size() > max_len)
+      fail(w, "expected " + std::to_string(min_len) + (min_len == max_len ? "" : " to " + std::to_string(max_len)) +
+                  " entries, got " + std::to_string(a.size()));
+    std::vector<std::int64_t> v;
+    for (std::size_t i = 0; i < a.size(); ++i) v.push_back(integer(a[i], w + "[" + std::to_string(i) + "]", lo, hi));
+    return v;
+  }
+
+ private:
+  const std::string& source_;
+};
+
+json parse_json(std::string_view text, const Reader& r) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) r.fail("", "empty file (truncated?)");
+  try {
+    json::parser_callback_t limit_depth = [&r](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth)
+        r.fail("", "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep: not a trace");
+      return true;
+    };
+    return json::parse(text.begin(), text.end(), limit_depth);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    // The parser stops at the end of a cut-off file whatever it was in the middle of.
+    const bool truncated = e.byte > text.size() || what.find("unexpected end of input") != std::string::npos;
+    r.fail("", (truncated ? "truncated JSON: " : "invalid JSON: ") + what);
+  } catch (const json::exception& e) {
+    r.fail("", std::string("invalid JSON: ") + e.what());
+  }
+}
+
+Meta read_meta(const json& o, const Reader& r) {
+  const std::string w = "otherData";
+  Meta m;
+  // Schema first: a file of another kind or version gets that error, not a missing field.
+  const std::string schema = r.string(o, "schema", w);
+  if (schema != kSchemaName) r.fail(w + ".schema", "'" + schema + "' is not a flashsteps trace");
+  m.schema_version = static_cast<int>(r.integer(o, "schema_version", w, 0, kMaxDim));
+  if (m.schema_version != kSchemaVersion)
+    r.fail(w + ".schema_version", "version " + std::to_string(m.schema_version) +
+                                      " is not known to this reader (it reads version " +
+                                      std::to_string(kSchemaVersion) + ")");
+  m.gpu = r.string(o, "gpu", w);
+  m.driver = r.string(o, "driver", w);
+  m.commit = r.string(o, "commit", w);
+  m.date = r.string(o, "date", w);
+  m.step = r.string(o, "step", w);
+  m.variant = r.string(o, "variant", w);
+  m.pass = r.string(o, "pass", w);
+  const json& shape = r.object(o, "shape", w);
+  m.B = static_cast<int>(r.integer(shape, "B", w + ".shape", 1, kMaxDim));
+  m.H = static_cast<int>(r.integer(shape, "H", w + ".shape", 1, kMaxDim));
+  m.N = static_cast<int>(r.integer(shape, "N", w + ".shape", 1, kMaxDim));
+  m.d = static_cast<int>(r.integer(shape, "d", w + ".shape", 1, kMaxDim));
+  if (double(m.B) * m.H * m.N * m.d > double(kMaxElems))
+    r.fail(w + ".shape", "B·H·N·d = " + std::to_string(double(m.B) * m.H * m.N * m.d) +
+                             " elements is beyond any GPU's memory");
+  m.causal = r.boolean(o, "causal", w);
+  m.scale = static_cast<float>(r.number(o, "scale", w, -3.4e38, 3.4e38));
+  const json& tiles = r.object(o, "tiles", w);
+  m.Br = static_cast<int>(r.integer(tiles, "Br", w + ".tiles", 0, kMaxDim));
+  m.Bc = static_cast<int>(r.integer(tiles, "Bc", w + ".tiles", 0, kMaxDim));
+  m.sram_budget_bytes = r.integer(o, "sram_budget_bytes", w, 0, kMaxBytes);
+  m.smem_per_cta_bytes = r.integer(o, "smem_per_cta_bytes", w, 0, kMaxBytes);
+  const json& io = r.object(o, "io_model", w);
+  m.io_read_bytes = r.integer(io, "read_bytes", w + ".io_model", 0, kMaxBytes);
+  m.io_write_bytes = r.integer(io, "write_bytes", w + ".io_model", 0, kMaxBytes);
+  m.event_cap = r.integer(o, "event_cap", w, 0, kMaxCount);
+  m.events_dropped = r.integer(o, "events_dropped", w, 0, kMaxCount);
+
+  const json& tensors = r.array(o, "tensors", w);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string wt = w + ".tensors[" + std::to_string(i) + "]";
+    if (!tensors[i].is_object()) r.fail(wt, std::string("expected an object, got ") + type_of(tensors[i]));
+    TensorInfo ti;
+    const std::string name = r.string(tensors[i], "name", wt);
+    const auto id = tensor_from_name(name);
+    if (!id) r.fail(wt + ".name", "'" + name + "' is not a tensor name");
+    ti.id = *id;
+    ti.shape = r.int_array(tensors[i], "shape", wt, 3, 4, 1, kMaxDim);
+    if (double(shape_elems(ti.shape)) > double(kMaxElems))
+      r.fail(wt + ".shape", "the tensor is beyond any GPU's memory");
+    ti.bytes = r.integer(tensors[i], "bytes", wt, 0, kMaxBytes);
+    m.tensors.push_back(std::move(ti));
+  }
+  return m;
+}
+
+std::vector<Kernel> read_kernels(const json& o, const Reader& r) {
+  std::vector<Kernel> out;
+  const json& kernels = r.array(o, "kernels", "otherData");
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const std::string w = "otherData.kernels[" + std::to_string(i) + "]";
+    const json& k = kernels[i];
+    if (!k.is_object()) r.fail(w, std::string("expected an object, got ") + type_of(k));
+    Kernel kn;
+    kn.name = r.string(k, "name", w);
+    const auto grid = r.int_array(k, "grid", w, 3, 3, 1, kMaxDim);
+    const auto block = r.int_array(k, "block", w, 3, 3, 1, 1024);
+    if (double(grid[0]) * grid[1] * grid[2] > double(kMaxElems)) r.fail(w + ".grid", "more CTAs than any GPU runs");
+    for (int a = 0; a < 3; ++a) {
+      kn.grid[a] = static_cast<int>(grid[a]);
+      kn.block[a] = static_cast<int>(block[a]);
+    }
+    kn.smem_bytes = r.integer(k, "smem_bytes", w, 0, kMaxBytes);
+    kn.ts_ns = r.time_ns(k, "ts", w, false);
+    kn.dur_ns = r.time_ns(k, "dur", w, true);
+    out.push_back(std::move(kn));
+  }
+  return out;
+}
+
+std::vector<NamedBuffer> read_buffers(const json& o, const Reader& r) {
+  std::vector<NamedBuffer> out;
+  const json& buffers = r.array(o, "buffers", "otherData");
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    const std::string w = "otherData.buffers[" + std::to_string(i) + "]";
+    const json& b = buffers[i];
+    if (!b.is_object()) r.fail(w, std::string("expected an object, got ") + type_of(b));
+    NamedBuffer nb;
+    nb.name = r.string(b, "name", w);
+    const std::string addr = r.string(b, "address", w);
+    const bool hex = addr.size() > 2 && addr.size() <= 18 && addr[0] == '0' && (addr[1] == 'x' || addr[1] == 'X') &&
+                     addr.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+    if (!hex) r.fail(w + ".address", "'" + addr + "' is not a hexadecimal address like \"0x7f0000\"");
+    nb.address = std::stoull(addr.substr(2), nullptr, 16);
+    nb.bytes = static_cast<std::uint64_t>(r.integer(b, "bytes", w, 0, kMaxBytes));
+    out.push_back(std::move(nb));
+  }
+  return out;
+}
+
+}  // namespace
+
+Trace parse_trace(std::string_view text, const std::string& source) {
+  const Reader r(source);
+  const json root = parse_json(text, r);
+  if (!root.is_object()) r.fail("", std::string("expected a JSON object at the top, got ") + type_of(root));
+
+  Trace t;
+  if (const json* unit = r.optional(root, "displayTimeUnit"); unit && !unit->is_string())
+    r.fail("displayTimeUnit", std::string("expected a string, got ") + type_of(*unit));
+  const json& other = r.object(root, "otherData", "");
+  t.meta = read_meta(other, r);
+  t.kernels = read_kernels(other, r);
+  t.buffers = read_buffers(other, r);
+
+  const json& events = r.array(root, "traceEvents", "");
+  std::map<std::int64_t, Track> tracks;  // by tid; a corrupt tid cannot size a vector
+  std::vector<std::int64_t> event_tids;
+  bool all_depths = true;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const std::string w = "traceEvents[" + std::to_string(i) + "]";
+    const json& e = events[i];
+    if (!e.is_object()) r.fail(w, std::string("expected an object, got ") + type_of(e));
+    const std::string ph = r.string(e, "ph", w);
+    if (ph == "M") {
+      const std::string name = r.string(e, "name", w);
+      const std::int64_t pid = r.integer(e, "pid", w, 0, 1);
+      if (pid != 1 || name != "thread_name") continue;  // process names, sort indices: for viewers
+      const std::int64_t tid = r.integer(e, "tid", w, 1, kMaxDim);
+      const json& args = r.object(e, "args", w);
+      Track tr;
+      tr.kernel = static_cast<int>(r.integer(args, "kernel", w + ".args", 0, kMaxDim));
+      if (std::size_t(tr.kernel) >= t.kernels.size())
+        r.fail(w + ".args.kernel", std::to_string(tr.kernel) + " names no kernel (otherData.kernels has " +
+                                       std::to_string(t.kernels.size()) + ")");
+      tr.cta = static_cast<int>(r.integer(args, "cta", w + ".args", 0, kMaxDim));
+      tr.sm = static_cast<int>(r.integer(args, "sm", w + ".args", -1, kMaxDim));
+      tr.dropped = r.integer(args, "dropped", w + ".args", 0, kMaxCount);
+      if (!tracks.emplace(tid, tr).second) r.fail(w, "a second thread_name for tid " + std::to_string(tid));
+    } else if (ph == "X") {
+      const std::int64_t pid = r.integer(e, "pid", w, 0, 1);
+      if (pid == 0) {
+        HostRange hr;
+        hr.name = r.string(e, "name", w);
+        hr.ts_ns = r.time_ns(e, "ts", w, false);
+        hr.dur_ns = r.time_ns(e, "dur", w, true);
+        const json* args = r.optional(e, "args");
+        const json* depth = args && args->is_object() ? r.optional(*args, "depth") : nullptr;
+        if (depth)
+          hr.depth = static_cast<int>(r.integer(*depth, w + ".args.depth", 0, 1 << 20));
+        else
+          all_depths = false;
+        t.ranges.push_back(std::move(hr));
+        continue;
+      }
+      Event ev;
+      event_tids.push_back(r.integer(e, "tid", w, 1, kMaxDim));
+      const std::string cat = r.string(e, "cat", w);
+      const auto kind = kind_from_name(cat);
+      if (!kind) r.fail(w + ".cat", "'" + cat + "' is not an event kind");
+      ev.kind = *kind;
+      ev.ts_ns = r.time_ns(e, "ts", w, false);
+      ev.dur_ns = r.time_ns(e, "dur", w, true);
+      const json& args = r.object(e, "args", w);
+      const std::string wa = w + ".args";
+      ev.seq = r.integer(args, "seq", wa, 0, kMaxCount);
+      if (const json* tn = r.optional(args, "tensor")) {
+        if (!tn->is_string()) r.fail(wa + ".tensor", std::string("expected a string, got ") + type_of(*tn));
+        const auto tensor = tensor_from_name(tn->get<std::string>());
+        if (!tensor) r.fail(wa + ".tensor", "'" + tn->get<std::string>() + "' is not a tensor name");
+        ev.tensor = *tensor;
+      }
+      ev.bh = static_cast<std::int32_t>(r.integer(args, "bh", wa, 0, kMaxDim));
+      ev.row0 = static_cast<std::int32_t>(r.integer(args, "row0", wa, 0, kMaxDim));
+      ev.rows = static_cast<std::int32_t>(r.integer(args, "rows", wa, 0, kMaxDim));
+      ev.col0 = static_cast<std::int32_t>(r.integer(args, "col0", wa, 0, kMaxDim));
+      ev.cols = static_cast<std::int32_t>(r.integer(args, "cols", wa, 0, kMaxDim));
+      ev.bytes = r.integer(args, "bytes", wa, 0, kMaxBytes);
+      ev.cached = r.boolean(args, "cached", wa);
+      if (const json* m = r.optional(args, "m")) ev.m = r.statistic(*m, wa + ".m");
+      if (const json* l = r.optional(args, "l")) ev.l = r.statistic(*l, wa + ".l");
+      if (const json* sr = r.optional(args, "sample_row"))
+        ev.sample_row = static_cast<std::int32_t>(r.integer(*sr, wa + ".sample_row", -1, kMaxDim));
+      t.events.push_back(ev);
+    } else if (ph == "i") {
+      r.integer(e, "pid", w, 0, 0);
+      HostMark hm;
+      hm.name = r.string(e, "name", w);
+      hm.ts_ns = r.time_ns(e, "ts", w, false);
+      t.marks.push_back(std::move(hm));
+    } else if (ph == "C") {
+      r.object(e, "args", w);  // derived from the events; read for form only
+    } else {
+      r.fail(w + ".ph", "unknown phase '" + ph + "' (a trace has M, X, i and C events)");
+    }
+  }
+
+  // Tracks are tids 1..T without gaps.
+  std::int64_t expect = 1;
+  for (const auto& [tid, tr] : tracks) {
+    if (tid != expect) r.fail("traceEvents", "track tid " + std::to_string(expect) + " has no thread_name event");
+    t.tracks.push_back(tr);
+    ++expect;
+  }
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    if (event_tids[i] > static_cast<std::int64_t>(t.tracks.size()))
+      r.fail("traceEvents", "a device event (seq " + std::to_string(t.events[i].seq) + ") is on tid " +
+                                std::to_string(event_tids[i]) + ", which names no track");
+    t.events[i].track = static_cast<int>(event_tids[i] - 1);
+  }
+  std::stable_sort(t.events.begin(), t.events.end(),
+                   [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  if (!all_depths) compute_depths(t.ranges);
+  return t;
+}
+
+Trace read_trace(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw TraceError(path + ": cannot open (" + ec.message() + ")");
+  if (size > std::uintmax_t(kMaxTraceFileBytes))
+    throw TraceError(path + ": " + std::to_string(size) + " bytes is larger than any trace this reader accepts (" +
+                     std::to_string(kMaxTraceFileBytes) + ")");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::string text(static_cast<std::size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (static_cast<std::uintmax_t>(in.gcount()) != size) throw TraceError(path + ": read failed");
+  return parse_trace(text, path);
+}
+
+}  // namespace fs::trace

@@ -1,0 +1,324 @@
+#include "common/trace/validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "common/trace/names.hpp"
+
+namespace fs::trace {
+
+namespace {
+
+// At most this many messages of one kind; the rest are counted in one line.
+constexpr int kPerKind = 5;
+// Events may stray this far outside their kernel's launch range before it is worth a warning:
+// %globaltimer ticks in 32 ns steps (1 µs on some GPUs) and launches are aligned, not measured.
+constexpr double kKernelSlackNs = 2000;
+// Output coverage is checked with one bit per element up to this many elements.
+constexpr std::int64_t kMaxCoverageElems = std::int64_t(1) << 28;
+
+std::string bytes_text(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& s) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+class Messages {
+ public:
+  explicit Messages(std::vector<std::string>& out) : out_(out) {}
+  void add(const std::string& kind, const std::string& message) {
+    if (++counts_[kind] <= kPerKind) out_.push_back(message);
+  }
+  void finish() {
+    for (const auto& [kind, n] : counts_)
+      if (n > kPerKind) out_.push_back("... and " + std::to_string(n - kPerKind) + " more " + kind + " problems");
+  }
+
+ private:
+  std::vector<std::string>& out_;
+  std::map<std::string, std::int64_t> counts_;
+};
+
+std::string track_text(const Trace& t, int track) {
+  if (track < 0 || std::size_t(track) >= t.tracks.size()) return "track " + std::to_string(track);
+  const Track& tr = t.tracks[track];
+  const std::string k = (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size())
+                            ? t.kernels[tr.kernel].name
+                            : "kernel " + std::to_string(tr.kernel);
+  return "track " + std::to_string(track) + " (" + k + " CTA " + std::to_string(tr.cta) + ")";
+}
+
+std::string event_text(const Event& e) {
+  std::string s = "event seq " + std::to_string(e.seq) + " (" + kind_name(e.kind);
+  if (e.tensor != Tensor::None) s += std::string(" ") + tensor_name(e.tensor);
+  return s + ")";
+}
+
+}  // namespace
+
+std::string ValidationReport::summary() const {
+  std::ostringstream out;
+  out << events << " events on " << tracks << " tracks (" << kernels << " kernel" << (kernels == 1 ? "" : "s")
+      << "), " << host_ranges << " host ranges; HBM read " << bytes_text(double(read_bytes))
+      << (read_bytes == model_read_bytes ? " = model" : " ≠ model " + bytes_text(double(model_read_bytes)))
+      << ", written " << bytes_text(double(write_bytes))
+      << (write_bytes == model_write_bytes ? " = model" : " ≠ model " + bytes_text(double(model_write_bytes)));
+  if (cached_bytes) out << "; " << bytes_text(double(cached_bytes)) << " cached re-reads";
+  if (dropped) out << "; " << dropped << " events dropped";
+  return out.str();
+}
+
+ValidationReport validate(const Trace& t) {
+  ValidationReport rep;
+  Messages err(rep.errors), warn(rep.warnings);
+  const Meta& m = t.meta;
+  rep.events = static_cast<std::int64_t>(t.events.size());
+  rep.tracks = static_cast<std::int64_t>(t.tracks.size());
+  rep.kernels = static_cast<std::int64_t>(t.kernels.size());
+  rep.host_ranges = static_cast<std::int64_t>(t.ranges.size());
+  rep.model_read_bytes = m.io_read_bytes;
+  rep.model_write_bytes = m.io_write_bytes;
+
+  // --- schema -------------------------------------------------------------------------
+  if (m.schema_version != kSchemaVersion)
+    err.add("schema", "schema version " + std::to_string(m.schema_version) + " is not known (this validator knows " +
+                          std::to_string(kSchemaVersion) + ")");
+  if (m.pass != "fwd" && m.pass != "bwd") err.add("schema", "pass is '" + m.pass + "', not \"fwd\" or \"bwd\"");
+  const bool shape_ok = m.B >= 1 && m.H >= 1 && m.N >= 1 && m.d >= 1;
+  if (!shape_ok)
+    err.add("schema", "shape B=" + std::to_string(m.B) + " H=" + std::to_string(m.H) + " N=" + std::to_string(m.N) +
+                          " d=" + std::to_string(m.d) + " has a size below 1");
+  if (m.event_cap < 0 || m.events_dropped < 0) err.add("schema", "event_cap and events_dropped must not be negative");
+  const std::int64_t heads = std::int64_t(m.B) * m.H;
+
+  // --- tensors ------------------------------------------------------------------------
+  std::map<Tensor, const TensorInfo*> listed;
+  for (const auto& ti : m.tensors) {
+    const auto id = static_cast<unsigned>(ti.id);
+    if (ti.id == Tensor::None || !valid_tensor(id)) {
+      err.add("tensor", "otherData.tensors lists a tensor with no valid name (id " + std::to_string(id) + ")");
+      continue;
+    }
+    if (!listed.emplace(ti.id, &ti).second)
+      err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " is listed twice");
+    if (!shape_ok) continue;
+    const auto want = tensor_shape(ti.id, m.B, m.H, m.N, m.d);
+    if (ti.shape != want)
+      err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has shape " + shape_text(ti.shape) +
+                            ", but the layout for this shape is " + shape_text(want));
+    else if (ti.bytes != shape_elems(want) * 4)
+      err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has " + std::to_string(ti.bytes) +
+                            " bytes, but " + shape_text(want) + " float32 is " + std::to_string(shape_elems(want) * 4));
+  }
+
+  // --- kernels and tracks ---------------------------------------------------------------
+  for (std::size_t k = 0; k < t.kernels.size(); ++k) {
+    const Kernel& kn = t.kernels[k];
+    for (int a = 0; a < 3; ++a)
+      if (kn.grid[a] < 1 || kn.block[a] < 1)
+        err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") has a grid or block size below 1");
+    if (!(kn.dur_ns >= 0) || !std::isfinite(kn.ts_ns))
+      err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") has no valid time range");
+  }
+  std::set<std::pair<int, int>> seen_ctas;
+  std::int64_t dropped = 0;
+  for (std::size_t i = 0; i < t.tracks.size(); ++i) {
+    const Track& tr = t.tracks[i];
+    const std::string what = track_text(t, static_cast<int>(i));
+    if (tr.kernel < 0 || std::size_t(tr.kernel) >= t.kernels.size()) {
+      err.add("track", what + " names kernel " + std::to_string(tr.kernel) + ", which does not exist");
+      continue;
+    }
+    const Kernel& kn = t.kernels[tr.kernel];
+    const std::int64_t ctas = std::int64_t(kn.grid[0]) * kn.grid[1] * kn.grid[2];
+    if (tr.cta < 0 || tr.cta >= ctas)
+      err.add("track", what + ": CTA " + std::to_string(tr.cta) + " is outside the grid of " + std::to_string(ctas));
+    if (!seen_ctas.emplace(tr.kernel, tr.cta).second) err.add("track", what + " repeats a (kernel, CTA) pair");
+    if (tr.dropped < 0) err.add("track", what + " has a negative dropped count");
+    dropped += std::max<std::int64_t>(tr.dropped, 0);
+  }
+  rep.dropped = std::max(dropped, m.events_dropped);
+  if (dropped != m.events_dropped)
+    err.add("dropped", "the tracks' dropped counts add up to " + std::to_string(dropped) + ", but events_dropped is " +
+                           std::to_string(m.events_dropped));
+  if (rep.dropped > 0)
+    err.add("dropped", std::to_string(rep.dropped) + " events were dropped because CTA slices of " +
+                           std::to_string(m.event_cap) +
+                           " records were full: the trace is incomplete (record it again with a larger --trace-cap)");
+
+  // --- events -------------------------------------------------------------------------
+  std::vector<double> track_end(t.tracks.size(), -INFINITY);
+  std::vector<std::int64_t> track_last(t.tracks.size(), -1);
+  bool seq_reported = false;
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const Event& e = t.events[i];
+    if (e.seq != static_cast<std::int64_t>(i) && !seq_reported) {
+      err.add("seq", "seq must run 0, 1, 2, ... without gaps, but event " + std::to_string(i) + " has seq " +
+                         std::to_string(e.seq));
+      seq_reported = true;
+    }
+    const std::string what = event_text(e);
+    if (!valid_kind(static_cast<unsigned>(e.kind))) {
+      err.add("event", what + " has an unknown kind");
+      continue;
+    }
+    if (!valid_tensor(static_cast<unsigned>(e.tensor))) {
+      err.add("event", what + " names an unknown tensor");
+      continue;
+    }
+    if (!std::isfinite(e.ts_ns) || !(e.dur_ns >= 0) || !std::isfinite(e.dur_ns))
+      err.add("event", what + " has no valid time range");
+
+    const bool moves = e.kind == Kind::Load || e.kind == Kind::Store;
+    if (moves) {
+      if (e.tensor == Tensor::None) {
+        err.add("tensor", what + " moves bytes but names no tensor");
+      } else if (!listed.count(e.tensor)) {
+        err.add("tensor", what + " names " + tensor_name(e.tensor) + ", which otherData.tensors does not list");
+      }
+      if (e.bytes < 0) err.add("bytes", what + " has negative bytes");
+      if (e.cached && e.kind == Kind::Store) err.add("bytes", what + " is a store marked cached: only re-reads are");
+      const std::int64_t tile = std::int64_t(std::max(e.rows, 0)) * std::max(e.cols, 0) * 4;
+      if (e.bytes > tile)
+        err.add("bytes", what + " moves " + std::to_string(e.bytes) + " bytes, more than its " +
+                             std::to_string(e.rows) + "×" + std::to_string(e.cols) + " float32 tile holds");
+      if (e.kind == Kind::Load)
+        (e.cached ? rep.cached_bytes : rep.read_bytes) += e.bytes;
+      else
+        rep.write_bytes += e.bytes;
+    } else if (e.bytes != 0) {
+      err.add("bytes", what + " is not a load or store but moves " + std::to_string(e.bytes) + " bytes");
+    }
+
+    if (e.tensor != Tensor::None && shape_ok) {
+      const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d);
+      const std::int64_t row_end = shape[2], col_end = shape.size() == 4 ? shape[3] : 1;
+      const bool inside = e.bh >= 0 && e.bh < heads && e.row0 >= 0 && e.rows >= 0 &&
+                          std::int64_t(e.row0) + e.rows <= row_end && e.col0 >= 0 && e.cols >= 0 &&
+                          std::int64_t(e.col0) + e.cols <= col_end;
+      if (!inside)
+        err.add("range", what + ": head " + std::to_string(e.bh) + ", rows [" + std::to_string(e.row0) + ", " +
+                             std::to_string(std::int64_t(e.row0) + e.rows) + "), cols [" + std::to_string(e.col0) +
+                             ", " + std::to_string(std::int64_t(e.col0) + e.cols) + ") is outside " +
+                             tensor_name(e.tensor) + " " + shape_text(shape));
+    }
+
+    if (e.track < 0 || std::size_t(e.track) >= t.tracks.size()) {
+      err.add("track", what + " is on track " + std::to_string(e.track) + ", which does not exist");
+      continue;
+    }
+    // One track is one CTA's sequence: in seq order, each event begins where (or after) the
+    // previous one ended. Times are whole nanoseconds; allow rounding of 1 ns.
+    if (e.ts_ns < track_end[e.track] - 1.0)
+      err.add("overlap", track_text(t, e.track) + ": " + what + " begins at " + std::to_string(e.ts_ns) +
+                             " ns, before seq " + std::to_string(track_last[e.track]) + " ends at " +
+                             std::to_string(track_end[e.track]) + " ns");
+    track_end[e.track] = std::max(track_end[e.track], e.ts_ns + e.dur_ns);
+    track_last[e.track] = e.seq;
+    const Track& tr = t.tracks[e.track];
+    if (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size()) {
+      const Kernel& kn = t.kernels[tr.kernel];
+      if (e.ts_ns < kn.ts_ns - kKernelSlackNs || e.ts_ns + e.dur_ns > kn.ts_ns + kn.dur_ns + kKernelSlackNs)
+        warn.add("timing", what + " lies outside its kernel's launch range [" + std::to_string(kn.ts_ns) + ", " +
+                               std::to_string(kn.ts_ns + kn.dur_ns) + "] ns");
+    }
+  }
+
+  // --- host ranges --------------------------------------------------------------------
+  {
+    std::vector<std::size_t> order(t.ranges.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (t.ranges[a].ts_ns != t.ranges[b].ts_ns) return t.ranges[a].ts_ns < t.ranges[b].ts_ns;
+      return t.ranges[a].dur_ns > t.ranges[b].dur_ns;
+    });
+    std::vector<std::size_t> open;
+    for (std::size_t i : order) {
+      const HostRange& r = t.ranges[i];
+      if (!std::isfinite(r.ts_ns) || !(r.dur_ns >= 0)) {
+        err.add("host", "host range '" + r.name + "' has no valid time range");
+        continue;
+      }
+      while (!open.empty() && t.ranges[open.back()].ts_ns + t.ranges[open.back()].dur_ns <= r.ts_ns) open.pop_back();
+      if (!open.empty()) {
+        const HostRange& outer = t.ranges[open.back()];
+        if (r.ts_ns + r.dur_ns > outer.ts_ns + outer.dur_ns)
+          err.add("host", "host range '" + r.name + "' starts inside '" + outer.name + "' but ends after it");
+      }
+      if (r.depth != static_cast<int>(open.size()))
+        err.add("host", "host range '" + r.name + "' has depth " + std::to_string(r.depth) + " but is nested " +
+                            std::to_string(open.size()) + " deep");
+      open.push_back(i);
+    }
+  }
+
+  // --- bytes against the IO model -----------------------------------------------------
+  if (rep.read_bytes != m.io_read_bytes)
+    err.add("model", "non-cached loads move " + std::to_string(rep.read_bytes) + " bytes, but the IO model reads " +
+                         std::to_string(m.io_read_bytes) + " (" +
+                         (rep.read_bytes > m.io_read_bytes ? "a re-read not marked cached?" : "a load not recorded?") + ")");
+  if (rep.write_bytes != m.io_write_bytes)
+    err.add("model", "stores move " + std::to_string(rep.write_bytes) + " bytes, but the IO model writes " +
+                         std::to_string(m.io_write_bytes));
+
+  // --- every output element stored ----------------------------------------------------
+  if (shape_ok && (m.pass == "fwd" || m.pass == "bwd")) {
+    const std::vector<Tensor> outputs = m.pass == "fwd" ? std::vector<Tensor>{Tensor::O, Tensor::LSE}
+                                                        : std::vector<Tensor>{Tensor::dQ, Tensor::dK, Tensor::dV};
+    for (Tensor out : outputs) {
+      if (!listed.count(out)) {
+        err.add("coverage", std::string("the pass's output ") + tensor_name(out) + " is not among otherData.tensors");
+        continue;
+      }
+      const auto shape = tensor_shape(out, m.B, m.H, m.N, m.d);
+      const std::int64_t elems = shape_elems(shape), rows = shape[2], cols = shape.size() == 4 ? shape[3] : 1;
+      if (elems > kMaxCoverageElems) {
+        warn.add("coverage", std::string("coverage of ") + tensor_name(out) + " not checked: too large");
+        continue;
+      }
+      std::vector<bool> stored(static_cast<std::size_t>(elems), false);
+      for (const Event& e : t.events) {
+        if (e.kind != Kind::Store || e.tensor != out) continue;
+        if (e.bh < 0 || e.bh >= heads || e.row0 < 0 || e.col0 < 0 || e.rows < 0 || e.cols < 0 ||
+            std::int64_t(e.row0) + e.rows > rows || std::int64_t(e.col0) + e.cols > cols)
+          continue;  // reported above
+        for (std::int64_t r = e.row0; r < std::int64_t(e.row0) + e.rows; ++r) {
+          const std::int64_t base = (e.bh * rows + r) * cols;
+          std::fill(stored.begin() + base + e.col0, stored.begin() + base + e.col0 + e.cols, true);
+        }
+      }
+      const auto first = std::find(stored.begin(), stored.end(), false);
+      if (first != stored.end()) {
+        const std::int64_t missing = std::count(stored.begin(), stored.end(), false);
+        const std::int64_t at = first - stored.begin();
+        err.add("coverage", std::string(tensor_name(out)) + ": " + std::to_string(missing) + " of " +
+                                std::to_string(elems) + " elements are stored by no event (the first: head " +
+                                std::to_string(at / (rows * cols)) + ", row " + std::to_string(at / cols % rows) +
+                                ", col " + std::to_string(at % cols) + ")");
+      }
+    }
+  }
+
+  err.finish();
+  warn.finish();
+  return rep;
+}
+
+}  // namespace fs::trace

@@ -1,0 +1,133 @@
+// A small trace that is right in every way the validator checks: step 01's forward at
+// B=H=1, N=4, d=2 as the naive kernels would record it, with a re-read marked cached, two CTAs
+// on one kernel, host ranges, a mark and named buffers. Tests corrupt copies of it.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "common/io_model.hpp"
+#include "common/trace/names.hpp"
+#include "common/trace/trace.hpp"
+
+namespace fs::test {
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(trace::Trace& t) : t_(t) {}
+
+  int kernel(const std::string& name, int ctas, double ts_ns, double dur_ns) {
+    trace::Kernel k;
+    k.name = name;
+    k.grid[0] = ctas;
+    k.block[0] = 256;
+    k.ts_ns = ts_ns;
+    k.dur_ns = dur_ns;
+    t_.kernels.push_back(k);
+    return static_cast<int>(t_.kernels.size()) - 1;
+  }
+  int track(int kernel, int cta, int sm) {
+    trace::Track tr;
+    tr.kernel = kernel;
+    tr.cta = cta;
+    tr.sm = sm;
+    t_.tracks.push_back(tr);
+    clock_.push_back(t_.kernels[kernel].ts_ns);
+    return static_cast<int>(t_.tracks.size()) - 1;
+  }
+  // An event of `dur_ns` on `track`, beginning where the track's previous one ended.
+  trace::Event& event(int track, trace::Kind kind, trace::Tensor tensor, int row0, int rows, int col0,
+                      int cols, double dur_ns, bool cached = false) {
+    trace::Event e;
+    e.track = track;
+    e.kind = kind;
+    e.tensor = tensor;
+    e.row0 = row0;
+    e.rows = rows;
+    e.col0 = col0;
+    e.cols = cols;
+    if (kind == trace::Kind::Load || kind == trace::Kind::Store) e.bytes = std::int64_t(rows) * cols * 4;
+    e.cached = cached;
+    e.ts_ns = clock_[track];
+    e.dur_ns = dur_ns;
+    clock_[track] += dur_ns;
+    e.seq = static_cast<std::int64_t>(t_.events.size());
+    t_.events.push_back(e);
+    return t_.events.back();
+  }
+
+ private:
+  trace::Trace& t_;
+  std::vector<double> clock_;
+};
+
+inline trace::Trace good_trace() {
+  using trace::Kind;
+  using trace::Tensor;
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m.gpu = "NVIDIA H200";
+  m.driver = "13.0";
+  m.commit = "abc1234";
+  m.date = "2026-01-01";
+  m.step = "01_naive";
+  m.variant = "naive";
+  m.pass = "fwd";
+  m.B = 1;
+  m.H = 1;
+  m.N = 4;
+  m.d = 2;
+  m.scale = 0.70710677f;
+  m.sram_budget_bytes = 232448;
+  m.event_cap = 64;
+  const Shape shape{1, 1, 4, 2};
+  const IoCount io = io_standard_forward(shape);
+  m.io_read_bytes = io.read_bytes;
+  m.io_write_bytes = io.write_bytes;
+  for (Tensor id : {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S, Tensor::P}) {
+    trace::TensorInfo ti;
+    ti.id = id;
+    ti.shape = trace::tensor_shape(id, 1, 1, 4, 2);
+    ti.bytes = trace::shape_elems(ti.shape) * 4;
+    m.tensors.push_back(ti);
+  }
+
+  t.ranges = {{"run", 0, 10000, 0}, {"allocate", 100, 900, 1}, {"forward", 1000, 8000, 1},
+              {"scores_kernel", 1100, 2000, 2}, {"softmax_kernel", 3200, 2000, 2},
+              {"pv_kernel", 5300, 3000, 2}, {"check", 9100, 800, 1}};
+  t.marks = {{"poison O, LSE", 1050}};
+  t.buffers = {{"Q", 0x7f0000000000ull, 32}, {"K", 0x7f0000000200ull, 32}, {"S", 0x7f0000000400ull, 64}};
+
+  TraceBuilder b(t);
+  const int ks = b.kernel("scores_kernel", 1, 1100, 2000);
+  const int kp = b.kernel("softmax_kernel", 1, 3200, 2000);
+  const int kv = b.kernel("pv_kernel", 2, 5300, 3000);
+  const int t0 = b.track(ks, 0, 3);
+  b.event(t0, Kind::Load, Tensor::Q, 0, 4, 0, 2, 64);
+  b.event(t0, Kind::Load, Tensor::K, 0, 4, 0, 2, 64);
+  b.event(t0, Kind::ComputeS, Tensor::S, 0, 4, 0, 4, 320);
+  b.event(t0, Kind::Store, Tensor::S, 0, 4, 0, 4, 96);
+  const int t1 = b.track(kp, 0, 5);
+  b.event(t1, Kind::Load, Tensor::S, 0, 4, 0, 4, 96);
+  b.event(t1, Kind::Softmax, Tensor::P, 0, 4, 0, 4, 320);
+  b.event(t1, Kind::Store, Tensor::P, 0, 4, 0, 4, 96);
+  b.event(t1, Kind::Store, Tensor::LSE, 0, 4, 0, 1, 32);
+  // pv_kernel: two CTAs of two rows each; both read all of V, the second one's read is the
+  // re-read that L2 serves.
+  const int t2 = b.track(kv, 0, 1);
+  const int t3 = b.track(kv, 1, 7);
+  b.event(t2, Kind::Load, Tensor::P, 0, 2, 0, 4, 64);
+  b.event(t3, Kind::Load, Tensor::P, 2, 2, 0, 4, 64);
+  b.event(t2, Kind::Load, Tensor::V, 0, 4, 0, 2, 64);
+  b.event(t3, Kind::Load, Tensor::V, 0, 4, 0, 2, 64, true);
+  trace::Event& acc = b.event(t2, Kind::AccumulateO, Tensor::O, 0, 2, 0, 2, 320);
+  acc.m = 1.5f;
+  acc.l = 2.25f;
+  acc.sample_row = 1;
+  b.event(t3, Kind::AccumulateO, Tensor::O, 2, 2, 0, 2, 320);
+  b.event(t2, Kind::Store, Tensor::O, 0, 2, 0, 2, 64);
+  b.event(t3, Kind::Store, Tensor::O, 2, 2, 0, 2, 64);
+  return t;
+}
+
+}  // namespace fs::test
