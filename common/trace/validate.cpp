@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/trace/names.hpp"
+#include "common/trace/trace_io.hpp"
 
 namespace fs::trace {
 
@@ -101,10 +102,12 @@ ValidationReport validate(const Trace& t) {
     err.add("schema", "schema version " + std::to_string(m.schema_version) + " is not known (this validator knows " +
                           std::to_string(kSchemaVersion) + ")");
   if (m.pass != "fwd" && m.pass != "bwd") err.add("schema", "pass is '" + m.pass + "', not \"fwd\" or \"bwd\"");
-  const bool shape_ok = m.B >= 1 && m.H >= 1 && m.N >= 1 && m.d >= 1;
+  // Past 2^40 elements (as common/harness.cpp) the byte counts below could overflow.
+  const bool shape_ok = m.B >= 1 && m.H >= 1 && m.N >= 1 && m.d >= 1 &&
+                        double(m.B) * m.H * m.N * std::max(m.N, m.d) <= double(std::int64_t(1) << 40);
   if (!shape_ok)
     err.add("schema", "shape B=" + std::to_string(m.B) + " H=" + std::to_string(m.H) + " N=" + std::to_string(m.N) +
-                          " d=" + std::to_string(m.d) + " has a size below 1");
+                          " d=" + std::to_string(m.d) + " has a size below 1 or is beyond any GPU");
   if (m.event_cap < 0 || m.events_dropped < 0) err.add("schema", "event_cap and events_dropped must not be negative");
   const std::int64_t heads = std::int64_t(m.B) * m.H;
 
@@ -319,6 +322,16 @@ ValidationReport validate(const Trace& t) {
   err.finish();
   warn.finish();
   return rep;
+}
+
+ValidationReport validate_file(const std::string& path) {
+  try {
+    return validate(read_trace(path));
+  } catch (const TraceError& e) {
+    ValidationReport rep;
+    rep.errors.push_back(e.what());
+    return rep;
+  }
 }
 
 }  // namespace fs::trace

@@ -46,4 +46,8 @@ struct ValidationReport {
 
 ValidationReport validate(const Trace& trace);
 
+// Reads `path` and validates it: a file the reader refuses gives a report whose one error is
+// the reader's message.
+ValidationReport validate_file(const std::string& path);
+
 }  // namespace fs::trace

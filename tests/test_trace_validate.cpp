@@ -1,0 +1,318 @@
+// The validator: a trace that adds up passes; each way of not adding up is named in one clear
+// message; and no corrupted input — bytes of the file or fields of the model — crashes the
+// reader, the validator or the writer.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <iterator>
+#include <string>
+#include <sys/wait.h>
+
+#include "common/trace/trace_io.hpp"
+#include "common/trace/validate.hpp"
+#include "tests/trace_fixtures.hpp"
+
+namespace {
+
+using fs::trace::Event;
+using fs::trace::Kind;
+using fs::trace::Tensor;
+using fs::trace::Trace;
+using json = nlohmann::json;
+
+std::string joined(const fs::trace::ValidationReport& r) {
+  std::string s;
+  for (const auto& e : r.errors) s += e + "\n";
+  return s;
+}
+
+// The validator's errors for `t`; fails the test when it finds none.
+std::string errors_of(const Trace& t) {
+  const auto r = fs::trace::validate(t);
+  INFO(joined(r));
+  REQUIRE(!r.ok());
+  return joined(r);
+}
+
+Event& find_event(Trace& t, Kind kind, Tensor tensor, int skip = 0) {
+  for (auto& e : t.events)
+    if (e.kind == kind && e.tensor == tensor && skip-- == 0) return e;
+  FAIL("no such event in the fixture");
+  return t.events.front();
+}
+
+std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_trace_validate";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+}  // namespace
+
+TEST_CASE("a trace that adds up passes, and its summary says so", "[trace][validate]") {
+  const auto r = fs::trace::validate(fs::test::good_trace());
+  INFO(joined(r));
+  REQUIRE(r.ok());
+  REQUIRE(r.warnings.empty());
+  REQUIRE(r.events == 16);
+  REQUIRE(r.tracks == 4);
+  REQUIRE(r.read_bytes == r.model_read_bytes);
+  REQUIRE(r.write_bytes == r.model_write_bytes);
+  REQUIRE(r.cached_bytes == 32);
+  REQUIRE_THAT(r.summary(), Catch::Contains("16 events on 4 tracks (3 kernels)") &&
+                                Catch::Contains("read 224 B = model") && Catch::Contains("written 176 B = model"));
+}
+
+TEST_CASE("the validator names each way a trace fails to add up", "[trace][validate]") {
+  SECTION("events overlapping on one track") {
+    Trace t = fs::test::good_trace();
+    t.events[1].ts_ns -= 10;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("track 0 (scores_kernel CTA 0): event seq 1 (load K) begins at"));
+  }
+  SECTION("a re-read not marked cached: bytes exceed the IO model") {
+    Trace t = fs::test::good_trace();
+    find_event(t, Kind::Load, Tensor::V, 1).cached = false;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("non-cached loads move 256 bytes, but the IO model reads 224") &&
+                                   Catch::Contains("a re-read not marked cached?"));
+  }
+  SECTION("a store missing: bytes short of the IO model, and an output not covered") {
+    Trace t = fs::test::good_trace();
+    Event& st = find_event(t, Kind::Store, Tensor::O, 1);
+    st.kind = Kind::AccumulateO;
+    st.bytes = 0;
+    const std::string err = errors_of(t);
+    REQUIRE_THAT(err, Catch::Contains("stores move 160 bytes, but the IO model writes 176"));
+    REQUIRE_THAT(err, Catch::Contains("O: 4 of 8 elements are stored by no event (the first: head 0, row 2, col 0)"));
+  }
+  SECTION("seq with a gap") {
+    Trace t = fs::test::good_trace();
+    for (std::size_t i = 5; i < t.events.size(); ++i) t.events[i].seq += 1;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("seq must run 0, 1, 2, ... without gaps, but event 5 has seq 6"));
+  }
+  SECTION("a tile outside its tensor") {
+    Trace t = fs::test::good_trace();
+    find_event(t, Kind::Load, Tensor::K).rows = 5;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("event seq 1 (load K): head 0, rows [0, 5), cols [0, 2) is outside K (1, 1, 4, 2)"));
+    t = fs::test::good_trace();
+    find_event(t, Kind::Store, Tensor::S).bh = 1;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("(store S): head 1"));
+  }
+  SECTION("a load of a tensor the trace does not list") {
+    Trace t = fs::test::good_trace();
+    t.meta.tensors.erase(t.meta.tensors.begin() + 1);  // K
+    REQUIRE_THAT(errors_of(t), Catch::Contains("event seq 1 (load K) names K, which otherData.tensors does not list"));
+  }
+  SECTION("a load that names no tensor") {
+    Trace t = fs::test::good_trace();
+    find_event(t, Kind::Load, Tensor::K).tensor = Tensor::None;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("moves bytes but names no tensor"));
+  }
+  SECTION("dropped events: the trace is incomplete") {
+    Trace t = fs::test::good_trace();
+    t.tracks[2].dropped = 3;
+    t.meta.events_dropped = 3;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("3 events were dropped because CTA slices of 64 records were full"));
+    t.meta.events_dropped = 0;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("dropped counts add up to 3, but events_dropped is 0"));
+  }
+  SECTION("host ranges that overlap without nesting") {
+    Trace t = fs::test::good_trace();
+    t.ranges[4].dur_ns = 9000;  // softmax_kernel now ends after "forward"
+    REQUIRE_THAT(errors_of(t), Catch::Contains("host range 'softmax_kernel' starts inside 'forward' but ends after it"));
+  }
+  SECTION("a compute event that moves bytes") {
+    Trace t = fs::test::good_trace();
+    find_event(t, Kind::ComputeS, Tensor::S).bytes = 8;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("is not a load or store but moves 8 bytes"));
+  }
+  SECTION("a load moving more than its tile holds") {
+    Trace t = fs::test::good_trace();
+    find_event(t, Kind::Load, Tensor::Q).bytes = 1000;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("moves 1000 bytes, more than its 4×2 float32 tile holds"));
+  }
+  SECTION("a tensor of the wrong shape, and a CTA outside its grid") {
+    Trace t = fs::test::good_trace();
+    t.meta.tensors[0].shape = {1, 1, 4, 3};
+    t.tracks[3].cta = 2;
+    const std::string err = errors_of(t);
+    REQUIRE_THAT(err, Catch::Contains("tensor Q has shape (1, 1, 4, 3), but the layout for this shape is (1, 1, 4, 2)"));
+    REQUIRE_THAT(err, Catch::Contains("CTA 2 is outside the grid of 2"));
+  }
+  SECTION("an unknown schema version") {
+    Trace t = fs::test::good_trace();
+    t.meta.schema_version = 9;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("schema version 9 is not known"));
+  }
+}
+
+TEST_CASE("messages of one kind are capped and counted", "[trace][validate]") {
+  Trace t = fs::test::good_trace();
+  for (auto& e : t.events) e.bh = 7;
+  const auto r = fs::trace::validate(t);
+  const auto ranges = std::count_if(r.errors.begin(), r.errors.end(),
+                                    [](const std::string& e) { return e.find("is outside") != std::string::npos; });
+  REQUIRE(ranges == 5);
+  REQUIRE_THAT(joined(r), Catch::Contains("... and 11 more range problems"));
+}
+
+TEST_CASE("events outside their kernel's launch range are a warning, not an error", "[trace][validate]") {
+  Trace t = fs::test::good_trace();
+  t.kernels[2].ts_ns = 0;  // pv_kernel's events begin 5.3 µs after it ended
+  t.kernels[2].dur_ns = 10;
+  const auto r = fs::trace::validate(t);
+  REQUIRE(r.ok());
+  REQUIRE_THAT(r.warnings.front(), Catch::Contains("lies outside its kernel's launch range"));
+}
+
+TEST_CASE("validate_file reports what the reader refuses as its one error", "[trace][validate]") {
+  const std::string path = temp_path("bad.json");
+  std::ofstream(path) << fs::trace::trace_to_json(fs::test::good_trace()).substr(0, 100);
+  const auto r = fs::trace::validate_file(path);
+  REQUIRE(r.errors.size() == 1);
+  REQUIRE_THAT(r.errors[0], Catch::StartsWith(path + ": truncated JSON"));
+  const std::string good = temp_path("good.json");
+  fs::trace::write_trace(fs::test::good_trace(), good);
+  REQUIRE(fs::trace::validate_file(good).ok());
+}
+
+// A mutated file must give a TraceError or a trace — any other exception, or a crash, fails.
+TEST_CASE("mutated trace files never crash the reader or the validator", "[trace][validate][fuzz]") {
+  const std::string text = fs::trace::trace_to_json(fs::test::good_trace());
+  std::mt19937_64 rng(20260101);
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const char noise[] = "{}[]\",:0123456789-.eE+ truefalsnul\\x\n";
+  int refused = 0, accepted = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s = text;
+    const int edits = 1 + static_cast<int>(pick(4));
+    for (int k = 0; k < edits; ++k) {
+      const std::size_t at = pick(s.size());
+      switch (pick(4)) {
+        case 0: s[at] = noise[pick(sizeof noise - 1)]; break;
+        case 1: s.erase(at, 1 + pick(16)); break;
+        case 2: s.insert(at, 1, noise[pick(sizeof noise - 1)]); break;
+        default: s.resize(at); break;
+      }
+      if (s.empty()) s = "{";
+    }
+    try {
+      const Trace t = fs::trace::parse_trace(s, "fuzz");
+      fs::trace::validate(t);
+      fs::trace::trace_to_json(t);
+      ++accepted;
+    } catch (const fs::trace::TraceError&) {
+      ++refused;
+    }
+  }
+  REQUIRE(refused > 0);
+  REQUIRE(accepted + refused == 3000);
+}
+
+TEST_CASE("mutated JSON fields never crash the reader or the validator", "[trace][validate][fuzz]") {
+  const json good = json::parse(fs::trace::trace_to_json(fs::test::good_trace()));
+  // Every leaf and container of the document, by JSON pointer.
+  std::vector<json::json_pointer> paths;
+  const json flat = good.flatten();
+  for (const auto& [key, value] : flat.items()) {
+    json::json_pointer p(key);
+    while (!p.empty()) {
+      if (std::find(paths.begin(), paths.end(), p) == paths.end()) paths.push_back(p);
+      p = p.parent_pointer();
+    }
+  }
+  const json replacements[] = {nullptr, -1, 0, 1, 2147483648LL, -9223372036854775807LL - 1,
+                               18446744073709551615ULL, 1e300, -0.5, "", "x", "load", "-inf",
+                               true, json::array(), json::object(), json::array({1, 2, 3})};
+  std::mt19937_64 rng(7);
+  int refused = 0;
+  for (int iter = 0; iter < 4000; ++iter) {
+    json j = good;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < edits; ++k) {
+      const auto& p = paths[rng() % paths.size()];
+      if (!j.contains(p)) continue;
+      if (rng() % 4 == 0 && !p.empty()) {
+        json& parent = j[p.parent_pointer()];
+        if (parent.is_object()) parent.erase(p.back());
+        else if (parent.is_array() && !parent.empty()) parent.erase(parent.size() - 1);
+      } else {
+        j[p] = replacements[rng() % (sizeof replacements / sizeof replacements[0])];
+      }
+    }
+    try {
+      const Trace t = fs::trace::parse_trace(j.dump(), "fuzz");
+      fs::trace::validate(t);
+      fs::trace::trace_to_json(t);
+    } catch (const fs::trace::TraceError&) {
+      ++refused;
+    }
+  }
+  REQUIRE(refused > 0);
+}
+
+TEST_CASE("corrupted in-memory traces never crash the validator or the writer", "[trace][validate][fuzz]") {
+  std::mt19937_64 rng(99);
+  const std::int64_t values[] = {-2147483648LL, -1, 0, 1, 3, 4, 5, 255, 2147483647LL};
+  for (int iter = 0; iter < 3000; ++iter) {
+    Trace t = fs::test::good_trace();
+    auto any = [&] { return values[rng() % (sizeof values / sizeof values[0])]; };
+    Event& e = t.events[rng() % t.events.size()];
+    switch (rng() % 12) {
+      case 0: e.track = static_cast<int>(any()); break;
+      case 1: e.kind = static_cast<Kind>(static_cast<std::uint8_t>(any())); break;
+      case 2: e.tensor = static_cast<Tensor>(static_cast<std::uint8_t>(any())); break;
+      case 3: e.bh = static_cast<std::int32_t>(any()); break;
+      case 4: e.row0 = static_cast<std::int32_t>(any()); e.rows = static_cast<std::int32_t>(any()); break;
+      case 5: e.col0 = static_cast<std::int32_t>(any()); e.cols = static_cast<std::int32_t>(any()); break;
+      case 6: e.dur_ns = -1; e.ts_ns = NAN; break;
+      case 7: t.tracks[rng() % t.tracks.size()].kernel = static_cast<int>(any()); break;
+      case 8: t.meta.N = static_cast<int>(any()); break;
+      case 9: t.meta.tensors[rng() % t.meta.tensors.size()].id = static_cast<Tensor>(static_cast<std::uint8_t>(any())); break;
+      case 10: t.kernels[rng() % t.kernels.size()].grid[0] = static_cast<int>(any()); break;
+      default: t.meta.B = static_cast<int>(any()); t.meta.d = static_cast<int>(any()); break;
+    }
+    fs::trace::validate(t);
+    fs::trace::trace_to_json(t);
+  }
+  SUCCEED("no crash");
+}
+
+#ifdef FS_TRACE_VALIDATE_EXE
+namespace {
+// Runs the command; returns its exit code and puts its output in `out`.
+int run_command(const std::string& args, std::string& out) {
+  const std::string log = temp_path("command.log");
+  const int status = std::system((std::string(FS_TRACE_VALIDATE_EXE) + " " + args + " > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return WEXITSTATUS(status);
+}
+}  // namespace
+
+TEST_CASE("trace_validate prints one line per file and exits 0 only when all are valid", "[trace][validate][command]") {
+  const std::string good = temp_path("cmd_good.json"), cut = temp_path("cmd_cut.json"),
+                    wrong = temp_path("cmd_wrong.json");
+  fs::trace::write_trace(fs::test::good_trace(), good);
+  std::ofstream(cut) << fs::trace::trace_to_json(fs::test::good_trace()).substr(0, 300);
+  Trace t = fs::test::good_trace();
+  t.events[3].bytes = 8;
+  fs::trace::write_trace(t, wrong);
+
+  std::string out;
+  REQUIRE(run_command(good, out) == 0);
+  REQUIRE(out == good + ": OK: " + fs::trace::validate(fs::test::good_trace()).summary() + "\n");
+  REQUIRE(run_command(good + " " + cut + " " + wrong, out) == 1);
+  INFO(out);
+  REQUIRE(std::count(out.begin(), out.end(), '\n') == 3);
+  REQUIRE_THAT(out, Catch::Contains(cut + ": INVALID: truncated JSON"));
+  REQUIRE_THAT(out, Catch::Contains(wrong + ": INVALID: stores move 120 bytes, but the IO model writes 176"));
+  REQUIRE(run_command("", out) == 2);
+}
+#endif
