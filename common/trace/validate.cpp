@@ -101,7 +101,8 @@ ValidationReport validate(const Trace& t) {
   if (m.schema_version != kSchemaVersion)
     err.add("schema", "schema version " + std::to_string(m.schema_version) + " is not known (this validator knows " +
                           std::to_string(kSchemaVersion) + ")");
-  if (m.pass != "fwd" && m.pass != "bwd") err.add("schema", "pass is '" + m.pass + "', not \"fwd\" or \"bwd\"");
+  if (m.pass != "fwd" && m.pass != "bwd" && m.pass != "host")
+    err.add("schema", "pass is '" + m.pass + "', not \"fwd\", \"bwd\" or \"host\"");
   // Past 2^40 elements (as common/harness.cpp) the byte counts below could overflow.
   const bool shape_ok = m.B >= 1 && m.H >= 1 && m.N >= 1 && m.d >= 1 &&
                         double(m.B) * m.H * m.N * std::max(m.N, m.d) <= double(std::int64_t(1) << 40);

@@ -1,7 +1,8 @@
 // The trace validator: whether a trace adds up. The reader (trace_io.hpp) has already checked
 // its form; this checks its meaning:
 //
-//   schema      the version is known, the pass is "fwd" or "bwd", sizes are positive
+//   schema      the version is known, the pass is "fwd", "bwd" or "host" (a host-only trace of
+//               the shared NVTX tool), sizes are positive
 //   tensors     each listed once, shaped as the pass's layout says, bytes = elements × 4
 //   tracks      one per (kernel, CTA) inside the kernel's grid; dropped counts add up to
 //               meta.events_dropped, and any dropped event is an error (the trace is incomplete)

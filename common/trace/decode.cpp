@@ -1,0 +1,120 @@
+#include "common/trace/decode.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "common/trace/names.hpp"
+#include "common/trace/trace_io.hpp"
+
+namespace fs::trace {
+
+void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_ns, Trace& out) {
+  out.kernels.clear();
+  out.tracks.clear();
+  out.events.clear();
+  out.meta.events_dropped = 0;
+
+  struct Sortable {
+    std::size_t event;
+    int kernel;
+    double begin;
+    int track;
+    std::uint32_t local;
+  };
+  std::vector<Sortable> order;
+
+  for (std::size_t k = 0; k < launches.size(); ++k) {
+    const KernelCapture& kc = launches[k];
+    const std::string what = "kernel " + std::to_string(k) + " (" + kc.kernel.name + ")";
+    const std::uint64_t ctas = std::uint64_t(kc.kernel.grid[0]) * kc.kernel.grid[1] * kc.kernel.grid[2];
+    if (kc.headers.size() != ctas)
+      throw TraceError(what + ": " + std::to_string(kc.headers.size()) + " CTA headers for a grid of " +
+                       std::to_string(ctas) + " CTAs");
+    if (kc.records.size() != kc.headers.size() * kc.cap)
+      throw TraceError(what + ": " + std::to_string(kc.records.size()) + " records for " + std::to_string(ctas) +
+                       " CTAs of " + std::to_string(kc.cap));
+
+    Kernel kn = kc.kernel;
+    kn.ts_ns = double(kc.launch_begin_ns - t0_ns);
+    kn.dur_ns = double(std::max<std::int64_t>(kc.launch_end_ns - kc.launch_begin_ns, 0));
+    out.kernels.push_back(kn);
+    const int kernel_index = static_cast<int>(out.kernels.size()) - 1;
+
+    // The CTA's start: its header's, or its first record's if the header has none.
+    auto cta_start = [&](std::size_t c) {
+      const CtaHeader& h = kc.headers[c];
+      std::uint64_t t = h.t_start;
+      if (h.count > 0 && kc.cap > 0) {
+        const std::uint64_t first = kc.records[c * kc.cap].t_end;
+        if (t == 0 || first < t) t = first;
+      }
+      return t;
+    };
+    std::uint64_t g0 = std::numeric_limits<std::uint64_t>::max();
+    for (std::size_t c = 0; c < kc.headers.size(); ++c)
+      if (kc.headers[c].count > 0) g0 = std::min(g0, cta_start(c));
+    // GPU time → host time, relative to t0.
+    auto host = [&](std::uint64_t g) { return kn.ts_ns + double(std::int64_t(g - g0)); };
+
+    for (std::size_t c = 0; c < kc.headers.size(); ++c) {
+      const CtaHeader& h = kc.headers[c];
+      if (h.count == 0) continue;
+      Track tr;
+      tr.kernel = kernel_index;
+      tr.cta = static_cast<int>(c);
+      tr.sm = static_cast<int>(h.sm);
+      tr.dropped = h.count > kc.cap ? std::int64_t(h.count) - kc.cap : 0;
+      out.meta.events_dropped += tr.dropped;
+      out.tracks.push_back(tr);
+      const int track = static_cast<int>(out.tracks.size()) - 1;
+
+      std::uint64_t prev = cta_start(c);
+      const std::uint32_t n = std::min(h.count, kc.cap);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const DeviceRecord& r = kc.records[c * kc.cap + i];
+        if (!valid_kind(r.kind) || !valid_tensor(r.tensor))
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": kind " +
+                           std::to_string(r.kind) + ", tensor " + std::to_string(r.tensor) +
+                           " are not values device.cuh writes");
+        const std::uint64_t end = std::max(r.t_end, prev);
+        Event e;
+        e.track = track;
+        e.kind = static_cast<Kind>(r.kind);
+        e.tensor = static_cast<Tensor>(r.tensor);
+        e.bh = r.bh;
+        e.row0 = r.row0;
+        e.rows = r.rows;
+        e.col0 = r.col0;
+        e.cols = r.cols;
+        e.bytes = std::int64_t(r.bytes) | (std::int64_t(r.bytes_hi) << 32);
+        e.cached = (r.flags & kRecordCached) != 0;
+        e.ts_ns = host(prev);
+        e.dur_ns = double(end - prev);
+        e.m = r.m;
+        e.l = r.l;
+        e.sample_row = r.sample_row;
+        order.push_back({out.events.size(), kernel_index, e.ts_ns, track, i});
+        out.events.push_back(e);
+        prev = end;
+      }
+    }
+  }
+
+  std::sort(order.begin(), order.end(), [](const Sortable& a, const Sortable& b) {
+    if (a.kernel != b.kernel) return a.kernel < b.kernel;
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.track != b.track) return a.track < b.track;
+    return a.local < b.local;
+  });
+  std::vector<Event> sorted;
+  sorted.reserve(out.events.size());
+  for (std::size_t s = 0; s < order.size(); ++s) {
+    sorted.push_back(out.events[order[s].event]);
+    sorted.back().seq = static_cast<std::int64_t>(s);
+  }
+  out.events = std::move(sorted);
+}
+
+}  // namespace fs::trace

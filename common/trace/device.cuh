@@ -1,0 +1,138 @@
+// Device side of tracing: one thread per CTA writes a 48-byte record (record.hpp) at the end of
+// each phase of its CTA's work into that CTA's slice of a device buffer.
+//
+// A traced kernel takes the tracing switch as a template parameter and the slices as its last
+// argument; with the switch off the tracer is an empty object whose calls compile to nothing,
+// so the kernel's code is what it was without tracing:
+//
+//   template <bool kTrace>
+//   __global__ void scores_kernel(const float* q, ..., fs::trace::Slices slices) {
+//     fs::trace::CtaTracer<kTrace> tr(slices);           // notes the CTA's start and its SM
+//     ...load K...
+//     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, rows, 0, d, rows * d * 4);
+//   }
+//   // launcher (common/trace/launch.cuh): the plain kernel when p.trace is null
+//   fs::trace::launch(p.trace, "scores_kernel", scores_kernel<false>, scores_kernel<true>,
+//                     grid, block, smem, p.stream, q, ...);
+//
+// What an event means: the recording thread (threadIdx 0, 0, 0) reached the end of a phase;
+// the phase began where its previous event ended (the CTA's start for the first). Timestamps are
+// those of the recording thread; the other threads of the CTA may be a little ahead or behind.
+// The recording thread must reach every FS_TRACE_EVENT (no early return before one).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <math_constants.h>
+
+#include <cstdint>
+
+#include "common/trace/record.hpp"
+#include "common/trace/trace.hpp"
+
+namespace fs::trace {
+
+// %globaltimer: nanoseconds, one clock for all SMs (on H100/H200 it ticks every 32 ns).
+// The memory clobber keeps the compiler from moving loads and stores across the read.
+__device__ __forceinline__ std::uint64_t global_timer() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
+__device__ __forceinline__ std::uint32_t sm_id() {
+  std::uint32_t id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
+template <bool kOn>
+class CtaTracer;
+
+// Tracing off: nothing is stored, nothing is computed.
+template <>
+class CtaTracer<false> {
+ public:
+  __device__ __forceinline__ explicit CtaTracer(const Slices&) {}
+  __device__ __forceinline__ void event(Kind, Tensor, long long, long long, long long, long long, long long,
+                                        long long, bool = false) const {}
+  __device__ __forceinline__ void event_stats(Kind, Tensor, long long, long long, long long, long long,
+                                              long long, float, float, int) const {}
+};
+
+template <>
+class CtaTracer<true> {
+ public:
+  __device__ __forceinline__ explicit CtaTracer(const Slices& s) {
+    recorder_ = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+    if (!recorder_) return;
+    const std::uint64_t cta =
+        blockIdx.x + std::uint64_t(gridDim.x) * (blockIdx.y + std::uint64_t(gridDim.y) * blockIdx.z);
+    header_ = s.headers + cta;
+    slice_ = s.records + cta * s.cap;
+    cap_ = s.cap;
+    header_->sm = sm_id();
+    header_->count = 0;
+    header_->t_start = global_timer();
+  }
+
+  // One event: `bytes` moved (loads and stores) for the rows × cols tile at (row0, col0) of
+  // head bh of `tensor`; `cached` for a re-read the IO model does not count.
+  __device__ __forceinline__ void event(Kind kind, Tensor tensor, long long bh, long long row0, long long rows,
+                                        long long col0, long long cols, long long bytes, bool cached = false) {
+    put(kind, tensor, bh, row0, rows, col0, cols, bytes, cached, CUDART_NAN_F, CUDART_NAN_F, -1);
+  }
+  // The same for a compute phase of an online-softmax step, with the running max m and
+  // normaliser l of the CTA's sampled row after it.
+  __device__ __forceinline__ void event_stats(Kind kind, Tensor tensor, long long bh, long long row0,
+                                              long long rows, long long col0, long long cols, float m, float l,
+                                              int sample_row) {
+    put(kind, tensor, bh, row0, rows, col0, cols, 0, false, m, l, sample_row);
+  }
+
+ private:
+  __device__ __forceinline__ void put(Kind kind, Tensor tensor, long long bh, long long row0, long long rows,
+                                      long long col0, long long cols, long long bytes, bool cached, float m,
+                                      float l, int sample_row) {
+    if (!recorder_) return;
+    const std::uint64_t now = global_timer();
+    if (count_ < cap_) {  // past the capacity only the count goes on: overflow is reported, not silent
+      DeviceRecord r;
+      r.t_end = now;
+      r.bytes = static_cast<std::uint32_t>(bytes);
+      r.kind = static_cast<std::uint8_t>(kind);
+      r.tensor = static_cast<std::uint8_t>(tensor);
+      r.flags = cached ? kRecordCached : 0;
+      r.bytes_hi = static_cast<std::uint8_t>(static_cast<unsigned long long>(bytes) >> 32);
+      r.bh = static_cast<std::int32_t>(bh);
+      r.row0 = static_cast<std::int32_t>(row0);
+      r.rows = static_cast<std::int32_t>(rows);
+      r.col0 = static_cast<std::int32_t>(col0);
+      r.cols = static_cast<std::int32_t>(cols);
+      r.sample_row = sample_row;
+      r.m = m;
+      r.l = l;
+      slice_[count_] = r;
+    }
+    ++count_;
+    header_->count = count_;
+  }
+
+  bool recorder_ = false;
+  CtaHeader* header_ = nullptr;
+  DeviceRecord* slice_ = nullptr;
+  std::uint32_t cap_ = 0, count_ = 0;
+};
+
+}  // namespace fs::trace
+
+// One event, in one line:
+//   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, rows, col0, cols, bytes);
+//   FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, Br, j0, Bc, 0);
+// FS_TRACE_CACHED marks a re-read that the IO model does not count (served by L2);
+// FS_TRACE_STATS adds the sampled row's running m and l (online-softmax steps).
+#define FS_TRACE_EVENT(tr, kind, tensor, bh, row0, rows, col0, cols, bytes) \
+  (tr).event(::fs::trace::kind, ::fs::trace::tensor, (bh), (row0), (rows), (col0), (cols), (bytes), false)
+#define FS_TRACE_CACHED(tr, kind, tensor, bh, row0, rows, col0, cols, bytes) \
+  (tr).event(::fs::trace::kind, ::fs::trace::tensor, (bh), (row0), (rows), (col0), (cols), (bytes), true)
+#define FS_TRACE_STATS(tr, kind, tensor, bh, row0, rows, col0, cols, m, l, sample_row) \
+  (tr).event_stats(::fs::trace::kind, ::fs::trace::tensor, (bh), (row0), (rows), (col0), (cols), (m), (l), (sample_row))

@@ -1,0 +1,44 @@
+// Launching a kernel that has a tracing switch: an NVTX range named after the kernel around
+// the launch, the plain instantiation when tracing is off, the traced one with its slices when
+// the pass has a DeviceSink.
+//
+//   // kernel: template <bool kTrace> __global__ void pv_kernel(..., fs::trace::Slices slices)
+//   fs::trace::launch(p.trace, "pv_kernel", pv_kernel<false>, pv_kernel<true>,
+//                     grid, block, 0, p.stream, P, p.v, p.o, N, d);
+//   // the same as, with tracing off:
+//   //   pv_kernel<false><<<grid, block, 0, p.stream>>>(P, p.v, p.o, N, d, fs::trace::Slices{});
+//   //   FS_CHECK_LAUNCH();
+//
+// Kernels with more template parameters pass both instantiations the same way
+// (flash_kernel<64, true, false>, flash_kernel<64, true, true>).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+#include "common/check.hpp"
+#include "common/trace/nvtx.hpp"
+#include "common/trace/record.hpp"
+#include "common/trace/sink.hpp"
+
+namespace fs::trace {
+
+template <typename... Params, typename... Args>
+void launch(DeviceSink* sink, const char* name, void (*plain)(Params...), void (*traced)(Params...), dim3 grid,
+            dim3 block, std::size_t smem, cudaStream_t stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args) + 1, "the kernel's last parameter is its fs::trace::Slices");
+  const nvtx::Range range(name);
+  if (!sink) {
+    plain<<<grid, block, smem, stream>>>(std::forward<Args>(args)..., Slices{});
+    FS_CHECK_LAUNCH();
+    return;
+  }
+  const Slices slices = sink->begin_kernel(name, grid, block, smem, reinterpret_cast<const void*>(traced), stream);
+  traced<<<grid, block, smem, stream>>>(std::forward<Args>(args)..., slices);
+  FS_CHECK_LAUNCH();
+  sink->end_kernel(stream);
+}
+
+}  // namespace fs::trace

@@ -1,0 +1,130 @@
+// The device-record decoder on synthetic record buffers: tracks only for CTAs that recorded,
+// events chained from each CTA's start, kernels placed at their launch ranges, seq in logical
+// order, full slices counted as dropped, and records device.cuh cannot write refused.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "common/trace/decode.hpp"
+#include "common/trace/trace_io.hpp"
+
+namespace {
+
+using fs::trace::CtaHeader;
+using fs::trace::DeviceRecord;
+using fs::trace::Kind;
+using fs::trace::KernelCapture;
+using fs::trace::Tensor;
+
+DeviceRecord record(std::uint64_t t_end, Kind kind, Tensor tensor, int row0, int rows, std::uint64_t bytes,
+                    bool cached = false) {
+  DeviceRecord r{};
+  r.t_end = t_end;
+  r.bytes = static_cast<std::uint32_t>(bytes);
+  r.bytes_hi = static_cast<std::uint8_t>(bytes >> 32);
+  r.kind = static_cast<std::uint8_t>(kind);
+  r.tensor = static_cast<std::uint8_t>(tensor);
+  r.flags = cached ? fs::trace::kRecordCached : 0;
+  r.row0 = row0;
+  r.rows = rows;
+  r.cols = 64;
+  r.sample_row = -1;
+  r.m = r.l = NAN;
+  return r;
+}
+
+// A grid of 3 CTAs with slices of 4 records: CTA 0 records 3 events, CTA 1 records 6 (two
+// past its slice), CTA 2 none. GPU clock around 5e9 ns, host launch range [1000, 9000].
+KernelCapture capture() {
+  KernelCapture kc;
+  kc.kernel.name = "flash_kernel";
+  kc.kernel.grid[0] = 3;
+  kc.kernel.block[0] = 128;
+  kc.launch_begin_ns = 1000;
+  kc.launch_end_ns = 9000;
+  kc.cap = 4;
+  kc.headers = {CtaHeader{3, 7, 5'000'000'100}, CtaHeader{6, 2, 5'000'000'000}, CtaHeader{0, 0, 0}};
+  kc.records.resize(12);
+  kc.records[0] = record(5'000'000'164, Kind::Load, Tensor::Q, 0, 64, 16384);
+  kc.records[1] = record(5'000'000'196, Kind::Load, Tensor::K, 0, 64, 16384);
+  kc.records[2] = record(5'000'000'500, Kind::ComputeS, Tensor::S, 0, 64, 0);
+  kc.records[4] = record(5'000'000'032, Kind::Load, Tensor::Q, 64, 64, 16384);
+  kc.records[5] = record(5'000'000'032, Kind::Load, Tensor::K, 0, 64, 16384, true);
+  kc.records[6] = record(5'000'000'010, Kind::ComputeS, Tensor::S, 64, 64, 0);  // runs backwards: clamped
+  kc.records[7] = record(5'000'000'400, Kind::Store, Tensor::O, 64, 64, (std::uint64_t(1) << 33) + 5);
+  return kc;
+}
+
+}  // namespace
+
+TEST_CASE("records decode into one track per CTA that recorded, chained from its start", "[trace][decode]") {
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({capture()}, 400, t);
+  REQUIRE(t.kernels.size() == 1);
+  REQUIRE(t.kernels[0].ts_ns == 600);   // launch range relative to t0 = 400
+  REQUIRE(t.kernels[0].dur_ns == 8000);
+  REQUIRE(t.tracks.size() == 2);        // CTA 2 recorded nothing
+  REQUIRE((t.tracks[0].cta == 0 && t.tracks[0].sm == 7 && t.tracks[0].dropped == 0));
+  REQUIRE((t.tracks[1].cta == 1 && t.tracks[1].sm == 2 && t.tracks[1].dropped == 2));
+  REQUIRE(t.meta.events_dropped == 2);
+  REQUIRE(t.events.size() == 7);
+
+  // The kernel's earliest GPU time (CTA 1's start, 5e9) lands on its launch range's start.
+  std::vector<const fs::trace::Event*> cta0, cta1;
+  for (const auto& e : t.events) (e.track == 0 ? cta0 : cta1).push_back(&e);
+  REQUIRE(cta1.front()->ts_ns == 600);
+  REQUIRE(cta1.front()->dur_ns == 32);
+  REQUIRE(cta0.front()->ts_ns == 700);  // CTA 0 started 100 ns later
+  REQUIRE(cta0.front()->dur_ns == 64);
+  for (const auto* track : {&cta0, &cta1})
+    for (std::size_t i = 1; i < track->size(); ++i)
+      REQUIRE((*track)[i]->ts_ns == (*track)[i - 1]->ts_ns + (*track)[i - 1]->dur_ns);
+  REQUIRE(cta1[2]->dur_ns == 0);        // the record whose time ran backwards
+  REQUIRE(cta1[3]->bytes == (std::int64_t(1) << 33) + 5);
+  REQUIRE(cta1[1]->cached);
+  REQUIRE(std::isnan(cta1[1]->m));
+}
+
+TEST_CASE("seq follows the logical order: kernel, then begin time, then CTA", "[trace][decode]") {
+  KernelCapture second = capture();
+  second.kernel.name = "second_kernel";
+  second.launch_begin_ns = 10000;
+  second.launch_end_ns = 12000;
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({capture(), second}, 0, t);
+  REQUIRE(t.kernels.size() == 2);
+  REQUIRE(t.events.size() == 14);
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    REQUIRE(t.events[i].seq == static_cast<std::int64_t>(i));
+    if (i == 0) continue;
+    const auto &a = t.events[i - 1], &b = t.events[i];
+    const int ka = t.tracks[a.track].kernel, kb = t.tracks[b.track].kernel;
+    REQUIRE(ka <= kb);
+    if (ka == kb) REQUIRE((a.ts_ns < b.ts_ns || (a.ts_ns == b.ts_ns && a.track <= b.track)));
+  }
+  REQUIRE(t.tracks[t.events.back().track].kernel == 1);
+}
+
+TEST_CASE("records device.cuh cannot write are refused", "[trace][decode]") {
+  fs::trace::Trace t;
+  KernelCapture bad = capture();
+  bad.records[1].kind = 200;
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({bad}, 0, t),
+                      Catch::Contains("kernel 0 (flash_kernel) CTA 0 record 1: kind 200"));
+  bad = capture();
+  bad.records.pop_back();
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({bad}, 0, t), Catch::Contains("11 records for 3 CTAs of 4"));
+  bad = capture();
+  bad.headers.pop_back();
+  REQUIRE_THROWS_AS(fs::trace::decode_kernels({bad}, 0, t), fs::trace::TraceError);
+}
+
+TEST_CASE("a slice that overflowed keeps its first cap records", "[trace][decode]") {
+  KernelCapture kc = capture();
+  kc.headers[1].count = 1000000;
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({kc}, 0, t);
+  REQUIRE(t.tracks[1].dropped == 1000000 - 4);
+  REQUIRE(t.meta.events_dropped == 1000000 - 4);
+  REQUIRE(t.events.size() == 7);
+}
