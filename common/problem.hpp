@@ -14,6 +14,10 @@
 
 namespace fs {
 
+namespace trace {
+class DeviceSink;  // common/trace/sink.hpp
+}
+
 struct Shape {
   int B = 1;   // batch
   int H = 1;   // heads
@@ -54,6 +58,9 @@ struct FwdParams {
   int variant = 0;              // index into StepInfo::variants
   void* workspace = nullptr;    // StepInfo::fwd_workspace_bytes(shape) bytes; kept for the backward
   cudaStream_t stream = nullptr;
+  // Tracing (common/trace/launch.cuh): null runs the plain kernels; set, the launcher runs
+  // their traced instantiations and the sink collects what each CTA recorded.
+  trace::DeviceSink* trace = nullptr;
 };
 
 // Every backward launcher takes this. The forward's O and LSE are inputs.
@@ -74,6 +81,7 @@ struct BwdParams {
   const void* fwd_workspace = nullptr;  // what the forward left there (step 01: S and P)
   void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape) bytes
   cudaStream_t stream = nullptr;
+  trace::DeviceSink* trace = nullptr;   // as FwdParams::trace
 };
 
 struct DeviceInfo;

@@ -57,6 +57,7 @@ class CtaTracer<false> {
                                         long long, bool = false) const {}
   __device__ __forceinline__ void event_stats(Kind, Tensor, long long, long long, long long, long long,
                                               long long, float, float, int) const {}
+  __device__ __forceinline__ bool records() const { return false; }
 };
 
 template <>
@@ -88,6 +89,9 @@ class CtaTracer<true> {
                                               int sample_row) {
     put(kind, tensor, bh, row0, rows, col0, cols, 0, false, m, l, sample_row);
   }
+  // Whether this thread is the CTA's recording thread: work done only to describe events
+  // (splitting a range into tiles, say) can be skipped by the others.
+  __device__ __forceinline__ bool records() const { return recorder_; }
 
  private:
   __device__ __forceinline__ void put(Kind kind, Tensor tensor, long long bh, long long row0, long long rows,
@@ -127,11 +131,12 @@ class CtaTracer<true> {
 
 // One event, in one line:
 //   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, rows, col0, cols, bytes);
+//   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, rows, 0, d, bytes, /*cached=*/j_block != 0);
 //   FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, Br, j0, Bc, 0);
-// FS_TRACE_CACHED marks a re-read that the IO model does not count (served by L2);
-// FS_TRACE_STATS adds the sampled row's running m and l (online-softmax steps).
-#define FS_TRACE_EVENT(tr, kind, tensor, bh, row0, rows, col0, cols, bytes) \
-  (tr).event(::fs::trace::kind, ::fs::trace::tensor, (bh), (row0), (rows), (col0), (cols), (bytes), false)
+// An optional last argument says whether a load is a re-read the IO model does not count
+// (served by L2); FS_TRACE_CACHED is the same with it true. FS_TRACE_STATS adds the sampled
+// row's running m and l (online-softmax steps).
+#define FS_TRACE_EVENT(tr, kind, tensor, ...) (tr).event(::fs::trace::kind, ::fs::trace::tensor, __VA_ARGS__)
 #define FS_TRACE_CACHED(tr, kind, tensor, bh, row0, rows, col0, cols, bytes) \
   (tr).event(::fs::trace::kind, ::fs::trace::tensor, (bh), (row0), (rows), (col0), (cols), (bytes), true)
 #define FS_TRACE_STATS(tr, kind, tensor, bh, row0, rows, col0, cols, m, l, sample_row) \

@@ -9,10 +9,14 @@ void naive_forward(const FwdParams& p);   // S, P to the forward workspace; O, L
 void naive_backward(const BwdParams& p);  // reads P from the forward workspace
 
 // The phases later steps keep unchanged (step 02 fuses the others). All (B, H, N, ·).
-void naive_pv(const float* P, const float* v, float* o, const Shape& s, cudaStream_t stream);        // O = P V
-void naive_dv(const float* P, const float* dout, float* dv, const Shape& s, cudaStream_t stream);    // dV = Pᵀ dO
+// `trace`: the pass's trace sink (FwdParams::trace), null when not tracing.
+void naive_pv(const float* P, const float* v, float* o, const Shape& s, cudaStream_t stream,
+              trace::DeviceSink* trace = nullptr);  // O = P V
+void naive_dv(const float* P, const float* dout, float* dv, const Shape& s, cudaStream_t stream,
+              trace::DeviceSink* trace = nullptr);  // dV = Pᵀ dO
 void naive_dq_dk(const float* dS, const float* q, const float* k, float* dq, float* dk,
-                 const Shape& s, float scale, cudaStream_t stream);  // dQ = τ dS K, dK = τ dSᵀ Q
+                 const Shape& s, float scale, cudaStream_t stream,
+                 trace::DeviceSink* trace = nullptr);  // dQ = τ dS K, dK = τ dSᵀ Q
 
 StepInfo step01_info();
 
