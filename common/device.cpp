@@ -38,6 +38,19 @@ DeviceInfo query_device() {
   return info;
 }
 
+std::size_t smem_budget_bytes() {
+  static const std::size_t budget = [] {
+    constexpr std::size_t kHopper = 227 * 1024;
+    if (!gpu_unavailable_reason().empty()) return kHopper;
+    int dev = 0, bytes = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      return kHopper;
+    return static_cast<std::size_t>(bytes);
+  }();
+  return budget;
+}
+
 std::string gpu_slug(const std::string& name) {
   // Drop the vendor word, keep letters and digits of the model, lower case, '-' between.
   std::string s = name;

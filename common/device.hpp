@@ -26,6 +26,11 @@ std::string gpu_unavailable_reason();
 // Properties of the current device. Call only when gpu_unavailable_reason() is empty.
 DeviceInfo query_device();
 
+// Shared memory one CTA may use on the current device (cudaDevAttrMaxSharedMemoryPerBlockOptin),
+// the M of the paper's tile sizes. Without a GPU: 227 KiB, the H100/H200 value, so that IO
+// counts on a build machine are those of the GPU the docs were measured on.
+std::size_t smem_budget_bytes();
+
 // "NVIDIA H200" -> "h200": the name used for docs/benchmarks/<gpu>.csv.
 std::string gpu_slug(const std::string& name);
 

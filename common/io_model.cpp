@@ -1,5 +1,6 @@
 #include "common/io_model.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace fs {
@@ -20,6 +21,63 @@ IoCount io_standard_forward(const Shape& s) {
 IoCount io_standard_backward(const Shape& s) {
   const std::int64_t N = s.N, Nd = std::int64_t(s.N) * s.d, NN = N * N;
   return per_head(s, 5 * NN + 7 * Nd + N, 2 * NN + 3 * Nd + N);
+}
+
+IoCount io_fused_forward(const Shape& s) {
+  const std::int64_t N = s.N, Nd = std::int64_t(s.N) * s.d, NN = N * N;
+  return per_head(s, 3 * Nd + NN, NN + Nd + N);
+}
+
+IoCount io_fused_backward(const Shape& s) {
+  const std::int64_t N = s.N, Nd = std::int64_t(s.N) * s.d, NN = N * N;
+  return per_head(s, 4 * NN + 6 * Nd, NN + 3 * Nd);
+}
+
+namespace {
+// Keys a query tile of rows [r0, r1) works on: all N, or (causal) every key tile that holds
+// a key ≤ r1 − 1, whole tiles (the diagonal tile is loaded entire, then masked).
+std::int64_t keys_for_rows(const Shape& s, bool causal, std::int64_t r1, int Bc) {
+  if (!causal) return s.N;
+  return std::min<std::int64_t>(s.N, (r1 + Bc - 1) / Bc * Bc);
+}
+}  // namespace
+
+IoCount io_tiled_forward(const Shape& s, bool causal, int Br, int Bc) {
+  std::int64_t reads = 0, writes = 0;
+  for (std::int64_t r0 = 0; r0 < s.N; r0 += Br) {
+    const std::int64_t rows = std::min<std::int64_t>(Br, s.N - r0);
+    const std::int64_t keys = keys_for_rows(s, causal, r0 + rows, Bc);
+    reads += rows * s.d + 3 * keys * s.d;  // Q; K in pass one; K, V in pass two
+    writes += rows * s.d + rows;           // O, LSE
+  }
+  return per_head(s, reads, writes);
+}
+
+IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc) {
+  std::int64_t reads = 0, writes = 0;
+  for (std::int64_t r0 = 0; r0 < s.N; r0 += Br) {
+    const std::int64_t rows = std::min<std::int64_t>(Br, s.N - r0);
+    reads += rows * s.d + 2 * keys_for_rows(s, causal, r0 + rows, Bc) * s.d;  // Q; K, V
+    writes += rows * s.d + rows;                                             // O, LSE
+  }
+  return per_head(s, reads, writes);
+}
+
+IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc) {
+  const std::int64_t N = s.N, d = s.d;
+  std::int64_t reads = 0, writes = N * d + 2 * N;  // line 2: O = 0, ℓ = 0, m = -inf
+  for (std::int64_t j0 = 0; j0 < N; j0 += Bc) {
+    reads += 2 * std::min<std::int64_t>(Bc, N - j0) * d;  // line 6: K_j, V_j
+    for (std::int64_t r0 = 0; r0 < N; r0 += Br) {
+      const std::int64_t rows = std::min<std::int64_t>(Br, N - r0);
+      if (causal && r0 + rows - 1 < j0) continue;  // every (row, key) of the pair masked: skipped
+      reads += 2 * rows * d + 2 * rows;   // line 8: Q_i, O_i, ℓ_i, m_i
+      writes += rows * d + 2 * rows;      // lines 12-13: O_i, ℓ_i, m_i
+    }
+  }
+  reads += 2 * N;  // LSE = m + log ℓ
+  writes += N;
+  return per_head(s, reads, writes);
 }
 
 }  // namespace fs

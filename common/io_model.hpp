@@ -27,4 +27,31 @@ IoCount io_standard_forward(const Shape& s);
 // reads 5N² + 7Nd + N, writes 2N² + 3Nd + N.
 IoCount io_standard_backward(const Shape& s);
 
+// Step 02, standard attention with the elementwise passes fused into the matmul kernels:
+//   forward   S, mask, softmax in one kernel: reads Q, K (2Nd), writes P (N²), LSE (N);
+//             O = PV as step 01: reads P (N²), V (Nd), writes O (Nd)
+//             reads 3Nd + N², writes N² + Nd + N  (step 01 minus S: 2N² fewer)
+//   backward  dV = Pᵀ dO as step 01; dP, D and dS in one kernel: reads dO, O, V (3Nd), P (N²),
+//             writes dS (N²); dQ, dK as step 01
+//             reads 4N² + 6Nd, writes N² + 3Nd  (step 01 minus dP and D)
+IoCount io_fused_forward(const Shape& s);
+IoCount io_fused_backward(const Shape& s);
+
+// The tiled steps count what moves between HBM and the chip tile by tile, as the paper's
+// Theorem 2 does: a tile loaded by several CTAs (or several times by one) counts each time.
+// Br × Bc is the tile of the score matrix; a causal run skips the tiles above the diagonal.
+
+// Step 03, two passes: per query tile, Q once, K (pass one: row max), then K and V (pass
+// two: normaliser and O); writes O and LSE once. Θ(N²d/Br) — K is streamed twice.
+IoCount io_tiled_forward(const Shape& s, bool causal, int Br, int Bc);
+
+// Step 04, Algorithm 1 (K/V outer, Q inner). O = 0, ℓ = 0, m = -inf written first; each K/V
+// tile read once; for every (i, j) computed, Q_i, O_i, ℓ_i, m_i read and O_i, ℓ_i, m_i
+// written; finally LSE = m + log ℓ. Θ(N²d²/M) with Br, Bc from M (Theorem 2).
+IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc);
+
+// Step 04, FlashAttention-2 loop order (Q outer, K/V inner): per query tile, Q once and
+// each needed K/V tile once; O and LSE written once; m, ℓ never leave the chip.
+IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc);
+
 }  // namespace fs

@@ -34,3 +34,49 @@ TEST_CASE("every step's IO model is wired into the table of steps", "[io]") {
     if (step.backward) REQUIRE(step.io_backward({1, 1, 64, 64}, false, 0).total() > 0);
   }
 }
+
+TEST_CASE("fused forward: 3Nd + N² read, N² + Nd + N written (no S); backward drops dP and D", "[io]") {
+  // N = 2, d = 3: reads Q, K (12) + P (4) + V (6) = 22 floats; writes P (4) + O (6) + LSE (2) = 12.
+  const fs::IoCount f = fs::io_fused_forward({1, 1, 2, 3});
+  REQUIRE(f.read_bytes == 22 * 4);
+  REQUIRE(f.write_bytes == 12 * 4);
+  // reads 4·4 + 6·6 = 52; writes 4 + 3·6 = 22.
+  const fs::IoCount b = fs::io_fused_backward({1, 1, 2, 3});
+  REQUIRE(b.read_bytes == 52 * 4);
+  REQUIRE(b.write_bytes == 22 * 4);
+}
+
+// N = 5, d = 4, Br = Bc = 2: query tiles [0,2) [2,4) [4,5), key tiles likewise.
+TEST_CASE("tiled (two passes): Q once, K twice and V once per query tile", "[io]") {
+  const fs::Shape s{1, 1, 5, 4};
+  // Non-causal: Nd + 3 tiles · 3Nd = 20 + 180 reads; O and LSE written once: 20 + 5.
+  REQUIRE(fs::io_tiled_forward(s, false, 2, 2).read_bytes == 200 * 4);
+  REQUIRE(fs::io_tiled_forward(s, false, 2, 2).write_bytes == 25 * 4);
+  // Causal: the query tiles see 2, 4, 5 keys: 20 + 3·(2 + 4 + 5)·4 = 152.
+  REQUIRE(fs::io_tiled_forward(s, true, 2, 2).read_bytes == 152 * 4);
+}
+
+TEST_CASE("FlashAttention-2 order: Q once, each needed K/V tile once per query tile", "[io]") {
+  const fs::Shape s{1, 1, 5, 4};
+  REQUIRE(fs::io_flash2_forward(s, false, 2, 2).read_bytes == (20 + 2 * 3 * 20) * 4);
+  REQUIRE(fs::io_flash2_forward(s, true, 2, 2).read_bytes == (20 + 2 * 11 * 4) * 4);
+  REQUIRE(fs::io_flash2_forward(s, true, 2, 2).write_bytes == 25 * 4);
+}
+
+TEST_CASE("Algorithm 1: K, V once; Q, O, l, m read and O, l, m written for every (i, j)", "[io]") {
+  const fs::Shape s{1, 1, 5, 4};
+  // Non-causal: 3 key tiles × 5 query rows = 15 row visits.
+  //   reads  K, V (40) + 15·(Q, O: 8 + l, m: 2) + finalize m, l (10) = 200
+  //   writes init O, l, m (30) + 15·(O: 4 + l, m: 2) + LSE (5) = 125
+  REQUIRE(fs::io_flash1_forward(s, false, 2, 2).read_bytes == 200 * 4);
+  REQUIRE(fs::io_flash1_forward(s, false, 2, 2).write_bytes == 125 * 4);
+  // Causal: key tile [2,4) skips query tile [0,2); key tile [4,5) skips [0,2) and [2,4): 9 row visits.
+  REQUIRE(fs::io_flash1_forward(s, true, 2, 2).read_bytes == 140 * 4);
+  REQUIRE(fs::io_flash1_forward(s, true, 2, 2).write_bytes == 89 * 4);
+}
+
+TEST_CASE("Algorithm 1 moves Θ(N²d²/M): quartering M roughly quadruples the Q/O traffic", "[io]") {
+  const fs::Shape s{1, 1, 4096, 64};
+  const auto big = fs::io_flash1_forward(s, false, 64, 256), small = fs::io_flash1_forward(s, false, 64, 64);
+  REQUIRE(double(small.total()) / double(big.total()) == Approx(4.0).epsilon(0.05));
+}
