@@ -1,0 +1,182 @@
+// Step 03 — tiling: Q, K and V move through shared memory in tiles, the N×N matrices never
+// reach HBM, and the extra memory is O(N) (the LSE).
+//
+// A CTA owns Br query rows (one row per thread, common/flash_tile.cuh) and streams the keys in
+// tiles of Bc through shared memory. The softmax needs each row's max before the first
+// exponential, so the keys are streamed twice:
+//
+//   pass one   for each K_j:        S_ij = τ Q_i K_jᵀ,  m_i = max(m_i, rowmax(S_ij))
+//   pass two   for each K_j, V_j:   S_ij again,  P̃_ij = exp(S_ij − m_i),
+//                                   ℓ_i += rowsum(P̃_ij),  O_i += P̃_ij V_j
+//              O_i /= ℓ_i,  LSE_i = m_i + log ℓ_i
+//
+// The normaliser ℓ could be found in pass one too, by rescaling a running scalar sum whenever
+// the max grows; pass two computes every exp(S − m) anyway, so here it is summed there for
+// free. Cost: QKᵀ computed twice (6N²d FLOPs instead of 4N²d) and K read twice. HBM traffic
+// per head Θ(N²d/Br): no N² term any more, but K and V are re-read by every query tile.
+// Step 04 asks: could one pass keep O right while the max is still changing?
+#include "steps/03_tiled/tiled.hpp"
+
+#include <cstdint>
+
+#include "common/check.hpp"
+#include "common/device.hpp"
+#include "common/flash_tile.cuh"
+#include "common/io_model.hpp"
+
+namespace fs {
+
+namespace {
+
+// The tile of the score matrix a CTA works on: the same as step 04's (common/flash_tile.cuh),
+// so that the two steps differ only in their algorithm.
+template <int D>
+using TiledTile = DefaultRowTile<D>;
+
+template <int D, bool kCausal>
+__global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(const FwdParams p) {
+  using T = TiledTile<D>;
+  constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
+  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
+
+  const int N = p.shape.N;
+  const std::int64_t head = std::int64_t(blockIdx.y) * N * D;
+  const float* gK = p.k + head;  // (N, D)
+  const float* gV = p.v + head;  // (N, D)
+  const int row0 = blockIdx.x * T::kBR;
+  const int row = T::first_row(row0), part = T::part();
+
+  float q[R][DC];
+  load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
+
+  // Key tiles this CTA needs: all, or (causal) up to the one holding its last row.
+  const int last_row = min(N, row0 + T::kBR) - 1;
+  const int n_tiles = kCausal ? last_row / BC + 1 : (N + BC - 1) / BC;
+  auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
+  auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
+  auto needs_mask = [&](int j0) { return j0 + BC > N || (kCausal && j0 + BC - 1 > row0); };
+
+  // Pass one: the row max m (log2 units), K tiles only, double-buffered.
+  float m[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) m[r] = -INFINITY;
+  load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, 0, N);
+  cp_async_commit();
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) {
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, (t + 1) * BC, N);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile t has landed, for every thread's reads below
+    float s[R][BC];
+    row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
+    if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
+#pragma unroll
+    for (int r = 0; r < R; ++r) m[r] = fmaxf(m[r], row_max<BC>(s[r]));
+    __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
+  }
+
+  // Pass two: ℓ and O with the final max, K and V tiles.
+  // A row with every key masked has m = -inf; exp2(-inf - (-inf)) would be NaN. Subtracting 0
+  // instead leaves exp2(-inf) = 0 for all its entries: ℓ = 0, and store_row writes O = 0.
+  float m_safe[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) m_safe[r] = m[r] == -INFINITY ? 0.f : m[r];
+  float o[R][DC] = {};
+  float l[R] = {};
+  load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, 0, N);
+  load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, 0, N);
+  cp_async_commit();
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) {
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, (t + 1) * BC, N);
+      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, (t + 1) * BC, N);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile t has landed
+    float s[R][BC];
+    row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
+    if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < BC; ++j) {
+        s[r][j] = exp2f(s[r][j] - m_safe[r]);  // P̃_ij
+        l[r] += s[r][j];
+      }
+    accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
+    __syncthreads();  // stage t&1 free for tile t+2
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+}
+
+template <int D>
+void launch(const FwdParams& p) {
+  using T = TiledTile<D>;
+  const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
+  const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
+  auto kernel = p.causal ? tiled_forward_kernel<D, true> : tiled_forward_kernel<D, false>;
+  if (smem > 48 * 1024)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, T::kThreads, smem, p.stream>>>(p);
+  FS_CHECK_LAUNCH();
+}
+
+std::size_t no_workspace(const Shape&) { return 0; }
+
+std::string unsupported(const Shape& s, const DeviceInfo&) {
+  if (s.d != 16 && s.d != 32 && s.d != 64 && s.d != 128)
+    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
+  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
+  return {};
+}
+
+IoCount io_forward(const Shape& s, bool causal, int) {
+  const TileSizes t = tiled_tile_sizes(s.d);
+  return io_tiled_forward(s, causal, t.Br, t.Bc);
+}
+
+}  // namespace
+
+TileSizes tiled_tile_sizes(int d) {
+  switch (d) {
+    case 16: return {TiledTile<16>::kBR, TiledTile<16>::kBC};
+    case 32: return {TiledTile<32>::kBR, TiledTile<32>::kBC};
+    case 64: return {TiledTile<64>::kBR, TiledTile<64>::kBC};
+    case 128: return {TiledTile<128>::kBR, TiledTile<128>::kBC};
+    default: return {};
+  }
+}
+
+void tiled_forward(const FwdParams& p) {
+  switch (p.shape.d) {
+    case 16: launch<16>(p); break;
+    case 32: launch<32>(p); break;
+    case 64: launch<64>(p); break;
+    case 128: launch<128>(p); break;
+    default: throw CudaError(cudaErrorInvalidValue, "tiled_forward: unsupported d");
+  }
+}
+
+StepInfo step03_info() {
+  StepInfo s;
+  s.id = "03_tiled";
+  s.title = "tiling: K streamed twice (row max, then O), no N×N matrix in HBM";
+  s.variants = {"two_pass"};
+  s.forward = tiled_forward;
+  s.fwd_workspace_bytes = no_workspace;
+  s.bwd_workspace_bytes = no_workspace;
+  s.unsupported = unsupported;
+  s.io_forward = io_forward;
+  return s;
+}
+
+}  // namespace fs
