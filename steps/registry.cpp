@@ -1,11 +1,14 @@
 #include "steps/registry.hpp"
 
 #include "steps/01_naive/naive.hpp"
+#include "steps/02_fused/fused.hpp"
+#include "steps/03_tiled/tiled.hpp"
+#include "steps/04_online_softmax/flash.hpp"
 
 namespace fs {
 
 const std::vector<StepInfo>& all_steps() {
-  static const std::vector<StepInfo> steps = {step01_info()};
+  static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info()};
   return steps;
 }
 

@@ -41,12 +41,12 @@ std::vector<Case> cases_for(const fs::Shape& s, bool causal, bool need_backward)
   return out;
 }
 
-fs::Shape odd_shape(int N, int d) { return {2, N > 512 ? 2 : 3, N, d}; }
+fs::Shape odd_shape(int N, int d) { return {N > 2048 ? 1 : 2, N > 512 ? 2 : 3, N, d}; }
 
 }  // namespace
 
 TEST_CASE("forward O and LSE match the fp64 reference on odd shapes", "[gpu][forward]") {
-  const int N = GENERATE(1, 17, 97, 257, 1025);
+  const int N = GENERATE(1, 17, 97, 257, 1025, 4097);
   const int d = GENERATE(16, 64, 128);
   const bool causal = GENERATE(false, true);
   for (const Case& c : cases_for(odd_shape(N, d), causal, false)) {
@@ -59,7 +59,7 @@ TEST_CASE("forward O and LSE match the fp64 reference on odd shapes", "[gpu][for
       const auto report = fs::verify_forward(c.shape, {fs::default_scale(d), causal}, p.q.data(),
                                              p.k.data(), p.v.data(), o.data(), lse.data(), c.seed());
       INFO(report.summary());
-      REQUIRE(report.coverage.rfind("all ", 0) == 0);  // every row checked at these sizes
+      if (N <= 1025) REQUIRE(report.coverage.rfind("all ", 0) == 0);  // every row checked
       REQUIRE(report.pass());
     }
   }

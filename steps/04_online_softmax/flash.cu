@@ -1,0 +1,371 @@
+// Step 04 — online softmax: the FlashAttention forward. One pass over K and V; the running
+// max m and normaliser ℓ are corrected as they grow, and the output with them:
+//
+//   m_new = max(m, m̃)                          m̃ = rowmax(S_ij)
+//   ℓ_new = e^{m − m_new} ℓ + e^{m̃ − m_new} ℓ̃     ℓ̃ = rowsum(exp(S_ij − m̃))
+//   O    ← (ℓ e^{m − m_new} O + e^{m̃ − m_new} P̃_ij V_j) / ℓ_new
+//
+// Two kernels, the same math in two loop orders (ALGORITHMS.md):
+//
+//   alg1  Algorithm 1 as the paper writes it. Outer loop over K_j, V_j (line 5), inner loop
+//         over Q_i (line 7). O, ℓ, m live in HBM and are read and written for every (i, j)
+//         (lines 8, 12, 13); Bc = ⌈M/4d⌉, Br = min(⌈M/4d⌉, d) from the SRAM budget M (line 1);
+//         one CTA per (batch, head), as in FlashAttention (v1). HBM traffic Θ(N²d²/M)
+//         (Theorem 2): K, V once, Q and O once per K/V tile.
+//
+//   fa2   FlashAttention-2's order. Each CTA owns a Q tile (outer) and streams K_j, V_j
+//         (inner); O, ℓ, m stay in registers, O is divided by ℓ once at the end, and only O
+//         and LSE are written. Parallel over (batch, head, Q tile). Causal: K tiles past the
+//         diagonal are never loaded, only the diagonal tiles are masked.
+//
+// Both leave LSE = m + log ℓ (natural log) for the backward (step 05). From step 03: one pass
+// instead of two (4N²d FLOPs instead of 6N²d), K read once per Q tile instead of twice.
+#include "steps/04_online_softmax/flash.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "common/check.hpp"
+#include "common/device.hpp"
+#include "common/flash_tile.cuh"
+#include "common/io_model.hpp"
+
+namespace fs {
+
+namespace {
+
+// ===========================================================================================
+// alg1: Algorithm 1, faithfully
+// ===========================================================================================
+
+constexpr int kAlg1Threads = 256;
+constexpr int kAlg1Warps = kAlg1Threads / kWarpSize;
+
+// Shared memory of the alg1 kernel, in floats, for tiles Br × Bc and head dimension d. K is
+// stored with rows padded to d + 1 floats: threads of a warp read the same column of
+// consecutive rows of K, which would otherwise all fall in one bank.
+struct Alg1Layout {
+  int Br, Bc, d;
+  __host__ __device__ int k_stride() const { return d + 1; }
+  __host__ __device__ int s_stride() const { return Bc + 1; }
+  __host__ __device__ std::size_t k() const { return 0; }                                  // (Bc, d+1)
+  __host__ __device__ std::size_t v() const { return k() + std::size_t(Bc) * k_stride(); }  // (Bc, d)
+  __host__ __device__ std::size_t q() const { return v() + std::size_t(Bc) * d; }           // (Br, d)
+  __host__ __device__ std::size_t o() const { return q() + std::size_t(Br) * d; }           // (Br, d)
+  __host__ __device__ std::size_t s() const { return o() + std::size_t(Br) * d; }           // (Br, Bc+1)
+  __host__ __device__ std::size_t stats() const { return s() + std::size_t(Br) * s_stride(); }  // 2 × (Br)
+  __host__ __device__ std::size_t floats() const { return stats() + 2 * std::size_t(Br); }
+};
+
+// Algorithm 1, line 2: O = 0, ℓ = 0, m = -inf in HBM.
+__global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows, int d) {
+  for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * d;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    o[e] = 0.f;
+    if (e < rows) {
+      l[e] = 0.f;
+      m[e] = -INFINITY;
+    }
+  }
+}
+
+// LSE = m + log ℓ once every K/V tile has been seen; ℓ = 0 (no visible key) gives -inf.
+__global__ void alg1_lse_kernel(const float* m, const float* l, float* lse, std::int64_t rows) {
+  for (std::int64_t r = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += std::int64_t(gridDim.x) * blockDim.x)
+    lse[r] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+}
+
+// One CTA per (batch, head): grid (B·H), block 256. m and ℓ are natural-log statistics here,
+// as in the paper's text. gm, gl: (B, H, N) in HBM.
+template <int D>
+__global__ void __launch_bounds__(kAlg1Threads)
+    alg1_forward_kernel(const FwdParams p, Alg1Layout L, float* __restrict__ gm, float* __restrict__ gl) {
+  extern __shared__ float smem[];
+  float* sK = smem + L.k();  // (Bc, D+1)
+  float* sV = smem + L.v();  // (Bc, D)
+  float* sQ = smem + L.q();  // (Br, D)
+  float* sO = smem + L.o();  // (Br, D)
+  float* sS = smem + L.s();  // (Br, Bc+1)  S_ij, then P̃_ij
+  float* sA = smem + L.stats();         // (Br) ℓ_i e^{m_i − m_new} / ℓ_new  (weight of the old O_i)
+  float* sB = smem + L.stats() + L.Br;  // (Br) e^{m̃ − m_new} / ℓ_new        (weight of P̃_ij V_j)
+  const int N = p.shape.N, Br = L.Br, Bc = L.Bc;
+  const std::int64_t bh = blockIdx.x;
+  const float* gQ = p.q + bh * N * D;
+  const float* gK = p.k + bh * N * D;
+  const float* gV = p.v + bh * N * D;
+  float* gO = p.o + bh * N * D;
+  gm += bh * N;
+  gl += bh * N;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+
+  for (int j0 = 0; j0 < N; j0 += Bc) {  // line 5: for 1 ≤ j ≤ Tc
+    const int cols = min(Bc, N - j0);
+    // line 6: load K_j, V_j from HBM to on-chip SRAM (rows past N as zeros)
+    for (int e = threadIdx.x; e < Bc * D; e += kAlg1Threads) {
+      const int c = e / D, x = e % D;
+      sK[c * L.k_stride() + x] = c < cols ? gK[std::int64_t(j0 + c) * D + x] : 0.f;
+      sV[e] = c < cols ? gV[std::int64_t(j0) * D + e] : 0.f;
+    }
+    // line 7: for 1 ≤ i ≤ Tr — causal: Q tiles whose every row precedes key j0 are skipped
+    const int i_first = p.causal ? j0 / Br * Br : 0;
+    for (int i0 = i_first; i0 < N; i0 += Br) {
+      const int rows = min(Br, N - i0);
+      // line 8: load Q_i, O_i, ℓ_i, m_i from HBM to on-chip SRAM
+      for (int e = threadIdx.x; e < Br * D; e += kAlg1Threads) {
+        const bool in = e / D < rows;
+        sQ[e] = in ? gQ[std::int64_t(i0) * D + e] : 0.f;
+        sO[e] = in ? gO[std::int64_t(i0) * D + e] : 0.f;
+      }
+      __syncthreads();  // K_j, V_j (first i) and Q_i, O_i are in SRAM for everyone
+
+      // line 9: S_ij = τ Q_i K_jᵀ, masked (keys past N, and causal j > i, get -inf)
+      for (int e = threadIdx.x; e < Br * Bc; e += kAlg1Threads) {
+        const int r = e / Bc, c = e % Bc;
+        float acc = 0.f;
+#pragma unroll 8
+        for (int x = 0; x < D; ++x) acc = fmaf(sQ[r * D + x], sK[c * L.k_stride() + x], acc);
+        const bool masked = c >= cols || (p.causal && j0 + c > i0 + r);
+        sS[r * L.s_stride() + c] = masked ? -INFINITY : p.scale * acc;
+      }
+      __syncthreads();  // whole rows of S_ij are read below
+
+      // lines 10-11, a warp per row: m̃, P̃ = exp(S − m̃), ℓ̃; m_new, ℓ_new
+      for (int r = warp; r < Br; r += kAlg1Warps) {
+        float* srow = sS + r * L.s_stride();
+        float mt = -INFINITY;
+        for (int c = lane; c < Bc; c += kWarpSize) mt = fmaxf(mt, srow[c]);
+        mt = warp_max(mt);
+        // Every key of this tile masked for this row (or a padding row): m̃ = -inf, and
+        // exp(-inf - (-inf)) would be NaN. Its P̃ is 0 and it changes nothing.
+        const float mt_safe = mt == -INFINITY ? 0.f : mt;
+        float lt = 0.f;
+        for (int c = lane; c < Bc; c += kWarpSize) {
+          const float e = expf(srow[c] - mt_safe);
+          srow[c] = e;
+          lt += e;
+        }
+        lt = warp_sum(lt);
+        if (lane == 0) {
+          const float m_old = r < rows ? gm[i0 + r] : -INFINITY;
+          const float l_old = r < rows ? gl[i0 + r] : 0.f;
+          const float m_new = fmaxf(m_old, mt);
+          // With m_new = -inf nothing has been seen yet: keep ℓ = 0, O = 0.
+          const float a = m_new == -INFINITY ? 0.f : l_old * expf(m_old - m_new);
+          const float b = m_new == -INFINITY ? 0.f : expf(mt_safe - m_new) * (lt > 0.f ? 1.f : 0.f);
+          const float l_new = a + b * lt;
+          const float inv = l_new > 0.f ? 1.f / l_new : 0.f;
+          sA[r] = a * inv;
+          sB[r] = b * inv;
+          if (r < rows) {  // line 13: ℓ_i ← ℓ_new, m_i ← m_new to HBM
+            gl[i0 + r] = l_new;
+            gm[i0 + r] = m_new;
+          }
+        }
+      }
+      __syncthreads();  // P̃_ij and the weights are read by every thread below
+
+      // line 12: O_i ← diag(ℓ_new)⁻¹ (diag(ℓ_i) e^{m_i − m_new} O_i + e^{m̃ − m_new} P̃_ij V_j) to HBM
+      for (int e = threadIdx.x; e < rows * D; e += kAlg1Threads) {
+        const int r = e / D, x = e % D;
+        const float* prow = sS + r * L.s_stride();
+        float acc = 0.f;
+        for (int c = 0; c < cols; ++c) acc = fmaf(prow[c], sV[c * D + x], acc);
+        gO[std::int64_t(i0) * D + e] = sA[r] * sO[e] + sB[r] * acc;
+      }
+      __syncthreads();  // sQ, sO, sS are overwritten by the next Q tile
+    }
+  }
+}
+
+// ===========================================================================================
+// fa2: FlashAttention-2's loop order, one query row per thread (common/flash_tile.cuh)
+// ===========================================================================================
+
+// R query rows × DC columns per thread, Bc keys per tile (common/flash_tile.cuh says why).
+template <int D>
+using Flash2Tile = DefaultRowTile<D>;
+
+template <int D, typename T, bool kCausal>
+__global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p) {
+  constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
+  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
+
+  const int N = p.shape.N;
+  const std::int64_t head = std::int64_t(blockIdx.y) * N * D;
+  const float* gK = p.k + head;  // (N, D)
+  const float* gV = p.v + head;  // (N, D)
+  // Causal: the last query tiles have the most key tiles; launch them first.
+  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int row0 = tile * T::kBR;
+  const int row = T::first_row(row0), part = T::part();
+
+  float q[R][DC];
+  load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
+
+  const int last_row = min(N, row0 + T::kBR) - 1;
+  const int n_tiles = kCausal ? last_row / BC + 1 : (N + BC - 1) / BC;
+  auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
+  auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
+
+  float o[R][DC] = {};
+  float m[R], l[R];  // each row's running max (log2 units) and normaliser
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    m[r] = -INFINITY;
+    l[r] = 0.f;
+  }
+  load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, 0, N);
+  load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, 0, N);
+  cp_async_commit();
+  for (int t = 0; t < n_tiles; ++t) {
+    if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, (t + 1) * BC, N);
+      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, (t + 1) * BC, N);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile t has landed, for every thread's reads below
+
+    float s[R][BC];  // S_ij for this thread's rows, log2 units
+    row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
+    const int j0 = t * BC;
+    if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
+
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float m_new = fmaxf(m[r], row_max<BC>(s[r]));
+      // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would
+      // be NaN. Subtracting 0 instead gives P̃ = 0: O and ℓ stay 0.
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = exp2f(m[r] - m_use);  // e^{m − m_new}; 0 on the first visible tile
+      l[r] *= alpha;
+#pragma unroll
+      for (int c = 0; c < DC; ++c) o[r][c] *= alpha;
+#pragma unroll
+      for (int j = 0; j < BC; ++j) {
+        s[r][j] = exp2f(s[r][j] - m_use);  // P̃_ij, relative to the new max
+        l[r] += s[r][j];
+      }
+      m[r] = m_new;
+    }
+    accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
+    __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+}
+
+// ===========================================================================================
+// Launchers
+// ===========================================================================================
+
+template <int D>
+void launch_alg1(const FwdParams& p) {
+  const Shape& s = p.shape;
+  const Alg1Tiles t = alg1_tiles(D, smem_budget_bytes());
+  const Alg1Layout L{t.Br, t.Bc, D};
+  float* gm = static_cast<float*>(p.workspace);  // (B, H, N)
+  float* gl = gm + s.rows();                     // (B, H, N)
+  alg1_init_kernel<<<1024, 256, 0, p.stream>>>(p.o, gl, gm, s.rows(), D);
+  FS_CHECK_LAUNCH();
+  if (t.smem_bytes > 48 * 1024)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(t.smem_bytes)));
+  alg1_forward_kernel<D><<<static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream>>>(p, L, gm, gl);
+  FS_CHECK_LAUNCH();
+  alg1_lse_kernel<<<256, 256, 0, p.stream>>>(gm, gl, p.lse, s.rows());
+  FS_CHECK_LAUNCH();
+}
+
+template <int D, typename T>
+void launch_flash2(const FwdParams& p) {
+  const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
+  const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
+  auto kernel = p.causal ? flash2_forward_kernel<D, T, true> : flash2_forward_kernel<D, T, false>;
+  if (smem > 48 * 1024)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, T::kThreads, smem, p.stream>>>(p);
+  FS_CHECK_LAUNCH();
+}
+
+template <int D>
+void launch(const FwdParams& p) {
+  if (p.variant == kAlgorithm1)
+    launch_alg1<D>(p);
+  else
+    launch_flash2<D, Flash2Tile<D>>(p);
+}
+
+std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.rows() * sizeof(float); }  // alg1's m, ℓ
+std::size_t no_workspace(const Shape&) { return 0; }
+
+std::string unsupported(const Shape& s, const DeviceInfo& dev) {
+  if (s.d != 16 && s.d != 32 && s.d != 64 && s.d != 128)
+    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
+  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
+  if (alg1_tiles(s.d, dev.smem_per_block_optin).Br < 1)
+    return "the GPU's shared memory is too small for Algorithm 1's tiles";
+  return {};
+}
+
+IoCount io_forward(const Shape& s, bool causal, int variant) {
+  if (variant == kAlgorithm1) {
+    const Alg1Tiles t = alg1_tiles(s.d, smem_budget_bytes());
+    return io_flash1_forward(s, causal, t.Br, t.Bc);
+  }
+  const Flash2Tiles t = flash2_tiles(s.d);
+  return io_flash2_forward(s, causal, t.Br, t.Bc);
+}
+
+}  // namespace
+
+Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes) {
+  Alg1Tiles t;
+  for (std::size_t M = smem_budget_bytes / sizeof(float); M >= std::size_t(4 * d); M -= M / 64 + 1) {
+    const int Bc = static_cast<int>((M + 4 * d - 1) / (4 * d));  // line 1: Bc = ⌈M/4d⌉
+    const int Br = std::min(Bc, d);                              //         Br = min(⌈M/4d⌉, d)
+    const Alg1Layout L{Br, Bc, d};
+    if (L.floats() * sizeof(float) <= smem_budget_bytes) return {Br, Bc, M, L.floats() * sizeof(float)};
+  }
+  return t;
+}
+
+Flash2Tiles flash2_tiles(int d) {
+  switch (d) {
+    case 16: return {Flash2Tile<16>::kBR, Flash2Tile<16>::kBC};
+    case 32: return {Flash2Tile<32>::kBR, Flash2Tile<32>::kBC};
+    case 64: return {Flash2Tile<64>::kBR, Flash2Tile<64>::kBC};
+    case 128: return {Flash2Tile<128>::kBR, Flash2Tile<128>::kBC};
+    default: return {};
+  }
+}
+
+void flash_forward(const FwdParams& p) {
+  switch (p.shape.d) {
+    case 16: launch<16>(p); break;
+    case 32: launch<32>(p); break;
+    case 64: launch<64>(p); break;
+    case 128: launch<128>(p); break;
+    default: throw CudaError(cudaErrorInvalidValue, "flash_forward: unsupported d");
+  }
+}
+
+StepInfo step04_info() {
+  StepInfo s;
+  s.id = "04_online_softmax";
+  s.title = "online softmax: the FlashAttention forward (Algorithm 1, and FlashAttention-2's order)";
+  s.variants = {"alg1", "fa2"};
+  s.forward = flash_forward;
+  s.fwd_workspace_bytes = fwd_ws_bytes;
+  s.bwd_workspace_bytes = no_workspace;
+  s.unsupported = unsupported;
+  s.io_forward = io_forward;
+  return s;
+}
+
+}  // namespace fs
