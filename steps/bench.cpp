@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"flashsteps bench: time every step over a grid of shapes, append rows to a CSV"};
   std::string steps_arg, seqs = "512 1024 2048 4096 8192 16384", dims = "64 128", causals = "0 1";
   std::string csv;
-  int batch = 0, heads = 0, reps = 10;
+  int batch = 0, heads = 0, reps = 10, warmup = 3;
   bool backward = false, check = false;
   app.add_option("--steps", steps_arg, "steps to run, e.g. \"01 04\" (default: all)");
   app.add_option("--seqs", seqs, "sequence lengths")->capture_default_str();
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)");
   app.add_option("--heads", heads, "heads (default 2048/d)");
   app.add_option("--reps", reps, "timed runs per pass")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed runs before them")->capture_default_str();
   app.add_flag("--backward", backward, "time the backward pass too (steps that have one)");
   app.add_flag("--check", check, "also check against the fp64 reference (sampled at large sizes)");
   app.add_option("--csv", csv, "append rows to FILE")->required();
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
         opt.bench = true;
         opt.check = check;
         opt.reps = reps;
+        opt.warmup = warmup;
         const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward);
         for (const fs::StepInfo* step : steps)
           for (std::size_t v = 0; v < step->variants.size(); ++v) {

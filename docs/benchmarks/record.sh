@@ -16,6 +16,7 @@ DIMS=${DIMS:-"64 128"}
 CAUSAL=${CAUSAL:-"0 1"}
 STEPS=${STEPS:-""}
 REPS=${REPS:-10}
+WARMUP=${WARMUP:-3}
 BACKWARD=${BACKWARD:-1}
 TORCH_BACKENDS=${TORCH_BACKENDS-"torch_math torch_efficient"}
 
@@ -25,7 +26,7 @@ csv="$out/$slug.csv"
 bwd=(); [ "$BACKWARD" = 1 ] && bwd=(--backward)
 
 ./build/bin/bench ${STEPS:+--steps "$STEPS"} --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
-  --reps "$REPS" "${bwd[@]}" --csv "$csv" 2>&1 | tee -a "$out/bench.log"
+  --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" --csv "$csv" 2>&1 | tee -a "$out/bench.log"
 if [ -n "$TORCH_BACKENDS" ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   PYTHONUNBUFFERED=1 python3 docs/benchmarks/torch_sdpa.py --seqs "$SEQS" --dims "$DIMS" \
     --causal "$CAUSAL" --reps "$REPS" --backends "$TORCH_BACKENDS" "${bwd[@]}" --csv "$csv" 2>&1 \
