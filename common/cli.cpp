@@ -32,6 +32,12 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   app.add_option("--load", o.load_dir, "read q.npy, k.npy, v.npy (and do.npy) from DIR; the shape comes from them")->type_name("DIR");
   app.add_option("--save", o.save_dir, "write o.npy, lse.npy (and dq, dk, dv .npy) to DIR")->type_name("DIR");
   app.add_option("--csv", o.csv_path, "append one result row per pass to FILE (with --bench)")->type_name("FILE");
+  app.add_option("--trace", o.trace_path,
+                 "record a traced run to FILE (the backward to FILE.bwd.json with --backward); without "
+                 "size options the shape is B=1 H=1 N=256 d=64")
+      ->type_name("FILE");
+  app.add_option("--trace-cap", o.trace_cap, "device events recorded per CTA; more are counted as dropped")
+      ->capture_default_str();
   if (step.variants.size() > 1)
     app.add_option("--variant", variant, "kernel to run")
         ->check(CLI::IsMember(step.variants))
@@ -57,6 +63,12 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     for (const char* opt : {"--batch", "--heads", "--seq", "--dim"})
       if (app.count(opt))
         throw InputError(std::string(opt) + " conflicts with --load: the shape comes from the files");
+  if (!o.trace_path.empty()) {  // a traced run defaults to a shape a person can follow
+    if (!app.count("--batch")) B = kTraceShape.B;
+    if (!app.count("--heads")) H = kTraceShape.H;
+    if (!app.count("--seq")) N = kTraceShape.N;
+    if (!app.count("--dim")) d = kTraceShape.d;
+  }
   o.shape = {positive("--batch", B, kMaxInt), positive("--heads", H, kMaxInt),
              positive("--seq", N, kMaxInt), positive("--dim", d, kMaxInt)};
   if (app.count("--scale")) {
@@ -65,6 +77,8 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     o.scale = scale;
   }
   o.reps = positive("--reps", o.reps, 100000);
+  o.trace_cap = positive("--trace-cap", o.trace_cap, kMaxInt);
+  if (app.count("--trace-cap") && o.trace_path.empty()) throw InputError("--trace-cap is for traced runs: add --trace FILE");
   if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);

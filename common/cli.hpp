@@ -1,6 +1,7 @@
 // The command line every step program shares:
 //   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps --backward
-//   --load DIR --save DIR --csv FILE  (and --variant where a step holds several kernels)
+//   --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
+//   (and --variant where a step holds several kernels)
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,9 @@
 #include "common/problem.hpp"
 
 namespace fs {
+
+// The shape of a traced run when --trace is given without one: small enough to follow by eye.
+constexpr Shape kTraceShape{1, 1, 256, 64};
 
 struct Options {
   Shape shape{2, 4, 1024, 64};
@@ -23,6 +27,9 @@ struct Options {
   int warmup = 3;
   int variant = 0;
   std::string load_dir, save_dir, csv_path;
+  std::string trace_path;          // --trace FILE: record a traced run (common/trace/traced_run.hpp)
+  std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
+
 
   float effective_scale() const { return scale ? *scale : default_scale(shape.d); }
 };

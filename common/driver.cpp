@@ -7,6 +7,8 @@
 
 #include "common/errors.hpp"
 #include "common/npy.hpp"
+#include "common/trace/nvtx.hpp"
+#include "common/trace/traced_run.hpp"
 
 namespace fs {
 
@@ -64,6 +66,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   }
 
   if (opt.check) {
+    FS_NVTX_RANGE("check against the fp64 reference");
     const auto o = run.o(), lse = run.lse();
     fwd.check = verify_forward(s, attn, problem.q.data(), problem.k.data(), problem.v.data(),
                                o.data(), lse.data(), opt.seed);
@@ -75,6 +78,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   }
 
   if (!opt.save_dir.empty()) {
+    FS_NVTX_RANGE("save outputs");
     std::filesystem::create_directories(opt.save_dir);
     const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N};
     write_npy(opt.save_dir + "/o.npy", run.o().data(), t);
@@ -87,6 +91,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   }
 
   if (opt.bench) {
+    FS_NVTX_RANGE("benchmark");
     L2Flusher flusher(dev.l2_bytes);
     const FwdParams fp = run.fwd_params();
     fwd.timing = time_gpu([&] { step.forward(fp); }, fp.stream, opt.warmup, opt.reps, &flusher);
@@ -165,10 +170,27 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     }
   }
   if (!opt.save_dir.empty()) std::cout << "saved outputs to " << opt.save_dir << "\n";
+  bool traces_valid = true;
+  if (!opt.trace_path.empty()) {
+    for (const TraceFile& f : trace_case(step, opt, problem, dev)) {
+      const auto& r = f.report;
+      std::cout << "trace " << f.pass << ": " << f.path << ": " << r.summary() << "\n";
+      if (r.dropped > 0)  // asked for by --trace-cap: reported, not a failure
+        std::cout << "  incomplete: " << r.dropped << " events dropped at the cap of " << opt.trace_cap
+                  << " per CTA (raise --trace-cap to record them)\n";
+      else if (!r.ok()) {
+        traces_valid = false;
+        std::cout << "  TRACE INVALID: " << r.errors.front() << "\n";
+      }
+    }
+    if (!nvtx_tool::attached())
+      std::cout << "  NVTX is attached to another tool (NVTX_INJECTION64_PATH): the trace has no host ranges\n";
+  }
   if (!report.pass()) {
     std::cout << "CHECK FAILED\n";
     return kExitCheckFailed;
   }
+  if (!traces_valid) return kExitCheckFailed;
   return kExitOk;
 }
 

@@ -69,15 +69,27 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
                      bool backward, cudaStream_t stream)
     : step_(step), shape_(problem.shape), settings_(settings), stream_(stream) {
   const std::size_t n = shape_.elems();
-  q_ = DeviceBuffer<float>(n);
-  k_ = DeviceBuffer<float>(n);
-  v_ = DeviceBuffer<float>(n);
-  o_ = DeviceBuffer<float>(n);
-  lse_ = DeviceBuffer<float>(shape_.rows());
-  fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace_bytes(shape_));
-  q_.upload(problem.q.data(), n);
-  k_.upload(problem.k.data(), n);
-  v_.upload(problem.v.data(), n);
+  {
+    FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
+    q_ = DeviceBuffer<float>(n);
+    k_ = DeviceBuffer<float>(n);
+    v_ = DeviceBuffer<float>(n);
+    o_ = DeviceBuffer<float>(n);
+    lse_ = DeviceBuffer<float>(shape_.rows());
+    fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace_bytes(shape_));
+  }
+  names_.add(q_.get(), q_.bytes(), "Q");
+  names_.add(k_.get(), k_.bytes(), "K");
+  names_.add(v_.get(), v_.bytes(), "V");
+  names_.add(o_.get(), o_.bytes(), "O");
+  names_.add(lse_.get(), lse_.bytes(), "LSE");
+  names_.add(fwd_ws_.get(), fwd_ws_.bytes(), "forward workspace");
+  {
+    FS_NVTX_RANGE("upload Q, K, V");
+    q_.upload(problem.q.data(), n);
+    k_.upload(problem.k.data(), n);
+    v_.upload(problem.v.data(), n);
+  }
   if (backward) {
     if (!step.backward) throw InputError("step " + step.id + " has no backward pass");
     if (problem.dout.size() != n) throw InputError("the backward needs dO (do.npy)");
@@ -98,6 +110,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.variant = settings_.variant;
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
+  p.trace = trace_;
   return p;
 }
 
@@ -119,12 +132,17 @@ BwdParams DeviceRun::bwd_params() const {
   p.fwd_workspace = fwd_ws_.get();
   p.workspace = bwd_ws_.get();
   p.stream = stream_;
+  p.trace = trace_;
   return p;
 }
 
 void DeviceRun::forward() {
-  o_.poison(stream_);
-  lse_.poison(stream_);
+  {
+    FS_NVTX_RANGE("poison O, LSE");
+    o_.poison(stream_);
+    lse_.poison(stream_);
+  }
+  FS_NVTX_RANGE("forward: " + step_.id);
   step_.forward(fwd_params());
 }
 
@@ -132,22 +150,39 @@ void DeviceRun::backward() {
   if (!dout_host_) throw InputError("this run was set up without a backward pass");
   if (!dout_.get()) {  // first backward: its buffers, so that a forward alone never holds them
     const std::size_t n = shape_.elems();
-    dout_ = DeviceBuffer<float>(n);
-    dq_ = DeviceBuffer<float>(n);
-    dk_ = DeviceBuffer<float>(n);
-    dv_ = DeviceBuffer<float>(n);
-    bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace_bytes(shape_));
+    {
+      FS_NVTX_RANGE("allocate dO, dQ, dK, dV, backward workspace");
+      dout_ = DeviceBuffer<float>(n);
+      dq_ = DeviceBuffer<float>(n);
+      dk_ = DeviceBuffer<float>(n);
+      dv_ = DeviceBuffer<float>(n);
+      bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace_bytes(shape_));
+    }
+    names_.add(dout_.get(), dout_.bytes(), "dO");
+    names_.add(dq_.get(), dq_.bytes(), "dQ");
+    names_.add(dk_.get(), dk_.bytes(), "dK");
+    names_.add(dv_.get(), dv_.bytes(), "dV");
+    names_.add(bwd_ws_.get(), bwd_ws_.bytes(), "backward workspace");
+    FS_NVTX_RANGE("upload dO");
     dout_.upload(dout_host_->data(), n);
   }
-  dq_.poison(stream_);
-  dk_.poison(stream_);
-  dv_.poison(stream_);
+  {
+    FS_NVTX_RANGE("poison dQ, dK, dV");
+    dq_.poison(stream_);
+    dk_.poison(stream_);
+    dv_.poison(stream_);
+  }
+  FS_NVTX_RANGE("backward: " + step_.id);
   step_.backward(bwd_params());
 }
 
-void DeviceRun::sync() const { FS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void DeviceRun::sync() const {
+  FS_NVTX_RANGE("synchronise");
+  FS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
-std::vector<float> DeviceRun::to_host(const DeviceBuffer<float>& b) {
+std::vector<float> DeviceRun::to_host(const DeviceBuffer<float>& b, const char* what) {
+  FS_NVTX_RANGE(what);
   std::vector<float> h(b.size());
   b.download(h.data(), h.size());
   return h;

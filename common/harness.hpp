@@ -9,6 +9,7 @@
 
 #include "common/buffer.hpp"
 #include "common/problem.hpp"
+#include "common/trace/nvtx.hpp"
 
 namespace fs {
 
@@ -53,15 +54,18 @@ class DeviceRun {
   FwdParams fwd_params() const;
   BwdParams bwd_params() const;
 
+  // Passes from now on are traced into `sink` (null: not traced); see common/trace/sink.hpp.
+  void set_trace(trace::DeviceSink* sink) { trace_ = sink; }
+
   // Outputs to the host.
-  std::vector<float> o() const { return to_host(o_); }
-  std::vector<float> lse() const { return to_host(lse_); }
-  std::vector<float> dq() const { return to_host(dq_); }
-  std::vector<float> dk() const { return to_host(dk_); }
-  std::vector<float> dv() const { return to_host(dv_); }
+  std::vector<float> o() const { return to_host(o_, "download O"); }
+  std::vector<float> lse() const { return to_host(lse_, "download LSE"); }
+  std::vector<float> dq() const { return to_host(dq_, "download dQ"); }
+  std::vector<float> dk() const { return to_host(dk_, "download dK"); }
+  std::vector<float> dv() const { return to_host(dv_, "download dV"); }
 
  private:
-  static std::vector<float> to_host(const DeviceBuffer<float>& b);
+  static std::vector<float> to_host(const DeviceBuffer<float>& b, const char* what);
 
   const StepInfo& step_;
   Shape shape_;
@@ -71,6 +75,8 @@ class DeviceRun {
   const std::vector<float>* dout_host_ = nullptr;
   DeviceBuffer<float> dout_, dq_, dk_, dv_;
   DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
+  nvtx::NamedBuffers names_;  // after the buffers: unregistered before they are freed
+  trace::DeviceSink* trace_ = nullptr;
 };
 
 std::string format_bytes(double bytes);  // "1.50 GiB"

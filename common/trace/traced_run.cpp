@@ -1,0 +1,132 @@
+#include "common/trace/traced_run.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "common/results.hpp"
+#include "common/trace/clock.hpp"
+#include "common/trace/names.hpp"
+#include "common/trace/nvtx.hpp"
+#include "common/trace/trace_io.hpp"
+
+namespace fs {
+
+namespace {
+
+std::string driver_text(int v) {
+  if (v <= 0) return "unknown";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+std::string backward_trace_path(const std::string& path) {
+  std::string base = path;
+  if (ends_with(base, ".json")) base.resize(base.size() - 5);
+  if (ends_with(base, ".fwd")) base.resize(base.size() - 4);
+  return base + ".bwd.json";
+}
+
+trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
+                         const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
+                         const nvtx_tool::Capture& host) {
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m.gpu = dev.name;
+  m.driver = driver_text(dev.driver_version);
+  m.commit = build_commit();
+  m.date = today_utc();
+  m.step = step.id;
+  m.variant = step.variants.empty() ? "" : step.variants[settings.variant];
+  m.pass = pass;
+  m.B = shape.B;
+  m.H = shape.H;
+  m.N = shape.N;
+  m.d = shape.d;
+  m.causal = settings.causal;
+  m.scale = settings.scale;
+  m.Br = sink.Br();
+  m.Bc = sink.Bc();
+  m.sram_budget_bytes = static_cast<std::int64_t>(dev.smem_per_block_optin);
+  m.smem_per_cta_bytes = sink.max_smem_per_cta();
+  const IoCount io = pass == "fwd" ? step.io_forward(shape, settings.causal, settings.variant)
+                                   : step.io_backward(shape, settings.causal, settings.variant);
+  m.io_read_bytes = io.read_bytes;
+  m.io_write_bytes = io.write_bytes;
+  m.event_cap = sink.effective_cap();
+
+  // t0: the first host range's start, or the first launch's when NVTX went to another tool.
+  std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
+  for (const auto& r : host.ranges) t0 = std::min(t0, static_cast<std::int64_t>(r.ts_ns));
+  for (const auto& k : sink.captures()) t0 = std::min(t0, k.launch_begin_ns);
+  if (t0 == std::numeric_limits<std::int64_t>::max()) t0 = 0;
+
+  trace::decode_kernels(sink.captures(), t0, t);
+  t.ranges = host.ranges;
+  t.marks = host.marks;
+  t.buffers = host.buffers;
+  for (auto& r : t.ranges) r.ts_ns -= double(t0);
+  for (auto& mk : t.marks) mk.ts_ns -= double(t0);
+
+  // The pass's inputs and outputs, then whatever else the events touch (S, P, dP, ...).
+  std::vector<bool> listed(trace::kTensorCount, false);
+  using trace::Tensor;
+  const std::vector<Tensor> fwd = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
+  const std::vector<Tensor> bwd = {Tensor::Q,  Tensor::K,  Tensor::V,  Tensor::O, Tensor::LSE,
+                                   Tensor::dO, Tensor::dQ, Tensor::dK, Tensor::dV};
+  for (Tensor id : pass == "fwd" ? fwd : bwd) listed[static_cast<int>(id)] = true;
+  for (const auto& e : t.events) listed[static_cast<int>(e.tensor)] = true;
+  listed[static_cast<int>(Tensor::None)] = false;
+  for (int i = 0; i < trace::kTensorCount; ++i) {
+    if (!listed[i]) continue;
+    trace::TensorInfo ti;
+    ti.id = static_cast<Tensor>(i);
+    ti.shape = trace::tensor_shape(ti.id, shape.B, shape.H, shape.N, shape.d);
+    ti.bytes = trace::shape_elems(ti.shape) * std::int64_t(sizeof(float));
+    m.tensors.push_back(std::move(ti));
+  }
+  return t;
+}
+
+std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
+                                  const DeviceInfo& dev) {
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant};
+  std::vector<TraceFile> files;
+  auto finish = [&](const std::string& pass, const std::string& path, const trace::DeviceSink& sink) {
+    const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop());
+    trace::write_trace(t, path);
+    files.push_back({path, pass, trace::validate(t)});
+  };
+
+  trace::DeviceSink fwd_sink(opt.trace_cap), bwd_sink(opt.trace_cap);
+  try {
+    nvtx_tool::start();
+    std::optional<DeviceRun> run;
+    {
+      FS_NVTX_RANGE("set up: " + step.id);
+      run.emplace(step, problem, settings, opt.backward);
+    }
+    run->set_trace(&fwd_sink);
+    run->forward();
+    run->sync();
+    finish("fwd", opt.trace_path, fwd_sink);
+    if (opt.backward) {
+      nvtx_tool::start();
+      run->set_trace(&bwd_sink);
+      run->backward();
+      run->sync();
+      finish("bwd", backward_trace_path(opt.trace_path), bwd_sink);
+    }
+  } catch (...) {
+    nvtx_tool::stop();  // the programs' other runs are not recorded
+    throw;
+  }
+  return files;
+}
+
+}  // namespace fs

@@ -1,0 +1,44 @@
+// A traced run of a step: what `stepNN_name --trace FILE` does. The problem runs once more
+// with a DeviceSink in its params and the NVTX tool recording; each pass becomes one trace
+// file (docs/trace-format.md):
+//
+//   FILE                    the forward
+//   FILE less .json (and a trailing .fwd), plus .bwd.json   the backward, with --backward
+//                           (t.json → t.bwd.json, t.fwd.json → t.bwd.json)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/cli.hpp"
+#include "common/device.hpp"
+#include "common/harness.hpp"
+#include "common/trace/nvtx_tool.hpp"
+#include "common/trace/sink.hpp"
+#include "common/trace/trace.hpp"
+#include "common/trace/validate.hpp"
+
+namespace fs {
+
+struct TraceFile {
+  std::string path;
+  std::string pass;                  // "fwd" or "bwd"
+  trace::ValidationReport report;    // the written trace, validated
+};
+
+// Where the backward's trace goes when the forward's goes to `path`.
+std::string backward_trace_path(const std::string& path);
+
+// The trace of one pass: metadata from the step, shape, settings and device; kernels, tracks
+// and events from the sink's records; host ranges, marks and buffers from the NVTX capture.
+// Times are relative to t0, the start of the first host range (or of the first launch).
+trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
+                         const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
+                         const nvtx_tool::Capture& host);
+
+// Runs `problem` traced (forward, and backward with opt.backward) and writes the files.
+// Throws InputError when a file cannot be written or the grid is too large to trace.
+std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
+                                  const DeviceInfo& dev);
+
+}  // namespace fs
