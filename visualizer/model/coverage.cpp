@@ -1,0 +1,142 @@
+#include "visualizer/model/coverage.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fs::viz {
+
+namespace {
+
+bool score_like(tr::Tensor t) {
+  return t == tr::Tensor::S || t == tr::Tensor::P || t == tr::Tensor::dP || t == tr::Tensor::dS;
+}
+
+// The smallest extent events give a tensor along one axis, but no finer than kMaxCells
+// cells: tiles stay whole cells where they can, and a grid stays drawable.
+int cell_size(int extent, int smallest_tile) {
+  const int floor_size = (extent + Coverage::kMaxCells - 1) / Coverage::kMaxCells;
+  const int s = smallest_tile > 0 ? smallest_tile : extent;
+  return std::clamp(std::max(s, floor_size), 1, std::max(1, extent));
+}
+
+}  // namespace
+
+std::int64_t TensorGrid::cell_area(int r, int c) const {
+  const std::int64_t h = std::min(cell_rows, rows - r * cell_rows);
+  const std::int64_t w = std::min(cell_cols, cols - c * cell_cols);
+  return std::max<std::int64_t>(0, h) * std::max<std::int64_t>(0, w);
+}
+
+Coverage::Coverage(const Replay& replay) {
+  const auto& meta = replay.meta();
+  std::fill(std::begin(grid_of_), std::end(grid_of_), -1);
+  // The smallest tile along each axis, per tensor, from the events that touch it.
+  int min_rows[tr::kTensorCount], min_cols[tr::kTensorCount];
+  std::fill(std::begin(min_rows), std::end(min_rows), 0);
+  std::fill(std::begin(min_cols), std::end(min_cols), 0);
+  for (const auto& e : replay.trace().events) {
+    const bool touches = e.kind == tr::Kind::Load || e.kind == tr::Kind::Store || e.kind == tr::Kind::ComputeS ||
+                         e.kind == tr::Kind::Skip;
+    if (!touches || e.rows <= 0 || e.cols <= 0) continue;
+    const tr::Tensor t = (e.kind == tr::Kind::ComputeS || e.kind == tr::Kind::Skip) ? tr::Tensor::S : e.tensor;
+    auto& r = min_rows[int(t)];
+    auto& c = min_cols[int(t)];
+    r = r == 0 ? e.rows : std::min(r, e.rows);
+    c = c == 0 ? e.cols : std::min(c, e.cols);
+  }
+  int common_rows = 0;
+  for (int r : min_rows)
+    if (r > 0) common_rows = common_rows == 0 ? r : std::min(common_rows, r);
+  const int N = std::max(1, meta.N), d = std::max(1, meta.d);
+  const int heads = std::max(1, meta.B * meta.H);
+  auto add = [&](tr::Tensor t, bool in_hbm) {
+    TensorGrid g;
+    g.tensor = t;
+    g.in_hbm = in_hbm;
+    g.heads = heads;
+    g.rows = N;
+    const auto* info = find_tensor(meta, t);
+    if (score_like(t))
+      g.cols = N;
+    else if (info && info->shape.size() == 4)
+      g.cols = int(info->shape[3]);
+    else if (info && info->shape.size() == 3)
+      g.cols = 1;
+    else
+      g.cols = (t == tr::Tensor::LSE || t == tr::Tensor::D || t == tr::Tensor::M || t == tr::Tensor::L) ? 1 : d;
+    // Rows of every tensor share one partition where the tiles allow, so that Q_i, O_i and
+    // row i of S line up across the grids.
+    g.cell_rows = cell_size(g.rows, common_rows);
+    g.cell_cols = cell_size(g.cols, min_cols[int(t)]);
+    g.grid_rows = (g.rows + g.cell_rows - 1) / g.cell_rows;
+    g.grid_cols = (g.cols + g.cell_cols - 1) / g.cell_cols;
+    g.cells.assign(std::size_t(heads) * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {});
+    grid_of_[int(t)] = int(grids_.size());
+    grids_.push_back(std::move(g));
+  };
+  for (const auto& ti : meta.tensors)
+    if (ti.id != tr::Tensor::None && grid_of_[int(ti.id)] < 0) add(ti.id, true);
+  if (grid_of_[int(tr::Tensor::S)] < 0) add(tr::Tensor::S, false);
+  // Tensors that events name but Meta::tensors left out still get a grid.
+  for (const auto& e : replay.trace().events)
+    if ((e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) && e.tensor != tr::Tensor::None &&
+        grid_of_[int(e.tensor)] < 0)
+      add(e.tensor, true);
+}
+
+const TensorGrid* Coverage::grid(tr::Tensor t) const {
+  const int i = grid_of_[int(t)];
+  return i < 0 ? nullptr : &grids_[std::size_t(i)];
+}
+
+void Coverage::reset() {
+  for (auto& g : grids_) std::fill(g.cells.begin(), g.cells.end(), CellCounts{});
+  applied_ = 0;
+}
+
+void Coverage::apply(const Replay& replay, int e, int sign) {
+  const auto& ev = replay.trace().events[std::size_t(e)];
+  tr::Tensor t = ev.tensor;
+  std::int64_t CellCounts::*field = nullptr;
+  switch (ev.kind) {
+    case tr::Kind::Load: field = ev.cached ? &CellCounts::cached : &CellCounts::read; break;
+    case tr::Kind::Store: field = &CellCounts::written; break;
+    case tr::Kind::ComputeS:
+      t = tr::Tensor::S;
+      field = &CellCounts::computed;
+      break;
+    case tr::Kind::Skip:
+      t = tr::Tensor::S;
+      field = &CellCounts::skipped;
+      break;
+    default: return;
+  }
+  const int gi = t == tr::Tensor::None ? -1 : grid_of_[int(t)];
+  if (gi < 0) return;
+  auto& g = grids_[std::size_t(gi)];
+  if (ev.bh < 0 || ev.bh >= g.heads || ev.rows <= 0 || ev.cols <= 0) return;
+  const int r0 = std::max(0, ev.row0), r1 = std::min(g.rows, ev.row0 + ev.rows);
+  const int c0 = std::max(0, ev.col0), c1 = std::min(g.cols, ev.col0 + ev.cols);
+  if (r0 >= r1 || c0 >= c1) return;
+  for (int gr = r0 / g.cell_rows; gr <= (r1 - 1) / g.cell_rows; ++gr) {
+    const int h = std::min(r1, (gr + 1) * g.cell_rows) - std::max(r0, gr * g.cell_rows);
+    auto* row = &g.cells[(std::size_t(ev.bh) * std::size_t(g.grid_rows) + std::size_t(gr)) * std::size_t(g.grid_cols)];
+    for (int gc = c0 / g.cell_cols; gc <= (c1 - 1) / g.cell_cols; ++gc) {
+      const int w = std::min(c1, (gc + 1) * g.cell_cols) - std::max(c0, gc * g.cell_cols);
+      row[gc].*field += sign * std::int64_t(h) * w;
+    }
+  }
+}
+
+void Coverage::seek(const Replay& replay, Cursor c) {
+  const std::int64_t k = replay.done_count(c);
+  if (c.order != order_) {
+    reset();
+    order_ = c.order;
+  }
+  if (k < applied_ && k < applied_ - k) reset();
+  for (; applied_ < k; ++applied_) apply(replay, replay.event_in_order(order_, applied_), +1);
+  for (; applied_ > k; --applied_) apply(replay, replay.event_in_order(order_, applied_ - 1), -1);
+}
+
+}  // namespace fs::viz

@@ -1,0 +1,66 @@
+// Coverage: for every HBM tensor of a trace, which of its elements have been read, written,
+// computed on chip (S) or skipped, up to the replay's cursor — the state the HBM tile grids
+// and the ghost score matrix draw.
+//
+// Each tensor of each head is cut into cells of a few tiles (at most kMaxCells a side, so that
+// a grid draws in a handful of rectangles); a cell counts elements, so an event that covers
+// part of a cell counts its part. Counts only add and subtract, so moving the cursor applies
+// or takes back just the events in between: playing costs the events played, and a jump
+// costs at most the shorter of "from here" and "from the start".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "visualizer/model/replay.hpp"
+
+namespace fs::viz {
+
+struct CellCounts {
+  std::int64_t read = 0;      // elements loaded from HBM (counted by the IO model)
+  std::int64_t cached = 0;    // re-reads served by L2
+  std::int64_t written = 0;   // elements stored to HBM
+  std::int64_t computed = 0;  // S only: score elements computed on chip
+  std::int64_t skipped = 0;   // S only: score elements the algorithm skipped
+};
+
+struct TensorGrid {
+  tr::Tensor tensor = tr::Tensor::None;
+  bool in_hbm = true;         // false for the ghost S of a step that never stores it
+  int heads = 1;
+  int rows = 1, cols = 1;            // elements of one head
+  int cell_rows = 1, cell_cols = 1;  // elements of one cell
+  int grid_rows = 1, grid_cols = 1;  // cells of one head
+  std::vector<CellCounts> cells;     // [head][grid_row][grid_col]
+
+  const CellCounts& at(int bh, int r, int c) const {
+    return cells[(std::size_t(bh) * std::size_t(grid_rows) + std::size_t(r)) * std::size_t(grid_cols) + std::size_t(c)];
+  }
+  // Elements in cell (r, c): edge cells are smaller when a tile size does not divide N.
+  std::int64_t cell_area(int r, int c) const;
+};
+
+class Coverage {
+ public:
+  static constexpr int kMaxCells = 128;
+
+  explicit Coverage(const Replay& replay);
+
+  // Brings the counts to the cursor: the events done at `c`, in c's order.
+  void seek(const Replay& replay, Cursor c);
+
+  const std::vector<TensorGrid>& grids() const { return grids_; }
+  const TensorGrid* grid(tr::Tensor t) const;
+  std::int64_t applied() const { return applied_; }
+
+ private:
+  void apply(const Replay& replay, int e, int sign);
+  void reset();
+
+  std::vector<TensorGrid> grids_;
+  int grid_of_[tr::kTensorCount];
+  Order order_ = Order::Logical;
+  std::int64_t applied_ = 0;
+};
+
+}  // namespace fs::viz

@@ -1,0 +1,55 @@
+#include "visualizer/model/document.hpp"
+
+#include <cstdio>
+
+namespace fs::viz {
+
+std::string describe(const tr::Meta& m) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s %s %s · B=%d H=%d N=%d d=%d%s · %s", m.step.c_str(), m.variant.c_str(),
+                m.pass.c_str(), m.B, m.H, m.N, m.d, m.causal ? " · causal" : "", m.gpu.c_str());
+  return buf;
+}
+
+void Document::follow() {
+  const Cursor c = playback.cursor();
+  if (!follow_sm || (c.order == followed_at.order && c.x == followed_at.x)) return;
+  followed_at = c;
+  const auto& r = *replay;
+  if (selected_track < 0 || selected_track >= r.track_count()) return;
+  const TrackCursor tc = r.track_cursor(selected_track, c);
+  if (tc.started && !tc.retired) return;
+  const int g = r.sm_group_of_track(selected_track);
+  if (g < 0) return;
+  for (int t : r.sm_groups()[std::size_t(g)].tracks) {
+    const TrackCursor o = r.track_cursor(t, c);
+    if (o.started && !o.retired) {
+      selected_track = t;
+      return;
+    }
+  }
+}
+
+std::unique_ptr<Document> make_document(tr::Trace trace, std::string path) {
+  auto doc = std::make_unique<Document>();
+  doc->path = std::move(path);
+  doc->replay = std::make_unique<Replay>(std::move(trace));
+  doc->coverage = std::make_unique<Coverage>(*doc->replay);
+  doc->title = describe(doc->replay->meta());
+  const auto& r = *doc->replay;
+  doc->selected_track = 0;
+  // The CTA that starts first in the first kernel: the one a reader follows.
+  for (int t = 0; t < r.track_count(); ++t) {
+    const auto& cur = r.trace().tracks[std::size_t(t)];
+    const auto& best = r.trace().tracks[std::size_t(doc->selected_track)];
+    const bool has = !r.track_events(t).empty();
+    const bool best_has = !r.track_events(doc->selected_track).empty();
+    if (has && (!best_has || cur.kernel < best.kernel || (cur.kernel == best.kernel && cur.cta < best.cta)))
+      doc->selected_track = t;
+  }
+  doc->playback.rewind(r);
+  doc->sync();
+  return doc;
+}
+
+}  // namespace fs::viz

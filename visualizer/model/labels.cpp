@@ -1,0 +1,92 @@
+#include "visualizer/model/labels.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace fs::viz {
+
+namespace tr = fs::trace;
+
+const char* tensor_label(tr::Tensor t) {
+  static const char* const names[tr::kTensorCount] = {"-",  "Q",  "K",  "V",  "O",  "LSE", "S", "P", "dO",
+                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "l"};
+  const int i = int(t);
+  return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
+}
+
+const char* kind_label(tr::Kind k) {
+  static const char* const names[tr::kKindCount] = {
+      "load",       "store",      "compute S",     "softmax",       "rescale",       "accumulate O",
+      "compute dP", "compute dS", "accumulate dQ", "accumulate dK", "accumulate dV", "skip"};
+  const int i = int(k);
+  return i >= 0 && i < tr::kKindCount ? names[i] : "?";
+}
+
+std::string tile_label(const tr::Event& e) {
+  char buf[96];
+  const bool square = e.tensor == tr::Tensor::S || e.tensor == tr::Tensor::P || e.tensor == tr::Tensor::dP ||
+                      e.tensor == tr::Tensor::dS;
+  if (square)
+    std::snprintf(buf, sizeof buf, "%s[%d:%d, %d:%d)", tensor_label(e.tensor), e.row0, e.row0 + e.rows, e.col0,
+                  e.col0 + e.cols);
+  else if (e.col0 != 0)
+    std::snprintf(buf, sizeof buf, "%s[%d:%d, %d:%d)", tensor_label(e.tensor), e.row0, e.row0 + e.rows, e.col0,
+                  e.col0 + e.cols);
+  else
+    std::snprintf(buf, sizeof buf, "%s[%d:%d)", tensor_label(e.tensor), e.row0, e.row0 + e.rows);
+  return buf;
+}
+
+std::string format_bytes(double b) {
+  char buf[32];
+  const double a = std::fabs(b);
+  if (a >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else if (a >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+std::string format_ns(double ns) {
+  char buf[32];
+  const double a = std::fabs(ns);
+  if (a >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
+  else if (a >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3f ms", ns / 1e6);
+  else if (a >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.2f µs", ns / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  return buf;
+}
+
+std::string format_flops(double f) {
+  char buf[32];
+  if (f >= 1e12)
+    std::snprintf(buf, sizeof buf, "%.2f TFLOP", f / 1e12);
+  else if (f >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
+  else if (f >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MFLOP", f / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f FLOP", f);
+  return buf;
+}
+
+std::string format_count(double n) {
+  char buf[32];
+  if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  else if (n >= 1e4)
+    std::snprintf(buf, sizeof buf, "%.1f k", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  return buf;
+}
+
+}  // namespace fs::viz

@@ -1,0 +1,24 @@
+// Names for what the visualizer shows: tensors, event kinds and tiles, as text. (The trace
+// library has its own names for the file format; these are the ones a person reads.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/trace/trace.hpp"
+
+namespace fs::viz {
+
+const char* tensor_label(fs::trace::Tensor t);  // "Q", "K", ..., "m", "l" ("ℓ" in the UI)
+const char* kind_label(fs::trace::Kind k);      // "load", "store", "compute S", ...
+
+// "K[64:128)" for row tiles of (N, d) tensors, "S[0:64, 64:128)" for tiles of N×N ones.
+std::string tile_label(const fs::trace::Event& e);
+
+// Human units: "1.50 MiB", "640 B"; "12.3 µs", "850 ns"; "3.2 GFLOP".
+std::string format_bytes(double bytes);
+std::string format_ns(double ns);
+std::string format_flops(double flops);
+std::string format_count(double n);  // "1.09 M", "4,096"
+
+}  // namespace fs::viz

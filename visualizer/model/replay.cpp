@@ -1,0 +1,383 @@
+#include "visualizer/model/replay.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/problem.hpp"
+
+namespace fs::viz {
+
+namespace {
+
+int index_of(tr::Tensor t) { return int(t); }
+
+// The on-chip effect of one event on a CTA's tiles (see resident_tiles). One slot per
+// (tensor, residence): a new tile of K replaces the previous K tile, as a kernel's buffer
+// would be overwritten.
+void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, const tr::Event& ev,
+                     int e) {
+  auto put = [&](tr::Tensor t, Residence where, std::int64_t bytes) {
+    ResidentTile tile{t, where, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, bytes, e};
+    for (auto& s : slots)
+      if (s.tensor == t && s.where == where) {
+        s = tile;
+        return;
+      }
+    slots.push_back(tile);
+  };
+  auto drop = [&](tr::Tensor t) {
+    slots.erase(std::remove_if(slots.begin(), slots.end(),
+                               [&](const ResidentTile& s) { return s.tensor == t && s.where == Residence::Regs; }),
+                slots.end());
+  };
+  const std::int64_t area_bytes = std::int64_t(ev.rows) * ev.cols * element_bytes(meta, ev.tensor);
+  switch (ev.kind) {
+    case tr::Kind::Load: put(ev.tensor, Residence::Smem, ev.bytes); break;
+    case tr::Kind::ComputeS: put(tr::Tensor::S, Residence::Regs, area_bytes); break;
+    case tr::Kind::Softmax:
+      // P̃ = exp(S − m̃) overwrites S in the same registers.
+      drop(tr::Tensor::S);
+      put(tr::Tensor::P, Residence::Regs, area_bytes);
+      break;
+    case tr::Kind::Rescale:
+    case tr::Kind::AccumulateO: put(tr::Tensor::O, Residence::Regs, area_bytes); break;
+    case tr::Kind::ComputeDP: put(tr::Tensor::dP, Residence::Regs, area_bytes); break;
+    case tr::Kind::ComputeDS:
+      drop(tr::Tensor::dP);
+      put(tr::Tensor::dS, Residence::Regs, area_bytes);
+      break;
+    case tr::Kind::AccumulateDQ: put(tr::Tensor::dQ, Residence::Regs, area_bytes); break;
+    case tr::Kind::AccumulateDK: put(tr::Tensor::dK, Residence::Regs, area_bytes); break;
+    case tr::Kind::AccumulateDV: put(tr::Tensor::dV, Residence::Regs, area_bytes); break;
+    case tr::Kind::Store:
+    case tr::Kind::Skip: break;
+  }
+}
+
+std::int64_t sum_bytes(const std::vector<ResidentTile>& slots, Residence where) {
+  std::int64_t b = 0;
+  for (const auto& s : slots)
+    if (s.where == where) b += s.bytes;
+  return b;
+}
+
+}  // namespace
+
+std::int64_t Totals::read_total() const { return std::accumulate(read.begin(), read.end(), std::int64_t(0)); }
+std::int64_t Totals::written_total() const {
+  return std::accumulate(written.begin(), written.end(), std::int64_t(0));
+}
+std::int64_t Totals::cached_total() const {
+  return std::accumulate(cached.begin(), cached.end(), std::int64_t(0));
+}
+
+const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t) {
+  for (const auto& ti : meta.tensors)
+    if (ti.id == t) return &ti;
+  return nullptr;
+}
+
+int element_bytes(const tr::Meta& meta, tr::Tensor t) {
+  if (const auto* ti = find_tensor(meta, t)) {
+    std::int64_t elems = 1;
+    for (auto s : ti->shape) elems *= s;
+    if (elems > 0 && ti->bytes > 0 && ti->bytes % elems == 0) return int(ti->bytes / elems);
+  }
+  return 4;
+}
+
+bool is_matmul(tr::Kind k) {
+  switch (k) {
+    case tr::Kind::ComputeS:
+    case tr::Kind::AccumulateO:
+    case tr::Kind::ComputeDP:
+    case tr::Kind::AccumulateDQ:
+    case tr::Kind::AccumulateDK:
+    case tr::Kind::AccumulateDV: return true;
+    default: return false;
+  }
+}
+
+Replay::Replay(tr::Trace trace) : trace_(std::move(trace)) {
+  auto& ev = trace_.events;
+  // The logical order is the event's index; put them in seq order if a producer did not.
+  if (!std::is_sorted(ev.begin(), ev.end(), [](const tr::Event& a, const tr::Event& b) { return a.seq < b.seq; }))
+    std::stable_sort(ev.begin(), ev.end(), [](const tr::Event& a, const tr::Event& b) { return a.seq < b.seq; });
+  // Tracks named by events but missing from the table would index out of range: give them
+  // a row so that a damaged trace still replays.
+  int max_track = int(trace_.tracks.size()) - 1;
+  for (const auto& e : ev) max_track = std::max(max_track, e.track);
+  if (max_track >= int(trace_.tracks.size())) trace_.tracks.resize(std::size_t(max_track + 1));
+
+  for (const auto& e : ev) {
+    device_end_ns_ = std::max(device_end_ns_, e.ts_ns + std::max(0.0, e.dur_ns));
+    has_stats_ = has_stats_ || std::isfinite(e.m);
+  }
+  device_begin_ns_ = ev.empty() ? 0 : device_end_ns_;
+  for (const auto& e : ev) device_begin_ns_ = std::min(device_begin_ns_, e.ts_ns);
+  end_ns_ = device_end_ns_;
+  for (const auto& r : trace_.ranges) {
+    end_ns_ = std::max(end_ns_, r.ts_ns + r.dur_ns);
+    host_depth_ = std::max(host_depth_, r.depth + 1);
+  }
+  for (const auto& m : trace_.marks) end_ns_ = std::max(end_ns_, m.ts_ns);
+  std::stable_sort(trace_.ranges.begin(), trace_.ranges.end(),
+                   [](const tr::HostRange& a, const tr::HostRange& b) { return a.ts_ns < b.ts_ns; });
+
+  index_tracks();
+  index_flops();
+  index_orders();
+  index_residency();
+}
+
+void Replay::index_tracks() {
+  const auto& ev = trace_.events;
+  const std::size_t T = trace_.tracks.size();
+  track_events_.assign(T, {});
+  std::vector<std::size_t> counts(T, 0);
+  for (const auto& e : ev) ++counts[std::size_t(e.track)];
+  for (std::size_t t = 0; t < T; ++t) track_events_[t].reserve(counts[t]);
+  for (std::size_t i = 0; i < ev.size(); ++i) track_events_[std::size_t(ev[i].track)].push_back(int(i));
+
+  t_begin_.assign(T, {});
+  t_end_max_.assign(T, {});
+  track_begin_.assign(T, 0);
+  track_end_.assign(T, 0);
+  for (std::size_t t = 0; t < T; ++t) {
+    const auto& list = track_events_[t];
+    auto& b = t_begin_[t];
+    auto& en = t_end_max_[t];
+    b.resize(list.size());
+    en.resize(list.size());
+    double run = -1e300;
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const auto& e = ev[std::size_t(list[k])];
+      b[k] = e.ts_ns;
+      run = std::max(run, e.ts_ns + std::max(0.0, e.dur_ns));
+      en[k] = run;
+    }
+    if (!list.empty()) {
+      track_begin_[t] = *std::min_element(b.begin(), b.end());
+      track_end_[t] = en.back();
+    }
+  }
+
+  // Group by SM; a track that never ran (no events, unknown SM) goes to SM -1.
+  std::vector<int> order(T);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const auto &ta = trace_.tracks[std::size_t(a)], &tb = trace_.tracks[std::size_t(b)];
+    if (ta.sm != tb.sm) return ta.sm < tb.sm;
+    if (track_begin_[std::size_t(a)] != track_begin_[std::size_t(b)])
+      return track_begin_[std::size_t(a)] < track_begin_[std::size_t(b)];
+    return a < b;
+  });
+  track_group_.assign(T, -1);
+  for (int t : order) {
+    const int sm = trace_.tracks[std::size_t(t)].sm;
+    if (sm_groups_.empty() || sm_groups_.back().sm != sm) sm_groups_.push_back({sm, {}});
+    sm_groups_.back().tracks.push_back(t);
+    track_group_[std::size_t(t)] = int(sm_groups_.size()) - 1;
+    sm_count_ = std::max(sm_count_, sm + 1);
+  }
+}
+
+void Replay::index_flops() {
+  const auto& m = trace_.meta;
+  const Shape s{std::max(1, m.B), std::max(1, m.H), std::max(1, m.N), std::max(1, m.d)};
+  pass_flops_ = m.pass == "bwd" ? backward_flops(s, m.causal) : forward_flops(s, m.causal);
+  std::array<double, tr::kKindCount> area{};
+  for (const auto& e : trace_.events)
+    if (is_matmul(e.kind)) area[std::size_t(e.kind)] += double(e.rows) * e.cols;
+  int kinds = 0;
+  for (double a : area) kinds += a > 0;
+  for (int k = 0; k < tr::kKindCount; ++k)
+    flops_per_area_[std::size_t(k)] = area[std::size_t(k)] > 0 ? pass_flops_ / kinds / area[std::size_t(k)] : 0;
+}
+
+double Replay::event_flops(int e) const {
+  const auto& ev = trace_.events[std::size_t(e)];
+  return flops_per_area_[std::size_t(ev.kind)] * double(ev.rows) * ev.cols;
+}
+
+void Replay::apply(Totals& t, int e) const {
+  const auto& ev = trace_.events[std::size_t(e)];
+  const auto ti = std::size_t(index_of(ev.tensor));
+  if (ev.kind == tr::Kind::Load) (ev.cached ? t.cached : t.read)[ti] += ev.bytes;
+  if (ev.kind == tr::Kind::Store) t.written[ti] += ev.bytes;
+  t.flops += event_flops(e);
+  ++t.events;
+}
+
+void Replay::index_orders() {
+  const auto& ev = trace_.events;
+  const std::size_t E = ev.size();
+  time_order_.resize(E);
+  std::iota(time_order_.begin(), time_order_.end(), 0);
+  auto end_of = [&](int i) { return ev[std::size_t(i)].ts_ns + std::max(0.0, ev[std::size_t(i)].dur_ns); };
+  std::stable_sort(time_order_.begin(), time_order_.end(), [&](int a, int b) { return end_of(a) < end_of(b); });
+  time_order_end_.resize(E);
+  for (std::size_t k = 0; k < E; ++k) time_order_end_[k] = end_of(time_order_[k]);
+
+  for (int o = 0; o < 2; ++o) {
+    const Order order = o == 0 ? Order::Real : Order::Logical;
+    auto& cps = checkpoints_[o];
+    auto& cum = cum_flops_[o];
+    cps.clear();
+    cum.resize(E + 1);
+    Totals t;
+    cum[0] = 0;
+    for (std::size_t k = 0; k < E; ++k) {
+      if (std::int64_t(k) % kCheckpoint == 0) cps.push_back(t);
+      const int e = event_in_order(order, std::int64_t(k));
+      apply(t, e);
+      cum[k + 1] = t.flops;
+    }
+    if (std::int64_t(E) % kCheckpoint == 0) cps.push_back(t);
+    grand_ = t;
+  }
+}
+
+void Replay::index_residency() {
+  const std::size_t T = trace_.tracks.size();
+  smem_after_.assign(T, {});
+  regs_after_.assign(T, {});
+  std::vector<ResidentTile> slots;
+  for (std::size_t t = 0; t < T; ++t) {
+    slots.clear();
+    const auto& list = track_events_[t];
+    smem_after_[t].resize(list.size());
+    regs_after_[t].resize(list.size());
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[k])], list[k]);
+      const std::int64_t sm = sum_bytes(slots, Residence::Smem);
+      smem_after_[t][k] = std::int32_t(std::min<std::int64_t>(sm, INT32_MAX));
+      regs_after_[t][k] = std::int32_t(std::min<std::int64_t>(sum_bytes(slots, Residence::Regs), INT32_MAX));
+      peak_smem_ = std::max(peak_smem_, sm);
+    }
+  }
+}
+
+double Replay::logical_at_time(double t_ns) const {
+  return double(std::upper_bound(time_order_end_.begin(), time_order_end_.end(), t_ns) - time_order_end_.begin());
+}
+
+double Replay::time_at_logical(double x) const {
+  const std::int64_t E = event_count();
+  if (E == 0) return 0;
+  if (x <= 0) return trace_.events.front().ts_ns;
+  const std::int64_t k = std::int64_t(std::floor(x));
+  if (k >= E) return device_end_ns_;
+  const auto& e = trace_.events[std::size_t(k)];
+  return e.ts_ns + (x - double(k)) * std::max(0.0, e.dur_ns);
+}
+
+Cursor Replay::convert(Cursor c, Order to) const {
+  if (c.order == to) return c;
+  return {to, to == Order::Logical ? logical_at_time(c.x) : time_at_logical(c.x)};
+}
+
+std::int64_t Replay::done_count(Cursor c) const {
+  const std::int64_t E = event_count();
+  if (c.order == Order::Logical) return std::clamp<std::int64_t>(std::int64_t(std::floor(c.x)), 0, E);
+  return std::int64_t(logical_at_time(c.x));
+}
+
+Totals Replay::totals_prefix(Order o, std::int64_t k) const {
+  k = std::clamp<std::int64_t>(k, 0, event_count());
+  const auto& cps = checkpoints_[o == Order::Real ? 0 : 1];
+  const std::int64_t c = std::min<std::int64_t>(k / kCheckpoint, std::int64_t(cps.size()) - 1);
+  Totals t = cps[std::size_t(c)];
+  for (std::int64_t i = c * kCheckpoint; i < k; ++i) apply(t, event_in_order(o, i));
+  return t;
+}
+
+Totals Replay::totals(Cursor c) const { return totals_prefix(c.order, done_count(c)); }
+
+// Between the k-th and the (k+1)-th event to finish, real time counts the (k+1)-th in
+// proportion, so that the fraction moves smoothly and cursor_at_flops_fraction inverts it.
+double Replay::flops_fraction(Cursor c) const {
+  const auto& cum = cum_flops_[c.order == Order::Real ? 0 : 1];
+  if (pass_flops_ <= 0 || cum.back() <= 0) return 0;
+  const std::int64_t k = done_count(c);
+  double f = cum[std::size_t(k)];
+  if (k < event_count()) {
+    double into = c.x - double(k);
+    if (c.order == Order::Real) {
+      const double a = k > 0 ? time_order_end_[std::size_t(k) - 1] : device_begin_ns_;
+      const double b = time_order_end_[std::size_t(k)];
+      into = b > a ? (c.x - a) / (b - a) : 0.0;
+    }
+    f += std::clamp(into, 0.0, 1.0) * (cum[std::size_t(k) + 1] - cum[std::size_t(k)]);
+  }
+  return f / cum.back();
+}
+
+Cursor Replay::cursor_at_flops_fraction(double f, Order o) const {
+  const auto& cum = cum_flops_[o == Order::Real ? 0 : 1];
+  const std::int64_t E = event_count();
+  if (E == 0 || cum.back() <= 0) return {o, 0};
+  const double target = std::clamp(f, 0.0, 1.0) * cum.back();
+  // The first event whose completion reaches the target.
+  const auto it = std::lower_bound(cum.begin() + 1, cum.end(), target);
+  const std::int64_t k = std::min<std::int64_t>(it - cum.begin() - 1, E - 1);
+  const double span = cum[std::size_t(k) + 1] - cum[std::size_t(k)];
+  const double into = span > 0 ? (target - cum[std::size_t(k)]) / span : 1.0;
+  if (o == Order::Logical) return {o, double(k) + into};
+  const double a = k > 0 ? time_order_end_[std::size_t(k) - 1] : device_begin_ns_;
+  const double b = time_order_end_[std::size_t(k)];
+  // At exactly b the event is done; stay just short of it unless the target is the end.
+  return {o, into >= 1.0 ? b : a + into * (b - a)};
+}
+
+TrackCursor Replay::track_cursor(int track, Cursor c) const {
+  TrackCursor tc;
+  const auto& list = track_events_[std::size_t(track)];
+  const int n = int(list.size());
+  if (n == 0) return tc;
+  if (c.order == Order::Real) {
+    const auto& ends = t_end_max_[std::size_t(track)];
+    const auto& begins = t_begin_[std::size_t(track)];
+    tc.done = int(std::upper_bound(ends.begin(), ends.end(), c.x) - ends.begin());
+    if (tc.done < n && begins[std::size_t(tc.done)] <= c.x) {
+      tc.active = tc.done;
+      const auto& e = trace_.events[std::size_t(list[std::size_t(tc.done)])];
+      tc.frac = e.dur_ns > 0 ? std::clamp((c.x - e.ts_ns) / e.dur_ns, 0.0, 1.0) : 1.0;
+    }
+    tc.started = begins.front() <= c.x;
+  } else {
+    const std::int64_t k = std::int64_t(std::floor(c.x));
+    tc.done = int(std::lower_bound(list.begin(), list.end(), k) - list.begin());
+    if (tc.done < n && list[std::size_t(tc.done)] == k) {
+      tc.active = tc.done;
+      tc.frac = c.x - double(k);
+    }
+    tc.started = list.front() <= k;
+  }
+  tc.retired = tc.done >= n;
+  return tc;
+}
+
+std::vector<ResidentTile> Replay::resident_tiles(int track, int done) const {
+  std::vector<ResidentTile> slots;
+  const auto& list = track_events_[std::size_t(track)];
+  if (done >= int(list.size())) return slots;
+  for (int k = 0; k < done; ++k)
+    apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[std::size_t(k)])], list[std::size_t(k)]);
+  return slots;
+}
+
+std::int64_t Replay::smem_after(int track, int done) const {
+  const auto& v = smem_after_[std::size_t(track)];
+  if (done <= 0 || done >= int(v.size())) return 0;
+  return v[std::size_t(done) - 1];
+}
+
+std::int64_t Replay::regs_after(int track, int done) const {
+  const auto& v = regs_after_[std::size_t(track)];
+  if (done <= 0 || done >= int(v.size())) return 0;
+  return v[std::size_t(done) - 1];
+}
+
+}  // namespace fs::viz

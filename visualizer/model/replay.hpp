@@ -1,0 +1,184 @@
+// Replay: a loaded trace, indexed once so that any moment of it can be asked about quickly.
+//
+// A moment is a Cursor: a time in nanoseconds (real order) or a position in the trace's
+// logical order (`seq`, one unit per event). The same questions have answers in both orders:
+// which events are done, which one a CTA is in the middle of, which tiles it holds on chip,
+// how many bytes have crossed the HBM boundary so far. Everything here is immutable after
+// construction; what changes while playing (the per-cell coverage of the tensors) lives in
+// coverage.hpp and is updated incrementally.
+//
+// Cost of a query, E events, T tracks: counters O(log E + 4096), a track's cursor O(log E),
+// a track's resident tiles O(events of that track). Nothing scans the whole trace per frame.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/trace/trace.hpp"
+
+namespace fs::viz {
+
+namespace tr = fs::trace;
+
+enum class Order : std::uint8_t { Real, Logical };
+
+// A moment of the replay. Real: x is ns since the trace's t0. Logical: x is a position in
+// seq order; event k occupies [k, k+1), so at x = k + f event k is a fraction f done.
+struct Cursor {
+  Order order = Order::Real;
+  double x = 0;
+};
+
+// Where a CTA is at a cursor: `done` of its events are finished; `active` (an index into
+// the track's event list, or -1) is in progress, `frac` of the way through.
+struct TrackCursor {
+  int done = 0;
+  int active = -1;
+  double frac = 0;
+  bool started = false;   // the CTA has begun (its first event has started)
+  bool retired = false;   // every event of the CTA is done
+};
+
+// Cumulative HBM traffic and work after a prefix of events.
+struct Totals {
+  std::array<std::int64_t, tr::kTensorCount> read{};     // non-cached loads, per tensor
+  std::array<std::int64_t, tr::kTensorCount> written{};  // stores, per tensor
+  std::array<std::int64_t, tr::kTensorCount> cached{};   // re-reads the IO model leaves out
+  double flops = 0;
+  std::int64_t events = 0;
+
+  std::int64_t read_total() const;
+  std::int64_t written_total() const;
+  std::int64_t cached_total() const;
+};
+
+// Where a tile sits on chip: loaded tiles are in shared memory, tiles a CTA computes (S, P,
+// the O accumulator) live in registers.
+enum class Residence : std::uint8_t { Smem, Regs };
+
+struct ResidentTile {
+  tr::Tensor tensor = tr::Tensor::None;
+  Residence where = Residence::Smem;
+  std::int32_t bh = 0, row0 = 0, rows = 0, col0 = 0, cols = 0;
+  std::int64_t bytes = 0;
+  int event = -1;  // the event (index into Trace::events) that put it there
+};
+
+// An SM and the tracks (CTAs of every kernel) that ran on it, by start time.
+struct SmGroup {
+  int sm = -1;
+  std::vector<int> tracks;
+};
+
+class Replay {
+ public:
+  explicit Replay(tr::Trace trace);
+
+  const tr::Trace& trace() const { return trace_; }
+  const tr::Meta& meta() const { return trace_.meta; }
+  std::int64_t event_count() const { return std::int64_t(trace_.events.size()); }
+  int track_count() const { return int(trace_.tracks.size()); }
+
+  // The span a cursor moves over in each order: [0, end_ns] and [0, event_count].
+  double end_ns() const { return end_ns_; }
+  double device_begin_ns() const { return device_begin_ns_; }
+  double device_end_ns() const { return device_end_ns_; }
+  double extent(Order o) const { return o == Order::Real ? end_ns_ : double(event_count()); }
+
+  // Converting a moment between the orders (for switching orders and for placing host
+  // ranges on a logical axis): a time maps to the number of events finished by then, a
+  // position to the time its event is that far through.
+  double logical_at_time(double t_ns) const;
+  double time_at_logical(double x) const;
+  Cursor convert(Cursor c, Order to) const;
+
+  // Events of the whole trace done at a cursor: the length of the prefix of that order's
+  // event sequence (seq order, or real order = by end time).
+  std::int64_t done_count(Cursor c) const;
+  // The event at position k of an order's sequence.
+  int event_in_order(Order o, std::int64_t k) const {
+    return o == Order::Logical ? int(k) : time_order_[std::size_t(k)];
+  }
+  // The end time of the k-th event to finish.
+  double end_in_time_order(std::int64_t k) const { return time_order_end_[std::size_t(k)]; }
+  Totals totals(Cursor c) const;
+  Totals totals_prefix(Order o, std::int64_t k) const;
+  const Totals& grand_totals() const { return grand_; }
+  // Fraction of the pass's FLOPs done, and the cursor at which a fraction is reached.
+  double flops_fraction(Cursor c) const;
+  Cursor cursor_at_flops_fraction(double f, Order o) const;
+
+  // Tracks (CTAs).
+  const std::vector<int>& track_events(int track) const { return track_events_[std::size_t(track)]; }
+  TrackCursor track_cursor(int track, Cursor c) const;
+  double track_begin_ns(int track) const { return track_begin_[std::size_t(track)]; }
+  double track_end_ns(int track) const { return track_end_[std::size_t(track)]; }
+  // The tiles a CTA holds after its first `done` events; empty once it has retired.
+  std::vector<ResidentTile> resident_tiles(int track, int done) const;
+  // Bytes a CTA holds on chip (shared memory, registers) after its first `done` events.
+  std::int64_t smem_after(int track, int done) const;
+  std::int64_t regs_after(int track, int done) const;
+  std::int64_t peak_smem() const { return peak_smem_; }
+
+  // Per-track search arrays, aligned with track_events(track): begin times, end times as a
+  // running maximum (so a binary search is valid even if a track's events overlap), seq.
+  const std::vector<double>& track_begins(int track) const { return t_begin_[std::size_t(track)]; }
+  const std::vector<double>& track_ends(int track) const { return t_end_max_[std::size_t(track)]; }
+
+  // SMs in ascending id, each with its tracks.
+  const std::vector<SmGroup>& sm_groups() const { return sm_groups_; }
+  int sm_count() const { return sm_count_; }  // max %smid + 1
+  int sm_group_of_track(int track) const { return track_group_[std::size_t(track)]; }
+
+  // Host ranges sorted by begin time, and the deepest nesting level.
+  int host_depth() const { return host_depth_; }
+
+  // Whether the trace carries online-softmax statistics (m, ℓ of a sampled row).
+  bool has_running_stats() const { return has_stats_; }
+
+  // FLOPs the trace's pass does (the papers' convention), and the FLOPs one event accounts
+  // for: the pass's total split evenly over the matmul kinds present, then over each kind's
+  // events by tile area. (An event names one tile, not its contraction length, so this is
+  // the one split that holds for every step's encoding.)
+  double pass_flops() const { return pass_flops_; }
+  double event_flops(int e) const;
+
+ private:
+  void index_tracks();
+  void index_orders();
+  void index_flops();
+  void index_residency();
+  void apply(Totals& t, int e) const;
+
+  tr::Trace trace_;
+  double end_ns_ = 0, device_begin_ns_ = 0, device_end_ns_ = 0;
+  std::vector<int> time_order_;        // events by (end, seq)
+  std::vector<double> time_order_end_;  // their end times, ascending
+  std::vector<std::vector<int>> track_events_;
+  std::vector<std::vector<double>> t_begin_, t_end_max_;
+  std::vector<std::vector<std::int32_t>> smem_after_, regs_after_;
+  std::vector<double> track_begin_, track_end_;
+  std::vector<int> track_group_;
+  std::vector<SmGroup> sm_groups_;
+  int sm_count_ = 0;
+  int host_depth_ = 0;
+  bool has_stats_ = false;
+  std::int64_t peak_smem_ = 0;
+
+  static constexpr std::int64_t kCheckpoint = 4096;
+  std::vector<Totals> checkpoints_[2];  // [order][k / kCheckpoint]
+  std::vector<double> cum_flops_[2];    // [order][k]: FLOPs of the first k events
+  std::array<double, tr::kKindCount> flops_per_area_{};
+  double pass_flops_ = 0;
+  Totals grand_;
+};
+
+// Element size of a tensor in this trace (bytes / elements from Meta::tensors; 4 if unknown).
+int element_bytes(const tr::Meta& meta, tr::Tensor t);
+// The TensorInfo of `t`, or nullptr.
+const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t);
+bool is_matmul(tr::Kind k);
+
+}  // namespace fs::viz

@@ -1,0 +1,436 @@
+// The visualizer's model without any GL or ImGui: synthetic traces that add up to the IO
+// model, the state at a moment (tiles on chip, bytes so far, m and ℓ), seeking back and forth,
+// real time against logical order, and two traces kept in step by progress.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "common/io_model.hpp"
+#include "common/trace/trace_io.hpp"
+#include "visualizer/model/catalog.hpp"
+#include "visualizer/model/coverage.hpp"
+#include "visualizer/model/document.hpp"
+#include "visualizer/model/io_formulas.hpp"
+#include "visualizer/model/playback.hpp"
+#include "visualizer/model/replay.hpp"
+#include "visualizer/model/running_stats.hpp"
+#include "visualizer/model/synthetic.hpp"
+
+using namespace fs::viz;
+namespace tr = fs::trace;
+
+namespace {
+
+SyntheticSpec flash_spec(int N = 256, int d = 32, bool causal = false) {
+  SyntheticSpec s;
+  s.step = SyntheticStep::Flash;
+  s.N = N;
+  s.d = d;
+  s.Br = 32;
+  s.Bc = 32;
+  s.H = 2;
+  s.sms = 4;
+  s.causal = causal;
+  return s;
+}
+
+SyntheticSpec naive_spec(int N = 64, int d = 32) {
+  SyntheticSpec s;
+  s.step = SyntheticStep::Naive;
+  s.N = N;
+  s.d = d;
+  s.sms = 4;
+  return s;
+}
+
+bool done_real(const tr::Event& e, double t) { return e.ts_ns + e.dur_ns <= t; }
+
+// The totals of the events done at a real time, by brute force.
+Totals brute_totals(const Replay& r, Cursor c) {
+  Totals t;
+  for (std::size_t i = 0; i < r.trace().events.size(); ++i) {
+    const auto& e = r.trace().events[i];
+    const bool done = c.order == Order::Real ? done_real(e, c.x) : double(i) < std::floor(c.x);
+    if (!done) continue;
+    if (e.kind == tr::Kind::Load) (e.cached ? t.cached : t.read)[std::size_t(e.tensor)] += e.bytes;
+    if (e.kind == tr::Kind::Store) t.written[std::size_t(e.tensor)] += e.bytes;
+    ++t.events;
+  }
+  return t;
+}
+
+bool same_cells(const Coverage& a, const Coverage& b) {
+  for (std::size_t g = 0; g < a.grids().size(); ++g)
+    for (std::size_t c = 0; c < a.grids()[g].cells.size(); ++c) {
+      const auto &x = a.grids()[g].cells[c], &y = b.grids()[g].cells[c];
+      if (x.read != y.read || x.cached != y.cached || x.written != y.written || x.computed != y.computed ||
+          x.skipped != y.skipped)
+        return false;
+    }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("synthetic traces move exactly the IO model's bytes", "[viz][synthetic]") {
+  SECTION("step 01: S and P through HBM, L2 re-reads marked cached") {
+    for (int N : {17, 64, 97}) {
+      const Replay r(make_synthetic_trace(naive_spec(N)));
+      const auto io = fs::io_standard_forward(fs::Shape{1, 1, N, 32});
+      REQUIRE(r.grand_totals().read_total() == io.read_bytes);
+      REQUIRE(r.grand_totals().written_total() == io.write_bytes);
+      REQUIRE(r.meta().io_read_bytes == io.read_bytes);
+      REQUIRE(r.grand_totals().written[std::size_t(tr::Tensor::S)] == std::int64_t(N) * N * 4);
+      REQUIRE(r.grand_totals().cached_total() > 0);
+    }
+  }
+  SECTION("step 04: O and LSE written once, S never") {
+    for (bool causal : {false, true})
+      for (int N : {100, 256}) {
+        const Replay r(make_synthetic_trace(flash_spec(N, 32, causal)));
+        const auto io = io_flash_fa2(N, 32, 2, 32, 32, causal);
+        REQUIRE(double(r.grand_totals().read_total()) == io.read);
+        REQUIRE(double(r.grand_totals().written_total()) == io.write);
+        REQUIRE(r.grand_totals().written[std::size_t(tr::Tensor::S)] == 0);
+        REQUIRE(r.grand_totals().written[std::size_t(tr::Tensor::O)] == 2LL * N * 32 * 4);
+      }
+  }
+}
+
+TEST_CASE("synthetic traces keep the format's invariants", "[viz][synthetic]") {
+  for (const auto& spec : {flash_spec(), naive_spec()}) {
+    const auto t = make_synthetic_trace(spec);
+    for (std::size_t i = 0; i < t.events.size(); ++i) REQUIRE(t.events[i].seq == std::int64_t(i));
+    // On one track each event begins where the previous one ended, on 32 ns timer steps.
+    std::vector<double> last_end(t.tracks.size(), -1);
+    for (const auto& e : t.events) {
+      REQUIRE(std::fmod(e.ts_ns, 32.0) == 0.0);
+      if (last_end[std::size_t(e.track)] >= 0) REQUIRE(e.ts_ns == last_end[std::size_t(e.track)]);
+      last_end[std::size_t(e.track)] = e.ts_ns + e.dur_ns;
+    }
+    // Tracks are ordered by SM.
+    for (std::size_t k = 1; k < t.tracks.size(); ++k) REQUIRE(t.tracks[k - 1].sm <= t.tracks[k].sm);
+  }
+}
+
+TEST_CASE("the state at a time: bytes so far match the events finished by then", "[viz][replay]") {
+  const Replay r(make_synthetic_trace(flash_spec()));
+  const double t0 = r.device_begin_ns(), t1 = r.device_end_ns();
+  for (double f : {0.0, 0.013, 0.25, 0.5, 0.77, 1.0}) {
+    const Cursor c{Order::Real, t0 + f * (t1 - t0)};
+    const Totals a = r.totals(c), b = brute_totals(r, c);
+    REQUIRE(a.events == b.events);
+    REQUIRE(a.read == b.read);
+    REQUIRE(a.written == b.written);
+    REQUIRE(a.cached == b.cached);
+  }
+  REQUIRE(r.totals({Order::Real, t0 - 1}).events == 0);
+  REQUIRE(r.totals({Order::Real, t1}).read_total() == r.meta().io_read_bytes);
+}
+
+TEST_CASE("the tiles a CTA holds follow its loads and its on-chip work", "[viz][replay]") {
+  const Replay r(make_synthetic_trace(flash_spec()));
+  const int track = 0;
+  const auto& list = r.track_events(track);
+  REQUIRE(list.size() > 6);
+  auto event = [&](int k) { return r.trace().events[std::size_t(list[std::size_t(k)])]; };
+  // Events of a flash CTA: load Q_i, then per key tile: load K_j, load V_j, S, softmax, ...
+  REQUIRE(event(0).kind == tr::Kind::Load);
+  REQUIRE(event(0).tensor == tr::Tensor::Q);
+
+  auto tiles = r.resident_tiles(track, 3);  // Q_i, K_0, V_0 loaded
+  REQUIRE(tiles.size() == 3);
+  for (const auto& t : tiles) REQUIRE(t.where == Residence::Smem);
+  REQUIRE(r.smem_after(track, 3) == 3 * 32 * 32 * 4);
+
+  tiles = r.resident_tiles(track, 4);  // + S_i0 computed on chip
+  REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::S; }) == 1);
+  tiles = r.resident_tiles(track, 5);  // softmax: P̃ replaces S in registers
+  REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::S; }) == 0);
+  REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::P; }) == 1);
+
+  tiles = r.resident_tiles(track, 9);  // the second K tile replaced the first
+  const auto k = std::find_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::K; });
+  REQUIRE(k != tiles.end());
+  REQUIRE(k->row0 == 32);
+  // A retired CTA holds nothing.
+  REQUIRE(r.resident_tiles(track, int(list.size())).empty());
+  REQUIRE(r.smem_after(track, int(list.size())) == 0);
+}
+
+TEST_CASE("a CTA's cursor agrees with its events in both orders", "[viz][replay]") {
+  const Replay r(make_synthetic_trace(flash_spec()));
+  for (int track : {0, 3, r.track_count() - 1}) {
+    const auto& list = r.track_events(track);
+    for (std::size_t k = 0; k < list.size(); k += 5) {
+      const auto& e = r.trace().events[std::size_t(list[k])];
+      // Logical: at seq + 0.5 the event is half done and everything before it on the track is done.
+      const auto lc = r.track_cursor(track, {Order::Logical, double(list[k]) + 0.5});
+      REQUIRE(lc.done == int(k));
+      REQUIRE(lc.active == int(k));
+      REQUIRE(lc.frac == Approx(0.5));
+      // Real: just after it ends, it is done.
+      const auto rc = r.track_cursor(track, {Order::Real, e.ts_ns + e.dur_ns});
+      REQUIRE(rc.done >= int(k) + 1);
+    }
+    REQUIRE(r.track_cursor(track, {Order::Real, r.end_ns()}).retired);
+    REQUIRE(!r.track_cursor(track, {Order::Logical, 0}).retired);
+  }
+}
+
+TEST_CASE("seeking back and forth gives the state that replaying from the start gives", "[viz][coverage]") {
+  for (const auto& spec : {flash_spec(), naive_spec(), flash_spec(128, 32, true)}) {
+    const Replay r(make_synthetic_trace(spec));
+    Coverage moving(r);
+    const double E = double(r.event_count());
+    const std::vector<double> stops = {0.9 * E, 0.1 * E, 0.5 * E, E, 0, 0.33 * E, 0.34 * E, 0.2 * E};
+    for (double x : stops) {
+      moving.seek(r, {Order::Logical, x});
+      Coverage fresh(r);
+      fresh.seek(r, {Order::Logical, x});
+      REQUIRE(same_cells(moving, fresh));
+    }
+    // And across an order switch.
+    const Cursor real{Order::Real, 0.5 * (r.device_begin_ns() + r.device_end_ns())};
+    moving.seek(r, real);
+    Coverage fresh(r);
+    fresh.seek(r, real);
+    REQUIRE(same_cells(moving, fresh));
+  }
+}
+
+TEST_CASE("the ghost score matrix: computed on chip, written to HBM, or skipped", "[viz][coverage]") {
+  const int N = 128;
+  SECTION("step 04 computes every tile of S and writes none") {
+    const Replay r(make_synthetic_trace(flash_spec(N)));
+    Coverage cov(r);
+    cov.seek(r, {Order::Logical, double(r.event_count())});
+    const auto* S = cov.grid(tr::Tensor::S);
+    REQUIRE(S);
+    REQUIRE(!S->in_hbm);
+    std::int64_t computed = 0, written = 0;
+    for (const auto& c : S->cells) computed += c.computed, written += c.written;
+    REQUIRE(computed == 2LL * N * N);
+    REQUIRE(written == 0);
+  }
+  SECTION("causal step 04 skips the tiles above the diagonal") {
+    const Replay r(make_synthetic_trace(flash_spec(N, 32, true)));
+    Coverage cov(r);
+    cov.seek(r, {Order::Logical, double(r.event_count())});
+    std::int64_t computed = 0, skipped = 0;
+    for (const auto& c : cov.grid(tr::Tensor::S)->cells) computed += c.computed, skipped += c.skipped;
+    const std::int64_t T = N / 32, kept = T * (T + 1) / 2;
+    REQUIRE(computed == 2 * kept * 32 * 32);
+    REQUIRE(skipped == 2LL * N * N - computed);
+  }
+  SECTION("step 01 writes all of S and P") {
+    const Replay r(make_synthetic_trace(naive_spec(N)));
+    Coverage cov(r);
+    cov.seek(r, {Order::Logical, double(r.event_count())});
+    const auto* S = cov.grid(tr::Tensor::S);
+    REQUIRE(S->in_hbm);
+    for (int i = 0; i < S->grid_rows; ++i)
+      for (int j = 0; j < S->grid_cols; ++j) REQUIRE(S->at(0, i, j).written == S->cell_area(i, j));
+    std::int64_t p = 0;
+    for (const auto& c : cov.grid(tr::Tensor::P)->cells) p += c.written;
+    REQUIRE(p == std::int64_t(N) * N);
+  }
+}
+
+TEST_CASE("logical order and real time: conversions and done sets", "[viz][replay]") {
+  const Replay r(make_synthetic_trace(naive_spec()));
+  const double t = 0.5 * (r.device_begin_ns() + r.device_end_ns());
+  std::int64_t by_time = 0;
+  for (const auto& e : r.trace().events) by_time += done_real(e, t);
+  REQUIRE(r.done_count({Order::Real, t}) == by_time);
+  REQUIRE(r.logical_at_time(t) == double(by_time));
+  // In logical order the done set is a prefix of seq: exactly floor(x) events.
+  REQUIRE(r.done_count({Order::Logical, 123.7}) == 123);
+  // Round trip: the time of a position maps back to at most that many events done.
+  for (double x : {10.0, 500.0, double(r.event_count() - 1)}) {
+    const double tt = r.time_at_logical(x);
+    REQUIRE(tt >= r.trace().events[std::size_t(x)].ts_ns);
+    REQUIRE(r.convert({Order::Logical, x}, Order::Real).x == tt);
+  }
+  // Many events share a 32 ns timer step: real order cannot tell them apart, logical can.
+  std::int64_t ties = 0;
+  for (std::size_t i = 1; i < r.trace().events.size(); ++i)
+    ties += r.trace().events[i].ts_ns == r.trace().events[i - 1].ts_ns;
+  REQUIRE(ties > 0);
+}
+
+TEST_CASE("playback steps one event, plays to the end, loops", "[viz][playback]") {
+  const Replay r(make_synthetic_trace(flash_spec()));
+  Playback p;
+  p.set_order(r, Order::Logical);
+  p.rewind(r);
+  REQUIRE(p.cursor().x == 0);
+  p.step(r, +1);
+  p.step(r, +1);
+  REQUIRE(r.done_count(p.cursor()) == 2);
+  p.step(r, -1);
+  REQUIRE(r.done_count(p.cursor()) == 1);
+
+  p.set_order(r, Order::Real);
+  p.rewind(r);
+  for (int i = 0; i < 20; ++i) {
+    const auto before = r.done_count(p.cursor());
+    p.step(r, +1);
+    REQUIRE(r.done_count(p.cursor()) > before);
+  }
+  for (int i = 0; i < 10; ++i) {
+    const auto before = r.done_count(p.cursor());
+    p.step(r, -1);
+    REQUIRE(r.done_count(p.cursor()) < before);
+  }
+
+  p.rewind(r);
+  p.set_playing(true);
+  p.advance(r, Playback::kSecondsAt1x / 2);
+  REQUIRE(p.fraction(r) == Approx(0.5).margin(1e-6));
+  p.advance(r, Playback::kSecondsAt1x);
+  REQUIRE(p.fraction(r) == 1.0);
+  REQUIRE(!p.playing());
+  p.set_loop(true);
+  p.set_playing(true);
+  p.advance(r, 0.1);
+  REQUIRE(p.fraction(r) == 0.0);
+
+  // Switching order keeps the moment: the same events are done.
+  p.seek_fraction(r, 0.4);
+  const auto done = r.done_count(p.cursor());
+  p.set_order(r, Order::Logical);
+  REQUIRE(r.done_count(p.cursor()) == done);
+}
+
+TEST_CASE("compare mode keeps two traces at the same progress", "[viz][compare]") {
+  const Replay naive(make_synthetic_trace(naive_spec(128)));
+  const Replay flash(make_synthetic_trace(flash_spec(128)));
+  for (SyncBy by : {SyncBy::Work, SyncBy::Events, SyncBy::Time})
+    for (Order o : {Order::Real, Order::Logical})
+      for (double p : {0.0, 0.1, 0.5, 0.9, 1.0}) {
+        INFO("sync " << int(by) << " order " << int(o) << " p " << p);
+        // Real time moves in 32 ns steps that finish several events at once: step 01's
+        // pv_kernel has 16 CTAs here, each 1/32 of the work, and two can end on one step.
+        // Time in logical order goes through the events finished by then, which lags by
+        // the events in flight (32 CTAs at once here).
+        const double margin = o == Order::Real ? 0.07 : by == SyncBy::Time ? 0.05 : 1e-9;
+        REQUIRE(progress(naive, cursor_at_progress(naive, p, by, o), by) == Approx(p).margin(margin));
+        REQUIRE(progress(flash, cursor_at_progress(flash, p, by, o), by) == Approx(p).margin(margin));
+      }
+  // The lesson in numbers: halfway through the work, step 01 has written all of S to HBM;
+  // step 04 never writes any.
+  const Cursor a = cursor_at_progress(naive, 0.5, SyncBy::Work, Order::Logical);
+  const Cursor b = cursor_at_progress(flash, 0.5, SyncBy::Work, Order::Logical);
+  REQUIRE(naive.totals(a).written[std::size_t(tr::Tensor::S)] >= 128LL * 128 * 4 * 95 / 100);
+  REQUIRE(flash.totals(b).written[std::size_t(tr::Tensor::S)] == 0);
+  REQUIRE(naive.totals(a).written_total() > 10 * flash.totals(b).written_total());
+}
+
+TEST_CASE("running statistics: m never falls, rescale is exp(m_old - m_new)", "[viz][softmax]") {
+  const Replay r(make_synthetic_trace(flash_spec(512)));
+  REQUIRE(r.has_running_stats());
+  const auto pts = running_stats(r, 0);
+  REQUIRE(pts.size() == 512 / 32);
+  REQUIRE(pts.front().rescale == 0.0);
+  for (std::size_t k = 1; k < pts.size(); ++k) {
+    REQUIRE(pts[k].m >= pts[k - 1].m);
+    REQUIRE(pts[k].rescale == Approx(std::exp(pts[k - 1].m - pts[k].m)));
+    REQUIRE(pts[k].rescale <= 1.0);
+    REQUIRE(pts[k].l >= 1.0);
+  }
+  const Replay n(make_synthetic_trace(naive_spec()));
+  REQUIRE(!n.has_running_stats());
+  REQUIRE(running_stats(n, 0).empty());
+}
+
+TEST_CASE("IO formulas: Theorem 2 and Proposition 4 with our constants", "[viz][io]") {
+  for (int N : {128, 1024, 4096}) {
+    const auto io = fs::io_standard_forward(fs::Shape{1, 2, N, 64});
+    IoShape s;
+    s.N = N;
+    s.d = 64;
+    s.heads = 2;
+    REQUIRE(io_standard(s).read == double(io.read_bytes));
+    REQUIRE(io_standard(s).write == double(io.write_bytes));
+  }
+  IoShape s;
+  s.N = 4096;
+  s.d = 64;
+  // More SRAM, fewer passes over Q and O: Θ(N²d²/M).
+  double prev = 1e300;
+  for (double kb : {16.0, 32.0, 64.0, 128.0, 228.0}) {
+    s.sram_bytes = kb * 1024;
+    const double now = io_flash(s).total();
+    REQUIRE(now < prev);
+    prev = now;
+  }
+  s.sram_bytes = 100 * 1024;
+  REQUIRE(io_flash(s).total() < io_standard(s).total());
+  s.sparsity = 1;
+  REQUIRE(io_block_sparse(s).total() == io_flash(s).total());
+  s.sparsity = 0;
+  REQUIRE(io_block_sparse(s).read == 2 * 4096.0 * 64 * 4);
+  // Algorithm 1's tiles: B_c = ⌈M/4d⌉, B_r = min(B_c, d).
+  const Tiles t = paper_tiles(4096, 64, 100 * 1024);
+  REQUIRE(t.Bc == 100);
+  REQUIRE(t.Br == 64);
+}
+
+TEST_CASE("the trace browser lists folders and command-line files, the tour's default first", "[viz][catalog]") {
+  namespace stdfs = std::filesystem;
+  const auto dir = stdfs::temp_directory_path() / "fs_viz_catalog_test";
+  stdfs::remove_all(dir);
+  stdfs::create_directories(dir);
+  for (const char* n : {"step01_naive_fwd.json", "step04_online_softmax_fwd.json", "notes.txt"})
+    std::ofstream(dir / n) << "{}";
+  auto list = list_traces({dir.string()}, {});
+  REQUIRE(list.size() == 2);
+  REQUIRE(list[std::size_t(default_entry(list))].name == "step04_online_softmax_fwd.json");
+  list = list_traces({dir.string()}, {(dir / "step01_naive_fwd.json").string(), "missing.json"});
+  REQUIRE(list.size() == 3);  // the duplicate is listed once
+  REQUIRE(list[std::size_t(default_entry(list))].name == "step01_naive_fwd.json");
+  REQUIRE(default_entry({}) == -1);
+  stdfs::remove_all(dir);
+}
+
+TEST_CASE("a document starts at the first device event with a first-kernel CTA selected", "[viz][document]") {
+  auto doc = make_document(make_synthetic_trace(naive_spec()), "synthetic:naive");
+  REQUIRE(doc->cursor().x == doc->replay->device_begin_ns());
+  const auto& track = doc->replay->trace().tracks[std::size_t(doc->selected_track)];
+  REQUIRE(track.kernel == 0);
+  REQUIRE(track.cta == 0);
+  REQUIRE(doc->title.find("01_naive") != std::string::npos);
+}
+
+TEST_CASE("synthetic traces survive the file format and pass the validator", "[viz][trace_io]") {
+  namespace stdfs = std::filesystem;
+  const auto dir = stdfs::temp_directory_path() / "fs_viz_io_test";
+  stdfs::create_directories(dir);
+  for (const auto& spec : {naive_spec(), flash_spec(), flash_spec(128, 32, true)}) {
+    const auto path = (dir / "t.json").string();
+    fs::trace::write_trace(make_synthetic_trace(spec), path);
+    std::string error;
+    auto doc = load_document(path, error);
+    REQUIRE(doc);
+    INFO((doc->warnings.empty() ? std::string() : doc->warnings.front()));
+    REQUIRE(doc->warnings.empty());
+    const Replay fresh(make_synthetic_trace(spec));
+    REQUIRE(doc->replay->event_count() == fresh.event_count());
+    REQUIRE(doc->replay->grand_totals().read == fresh.grand_totals().read);
+  }
+  SECTION("a malformed file is one line of error, not an exception") {
+    const auto path = (dir / "bad.json").string();
+    std::ofstream(path) << "{\"traceEvents\": [";
+    std::string error;
+    REQUIRE(!load_document(path, error));
+    REQUIRE(error.find("bad.json") != std::string::npos);
+    REQUIRE(error.find('\n') == std::string::npos);
+    REQUIRE(!load_document((dir / "missing.json").string(), error));
+    REQUIRE(!error.empty());
+  }
+  stdfs::remove_all(dir);
+}
