@@ -6,6 +6,10 @@ each <gpu>.csv, and every block between markers in the lessons:
     ...generated...
     <!-- /results -->
 
+    <!-- ncu:STEP_PREFIX gpu=h200 -->   DRAM bytes per kernel (Nsight Compute, <gpu>_ncu.csv)
+    ...generated...                    next to the IO model (<gpu>_model.csv)
+    <!-- /ncu -->
+
 `--check` exits 1 (and changes nothing) when a generated file is out of date: CI runs that.
 Figures in the docs come from here, never typed by hand.
 """
@@ -19,6 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "docs", "benchmarks")
 MARKER = re.compile(r"(<!-- results:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
+NCU_MARKER = re.compile(r"(<!-- ncu:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ncu -->)", re.S)
 
 
 def load(slug):
@@ -54,6 +59,37 @@ def table(rows):
     return "\n".join(lines) + "\n"
 
 
+STEP_ORDER = ["01_naive", "02_fused", "03_tiled", "04_online_softmax/alg1", "04_online_softmax/fa2",
+              "torch_math", "torch_efficient"]
+
+
+def step_key(s):
+    return (STEP_ORDER.index(s) if s in STEP_ORDER else len(STEP_ORDER), s)
+
+
+def pivot(rows):
+    """Median time in ms (TFLOP/s) by N (rows) and step (columns), one table per pass, d, causal."""
+    out = []
+    groups = sorted({(r["pass"], int(r["d"]), r["causal"]) for r in rows}, key=lambda g: (g[0] != "fwd", g[1], g[2]))
+    for p, d, c in groups:
+        sub_rows = [r for r in rows if r["pass"] == p and int(r["d"]) == d and r["causal"] == c]
+        steps = sorted({r["step"] for r in sub_rows}, key=step_key)
+        shapes = sorted({(int(r["N"]), int(r["B"]), int(r["H"])) for r in sub_rows})
+        cell = {(r["step"], int(r["N"]), int(r["B"]), int(r["H"])): r for r in sub_rows}
+        out.append(f"**{'forward' if p == 'fwd' else 'backward'}, d = {d}, {'causal' if c == '1' else 'not causal'}**"
+                   " — median ms (TFLOP/s)\n")
+        out.append("| N | B×H | " + " | ".join(steps) + " |")
+        out.append("|---:|---:|" + "---:|" * len(steps))
+        for N, B, H in shapes:
+            cells = []
+            for s in steps:
+                r = cell.get((s, N, B, H))
+                cells.append(f"{float(r['median_ms']):.2f} ({float(r['tflops']):.1f})" if r else "")
+            out.append(f"| {N} | {B}×{H} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def gpu_md(slug, rows):
     gpus = sorted({r["gpu"] for r in rows})
     commits = sorted({r["commit"] for r in rows})
@@ -64,21 +100,60 @@ def gpu_md(slug, rows):
             "fp32; time is the median of CUDA-event timings with the L2 flushed before each run; "
             "TFLOP/s by the FlashAttention convention (forward 4·B·H·N²·d, halved when causal; "
             "backward 2.5×); device memory is what the program held (inputs, outputs, workspace; "
-            "for PyTorch, `max_memory_allocated`); HBM model is the step's IO model.\n\n" + table(rows))
+            "for PyTorch, `max_memory_allocated`); HBM model is the step's IO model.\n\n"
+            "## Time by sequence length\n\n" + pivot(rows) + "\n## Every row\n\n" + table(rows))
 
 
 def render_marker(match, cache):
     args = match.group("args").split()
     prefix, filters = args[0], dict(a.split("=", 1) for a in args[1:])
     slug = filters.pop("gpu", "h200")
+    layout = filters.pop("layout", "table")
     if slug not in cache:
         cache[slug] = load(slug)
     rows = [r for r in cache[slug] if r["step"].startswith(tuple(prefix.split(",")))
             and all(r.get(k) == v for k, v in filters.items())]
-    body = table(rows) if rows else "(no rows recorded yet)\n"
+    body = (pivot(rows) if layout == "pivot" else table(rows)) if rows else "(no rows recorded yet)\n"
     gpu = rows[0]["gpu"] if rows else slug
     body = f"Measured on {gpu} (generated from docs/benchmarks/{slug}.csv):\n\n" + body
     return match.group(1) + body + match.group(4)
+
+
+def mib(b):
+    return f"{float(b) / 2**20:.1f}"
+
+
+def render_ncu(match):
+    args = match.group("args").split()
+    prefixes, filters = tuple(args[0].split(",")), dict(a.split("=", 1) for a in args[1:])
+    slug = filters.get("gpu", "h200")
+    ncu_path, model_path = os.path.join(BENCH, slug + "_ncu.csv"), os.path.join(BENCH, slug + "_model.csv")
+    if not os.path.exists(ncu_path) or not os.path.exists(model_path):
+        return match.group(1) + "(not measured yet)\n" + match.group(4)
+    launches = [r for r in csv.DictReader(open(ncu_path)) if r["step"].startswith(prefixes)]
+    model = {(r["step"], r["pass"]): r for r in csv.DictReader(open(model_path))}
+    if not launches:
+        return match.group(1) + "(not measured yet)\n" + match.group(4)
+    r0 = launches[0]
+    lines = [f"Nsight Compute on {r0['gpu']}, B={r0['B']} H={r0['H']} N={r0['N']} d={r0['d']}"
+             f"{' causal' if r0['causal'] == '1' else ''} (generated from docs/benchmarks/{slug}_ncu.csv"
+             f" and {slug}_model.csv; MiB):\n",
+             "| step | pass | kernel | DRAM read | DRAM write | time (µs) |", "|---|---|---|---:|---:|---:|"]
+    totals = {}
+    for r in launches:
+        lines.append(f"| {r['step']} | {r['pass']} | `{r['kernel']}` | {mib(r['dram_read_bytes'])} | "
+                     f"{mib(r['dram_write_bytes'])} | {float(r['time_ns']) / 1000:.1f} |")
+        t = totals.setdefault((r["step"], r["pass"]), [0, 0, 0.0])
+        t[0] += int(r["dram_read_bytes"])
+        t[1] += int(r["dram_write_bytes"])
+        t[2] += float(r["time_ns"])
+    lines += ["", "| step | pass | DRAM read (ncu) | model read | DRAM write (ncu) | model write | time (µs) |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for (step, p), (rd, wr, t) in totals.items():
+        m = model.get((step, p))
+        lines.append(f"| {step} | {p} | {mib(rd)} | {mib(m['read_bytes']) if m else ''} | {mib(wr)} | "
+                     f"{mib(m['write_bytes']) if m else ''} | {t / 1000:.1f} |")
+    return match.group(1) + "\n".join(lines) + "\n" + match.group(4)
 
 
 def main():
@@ -89,12 +164,16 @@ def main():
     cache = {}
     for path in sorted(glob.glob(os.path.join(BENCH, "*.csv"))):
         slug = os.path.splitext(os.path.basename(path))[0]
+        if slug.endswith(("_ncu", "_model")):
+            continue
         cache[slug] = load(slug)
         outputs[os.path.join(BENCH, slug + ".md")] = gpu_md(slug, cache[slug])
-    lessons = glob.glob(os.path.join(ROOT, "steps", "*", "README.md")) + glob.glob(os.path.join(ROOT, "docs", "*.md"))
+    lessons = ([os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "steps", "*", "README.md"))
+               + glob.glob(os.path.join(ROOT, "docs", "*.md")))
     for path in lessons:
         text = open(path).read()
         new = MARKER.sub(lambda m: render_marker(m, cache), text)
+        new = NCU_MARKER.sub(render_ncu, new)
         if new != text:
             outputs[path] = new
     stale = [p for p, text in outputs.items() if not os.path.exists(p) or open(p).read() != text]
