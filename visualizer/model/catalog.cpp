@@ -32,7 +32,7 @@ std::vector<CatalogEntry> list_traces(const std::vector<std::string>& folders,
     if (stdfs::is_directory(p, ec))
       add_folder(p, true, out);
     else
-      out.push_back({p, stdfs::path(p).filename().string(), stdfs::exists(p, ec) ? stdfs::file_size(p, ec) : 0, true});
+      out.push_back({p, stdfs::path(p).filename().string(), stdfs::exists(p, ec) ? stdfs::file_size(p, ec) : 0, true, true});
   }
   for (const auto& f : folders) add_folder(f, false, out);
   std::set<std::string> seen;
@@ -47,16 +47,22 @@ std::vector<CatalogEntry> list_traces(const std::vector<std::string>& folders,
 
 int default_entry(const std::vector<CatalogEntry>& entries) {
   for (std::size_t i = 0; i < entries.size(); ++i)
-    if (entries[i].from_command_line) return int(i);
-  auto find = [&](auto pred) {
+    if (entries[i].named) return int(i);
+  auto find = [&](bool cli, auto pred) {
     for (std::size_t i = 0; i < entries.size(); ++i)
-      if (pred(entries[i].name)) return int(i);
+      if (entries[i].from_command_line == cli && pred(entries[i].name)) return int(i);
     return -1;
   };
-  int i = find([](const std::string& n) { return n.rfind("step04", 0) == 0 && n.find("fwd") != std::string::npos; });
-  if (i < 0) i = find([](const std::string& n) { return n.find("04") != std::string::npos; });
-  if (i < 0 && !entries.empty()) i = 0;
-  return i;
+  auto step04_fwd = [](const std::string& n) { return n.rfind("step04", 0) == 0 && n.find("fwd") != std::string::npos; };
+  auto step04 = [](const std::string& n) { return n.find("04") != std::string::npos; };
+  auto any = [](const std::string&) { return true; };
+  for (bool cli : {true, false}) {
+    int i = find(cli, step04_fwd);
+    if (i < 0) i = find(cli, step04);
+    if (i < 0) i = find(cli, any);
+    if (i >= 0) return i;
+  }
+  return -1;
 }
 
 }  // namespace fs::viz

@@ -12,7 +12,8 @@ struct CatalogEntry {
   std::string path;
   std::string name;          // file name without the folder
   std::uintmax_t bytes = 0;
-  bool from_command_line = false;
+  bool from_command_line = false;  // named on the command line, or in a folder that was
+  bool named = false;              // the file itself was named on the command line
 };
 
 // Files are listed as given (even if they do not exist: opening one then says why); folders
@@ -20,9 +21,9 @@ struct CatalogEntry {
 std::vector<CatalogEntry> list_traces(const std::vector<std::string>& folders,
                                       const std::vector<std::string>& command_line);
 
-// What to open on start: the first file named on the command line; otherwise the shipped
-// trace of the tour's default step (a forward pass of step 04, then any step 04, then
-// anything); -1 when the list is empty.
+// What to open on start: the first file named on the command line; otherwise the tour's
+// default step (a forward pass of step 04, then any step 04, then anything), looked for first
+// in the command line's folders, then in the shipped traces; -1 when the list is empty.
 int default_entry(const std::vector<CatalogEntry>& entries);
 
 }  // namespace fs::viz

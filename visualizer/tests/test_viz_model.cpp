@@ -394,6 +394,14 @@ TEST_CASE("the trace browser lists folders and command-line files, the tour's de
   REQUIRE(list.size() == 3);  // the duplicate is listed once
   REQUIRE(list[std::size_t(default_entry(list))].name == "step01_naive_fwd.json");
   REQUIRE(default_entry({}) == -1);
+  // A folder on the command line: its step 04 trace comes before the shipped ones.
+  const auto mine = dir / "mine";
+  stdfs::create_directories(mine);
+  for (const char* n : {"step01_naive_fwd.json", "step04_online_softmax_fwd.json"}) std::ofstream(mine / n) << "{}";
+  list = list_traces({dir.string()}, {mine.string()});
+  const auto& pick = list[std::size_t(default_entry(list))];
+  REQUIRE(pick.name == "step04_online_softmax_fwd.json");
+  REQUIRE(pick.from_command_line);
   stdfs::remove_all(dir);
 }
 
