@@ -1,0 +1,256 @@
+// The UI without a window: an ImGui context with a fake display and no backend runs the
+// whole app, so the panels' logic (layout, zoom at the cursor, pan, range selection, keys,
+// error messages) is tested where there is no GL at all.
+#include <catch2/catch.hpp>
+
+#include <imgui.h>
+#include <imgui_internal.h>
+
+#include <cmath>
+
+#include "visualizer/model/synthetic.hpp"
+#include "visualizer/ui/app.hpp"
+#include "visualizer/ui/theme.hpp"
+
+using namespace fs::viz;
+
+namespace {
+
+constexpr int kKeyLeft = 263, kKeyRight = 262, kKeyHome = 268, kKeyEnd = 269, kKeyEscape = 256;
+
+// One ImGui context per test, as the app would have it, minus the backends.
+struct Headless {
+  Headless() {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1600, 1000);
+    io.DeltaTime = 1.0f / 60;
+    io.KeyMap[ImGuiKey_LeftArrow] = kKeyLeft;
+    io.KeyMap[ImGuiKey_RightArrow] = kKeyRight;
+    io.KeyMap[ImGuiKey_Home] = kKeyHome;
+    io.KeyMap[ImGuiKey_End] = kKeyEnd;
+    io.KeyMap[ImGuiKey_Escape] = kKeyEscape;
+    theme::load_fonts();
+    theme::apply_style();
+    unsigned char* px;
+    int w, h;
+    io.Fonts->GetTexDataAsRGBA32(&px, &w, &h);
+  }
+  ~Headless() { ImGui::DestroyContext(); }
+
+  // Runs one frame with the mouse at `mouse` (and the given input), returns vertices drawn.
+  int frame(App& app, ImVec2 mouse = ImVec2(-1e6f, -1e6f), float dt = 0) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.MousePos = mouse;
+    ImGui::NewFrame();
+    app.frame(dt);
+    ImGui::Render();
+    io.MouseWheel = 0;
+    for (bool& k : io.KeysDown) k = false;
+    return ImGui::GetDrawData()->TotalVtxCount;
+  }
+};
+
+SyntheticSpec small(SyntheticStep step) {
+  SyntheticSpec s;
+  s.step = step;
+  s.N = 256;
+  s.d = 32;
+  s.Br = s.Bc = 32;
+  s.H = 2;
+  s.sms = 16;
+  return s;
+}
+
+App& with_flash(App& app) {
+  app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Flash)), "synthetic:flash"), false);
+  return app;
+}
+
+PanelRect rect_of(const App& app, Panel p) {
+  for (const auto& r : app.layout(ImGui::GetIO().DisplaySize, ImGui::GetFrameHeight()))
+    if (r.panel == p) return r;
+  FAIL("panel not laid out");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("every panel draws with no backend, in both orders, with one trace or two", "[viz][ui]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.state().panels = parse_panels("all", bad);
+  REQUIRE(h.frame(app) > 0);  // no trace: every panel says so
+  with_flash(app);
+  for (Order o : {Order::Real, Order::Logical})
+    for (double f : {0.0, 0.3, 0.7, 1.0}) {
+      Document& d = *app.state().doc;
+      d.playback.set_order(*d.replay, o);
+      d.playback.seek_fraction(*d.replay, f);
+      d.sync();
+      REQUIRE(h.frame(app) > 1000);
+    }
+  app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Naive)), "synthetic:naive"), true);
+  REQUIRE((app.state().panels & kPanelCompare));
+  REQUIRE(h.frame(app) > 1000);
+}
+
+TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[viz][ui]") {
+  Headless h;
+  App app;
+  for (const char* set : {"default", "all", "memory,timeline", "io", "compare,scores,counters,timeline", "timeline"}) {
+    std::string bad;
+    app.state().panels = parse_panels(set, bad);
+    REQUIRE(bad.empty());
+    const ImVec2 d(1600, 1000);
+    const auto rects = app.layout(d, 20);
+    double area = 0;
+    for (std::size_t i = 0; i < rects.size(); ++i) {
+      const auto& a = rects[i];
+      INFO(set << ": " << panel_key(a.panel));
+      REQUIRE(a.pos.x >= 0);
+      REQUIRE(a.pos.y >= 20);
+      REQUIRE(a.pos.x + a.size.x <= d.x + 0.5f);
+      REQUIRE(a.pos.y + a.size.y <= d.y + 0.5f);
+      area += double(a.size.x) * a.size.y;
+      for (std::size_t j = i + 1; j < rects.size(); ++j) {
+        const auto& b = rects[j];
+        const bool overlap = a.pos.x < b.pos.x + b.size.x - 0.5f && b.pos.x < a.pos.x + a.size.x - 0.5f &&
+                             a.pos.y < b.pos.y + b.size.y - 0.5f && b.pos.y < a.pos.y + a.size.y - 0.5f;
+        REQUIRE(!overlap);
+      }
+    }
+    REQUIRE(area == Approx(1600.0 * 980.0).epsilon(0.01));
+  }
+  std::string bad;
+  parse_panels("memory,frobnicate", bad);
+  REQUIRE(bad == "frobnicate");
+}
+
+TEST_CASE("the wheel zooms the timeline at the cursor; dragging pans it", "[viz][ui][timeline]") {
+  Headless h;
+  App app;
+  with_flash(app);
+  h.frame(app);
+  const PanelRect tl = rect_of(app, kPanelTimeline);
+  const ImVec2 mouse(tl.pos.x + tl.size.x * 0.6f, tl.pos.y + tl.size.y * 0.7f);
+  h.frame(app, mouse);
+  TimeView& v = app.state().timeline.view[0];
+  const TimeView before = v;
+  // The time under the mouse, before and after: the lanes start after the 136 px gutter.
+  const double left = tl.pos.x + 10 + 136, width = tl.size.x - 20 - 136 - 14;
+  const double anchor = before.from_px(mouse.x, left, width);
+  ImGui::GetIO().MouseWheel = 1;
+  h.frame(app, mouse);
+  REQUIRE(v.span() == Approx(before.span() * 0.8).epsilon(1e-6));
+  REQUIRE(v.from_px(mouse.x, left, width) == Approx(anchor).epsilon(1e-3));
+
+  // Drag 100 px to the left: the view moves right by 100 px worth of time.
+  const TimeView zoomed = v;
+  ImGuiIO& io = ImGui::GetIO();
+  io.MouseDown[0] = true;
+  h.frame(app, mouse);
+  for (int i = 1; i <= 5; ++i) h.frame(app, ImVec2(mouse.x - 20.0f * i, mouse.y));
+  io.MouseDown[0] = false;
+  h.frame(app, ImVec2(mouse.x - 100, mouse.y));
+  REQUIRE(v.x0 - zoomed.x0 == Approx(100.0 / width * zoomed.span()).epsilon(0.05));
+  REQUIRE(v.span() == Approx(zoomed.span()));
+}
+
+TEST_CASE("right-drag selects a range of the timeline; Escape clears it", "[viz][ui][timeline]") {
+  Headless h;
+  App app;
+  with_flash(app);
+  h.frame(app);
+  const PanelRect tl = rect_of(app, kPanelTimeline);
+  const ImVec2 a(tl.pos.x + 400, tl.pos.y + tl.size.y * 0.7f);
+  ImGuiIO& io = ImGui::GetIO();
+  h.frame(app, a);
+  io.MouseDown[1] = true;
+  h.frame(app, a);
+  for (int i = 1; i <= 4; ++i) h.frame(app, ImVec2(a.x + 50.0f * i, a.y));
+  io.MouseDown[1] = false;
+  h.frame(app, ImVec2(a.x + 200, a.y));
+  const auto& ts = app.state().timeline;
+  REQUIRE(ts.range_active);
+  REQUIRE(ts.range1 > ts.range0);
+  io.KeysDown[kKeyEscape] = true;
+  h.frame(app, ImVec2(a.x + 200, a.y));
+  REQUIRE(!app.state().timeline.range_active);
+}
+
+TEST_CASE("keys: Space plays, arrows step one event, L switches order", "[viz][ui][keys]") {
+  Headless h;
+  App app;
+  with_flash(app);
+  Document& d = *app.state().doc;
+  ImGuiIO& io = ImGui::GetIO();
+  h.frame(app);
+  io.AddInputCharacter('l');
+  h.frame(app);
+  REQUIRE(d.playback.order() == Order::Logical);
+  d.playback.rewind(*d.replay);
+  io.KeysDown[kKeyRight] = true;
+  h.frame(app);
+  io.KeysDown[kKeyRight] = true;
+  // A key held from one frame to the next is one press, so let it go in between.
+  h.frame(app);
+  h.frame(app);
+  io.KeysDown[kKeyRight] = true;
+  h.frame(app);
+  REQUIRE(d.replay->done_count(d.cursor()) == 2);
+  io.KeysDown[kKeyLeft] = true;
+  h.frame(app);
+  REQUIRE(d.replay->done_count(d.cursor()) == 1);
+  io.AddInputCharacter(' ');
+  h.frame(app);
+  REQUIRE(d.playback.playing());
+  const double x = d.cursor().x;
+  h.frame(app, ImVec2(-1e6f, -1e6f), 0.5f);
+  REQUIRE(d.cursor().x > x);
+  io.AddInputCharacter('+');
+  h.frame(app);
+  REQUIRE(d.playback.speed() == 2.0);
+  io.KeysDown[kKeyEnd] = true;
+  h.frame(app);
+  REQUIRE(d.playback.fraction(*d.replay) == 1.0);
+}
+
+TEST_CASE("a trace that cannot be opened is a message in the window, not a crash", "[viz][ui][errors]") {
+  Headless h;
+  App app;
+  with_flash(app);
+  app.state().requests.push_back({"/no/such/trace.json", false});
+  h.frame(app);
+  REQUIRE(!app.state().error.empty());
+  REQUIRE(app.state().error.find("trace.json") != std::string::npos);
+  h.frame(app);
+  ImGuiWindow* w = ImGui::FindWindowByName("Could not open the trace");
+  REQUIRE(w);
+  REQUIRE(w->Active);
+  REQUIRE(app.state().doc);  // what was open stays open
+  std::string error;
+  REQUIRE(!app.open("synthetic:nonsense", false, error));
+  REQUIRE(error.find("unknown synthetic") != std::string::npos);
+}
+
+TEST_CASE("compare mode keeps the second trace at the first one's progress", "[viz][ui][compare]") {
+  Headless h;
+  App app;
+  with_flash(app);
+  app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Naive)), "synthetic:naive"), true);
+  Document& a = *app.state().doc;
+  Document& b = *app.state().other;
+  for (double f : {0.2, 0.5, 0.9}) {
+    a.playback.seek_fraction(*a.replay, f);
+    h.frame(app);
+    REQUIRE(progress(*b.replay, b.cursor(), SyncBy::Work) ==
+            Approx(progress(*a.replay, a.cursor(), SyncBy::Work)).margin(0.08));
+  }
+  app.close_compare();
+  REQUIRE(!app.state().other);
+  REQUIRE(!(app.state().panels & kPanelCompare));
+  REQUIRE((app.state().panels & kPanelMemory));
+}

@@ -1,0 +1,245 @@
+// The program itself under Xvfb: a screenshot is not blank and shows the panels (pixels of
+// the tensors' colours where the HBM grid is drawn, event colours in the timeline's lanes),
+// every shipped trace renders, --frames writes its sequence, a malformed trace exits non-zero
+// with one line that names it, and with no display at all the program renders its storyboard
+// through xvfb-run. Where xvfb-run or an OpenGL context is missing, every case is skipped
+// (exit 77), never passed.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <imgui.h>
+#include <stb_image.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "visualizer/ui/app.hpp"
+#include "visualizer/ui/theme.hpp"
+
+namespace stdfs = std::filesystem;
+using namespace fs::viz;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+Result run(const std::string& cmd) {
+  Result r;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen((cmd + " 2>&1").c_str(), "r"), pclose);
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), int(buf.size()), p.get())) r.output += buf.data();
+  const int status = pclose(p.release());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kExe = FS_VIZ_EXE;
+const std::string kXvfb = "xvfb-run -a -s \"-screen 0 1600x1000x24\" ";
+
+stdfs::path scratch() {
+  static const stdfs::path dir = [] {
+    auto d = stdfs::temp_directory_path() / ("fs_viz_xvfb_" + std::to_string(::getpid()));
+    stdfs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<unsigned char> px;  // RGB
+  bool load(const std::string& path) {
+    int n = 0;
+    unsigned char* data = stbi_load(path.c_str(), &w, &h, &n, 3);
+    if (!data) return false;
+    px.assign(data, data + std::size_t(w) * std::size_t(h) * 3);
+    stbi_image_free(data);
+    return true;
+  }
+  const unsigned char* at(int x, int y) const { return &px[(std::size_t(y) * std::size_t(w) + std::size_t(x)) * 3]; }
+  // Pixels in the rectangle within `tol` of colour c.
+  int count_near(int x0, int y0, int x1, int y1, ImU32 c, int tol) const {
+    const int r = int(c & 0xFF), g = int((c >> 8) & 0xFF), b = int((c >> 16) & 0xFF);
+    int n = 0;
+    for (int y = std::max(0, y0); y < std::min(h, y1); ++y)
+      for (int x = std::max(0, x0); x < std::min(w, x1); ++x) {
+        const auto* p = at(x, y);
+        n += std::abs(p[0] - r) <= tol && std::abs(p[1] - g) <= tol && std::abs(p[2] - b) <= tol;
+      }
+    return n;
+  }
+  // Pixels with a clearly saturated colour (events, tiles), not the grey UI.
+  double saturated_share(int x0, int y0, int x1, int y1) const {
+    int n = 0, all = 0;
+    for (int y = std::max(0, y0); y < std::min(h, y1); ++y)
+      for (int x = std::max(0, x0); x < std::min(w, x1); ++x, ++all) {
+        const auto* p = at(x, y);
+        n += std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 60;
+      }
+    return all ? double(n) / all : 0;
+  }
+  std::size_t distinct_colours() const {
+    std::set<unsigned> s;
+    for (std::size_t i = 0; i < px.size(); i += 3) s.insert(unsigned(px[i]) << 16 | unsigned(px[i + 1]) << 8 | px[i + 2]);
+    return s.size();
+  }
+};
+
+// Where the app puts its panels in a 1600×1000 frame with every default panel shown.
+std::vector<PanelRect> default_layout() {
+  ImGui::CreateContext();
+  theme::load_fonts();
+  unsigned char* p;
+  int w, h;
+  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&p, &w, &h);
+  ImGui::GetIO().DisplaySize = ImVec2(1600, 1000);
+  ImGui::NewFrame();
+  const float menu = ImGui::GetFrameHeight();
+  ImGui::EndFrame();
+  ImGui::DestroyContext();
+  App app;
+  return app.layout(ImVec2(1600, 1000), menu);
+}
+
+PanelRect find(const std::vector<PanelRect>& l, Panel p) {
+  for (const auto& r : l)
+    if (r.panel == p) return r;
+  return {};
+}
+
+void check_screenshot(const std::string& png, bool expect_hbm_tiles) {
+  Image img;
+  REQUIRE(img.load(png));
+  REQUIRE(img.w == 1600);
+  REQUIRE(img.h == 1000);
+  INFO(png);
+  // Not blank: a real frame has text, gradients of alpha, many colours.
+  REQUIRE(img.distinct_colours() > 200);
+  const auto l = default_layout();
+  const PanelRect mem = find(l, kPanelMemory), tl = find(l, kPanelTimeline);
+  // The HBM half of the memory panel shows the tensors' tiles in their colours.
+  if (expect_hbm_tiles) {
+    const int x0 = int(mem.pos.x), y0 = int(mem.pos.y + 60), x1 = int(mem.pos.x + mem.size.x * 0.6f),
+              y1 = int(mem.pos.y + mem.size.y);
+    int tensor_px = 0;
+    for (auto t : {fs::trace::Tensor::Q, fs::trace::Tensor::K, fs::trace::Tensor::V, fs::trace::Tensor::O,
+                   fs::trace::Tensor::S})
+      tensor_px += img.count_near(x0, y0, x1, y1, theme::tensor_color(t), 70);
+    REQUIRE(tensor_px > 400);
+  }
+  // The timeline's lanes are full of coloured events.
+  REQUIRE(img.saturated_share(int(tl.pos.x + 150), int(tl.pos.y + tl.size.y * 0.45f), int(tl.pos.x + tl.size.x - 20),
+                              int(tl.pos.y + tl.size.y - 10)) > 0.15);
+}
+
+}  // namespace
+
+TEST_CASE("a screenshot of a synthetic step 04 trace shows the HBM grid and the timeline", "[viz][xvfb]") {
+  const std::string png = (scratch() / "flash.png").string();
+  const Result r = run(kXvfb + kExe + " --synthetic flash --at frac:0.4 --screenshot " + png);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  check_screenshot(png, true);
+}
+
+TEST_CASE("a screenshot of a synthetic step 01 trace, and of 01 against 04", "[viz][xvfb]") {
+  const std::string png = (scratch() / "naive.png").string();
+  Result r = run(kXvfb + kExe + " --synthetic naive --heads 1 --at frac:0.3 --screenshot " + png);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  check_screenshot(png, true);
+  const std::string pair = (scratch() / "pair.png").string();
+  r = run(kXvfb + kExe + " --synthetic pair --heads 1 --at frac:0.5 --screenshot " + pair);
+  REQUIRE(r.code == 0);
+  Image img;
+  REQUIRE(img.load(pair));
+  REQUIRE(img.distinct_colours() > 200);
+}
+
+TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {
+  const stdfs::path dir = stdfs::path(FS_SOURCE_DIR) / "docs" / "traces";
+  std::error_code ec;
+  int n = 0;
+  for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".json") continue;
+    const std::string png = (scratch() / (it->path().stem().string() + ".png")).string();
+    const Result r = run(kXvfb + kExe + " \"" + it->path().string() + "\" --at frac:0.5 --screenshot " + png);
+    INFO(it->path() << "\n" << r.output);
+    REQUIRE(r.code == 0);
+    check_screenshot(png, false);
+    ++n;
+  }
+  WARN(n << " shipped trace(s) in " << dir);
+}
+
+TEST_CASE("the frames option writes an animation sequence", "[viz][xvfb]") {
+  const auto dir = scratch() / "frames";
+  const Result r = run(kXvfb + kExe + " --synthetic flash --N 256 --heads 2 --size 640x400 --frame-count 5 --frames " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  for (int i = 0; i < 5; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "frame_%04d.png", i);
+    Image img;
+    REQUIRE(img.load((dir / name).string()));
+    REQUIRE(img.w == 640);
+  }
+}
+
+TEST_CASE("a malformed trace exits non-zero with one line that names it", "[viz][xvfb][errors]") {
+  const auto bad = scratch() / "truncated.json";
+  std::ofstream(bad) << "{\"otherData\": {\"schema\": \"flashsteps-trace\", ";
+  const Result r = run(kXvfb + kExe + " " + bad.string() + " --screenshot " + (scratch() / "never.png").string());
+  INFO(r.output);
+  REQUIRE(r.code == 2);
+  REQUIRE(r.output.find("truncated.json") != std::string::npos);
+  REQUIRE(r.output.find("flashsteps_viz: ") == 0);
+  REQUIRE(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  REQUIRE(!stdfs::exists(scratch() / "never.png"));
+  const Result missing = run(kXvfb + kExe + " /no/such/trace.json --screenshot " + (scratch() / "never.png").string());
+  REQUIRE(missing.code == 2);
+}
+
+TEST_CASE("with no display the program renders its storyboard through xvfb-run", "[viz][xvfb]") {
+  const auto dir = scratch() / "storyboard";
+  const Result r = run("env -u DISPLAY -u WAYLAND_DISPLAY " + kExe + " --synthetic flash --N 256 --heads 2 --storyboard " + dir.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.output.find("storyboard: 5 frames") != std::string::npos);
+  for (const char* n : {"1_start.png", "2_middle.png", "3_end.png", "4_compare.png", "5_io_calculator.png"})
+    REQUIRE(stdfs::exists(dir / n));
+}
+
+int main(int argc, char** argv) {
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]).rfind("--list", 0) == 0;
+  int code = 0;
+  if (!listing) {
+    if (run("command -v xvfb-run").code != 0) {
+      std::printf("SKIPPED (Xvfb test): xvfb-run is not installed (apt-get install xvfb)\n");
+      return 77;
+    }
+    // One probe: an OpenGL 3.3 context under Xvfb (Mesa's llvmpipe) or nothing to test.
+    const Result probe = run(kXvfb + kExe + " --synthetic flash --N 64 --heads 1 --size 320x240 --screenshot " +
+                             (scratch() / "probe.png").string());
+    if (probe.code != 0) {
+      std::printf("SKIPPED (Xvfb test): no OpenGL 3.3 context under Xvfb: %s", probe.output.c_str());
+      stdfs::remove_all(scratch());
+      return 77;
+    }
+  }
+  code = Catch::Session().run(argc, argv);
+  if (!listing) stdfs::remove_all(scratch());
+  return code;
+}

@@ -1,0 +1,303 @@
+// Memory hierarchy: HBM with the step's tensors at their true relative sizes, and the chip of
+// the selected CTA (shared memory and registers) with the tiles it holds now, against the
+// shared-memory budget. The tile in flight moves along its path, HBM → SRAM or back.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "visualizer/model/labels.hpp"
+#include "visualizer/ui/hbm_view.hpp"
+#include "visualizer/ui/panels.hpp"
+#include "visualizer/ui/theme.hpp"
+
+namespace fs::viz {
+
+namespace tr = fs::trace;
+
+namespace {
+
+struct Slot {
+  tr::Tensor tensor;
+  Residence where;
+  Rect rect;
+};
+
+// Where an event puts a tile on chip (the same rule as the replay's residency), or None.
+tr::Tensor on_chip_tensor(const tr::Event& e, Residence* where) {
+  *where = Residence::Regs;
+  switch (e.kind) {
+    case tr::Kind::Load: *where = Residence::Smem; return e.tensor;
+    case tr::Kind::ComputeS:
+    case tr::Kind::Softmax: return tr::Tensor::S;  // S and P̃ share their registers
+    case tr::Kind::Rescale:
+    case tr::Kind::AccumulateO: return tr::Tensor::O;
+    case tr::Kind::ComputeDP:
+    case tr::Kind::ComputeDS: return tr::Tensor::dP;
+    case tr::Kind::AccumulateDQ: return tr::Tensor::dQ;
+    case tr::Kind::AccumulateDK: return tr::Tensor::dK;
+    case tr::Kind::AccumulateDV: return tr::Tensor::dV;
+    case tr::Kind::Store: return e.tensor;  // leaves from where it was computed
+    default: return tr::Tensor::None;
+  }
+}
+
+float smooth(float t) { return t * t * (3 - 2 * t); }
+
+void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double scale, bool fresh) {
+  const auto& f = theme::fonts();
+  const float w = std::max(3.0f, float(t.cols * scale)), h = std::max(3.0f, float(t.rows * scale));
+  const ImVec2 c((slot.min.x + slot.max.x) * 0.5f, slot.min.y + (slot.h() - f.small->FontSize * 2) * 0.5f);
+  const Rect r{ImVec2(c.x - w * 0.5f, c.y - h * 0.5f), ImVec2(c.x + w * 0.5f, c.y + h * 0.5f)};
+  const tr::Tensor shown = t.tensor;
+  dl->AddRectFilled(r.min, r.max, theme::tensor_color(shown, 0.85f), 2);
+  if (fresh) dl->AddRect(ImVec2(r.min.x - 2, r.min.y - 2), ImVec2(r.max.x + 2, r.max.y + 2), theme::kAccent, 2, 0, 2);
+  tr::Event as_event;
+  as_event.tensor = t.tensor;
+  as_event.row0 = t.row0;
+  as_event.rows = t.rows;
+  as_event.col0 = t.col0;
+  as_event.cols = t.cols;
+  std::string label = tile_label(as_event);
+  if (t.tensor == tr::Tensor::P && t.where == Residence::Regs) label = "P̃" + label.substr(1);
+  const float ty = slot.max.y - f.small->FontSize * 2 - 2;
+  centered_text(dl, {ImVec2(slot.min.x - 20, ty), ImVec2(slot.max.x + 20, ty + f.small->FontSize + 2)}, theme::kText,
+                label.c_str(), f.small);
+  char sz[48];
+  std::snprintf(sz, sizeof sz, "%s", format_bytes(double(t.bytes)).c_str());
+  centered_text(dl, {ImVec2(slot.min.x - 20, ty + f.small->FontSize), ImVec2(slot.max.x + 20, ty + 2 * f.small->FontSize + 2)},
+                theme::kTextDim, sz, f.small);
+}
+
+}  // namespace
+
+void memory_panel(UiState& s) {
+  if (!begin_panel(kPanelMemory)) return;
+  Document* doc = s.doc.get();
+  if (!doc) {
+    ImGui::TextDisabled("No trace open. Pick one in the trace browser (View → Trace browser).");
+    end_panel();
+    return;
+  }
+  const auto& r = *doc->replay;
+  const auto& meta = r.meta();
+  const auto& f = theme::fonts();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const int track = std::clamp(doc->selected_track, 0, std::max(0, r.track_count() - 1));
+  const auto& list = r.track_events(track);
+  const Cursor cur = doc->cursor();
+  const TrackCursor tc = r.track_count() > 0 ? r.track_cursor(track, cur) : TrackCursor{};
+  const auto tiles = r.track_count() > 0 ? r.resident_tiles(track, tc.done) : std::vector<ResidentTile>{};
+  const int bh = list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
+  const auto& tinfo = r.trace().tracks.empty() ? tr::Track{} : r.trace().tracks[std::size_t(track)];
+  const std::string kname = tinfo.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tinfo.kernel)].name : "?";
+
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float legend_h = 2 * (f.small->FontSize + 5) + 6;
+  const float head_h = ImGui::GetTextLineHeightWithSpacing() + f.small->FontSize + 4;
+  const float split = std::floor(avail.x * 0.62f);
+  const Rect hbm_area{ImVec2(p0.x, p0.y + head_h), ImVec2(p0.x + split - 16, p0.y + avail.y - legend_h)};
+  const Rect chip_area{ImVec2(p0.x + split + 8, p0.y + head_h), ImVec2(p0.x + avail.x, p0.y + avail.y - legend_h)};
+
+  // Headings.
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "HBM · head %d of %d", bh, std::max(1, meta.B * meta.H));
+  dl->AddText(f.title, f.title->FontSize, p0, theme::kText, buf);
+  std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d", tinfo.sm, tinfo.cta);
+  dl->AddText(f.title, f.title->FontSize, ImVec2(chip_area.min.x, p0.y), theme::kText, buf);
+  dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, p0.y + f.title->FontSize + 3), theme::kTextDim,
+              (kname + " · click a CTA in the timeline or an SM to follow it").c_str());
+  dl->AddText(f.small, f.small->FontSize, ImVec2(p0.x, p0.y + f.title->FontSize + 3), theme::kTextDim,
+              "every tensor of the pass, drawn at its true relative size");
+  dl->AddLine(ImVec2(p0.x + split - 4, p0.y), ImVec2(p0.x + split - 4, p0.y + avail.y - legend_h), theme::kBorder);
+
+  // HBM.
+  const HbmLayout layout = layout_hbm(*doc, hbm_area, true);
+  draw_hbm(dl, *doc, layout, bh, true);
+  // Where the selected CTA's tiles came from.
+  for (const auto& t : tiles) {
+    if (t.where != Residence::Smem) continue;
+    if (const HbmItem* it = layout.find(t.tensor)) {
+      const Rect er = element_rect(*it->grid, it->rect, t.row0, t.rows, t.col0, t.cols);
+      dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), theme::kAccent, 0, 0, 1.5f);
+    }
+  }
+
+  // What this step does with HBM, under the picture.
+  float hbm_bottom = hbm_area.min.y;
+  for (const auto& it : layout.items) hbm_bottom = std::max(hbm_bottom, it.rect.max.y);
+  const char* caption = meta.step.rfind("01", 0) == 0
+                            ? "Standard attention: S = τQKᵀ and P = softmax(S) are written to HBM and read back, "
+                              "N×N each — Θ(Nd + N²) bytes (Theorem 2)."
+                        : meta.step.rfind("04", 0) == 0
+                            ? "FlashAttention: each CTA keeps its Q tile on chip and streams every K, V tile through "
+                              "SRAM; S and P never leave the chip; O and LSE are written once — Θ(N²d²/M) bytes."
+                            : nullptr;
+  if (caption && hbm_area.max.y - hbm_bottom > 3 * f.regular->FontSize + 30) {
+    ImGui::SetCursorScreenPos(ImVec2(hbm_area.min.x, hbm_bottom + 2 * f.small->FontSize + 14));
+    ImGui::PushTextWrapPos(hbm_area.max.x);
+    ImGui::PushStyleColor(ImGuiCol_Text, theme::kTextDim);
+    ImGui::TextWrapped("%s", caption);
+    ImGui::PopStyleColor();
+    ImGui::PopTextWrapPos();
+  }
+
+  // The chip: budget bar, then shared memory, then registers.
+  dl->PushClipRect(ImVec2(chip_area.min.x, p0.y), ImVec2(chip_area.max.x, chip_area.max.y + 2), true);
+  const double budget = double(std::max<std::int64_t>(meta.sram_budget_bytes, r.peak_smem()));
+  const double kernel_smem = tinfo.kernel < int(r.trace().kernels.size())
+                                 ? double(r.trace().kernels[std::size_t(tinfo.kernel)].smem_bytes)
+                                 : double(meta.smem_per_cta_bytes);
+  std::int64_t smem_now = 0, regs_now = 0;
+  for (const auto& t : tiles) (t.where == Residence::Smem ? smem_now : regs_now) += t.bytes;
+  float y = chip_area.min.y + 2;
+  const float bar_h = 18;
+  {
+    const Rect bar{ImVec2(chip_area.min.x, y), ImVec2(chip_area.max.x, y + bar_h)};
+    dl->AddRectFilled(bar.min, bar.max, IM_COL32(40, 44, 54, 255), 3);
+    float x = bar.min.x;
+    for (const auto& t : tiles) {
+      if (t.where != Residence::Smem || budget <= 0) continue;
+      const float w = float(double(t.bytes) / budget * bar.w());
+      dl->AddRectFilled(ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y), theme::tensor_color(t.tensor, 0.9f));
+      x += w;
+    }
+    if (kernel_smem > 0 && budget > 0) {
+      const float kx = bar.min.x + float(kernel_smem / budget * bar.w());
+      dl->AddLine(ImVec2(kx, bar.min.y - 3), ImVec2(kx, bar.max.y + 3), theme::kText, 2);
+    }
+    dl->AddRect(bar.min, bar.max, theme::kBorder, 3);
+    y += bar_h + 3;
+    std::snprintf(buf, sizeof buf, "%s held · kernel %s · budget %s", format_bytes(double(smem_now)).c_str(),
+                  kernel_smem > 0 ? format_bytes(kernel_smem).c_str() : "0 B", format_bytes(budget).c_str());
+    dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, buf);
+    y += f.small->FontSize + 8;
+  }
+
+  // Slots: every tensor this CTA ever holds, in a stable place, so tiles arrive where
+  // the next one of their kind will.
+  std::vector<Slot> slots;
+  auto has_slot = [&](tr::Tensor t, Residence w) {
+    return std::any_of(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.tensor == t && sl.where == w; });
+  };
+  for (int e : list) {
+    Residence w;
+    const tr::Tensor t = on_chip_tensor(r.trace().events[std::size_t(e)], &w);
+    if (t == tr::Tensor::None || r.trace().events[std::size_t(e)].kind == tr::Kind::Store) continue;
+    if (!has_slot(t, w)) slots.push_back({t, w, {}});
+  }
+  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    return a.where != b.where ? a.where < b.where : int(a.tensor) < int(b.tensor);
+  });
+  int n_smem = 0, n_regs = 0;
+  for (const auto& sl : slots) (sl.where == Residence::Smem ? n_smem : n_regs)++;
+  const float row_gap = f.regular->FontSize + 10;
+  const float rows_h = std::max(40.0f, (chip_area.max.y - y - 2 * row_gap - f.small->FontSize * 2 - 10) / 2);
+  const float cols = float(std::max({n_smem, n_regs, 3}));
+  const float slot_w = (chip_area.w() - (cols - 1) * 10) / cols;
+  // One scale for every tile of this CTA, so their sizes compare.
+  double scale = 1e9;
+  for (int e : list) {
+    const auto& ev = r.trace().events[std::size_t(e)];
+    if (ev.rows > 0 && ev.cols > 0 && ev.kind != tr::Kind::Skip)
+      scale = std::min({scale, double(slot_w - 8) / ev.cols, double(rows_h - f.small->FontSize * 2 - 8) / ev.rows});
+  }
+  if (scale > 1e8) scale = 1;
+  const float smem_y = y + row_gap, regs_y = smem_y + rows_h + row_gap;
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, "Shared memory (SRAM)");
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, smem_y + rows_h + 4), theme::kTextDim, "Registers");
+  int i_smem = 0, i_regs = 0;
+  for (auto& sl : slots) {
+    const int i = sl.where == Residence::Smem ? i_smem++ : i_regs++;
+    const float sy = sl.where == Residence::Smem ? smem_y : regs_y;
+    const float sx = chip_area.min.x + i * (slot_w + 10);
+    sl.rect = {ImVec2(sx, sy), ImVec2(sx + slot_w, sy + rows_h)};
+    dl->AddRect(sl.rect.min, sl.rect.max, theme::with_alpha(theme::kBorder, 0.8f), 4);
+  }
+  auto slot_of = [&](tr::Tensor t, Residence w) -> const Slot* {
+    if (t == tr::Tensor::P && w == Residence::Regs) t = tr::Tensor::S;
+    if (t == tr::Tensor::dS && w == Residence::Regs) t = tr::Tensor::dP;
+    for (const auto& sl : slots)
+      if (sl.tensor == t && sl.where == w) return &sl;
+    return nullptr;
+  };
+  const int last_event = tc.done > 0 ? list[std::size_t(tc.done) - 1] : -1;
+  for (const auto& t : tiles)
+    if (const Slot* sl = slot_of(t.tensor, t.where)) draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
+
+  // Running statistics of the sampled row, next to the registers.
+  float stats_y = regs_y + rows_h + 6;
+  for (int k = tc.done - 1; k >= 0; --k) {
+    const auto& e = r.trace().events[std::size_t(list[std::size_t(k)])];
+    if (!std::isfinite(e.m)) continue;
+    std::snprintf(buf, sizeof buf, "row %d:  m = %.3f   ℓ = %.3f", e.sample_row, double(e.m), double(e.l));
+    dl->AddText(f.mono, f.mono->FontSize, ImVec2(chip_area.min.x, stats_y), theme::tensor_color(tr::Tensor::L), buf);
+    stats_y += f.mono->FontSize + 4;
+    break;
+  }
+
+  // What the CTA does now, and the tile in flight.
+  if (!tc.started || r.track_count() == 0) {
+    std::snprintf(buf, sizeof buf, "not started yet (begins at %s)", format_ns(r.track_begin_ns(track)).c_str());
+  } else if (tc.retired) {
+    std::snprintf(buf, sizeof buf, "retired at %s: its tiles are gone; what it stored is in HBM", format_ns(r.track_end_ns(track)).c_str());
+  } else if (tc.active >= 0) {
+    const auto& e = r.trace().events[std::size_t(list[std::size_t(tc.active)])];
+    std::snprintf(buf, sizeof buf, "now: %s %s%s  (%d%%)", kind_label(e.kind), tile_label(e).c_str(),
+                  e.bytes > 0 ? ("  " + format_bytes(double(e.bytes))).c_str() : "", int(tc.frac * 100));
+  } else {
+    std::snprintf(buf, sizeof buf, "between events");
+  }
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, stats_y), theme::kAccent, buf);
+
+  if (tc.active >= 0) {
+    const int e_idx = list[std::size_t(tc.active)];
+    const auto& e = r.trace().events[std::size_t(e_idx)];
+    if (e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) {
+      Residence w;
+      const tr::Tensor chip_t = on_chip_tensor(e, &w);
+      const Slot* sl = e.kind == tr::Kind::Load ? slot_of(chip_t, Residence::Smem) : slot_of(chip_t, Residence::Regs);
+      if (!sl) sl = slot_of(chip_t, Residence::Smem);
+      const HbmItem* it = layout.find(e.tensor);
+      if (sl && it) {
+        const Rect hr = element_rect(*it->grid, it->rect, e.row0, e.rows, e.col0, e.cols);
+        const float w2 = std::max(3.0f, float(e.cols * scale)), h2 = std::max(3.0f, float(e.rows * scale));
+        const ImVec2 sc((sl->rect.min.x + sl->rect.max.x) * 0.5f, sl->rect.min.y + (sl->rect.h() - f.small->FontSize * 2) * 0.5f);
+        const Rect cr{ImVec2(sc.x - w2 * 0.5f, sc.y - h2 * 0.5f), ImVec2(sc.x + w2 * 0.5f, sc.y + h2 * 0.5f)};
+        const Rect from = e.kind == tr::Kind::Load ? hr : cr, to = e.kind == tr::Kind::Load ? cr : hr;
+        const float t = smooth(float(std::clamp(tc.frac, 0.0, 1.0)));
+        auto lerp = [&](ImVec2 a, ImVec2 b) { return ImVec2(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t); };
+        const ImVec2 a((from.min.x + from.max.x) * 0.5f, (from.min.y + from.max.y) * 0.5f);
+        const ImVec2 b((to.min.x + to.max.x) * 0.5f, (to.min.y + to.max.y) * 0.5f);
+        dl->AddBezierCubic(a, ImVec2(a.x + (b.x - a.x) * 0.5f, a.y), ImVec2(a.x + (b.x - a.x) * 0.5f, b.y), b,
+                           theme::tensor_color(e.tensor, 0.55f), 1.5f);
+        const Rect m{lerp(from.min, to.min), lerp(from.max, to.max)};
+        dl->AddRectFilled(m.min, m.max, theme::tensor_color(e.tensor, 0.95f), 2);
+        dl->AddRect(m.min, m.max, IM_COL32(255, 255, 255, 220), 2, 0, 1.5f);
+      }
+    }
+  }
+
+  dl->PopClipRect();
+
+  // Legend.
+  ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + avail.y - legend_h + 6));
+  ImGui::PushFont(f.small);
+  const tr::Tensor lt = tr::Tensor::Q;
+  legend_item(theme::tensor_color(lt, 0.09f), "not touched yet");
+  ImGui::SameLine(0, 12);
+  legend_item(theme::tensor_color(lt, 0.5f), "read from HBM (stronger: read again)");
+  ImGui::SameLine(0, 12);
+  legend_item(theme::tensor_color(lt, 1.0f), "written to HBM");
+  legend_item(IM_COL32(255, 255, 255, 200), "moving now (any CTA)", true);
+  ImGui::SameLine(0, 12);
+  legend_item(theme::kAccent, "held by the followed CTA", true);
+  if (layout.widened) {
+    ImGui::SameLine(0, 12);
+    ImGui::TextDisabled("· thin tensors drawn wider than to scale");
+  }
+  ImGui::PopFont();
+  end_panel();
+}
+
+}  // namespace fs::viz

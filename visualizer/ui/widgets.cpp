@@ -1,0 +1,193 @@
+#include "visualizer/ui/widgets.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "visualizer/ui/theme.hpp"
+
+namespace fs::viz {
+
+namespace {
+
+ImU32 hbm_cell_color(const TensorGrid& g, const CellCounts& c, std::int64_t area) {
+  if (area <= 0) return 0;
+  const float fw = float(double(c.written) / double(area));
+  const float fr = float(double(c.read) / double(area));
+  if (fw > 0) return theme::tensor_color(g.tensor, 0.55f + 0.45f * std::min(1.0f, fw));
+  if (fr > 0) {
+    // Read once: half strength; read many times (K and V in FlashAttention-2 order): up to
+    // 85 %, on a log scale so that 2× and 64× still look different.
+    const float extra = std::min(1.0f, std::log2(std::max(1.0f, fr)) / 6.0f);
+    return theme::tensor_color(g.tensor, 0.42f + 0.4f * extra);
+  }
+  if (c.cached > 0) return theme::tensor_color(g.tensor, 0.2f);
+  return theme::tensor_color(g.tensor, 0.09f);
+}
+
+ImU32 score_cell_color(const CellCounts& c, std::int64_t area, bool* skipped) {
+  *skipped = false;
+  if (area <= 0) return 0;
+  if (c.written * 2 >= area) return theme::tensor_color(fs::trace::Tensor::S, 0.95f);
+  if (c.skipped * 2 >= area) {
+    *skipped = true;
+    return theme::with_alpha(theme::kSkipped, 0.55f);
+  }
+  if (c.computed > 0) return theme::tensor_color(fs::trace::Tensor::S, 0.16f + 0.2f * float(std::min<double>(1.0, double(c.computed) / double(area))));
+  return theme::tensor_color(fs::trace::Tensor::S, 0.04f);
+}
+
+}  // namespace
+
+void draw_grid(ImDrawList* dl, const TensorGrid& g, int bh, Rect r, GridMode mode) {
+  if (r.w() < 1 || r.h() < 1 || bh < 0 || bh >= g.heads) return;
+  const double sx = r.w() / double(g.cols), sy = r.h() / double(g.rows);
+  const float cw = float(g.cell_cols * sx), ch = float(g.cell_rows * sy);
+  std::vector<Rect> hatched;
+  for (int i = 0; i < g.grid_rows; ++i) {
+    const float y0 = r.min.y + float(i * g.cell_rows * sy);
+    const float y1 = std::min(r.max.y, r.min.y + float(std::min(g.rows, (i + 1) * g.cell_rows) * sy));
+    int run_start = 0;
+    ImU32 run_color = 0;
+    bool run_skip = false;
+    auto flush = [&](int end) {
+      if (end <= run_start || !run_color) return;
+      const float x0 = r.min.x + float(run_start * g.cell_cols * sx);
+      const float x1 = std::min(r.max.x, r.min.x + float(std::min(g.cols, end * g.cell_cols) * sx));
+      dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), run_color);
+      if (run_skip) hatched.push_back({ImVec2(x0, y0), ImVec2(x1, y1)});
+    };
+    for (int j = 0; j < g.grid_cols; ++j) {
+      const auto& c = g.at(bh, i, j);
+      bool skip = false;
+      const ImU32 col = mode == GridMode::Hbm ? hbm_cell_color(g, c, g.cell_area(i, j))
+                                              : score_cell_color(c, g.cell_area(i, j), &skip);
+      if (j == 0 || col != run_color || skip != run_skip) {
+        flush(j);
+        run_start = j;
+        run_color = col;
+        run_skip = skip;
+      }
+    }
+    flush(g.grid_cols);
+  }
+  for (const auto& h : hatched) hatch(dl, h, IM_COL32(20, 22, 26, 150), std::max(4.0f, std::min(cw, ch) * 0.5f));
+  // Tile boundaries, where there is room to see them.
+  if (cw >= 5)
+    for (int j = 1; j < g.grid_cols; ++j) {
+      const float x = r.min.x + float(j * g.cell_cols * sx);
+      dl->AddLine(ImVec2(x, r.min.y), ImVec2(x, r.max.y), theme::kGrid);
+    }
+  if (ch >= 5)
+    for (int i = 1; i < g.grid_rows; ++i) {
+      const float y = r.min.y + float(i * g.cell_rows * sy);
+      dl->AddLine(ImVec2(r.min.x, y), ImVec2(r.max.x, y), theme::kGrid);
+    }
+  const ImU32 outline = mode == GridMode::Scores && !g.in_hbm ? theme::tensor_color(g.tensor, 0.45f)
+                                                             : theme::tensor_color(g.tensor, 0.8f);
+  dl->AddRect(r.min, r.max, outline);
+}
+
+Rect element_rect(const TensorGrid& g, Rect r, int row0, int rows, int col0, int cols) {
+  const double sx = r.w() / double(g.cols), sy = r.h() / double(g.rows);
+  const int c0 = std::clamp(col0, 0, g.cols), c1 = std::clamp(col0 + cols, 0, g.cols);
+  const int r0 = std::clamp(row0, 0, g.rows), r1 = std::clamp(row0 + rows, 0, g.rows);
+  Rect out{ImVec2(r.min.x + float(c0 * sx), r.min.y + float(r0 * sy)),
+           ImVec2(r.min.x + float(c1 * sx), r.min.y + float(r1 * sy))};
+  // Never thinner than a line, so a one-row tile of a large tensor still shows.
+  if (out.w() < 2) out.max.x = out.min.x + 2;
+  if (out.h() < 2) out.max.y = out.min.y + 2;
+  return out;
+}
+
+void legend_item(ImU32 color, const char* label, bool outline_only) {
+  const float h = ImGui::GetTextLineHeight();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 a(p.x, p.y + h * 0.2f), b(p.x + h * 0.6f, p.y + h * 0.8f);
+  if (outline_only)
+    dl->AddRect(a, b, color, 0, 0, 1.5f);
+  else
+    dl->AddRectFilled(a, b, color, 2);
+  ImGui::Dummy(ImVec2(h * 0.6f, h));
+  ImGui::SameLine(0, 4);
+  ImGui::TextUnformatted(label);
+}
+
+void legend_hatch(const char* label) {
+  const float h = ImGui::GetTextLineHeight();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const Rect r{ImVec2(p.x, p.y + h * 0.2f), ImVec2(p.x + h * 0.6f, p.y + h * 0.8f)};
+  dl->AddRectFilled(r.min, r.max, theme::with_alpha(theme::kSkipped, 0.55f));
+  hatch(dl, r, IM_COL32(20, 22, 26, 180), 3);
+  ImGui::Dummy(ImVec2(h * 0.6f, h));
+  ImGui::SameLine(0, 4);
+  ImGui::TextUnformatted(label);
+}
+
+void value_bar(float width, float height, double value, double full, double target, ImU32 color,
+               const char* text) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 q(p.x + width, p.y + height);
+  dl->AddRectFilled(p, q, IM_COL32(40, 44, 54, 255), 3);
+  const double f = full > 0 ? std::clamp(value / full, 0.0, 1.0) : 0.0;
+  if (f > 0) dl->AddRectFilled(p, ImVec2(p.x + float(f * width), q.y), color, 3);
+  if (target > 0 && full > 0) {
+    // Ticks above and below, so the text on the bar stays readable.
+    const float x = p.x + float(std::clamp(target / full, 0.0, 1.0) * width);
+    dl->AddLine(ImVec2(x, p.y - 3), ImVec2(x, p.y + 4), theme::kText, 2);
+    dl->AddLine(ImVec2(x, q.y - 4), ImVec2(x, q.y + 3), theme::kText, 2);
+  }
+  if (text && *text) {
+    const ImVec2 ts = ImGui::CalcTextSize(text);
+    dl->AddText(ImVec2(p.x + 6, p.y + (height - ts.y) * 0.5f), theme::kText, text);
+  }
+  ImGui::Dummy(ImVec2(width, height));
+}
+
+namespace {
+void text_with(ImFont* font, ImU32 color, const char* fmt, va_list args) {
+  char buf[512];
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  if (font) ImGui::PushFont(font);
+  ImGui::PushStyleColor(ImGuiCol_Text, color);
+  ImGui::TextUnformatted(buf);
+  ImGui::PopStyleColor();
+  if (font) ImGui::PopFont();
+}
+}  // namespace
+
+void text_small(ImU32 color, const char* fmt, ...) {
+  va_list a;
+  va_start(a, fmt);
+  text_with(theme::fonts().small, color, fmt, a);
+  va_end(a);
+}
+
+void text_mono(ImU32 color, const char* fmt, ...) {
+  va_list a;
+  va_start(a, fmt);
+  text_with(theme::fonts().mono, color, fmt, a);
+  va_end(a);
+}
+
+void hatch(ImDrawList* dl, Rect r, ImU32 color, float spacing) {
+  if (r.w() <= 0 || r.h() <= 0) return;
+  dl->PushClipRect(r.min, r.max, true);
+  for (float s = -r.h(); s < r.w(); s += spacing)
+    dl->AddLine(ImVec2(r.min.x + s, r.max.y), ImVec2(r.min.x + s + r.h(), r.min.y), color);
+  dl->PopClipRect();
+}
+
+void centered_text(ImDrawList* dl, Rect r, ImU32 color, const char* text, ImFont* font) {
+  ImFont* f = font ? font : ImGui::GetFont();
+  const float size = f->FontSize;
+  const ImVec2 ts = f->CalcTextSizeA(size, 1e9f, 0, text);
+  if (ts.x > r.w() + 2 || ts.y > r.h() + 2) return;
+  dl->AddText(f, size, ImVec2(r.min.x + (r.w() - ts.x) * 0.5f, r.min.y + (r.h() - ts.y) * 0.5f), color, text);
+}
+
+}  // namespace fs::viz

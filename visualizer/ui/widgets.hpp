@@ -1,0 +1,51 @@
+// Drawing pieces more than one panel uses: a tensor's tile grid, legends, bars with a target
+// mark, text helpers. Panels are built from these; none of them keeps state.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+
+#include "visualizer/model/coverage.hpp"
+
+namespace fs::viz {
+
+struct Rect {
+  ImVec2 min, max;
+  float w() const { return max.x - min.x; }
+  float h() const { return max.y - min.y; }
+  bool contains(ImVec2 p) const { return p.x >= min.x && p.x < max.x && p.y >= min.y && p.y < max.y; }
+};
+
+enum class GridMode : unsigned char {
+  Hbm,     // read (lighter) and written (solid) elements of an HBM tensor
+  Scores,  // the ghost N×N score matrix: computed on chip, written to HBM, skipped
+};
+
+// Draws head `bh` of a tensor's coverage into `r` (cells merged along rows when they look
+// alike, so a large grid costs few rectangles).
+void draw_grid(ImDrawList* dl, const TensorGrid& g, int bh, Rect r, GridMode mode);
+
+// The screen rectangle of the element block rows [row0, row0+rows) × cols [col0, col0+cols)
+// of a tensor drawn in `r`.
+Rect element_rect(const TensorGrid& g, Rect r, int row0, int rows, int col0, int cols);
+
+// A small coloured square and its label at the cursor, on one line.
+void legend_item(ImU32 color, const char* label, bool outline_only = false);
+void legend_hatch(const char* label);
+
+// A horizontal bar: `value` of `full`, a mark at `target` (if > 0), text on it.
+void value_bar(float width, float height, double value, double full, double target, ImU32 color,
+               const char* text);
+
+// Text drawn with the small or mono font.
+void text_small(ImU32 color, const char* fmt, ...);
+void text_mono(ImU32 color, const char* fmt, ...);
+
+// Diagonal hatching inside a rectangle (skipped blocks).
+void hatch(ImDrawList* dl, Rect r, ImU32 color, float spacing);
+
+// Centred text in a rectangle (clipped to it).
+void centered_text(ImDrawList* dl, Rect r, ImU32 color, const char* text, ImFont* font = nullptr);
+
+}  // namespace fs::viz
