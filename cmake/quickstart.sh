@@ -16,6 +16,8 @@ case "$mode" in
 esac
 
 packages=(cmake ninja-build g++ catch2 nlohmann-json3-dev libcli11-dev)
+# The visualizer (Dear ImGui, GLFW, OpenGL, stb, DejaVu) and its headless runs (Xvfb + Mesa).
+packages+=(libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core xvfb xauth libgl1-mesa-dri)
 
 if [ -z "${FS_DEPS_PREFIX:-}" ]; then
   missing=()
@@ -53,4 +55,14 @@ cmake --build build
 if [ "$mode" = test ]; then
   exec ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 fi
-exec ./build/bin/tour "$@"
+./build/bin/tour "$@"
+
+# --- The visualizer, after the tour (docs/visualizer.md) ---------------------------------
+# Replays the traces the tour recorded (FS_TOUR_TRACES, when it had a GPU) and those shipped
+# in docs/traces/. Without a display it renders a storyboard of PNGs through Xvfb and says
+# where. Absent where its packages are (the build then has no flashsteps_viz).
+if [ -x build/bin/flashsteps_viz ]; then
+  viz_args=()
+  [ -d "${FS_TOUR_TRACES:-build/traces}" ] && viz_args+=("${FS_TOUR_TRACES:-build/traces}")
+  exec ./build/bin/flashsteps_viz "${viz_args[@]}"
+fi
