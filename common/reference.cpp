@@ -51,6 +51,10 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
     srow[j] = T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d);
     m = std::max(m, srow[j]);
   }
+  if (m == -std::numeric_limits<T>::infinity()) {  // every score -inf (an additive -inf mask):
+    *lse = m;                                       // masked like above, not exp(-inf - -inf)
+    return;
+  }
   T l = 0;
   for (int j = 0; j < n_keys; ++j) {
     const T p = std::exp(srow[j] - m);

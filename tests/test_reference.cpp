@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "common/harness.hpp"
@@ -78,6 +79,20 @@ TEST_CASE("causal: row i sees keys 0..i only", "[reference]") {
   REQUIRE(f.o[2] == Approx(5.0));                // mean of 2, 4, 9
   REQUIRE(f.lse[0] == Approx(0.0).margin(1e-15));
   REQUIRE(f.lse[2] == Approx(std::log(3.0)));
+}
+
+TEST_CASE("a row whose every score is -inf has O = 0 and LSE = -inf, not NaN", "[reference]") {
+  // q_0 = (+inf, 0) against keys whose first component is negative: every S_0j = -inf, as an
+  // additive -inf attention mask would make it. Row 1 is ordinary.
+  const Shape s{1, 1, 2, 2};
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> q{inf, 0, 1, 1}, k{-1, 2, -0.5f, 1}, v{1, 2, 3, 4};
+  const Forward f = forward64(s, q, k, v, {1.0f, false});
+  REQUIRE(f.o[0] == 0.0);
+  REQUIRE(f.o[1] == 0.0);
+  REQUIRE(f.lse[0] == -std::numeric_limits<double>::infinity());
+  REQUIRE(std::isfinite(f.o[2]));
+  REQUIRE(std::isfinite(f.lse[1]));
 }
 
 TEST_CASE("heads and batches are independent problems", "[reference]") {

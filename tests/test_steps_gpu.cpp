@@ -3,7 +3,9 @@
 // B and H above 1. Outputs are poisoned (NaN) before every run, inputs are fresh random data.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "common/device.hpp"
@@ -41,7 +43,7 @@ std::vector<Case> cases_for(const fs::Shape& s, bool causal, bool need_backward)
   return out;
 }
 
-fs::Shape odd_shape(int N, int d) { return {N > 2048 ? 1 : 2, N > 512 ? 2 : 3, N, d}; }
+fs::Shape odd_shape(int N, int d) { return {2, N > 512 ? 2 : 3, N, d}; }
 
 }  // namespace
 
@@ -111,6 +113,39 @@ TEST_CASE("the same inputs give bit-identical outputs on a repeat run", "[gpu][d
         REQUIRE(first[t].size() == second[t].size());
         REQUIRE(std::memcmp(first[t].data(), second[t].data(), first[t].size() * sizeof(float)) == 0);
       }
+    }
+  }
+}
+
+TEST_CASE("a row whose every score is -inf gives O = 0 and LSE = -inf, never NaN", "[gpu][forward]") {
+  // Query rows (+inf, 0, ..., 0) against keys whose first component is negative: every score
+  // of those rows is -inf, as an additive -inf mask would make it, and the softmax meets
+  // exp(-inf - (-inf)). Every kernel's guard must turn that into P = 0.
+  const int N = GENERATE(17, 300);
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  for (const Case& c : cases_for({2, 2, N, d}, causal, false)) {
+    DYNAMIC_SECTION(c.name()) {
+      fs::HostProblem p = fs::random_problem(c.shape, c.seed(), false);
+      const std::int64_t masked_rows[] = {0, 5, N - 1, N + 3, 3 * N - 1};  // rows of several heads
+      for (std::int64_t j = 0; j < c.shape.rows(); ++j) p.k[j * d] = -std::abs(p.k[j * d]) - 0.25f;
+      for (std::int64_t r : masked_rows) {
+        for (int x = 0; x < d; ++x) p.q[r * d + x] = 0.f;
+        p.q[r * d] = std::numeric_limits<float>::infinity();
+      }
+      fs::DeviceRun run(*c.step, p, {fs::default_scale(d), causal, c.variant}, false);
+      run.forward();
+      run.sync();
+      const auto o = run.o(), lse = run.lse();
+      for (std::int64_t r : masked_rows) {
+        INFO("row " << r);
+        REQUIRE(lse[r] == -std::numeric_limits<float>::infinity());
+        for (int x = 0; x < d; ++x) REQUIRE(o[r * d + x] == 0.f);
+      }
+      const auto report = fs::verify_forward(c.shape, {fs::default_scale(d), causal}, p.q.data(),
+                                             p.k.data(), p.v.data(), o.data(), lse.data(), c.seed());
+      INFO(report.summary());
+      REQUIRE(report.pass());  // the other rows are still right
     }
   }
 }
