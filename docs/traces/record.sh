@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 out=docs/traces
 bin=${BIN:-build/bin}
 STEPS=${STEPS:-""}
-commit=$(git describe --always --dirty --abbrev=10 2>/dev/null || echo unknown)
+commit=${FS_COMMIT:-$(git describe --always --dirty --abbrev=10 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 
 recorded=()
