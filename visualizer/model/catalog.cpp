@@ -53,8 +53,10 @@ int default_entry(const std::vector<CatalogEntry>& entries) {
       if (entries[i].from_command_line == cli && pred(entries[i].name)) return int(i);
     return -1;
   };
-  auto step04_fwd = [](const std::string& n) { return n.rfind("step04", 0) == 0 && n.find("fwd") != std::string::npos; };
-  auto step04 = [](const std::string& n) { return n.find("04") != std::string::npos; };
+  // docs/traces/record.sh names them <step>[_<variant>].<pass>.json: 04_online_softmax.fwd.json.
+  auto is04 = [](const std::string& n) { return n.rfind("04", 0) == 0 || n.rfind("step04", 0) == 0; };
+  auto step04_fwd = [&](const std::string& n) { return is04(n) && n.find("fwd") != std::string::npos; };
+  auto step04 = [&](const std::string& n) { return is04(n); };
   auto any = [](const std::string&) { return true; };
   for (bool cli : {true, false}) {
     int i = find(cli, step04_fwd);

@@ -35,20 +35,19 @@ IoBytes io_flash(const IoShape& s) {
 IoBytes io_block_sparse(const IoShape& s) {
   const Tiles t = paper_tiles(s.N, s.d, s.sram_bytes);
   const double N = s.N, Nd = s.N * s.d, Tc = std::ceil(N / t.Bc), sp = std::clamp(s.sparsity, 0.0, 1.0);
-  const double read = 2 * Nd + sp * Tc * (2 * Nd + 2 * N);
-  const double write = Nd + 2 * N + sp * Tc * (Nd + 2 * N);
+  const double read = 2 * Nd + 2 * N + sp * Tc * (2 * Nd + 2 * N);
+  const double write = Nd + 3 * N + sp * Tc * (Nd + 2 * N);
   return {read * s.heads * kFloat, write * s.heads * kFloat};
 }
 
 IoBytes io_flash_fa2(double N, double d, double heads, int Br, int Bc, bool causal) {
-  const long long n = (long long)N, Tr = (n + Br - 1) / Br, Tc = (n + Bc - 1) / Bc;
+  const long long n = (long long)N, Tr = (n + Br - 1) / Br;
   double kv_elems = 0;
   for (long long i = 0; i < Tr; ++i) {
     const long long last_row = std::min(n, (i + 1) * Br) - 1;
-    for (long long j = 0; j < Tc; ++j) {
-      if (causal && j * Bc > last_row) break;
-      kv_elems += 2.0 * double(std::min<long long>(Bc, n - j * Bc)) * d;
-    }
+    // Causal: every K tile that holds a key up to this tile's last row, whole.
+    const long long keys = causal ? std::min(n, (last_row + Bc) / Bc * Bc) : n;
+    kv_elems += 2.0 * double(keys) * d;
   }
   return {(N * d + kv_elems) * heads * kFloat, (N * d + N) * heads * kFloat};
 }

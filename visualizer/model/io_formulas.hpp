@@ -33,20 +33,24 @@ Tiles paper_tiles(double N, double d, double sram_bytes);
 // 2N² + Nd + N per head).
 IoBytes io_standard(const IoShape& s);
 
-// Algorithm 1 (K_j, V_j outer, Q_i inner). Per head, T_c = ⌈N/B_c⌉:
-//   reads  2Nd (every K_j, V_j once) + T_c·(2Nd + 2N)   (Q_i, O_i, ℓ_i, m_i each outer step)
-//   writes Nd + 2N (O = 0, ℓ = 0, m = −∞) + T_c·(Nd + 2N)  (O_i, ℓ_i, m_i each outer step)
+// Algorithm 1 (K_j, V_j outer, Q_i inner), as step 04's alg1 kernel runs it and
+// common/io_model.hpp's io_flash1_forward counts it (the tests hold the two equal). Per head,
+// T_c = ⌈N/B_c⌉:
+//   reads  2Nd (every K_j, V_j once) + T_c·(2Nd + 2N) (Q_i, O_i, ℓ_i, m_i each outer step)
+//          + 2N (m, ℓ for LSE)
+//   writes Nd + 2N (O = 0, ℓ = 0, m = −∞) + T_c·(Nd + 2N) (O_i, ℓ_i, m_i each outer step) + N
+// Closed forms, so the calculator can draw them for every N each frame.
 IoBytes io_flash(const IoShape& s);
 
-// Algorithm 5 over Algorithm 1 with a fraction s of the T_r × T_c blocks nonzero: the inner
-// traffic scales by s, K and V are still read once:
-//   reads 2Nd + s·T_c·(2Nd + 2N),  writes Nd + 2N + s·T_c·(Nd + 2N).
+// Algorithm 5 over Algorithm 1 with a fraction s of the T_r × T_c blocks nonzero: the
+// per-block traffic scales by s; K, V, the initial O, ℓ, m and the LSE pass do not:
+//   reads 2Nd + 2N + s·T_c·(2Nd + 2N),  writes Nd + 3N + s·T_c·(Nd + 2N).
 IoBytes io_block_sparse(const IoShape& s);
 
-// Step 04 (FlashAttention-2 loop order): each CTA reads its Q_i once and every K_j, V_j it
-// does not skip; it writes O_i and LSE_i once. With tiles Br × Bc over N:
-//   reads Nd + Σ_i (tiles j kept for row tile i)·2·B_c·d,  writes Nd + N.
-// `causal` keeps the tiles on or below the diagonal.
+// Step 04 (FlashAttention-2 loop order, io_flash2_forward): each CTA reads its Q_i once and
+// every K_j, V_j it does not skip; it writes O_i and LSE_i once. With tiles Br × Bc over N:
+//   reads Nd + Σ_i (keys kept for row tile i)·2d,  writes Nd + N.
+// `causal` keeps the keys up to each tile's last row.
 IoBytes io_flash_fa2(double N, double d, double heads, int Br, int Bc, bool causal);
 
 }  // namespace fs::viz

@@ -34,7 +34,11 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
   const std::int64_t area_bytes = std::int64_t(ev.rows) * ev.cols * element_bytes(meta, ev.tensor);
   switch (ev.kind) {
     case tr::Kind::Load: put(ev.tensor, Residence::Smem, ev.bytes); break;
-    case tr::Kind::ComputeS: put(tr::Tensor::S, Residence::Regs, area_bytes); break;
+    case tr::Kind::ComputeS:
+      // The previous tile's P̃ has been used by then (P̃V comes before the next S).
+      drop(tr::Tensor::P);
+      put(tr::Tensor::S, Residence::Regs, area_bytes);
+      break;
     case tr::Kind::Softmax:
       // P̃ = exp(S − m̃) overwrites S in the same registers.
       drop(tr::Tensor::S);
@@ -42,7 +46,10 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
       break;
     case tr::Kind::Rescale:
     case tr::Kind::AccumulateO: put(tr::Tensor::O, Residence::Regs, area_bytes); break;
-    case tr::Kind::ComputeDP: put(tr::Tensor::dP, Residence::Regs, area_bytes); break;
+    case tr::Kind::ComputeDP:
+      drop(tr::Tensor::dS);
+      put(tr::Tensor::dP, Residence::Regs, area_bytes);
+      break;
     case tr::Kind::ComputeDS:
       drop(tr::Tensor::dP);
       put(tr::Tensor::dS, Residence::Regs, area_bytes);

@@ -92,6 +92,9 @@ TEST_CASE("synthetic traces move exactly the IO model's bytes", "[viz][synthetic
       for (int N : {100, 256}) {
         const Replay r(make_synthetic_trace(flash_spec(N, 32, causal)));
         const auto io = io_flash_fa2(N, 32, 2, 32, 32, causal);
+        const auto project = fs::io_flash2_forward(fs::Shape{1, 2, N, 32}, causal, 32, 32);
+        REQUIRE(io.read == double(project.read_bytes));
+        REQUIRE(io.write == double(project.write_bytes));
         REQUIRE(double(r.grand_totals().read_total()) == io.read);
         REQUIRE(double(r.grand_totals().written_total()) == io.write);
         REQUIRE(r.grand_totals().written[std::size_t(tr::Tensor::S)] == 0);
@@ -151,6 +154,10 @@ TEST_CASE("the tiles a CTA holds follow its loads and its on-chip work", "[viz][
   tiles = r.resident_tiles(track, 5);  // softmax: P̃ replaces S in registers
   REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::S; }) == 0);
   REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::P; }) == 1);
+
+  tiles = r.resident_tiles(track, 10);  // the next S: the last P̃ is used up, gone
+  REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::P; }) == 0);
+  REQUIRE(std::count_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::S; }) == 1);
 
   tiles = r.resident_tiles(track, 9);  // the second K tile replaced the first
   const auto k = std::find_if(tiles.begin(), tiles.end(), [](auto& t) { return t.tensor == tr::Tensor::K; });
@@ -357,6 +364,20 @@ TEST_CASE("IO formulas: Theorem 2 and Proposition 4 with our constants", "[viz][
     REQUIRE(io_standard(s).read == double(io.read_bytes));
     REQUIRE(io_standard(s).write == double(io.write_bytes));
   }
+  // Algorithm 1 in closed form against the project's IO model, for shapes that tile evenly
+  // and shapes that do not.
+  for (int N : {256, 1000, 4096})
+    for (double kib : {16.0, 100.0, 228.0}) {
+      IoShape s;
+      s.N = N;
+      s.d = 64;
+      s.heads = 3;
+      s.sram_bytes = kib * 1024;
+      const Tiles t = paper_tiles(N, 64, s.sram_bytes);
+      const auto project = fs::io_flash1_forward(fs::Shape{1, 3, N, 64}, false, t.Br, t.Bc);
+      REQUIRE(io_flash(s).read == double(project.read_bytes));
+      REQUIRE(io_flash(s).write == double(project.write_bytes));
+    }
   IoShape s;
   s.N = 4096;
   s.d = 64;
@@ -373,7 +394,7 @@ TEST_CASE("IO formulas: Theorem 2 and Proposition 4 with our constants", "[viz][
   s.sparsity = 1;
   REQUIRE(io_block_sparse(s).total() == io_flash(s).total());
   s.sparsity = 0;
-  REQUIRE(io_block_sparse(s).read == 2 * 4096.0 * 64 * 4);
+  REQUIRE(io_block_sparse(s).read == (2 * 4096.0 * 64 + 2 * 4096.0) * 4);
   // Algorithm 1's tiles: B_c = ⌈M/4d⌉, B_r = min(B_c, d).
   const Tiles t = paper_tiles(4096, 64, 100 * 1024);
   REQUIRE(t.Bc == 100);
@@ -385,14 +406,15 @@ TEST_CASE("the trace browser lists folders and command-line files, the tour's de
   const auto dir = stdfs::temp_directory_path() / "fs_viz_catalog_test";
   stdfs::remove_all(dir);
   stdfs::create_directories(dir);
-  for (const char* n : {"step01_naive_fwd.json", "step04_online_softmax_fwd.json", "notes.txt"})
+  for (const char* n : {"01_naive.fwd.json", "04_online_softmax.bwd.json", "04_online_softmax.fwd.json",
+                        "04_online_softmax_fa2.fwd.json", "notes.txt"})
     std::ofstream(dir / n) << "{}";
   auto list = list_traces({dir.string()}, {});
-  REQUIRE(list.size() == 2);
-  REQUIRE(list[std::size_t(default_entry(list))].name == "step04_online_softmax_fwd.json");
-  list = list_traces({dir.string()}, {(dir / "step01_naive_fwd.json").string(), "missing.json"});
-  REQUIRE(list.size() == 3);  // the duplicate is listed once
-  REQUIRE(list[std::size_t(default_entry(list))].name == "step01_naive_fwd.json");
+  REQUIRE(list.size() == 4);
+  REQUIRE(list[std::size_t(default_entry(list))].name == "04_online_softmax.fwd.json");
+  list = list_traces({dir.string()}, {(dir / "01_naive.fwd.json").string(), "missing.json"});
+  REQUIRE(list.size() == 5);  // the duplicate is listed once
+  REQUIRE(list[std::size_t(default_entry(list))].name == "01_naive.fwd.json");
   REQUIRE(default_entry({}) == -1);
   // A folder on the command line: its step 04 trace comes before the shipped ones.
   const auto mine = dir / "mine";
