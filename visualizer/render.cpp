@@ -56,7 +56,7 @@ void on_glfw_error(int, const char* what) { g_glfw_error = what ? what : "unknow
 
 Renderer::~Renderer() { shutdown(); }
 
-bool Renderer::init(int w, int h, bool visible, std::string& error) {
+bool Renderer::init(int w, int h, bool visible, bool vsync, std::string& error) {
   w_ = w;
   h_ = h;
   glfwSetErrorCallback(on_glfw_error);
@@ -76,7 +76,7 @@ bool Renderer::init(int w, int h, bool visible, std::string& error) {
     return false;
   }
   glfwMakeContextCurrent(window_);
-  glfwSwapInterval(1);
+  glfwSwapInterval(vsync ? 1 : 0);
   if (const auto* name = glGetString(GL_RENDERER)) gl_renderer_ = reinterpret_cast<const char*>(name);
   if (!g_fbo.load()) {
     error = "OpenGL framebuffer objects are unavailable";
@@ -144,7 +144,7 @@ void Renderer::frame(App& app, float dt, bool offscreen) {
   ImGui::Render();
   g_fbo.BindFramebuffer(kGlFramebuffer, offscreen ? fbo_ : 0);
   glViewport(0, 0, fw, fh);
-  const ImVec4 bg = ImGui::ColorConvertU32ToFloat4(theme::kBackground);
+  const ImVec4 bg = ImGui::ColorConvertU32ToFloat4(theme::kPanel);
   glClearColor(bg.x, bg.y, bg.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
@@ -173,6 +173,8 @@ bool Renderer::save_png(const std::string& path, std::string& error) {
   }
   return true;
 }
+
+void Renderer::finish() { glFinish(); }
 
 bool Renderer::should_close() const { return window_ && glfwWindowShouldClose(window_); }
 

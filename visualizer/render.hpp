@@ -14,9 +14,10 @@ class App;
 class Renderer {
  public:
   ~Renderer();
-  // Opens a w×h window (hidden unless `visible`) and sets ImGui up. Returns false and a
-  // one-line reason when there is no display or no OpenGL 3.3.
-  bool init(int w, int h, bool visible, std::string& error);
+  // Opens a w×h window (hidden unless `visible`; swaps wait for the display's refresh when
+  // `vsync`) and sets ImGui up. Returns false and a one-line reason when there is no display
+  // or no OpenGL 3.3.
+  bool init(int w, int h, bool visible, bool vsync, std::string& error);
   void shutdown();
 
   // One frame of the app. Offscreen frames go to the capture framebuffer at exactly w×h,
@@ -25,6 +26,8 @@ class Renderer {
   // Writes the last offscreen frame as a PNG.
   bool save_png(const std::string& path, std::string& error);
 
+  // Waits until the GPU (or the software renderer) has finished every frame submitted.
+  void finish();
   bool should_close() const;
   GLFWwindow* window() const { return window_; }
   const std::string& renderer_name() const { return gl_renderer_; }

@@ -99,6 +99,7 @@ struct Image {
 // Where the app puts its panels in a 1600×1000 frame with every default panel shown.
 std::vector<PanelRect> default_layout() {
   ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;
   theme::load_fonts();
   unsigned char* p;
   int w, h;

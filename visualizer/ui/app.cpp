@@ -356,6 +356,7 @@ void App::error_banner() {
 void App::help_window() {
   if (!show_help_) return;
   ImGui::SetNextWindowPos(ImVec2(ImGui::GetIO().DisplaySize.x * 0.5f, 80), ImGuiCond_Appearing, ImVec2(0.5f, 0));
+  ImGui::PushStyleColor(ImGuiCol_WindowBg, theme::kPanelRaised);  // floats over the panels
   ImGui::Begin("Controls", &show_help_, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings);
   static const char* const rows[][2] = {
       {"Space", "play / pause"},
@@ -382,6 +383,7 @@ void App::help_window() {
     ImGui::EndTable();
   }
   ImGui::End();
+  ImGui::PopStyleColor();
 }
 
 void App::process_requests() {

@@ -100,7 +100,7 @@ void counters_panel(UiState& s) {
   if (avail.y > 50 && curve.x.size() > 1) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const Rect box{ImVec2(p.x, p.y + 4), ImVec2(p.x + avail.x, p.y + avail.y - 2)};
-    dl->AddRectFilled(box.min, box.max, IM_COL32(22, 24, 30, 255), 3);
+    dl->AddRect(box.min, box.max, theme::kBorder, 3);
     const double top = std::max({full, curve.read.back(), curve.written.back()}) * 1.05;
     auto pt = [&](std::size_t i, double val) {
       return ImVec2(box.min.x + float(double(i) / double(curve.x.size() - 1)) * box.w(),

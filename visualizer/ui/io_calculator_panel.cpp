@@ -89,7 +89,7 @@ void io_calculator_panel(UiState& s) {
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const Rect box{ImVec2(p.x + 62, p.y + 8), ImVec2(p.x + avail.x - 8, p.y + avail.y - 20)};
-  dl->AddRectFilled(ImVec2(p.x, p.y), ImVec2(p.x + avail.x, p.y + avail.y), IM_COL32(22, 24, 30, 255), 3);
+  dl->AddRect(ImVec2(p.x, p.y), ImVec2(p.x + avail.x, p.y + avail.y), theme::kBorder, 3);
   // Log-log axes; the byte axis in powers of two, so its labels are round (1 MiB, 16 MiB, …).
   const double lx0 = 7, lx1 = 17;
   double ly0 = 1e300, ly1 = -1e300;

@@ -248,7 +248,8 @@ void memory_panel(UiState& s) {
   } else {
     std::snprintf(buf, sizeof buf, "between events");
   }
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, stats_y), theme::kAccent, buf);
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, stats_y), theme::kAccent, buf, nullptr,
+              chip_area.w());
 
   if (tc.active >= 0) {
     const int e_idx = list[std::size_t(tc.active)];

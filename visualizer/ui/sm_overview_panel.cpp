@@ -105,7 +105,7 @@ void sm_overview_panel(UiState& s) {
     const auto& sn = gi >= 0 ? now[std::size_t(gi)] : unused;
     ImU32 fill = theme::kPanelRaised;
     if (sn.event) fill = theme::mix(theme::kind_color(sn.event->kind, sn.event->tensor), theme::kPanel, 0.15f);
-    dl->AddRectFilled(box.min, box.max, fill, 3);
+    dl->AddRectFilled(box.min, box.max, fill);
     if (budget > 0 && sn.smem > 0) {
       const float w = float(std::min(1.0, double(sn.smem) / budget)) * (bw - 4);
       dl->AddRectFilled(ImVec2(x + 2, box.max.y - 4), ImVec2(x + 2 + w, box.max.y - 2), IM_COL32(255, 255, 255, 200));
@@ -120,7 +120,7 @@ void sm_overview_panel(UiState& s) {
       dl->AddText(f.small, f.small->FontSize, ImVec2(box.max.x - ts.x - 3, box.max.y - ts.y - 5),
                   sn.event ? IM_COL32(20, 20, 24, 230) : theme::kTextDim, id);
     }
-    if (gi >= 0 && gi == sel_group) dl->AddRect(ImVec2(x - 1, y - 1), ImVec2(box.max.x + 1, box.max.y + 1), theme::kAccent, 3, 0, 2);
+    if (gi >= 0 && gi == sel_group) dl->AddRect(ImVec2(x - 1, y - 1), ImVec2(box.max.x + 1, box.max.y + 1), theme::kAccent, 0, 0, 2);
     if (gi >= 0 && box.contains(ImGui::GetIO().MousePos)) hovered = gi;
   }
   ImGui::InvisibleButton("##sms", avail);

@@ -30,7 +30,7 @@ struct Plot {
 };
 
 void frame(ImDrawList* dl, const Rect& box, const char* title, ImU32 color) {
-  dl->AddRectFilled(box.min, box.max, IM_COL32(22, 24, 30, 255), 3);
+  dl->AddRect(box.min, box.max, theme::kBorder, 3);
   dl->AddText(theme::fonts().small, theme::fonts().small->FontSize, ImVec2(box.min.x + 6, box.min.y + 2), color, title);
 }
 

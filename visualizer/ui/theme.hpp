@@ -9,8 +9,7 @@
 namespace fs::viz::theme {
 
 // Surfaces and text.
-constexpr ImU32 kBackground = IM_COL32(19, 21, 26, 255);
-constexpr ImU32 kPanel = IM_COL32(26, 29, 36, 255);
+constexpr ImU32 kPanel = IM_COL32(26, 29, 36, 255);  // panels, and the clear colour behind them
 constexpr ImU32 kPanelRaised = IM_COL32(34, 38, 47, 255);
 constexpr ImU32 kBorder = IM_COL32(52, 57, 69, 255);
 constexpr ImU32 kGrid = IM_COL32(255, 255, 255, 18);

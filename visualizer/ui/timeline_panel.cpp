@@ -24,7 +24,7 @@ constexpr float kRulerH = 24;
 constexpr float kHostRowH = 17;
 constexpr float kSmRowH = 16;
 constexpr float kCtaRowH = 13;
-constexpr float kMinBlockPx = 3;   // narrower runs of events merge into one block
+constexpr float kMinBlockPx = 4;   // narrower runs of events merge into one block
 
 enum class LaneType { Host, Kernels, Sm, Cta };
 
@@ -123,7 +123,7 @@ struct TrackDrawer {
 };
 
 std::string axis_label(Order o, double x, double step) {
-  if (o == Order::Logical) return "#" + format_count(x);
+  if (o == Order::Logical) return "#" + format_count(std::max(0.0, std::round(x)));
   char buf[32];
   // Enough decimals that neighbouring ticks differ.
   if (step >= 1e6)
@@ -250,7 +250,6 @@ void timeline_panel(UiState& s) {
   Hover hover;
   const ImVec2 mouse = io.MousePos;
   TrackDrawer drawer{r, order, v, left, width, dl, lanes_hovered ? mouse : ImVec2(-1e9f, -1e9f), &hover};
-  // Alternate SM groups get a faint band, so groups read as units.
   for (const auto& lane : lanes) {
     const float y0 = area.min.y + lane.y - ts.scroll_y, y1 = y0 + lane.h;
     if (y1 < area.min.y || y0 > area.max.y) continue;
@@ -301,7 +300,9 @@ void timeline_panel(UiState& s) {
       }
       case LaneType::Sm: {
         const auto& g = r.sm_groups()[std::size_t(lane.index)];
-        if (lane.index % 2 == 0) dl->AddRectFilled(ImVec2(origin.x, y0), ImVec2(area.max.x, y1), IM_COL32(255, 255, 255, 6));
+        // A line above each SM group, so groups read as units (a band would cost a
+        // software renderer a fill of the whole lane).
+        dl->AddLine(ImVec2(origin.x, y0 - 1), ImVec2(area.max.x, y0 - 1), IM_COL32(255, 255, 255, 14));
         char label[48];
         std::snprintf(label, sizeof label, "%s SM %d · %zu CTA%s", ts.sm_expanded[std::size_t(lane.index)] ? "▾" : "▸",
                       g.sm, g.tracks.size(), g.tracks.size() == 1 ? "" : "s");

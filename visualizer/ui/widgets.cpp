@@ -51,8 +51,10 @@ void draw_grid(ImDrawList* dl, const TensorGrid& g, int bh, Rect r, GridMode mod
     int run_start = 0;
     ImU32 run_color = 0;
     bool run_skip = false;
+    // Cells too faint to see (the "not yet" of the ghost S) are left to the panel: a
+    // software renderer pays for every pixel filled.
     auto flush = [&](int end) {
-      if (end <= run_start || !run_color) return;
+      if (end <= run_start || ((run_color >> IM_COL32_A_SHIFT) & 0xFF) < 14) return;
       const float x0 = r.min.x + float(run_start * g.cell_cols * sx);
       const float x1 = std::min(r.max.x, r.min.x + float(std::min(g.cols, end * g.cell_cols) * sx));
       dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), run_color);
