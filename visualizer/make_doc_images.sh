@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Regenerates the screenshots of docs/visualizer.md (docs/images/viz_*.png) with the program
+# itself, headless. Uses the recorded traces in docs/traces/ when step 01's and step 04's are
+# there, synthetic ones (H200 timing model) otherwise. Run after building:
+#
+#   bash visualizer/make_doc_images.sh            # build/bin/flashsteps_viz
+#   VIZ=build-viz/bin/flashsteps_viz bash visualizer/make_doc_images.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+viz=${VIZ:-build/bin/flashsteps_viz}
+out=docs/images
+mkdir -p "$out"
+
+t01=docs/traces/01_naive.fwd.json
+t04=$(ls docs/traces/04_online_softmax*.fwd.json 2>/dev/null | head -1 || true)
+if [ -f "$t01" ] && [ -n "$t04" ]; then
+  flash=("$t04"); naive=("$t01"); pair=("$t01" --compare "$t04"); causal=("$t04")
+else
+  flash=(--synthetic flash); naive=(--synthetic naive --heads 1)
+  pair=(--synthetic pair --heads 1); causal=(--synthetic flash-causal)
+fi
+
+# Without a display the program runs itself under xvfb-run.
+"$viz" "${flash[@]}" --at frac:0.45 --screenshot "$out/viz_overview_04.png"
+"$viz" "${naive[@]}" --at frac:0.1 --screenshot "$out/viz_overview_01.png"
+"$viz" "${pair[@]}" --at frac:0.5 --panels compare,sms,counters,softmax,timeline --screenshot "$out/viz_compare_01_04.png"
+"$viz" "${causal[@]}" --at frac:0.55 --cta 15 --panels scores,softmax,counters --size 1400x700 --screenshot "$out/viz_causal_softmax.png"
+"$viz" "${flash[@]}" --panels io --size 1100x640 --screenshot "$out/viz_io_calculator.png"
+"$viz" "${naive[@]}" --at frac:0.1 --panels timeline --size 1600x560 --screenshot "$out/viz_timeline.png"
