@@ -55,7 +55,7 @@ cmake --build build
 if [ "$mode" = test ]; then
   exec ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 fi
-./build/bin/tour "$@"
+./build/bin/tour --trace-dir "${FS_TOUR_TRACES:-build/traces}" "$@"
 
 # --- The visualizer, after the tour (docs/visualizer.md) ---------------------------------
 # Replays the traces the tour recorded (FS_TOUR_TRACES, when it had a GPU) and those shipped

@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/reference.hpp"
+#include "common/trace/traced_run.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -45,6 +47,35 @@ void cpu_tour(const fs::Shape& s, bool causal, std::uint64_t seed) {
   std::printf("%-24s %10.1f %10.2f %14.2e\n", "cpu fp32 (tolerance)", ms32, flops / ms32 / 1e6, e.max_abs);
 }
 
+// A traced forward (and backward, where the step has one) of every step and variant at the
+// traced runs' small shape, written to `dir` and validated: what the visualizer opens next.
+bool record_traces(const std::string& dir, const std::string& only, const fs::DeviceInfo& dev) {
+  std::filesystem::create_directories(dir);
+  fs::Options opt;
+  opt.shape = fs::kTraceShape;
+  const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, true);
+  int files = 0, invalid = 0;
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    if (!only.empty() && fs::find_step(only) != &step) continue;
+    for (std::size_t v = 0; v < step.variants.size(); ++v) {
+      fs::Options o = opt;
+      o.variant = static_cast<int>(v);
+      o.backward = step.backward != nullptr;
+      o.trace_path = dir + "/" + step.id + (step.variants.size() > 1 ? "_" + step.variants[v] : "") + ".fwd.json";
+      for (const fs::TraceFile& f : fs::trace_case(step, o, problem, dev)) {
+        ++files;
+        if (!f.report.ok()) {
+          ++invalid;
+          std::printf("trace %s: INVALID: %s\n", f.path.c_str(), f.report.summary().c_str());
+        }
+      }
+    }
+  }
+  std::printf("traces: %d files in %s (B=H=1, N=%d, d=%d), %s\n", files, dir.c_str(), opt.shape.N,
+              opt.shape.d, invalid ? "SOME INVALID" : "all valid");
+  return invalid == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -53,7 +84,7 @@ int main(int argc, char** argv) {
   opt.shape = {2, 16, 2048, 64};
   opt.check = opt.bench = opt.backward = true;
   opt.reps = 10;
-  std::string only;
+  std::string only, trace_dir;
   app.add_option("-b,--batch", opt.shape.B, "batch size")->capture_default_str();
   app.add_option("--heads", opt.shape.H, "heads")->capture_default_str();
   app.add_option("-n,--seq", opt.shape.N, "sequence length")->capture_default_str();
@@ -62,6 +93,9 @@ int main(int argc, char** argv) {
   app.add_option("--reps", opt.reps, "timed runs per pass")->capture_default_str();
   app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
   app.add_option("--step", only, "run only this step (e.g. 01)");
+  app.add_option("--trace-dir", trace_dir,
+                 "also record a traced run of every step (B=H=1, N=256, d=64) into DIR, for the visualizer")
+      ->type_name("DIR");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -110,6 +144,7 @@ int main(int argc, char** argv) {
       }
     }
     print_rule();
+    if (!trace_dir.empty()) all_pass = record_traces(trace_dir, only, dev) && all_pass;
     return all_pass ? fs::kExitOk : fs::kExitCheckFailed;
   } catch (const fs::InputError& e) {
     std::fprintf(stderr, "tour: error: %s\n", e.what());
