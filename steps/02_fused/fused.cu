@@ -16,6 +16,11 @@
 // floats) in shared memory. At 227 KiB per CTA that is N ≤ ~58000 for one row per CTA; past
 // that this step refuses, and step 03 tiles the row instead. And with few rows per CTA, every
 // CTA reads all of K (from L2): the next cost that tiling removes.
+//
+// Tracing (--trace): both kernels are templates on kTrace, as step 01's; the phases kept from
+// step 01 are traced by step 01's kernels. Every CTA of a head reads all of K (forward) or V
+// (backward) through L2, and the IO model counts it once: only the head's first CTA records
+// that read as HBM traffic, the others record it cached (see "Tracing" below).
 #include "steps/02_fused/fused.hpp"
 
 #include <cmath>
@@ -25,6 +30,9 @@
 #include "common/cuda_utils.cuh"
 #include "common/device.hpp"
 #include "common/io_model.hpp"
+#include "common/trace/device.cuh"
+#include "common/trace/launch.cuh"
+#include "common/trace/nvtx.hpp"
 #include "steps/01_naive/naive.hpp"
 
 namespace fs {
@@ -39,14 +47,30 @@ constexpr std::size_t kSmemTarget = 72 * 1024;
 
 std::size_t scores_smem_bytes(int rows, int N, int d) { return std::size_t(rows) * (N + d) * sizeof(float); }
 
+// ---------------------------------------------------------------------------------------
+// Tracing
+// ---------------------------------------------------------------------------------------
+//
+// A traced CTA records its R query rows: the loads where its loops begin to read, each
+// compute phase where its loop ends, the stores after them. Every CTA of a head reads all of
+// K (forward) or all of V (backward) through L2; the IO model (io_fused_forward /
+// io_fused_backward) counts each head's K and V once, so only the head's first CTA
+// (blockIdx.x == 0) records that read as HBM traffic and the others record it cached. The
+// other reads (Q, dO, O and P rows) and every store belong to one CTA only: never cached.
+// (The D loop re-reads the CTA's dO rows, from L1/L2; the IO model counts dO once.)
+
+constexpr std::int64_t kF = sizeof(float);
+
 // P[i][:] = softmax(τ q_i Kᵀ) and LSE_i for R query rows i0..i0+R-1 of head blockIdx.y.
 // grid (⌈N/R⌉, B·H), block 128, dynamic shared memory sQ (R, d) then sS (R, N).
-template <int R>
+template <int R, bool kTrace>
 __global__ void __launch_bounds__(kThreads) scores_softmax_kernel(const float* __restrict__ q,
                                                                   const float* __restrict__ k,
                                                                   float* __restrict__ P,
                                                                   float* __restrict__ lse, int N,
-                                                                  int d, float scale, bool causal) {
+                                                                  int d, float scale, bool causal,
+                                                                  trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];
   float* sQ = smem;          // (R, d)
   float* sS = smem + R * d;  // (R, N)
@@ -57,6 +81,8 @@ __global__ void __launch_bounds__(kThreads) scores_softmax_kernel(const float* _
   for (int e = threadIdx.x; e < R * d; e += kThreads)
     sQ[e] = e / d < rows ? q[(bh * N + i0) * d + e] : 0.f;
   __syncthreads();  // every thread reads all R rows of Q below
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, rows, 0, d, rows * d * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, 0, N, 0, d, std::int64_t(N) * d * kF, blockIdx.x != 0);
 
   // S[r][j] = τ q_r · k_j: a thread per key, R dot products per key read k_j once.
   const float* kh = k + bh * N * d;  // (N, d)
@@ -74,6 +100,7 @@ __global__ void __launch_bounds__(kThreads) scores_softmax_kernel(const float* _
     for (int r = 0; r < R; ++r) sS[r * N + j] = (causal && j > i0 + r) ? -INFINITY : scale * acc[r];
   }
   __syncthreads();  // the softmax below reads whole rows that other threads wrote
+  FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, rows, 0, N, 0);
 
   // Softmax of each row, a warp per row, exactly as step 01's softmax_kernel but reading the
   // row from shared memory instead of HBM.
@@ -93,16 +120,21 @@ __global__ void __launch_bounds__(kThreads) scores_softmax_kernel(const float* _
     for (int j = lane; j < N; j += kWarpSize) prow[j] = expf(srow[j] - m_safe) * inv_l;
     if (lane == 0) lse[bh * N + i0 + r] = (l > 0.f) ? m + logf(l) : -INFINITY;
   }
+  FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, i0, rows, 0, N, 0);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::P, bh, i0, rows, 0, N, rows * std::int64_t(N) * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, i0, rows, 0, 1, rows * kF);
 }
 
 // dS[i][j] = P[i][j] · (dO_i · v_j − D_i) with D_i = dO_i · O_i, for R query rows per CTA.
 // grid (⌈N/R⌉, B·H), block 128, dynamic shared memory sdO (R, d) then sD (R).
-template <int R>
+template <int R, bool kTrace>
 __global__ void __launch_bounds__(kThreads) ds_fused_kernel(const float* __restrict__ dout,
                                                             const float* __restrict__ o,
                                                             const float* __restrict__ v,
                                                             const float* __restrict__ P,
-                                                            float* __restrict__ dS, int N, int d) {
+                                                            float* __restrict__ dS, int N, int d,
+                                                            trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];
   float* sdO = smem;        // (R, d)
   float* sD = smem + R * d;  // (R)
@@ -121,6 +153,10 @@ __global__ void __launch_bounds__(kThreads) ds_fused_kernel(const float* __restr
     if (lane == 0) sD[r] = acc;
   }
   __syncthreads();  // sdO and sD are read by every thread below
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, rows, 0, d, rows * d * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i0, rows, 0, d, rows * d * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, 0, N, 0, d, std::int64_t(N) * d * kF, blockIdx.x != 0);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::P, bh, i0, rows, 0, N, rows * std::int64_t(N) * kF);
 
   const float* vh = v + bh * N * d;  // (N, d)
   for (int j = threadIdx.x; j < N; j += kThreads) {
@@ -140,6 +176,9 @@ __global__ void __launch_bounds__(kThreads) ds_fused_kernel(const float* __restr
         dS[at] = P[at] * (dp[r] - sD[r]);  // masked entries have P = 0, so dS = 0
       }
   }
+  FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, rows, 0, N, 0);
+  FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, rows, 0, N, 0);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dS, bh, i0, rows, 0, N, rows * std::int64_t(N) * kF);
 }
 
 // The largest R in {16, 8, 4, 2, 1} whose rows fit the target (or, for R = 1, the budget).
@@ -153,13 +192,16 @@ template <int R>
 void launch_scores_softmax(const FwdParams& p, float* P) {
   const Shape& s = p.shape;
   const std::size_t smem = scores_smem_bytes(R, s.N, s.d);
-  if (smem > 48 * 1024)  // above the default limit a kernel must opt in to more
-    FS_CUDA_CHECK(cudaFuncSetAttribute(scores_softmax_kernel<R>,
+  if (smem > 48 * 1024) {  // above the default limit a kernel must opt in to more (traced or not)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(scores_softmax_kernel<R, false>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    FS_CUDA_CHECK(cudaFuncSetAttribute(scores_softmax_kernel<R, true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of S: R whole rows
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
-  scores_softmax_kernel<R><<<grid, kThreads, smem, p.stream>>>(p.q, p.k, P, p.lse, s.N, s.d,
-                                                               p.scale, p.causal);
-  FS_CHECK_LAUNCH();
+  trace::launch(p.trace, "scores_softmax_kernel", scores_softmax_kernel<R, false>, scores_softmax_kernel<R, true>,
+                grid, kThreads, smem, p.stream, p.q, p.k, P, p.lse, s.N, s.d, p.scale, p.causal);
 }
 
 std::size_t fwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // P
@@ -185,6 +227,8 @@ int fused_max_seq(int d, std::size_t smem_bytes) { return static_cast<int>(smem_
 void fused_forward(const FwdParams& p) {
   const Shape& s = p.shape;
   float* P = static_cast<float*>(p.workspace);  // (B, H, N, N)
+  nvtx::NamedBuffers names;  // the workspace's matrix by name, in traced runs
+  if (p.trace) names.add(P, s.score_elems() * sizeof(float), "P");
   switch (rows_per_cta(s.N, s.d, smem_budget_bytes())) {
     case 16: launch_scores_softmax<16>(p, P); break;
     case 8: launch_scores_softmax<8>(p, P); break;
@@ -192,22 +236,30 @@ void fused_forward(const FwdParams& p) {
     case 2: launch_scores_softmax<2>(p, P); break;
     default: launch_scores_softmax<1>(p, P); break;
   }
-  naive_pv(P, p.v, p.o, s, p.stream);
+  naive_pv(P, p.v, p.o, s, p.stream, p.trace);
 }
 
 void fused_backward(const BwdParams& p) {
   const Shape& s = p.shape;
   const float* P = static_cast<const float*>(p.fwd_workspace);  // (B, H, N, N)
   float* dS = static_cast<float*>(p.workspace);                 // (B, H, N, N)
-  naive_dv(P, p.dout, p.dv, s, p.stream);
+  nvtx::NamedBuffers names;  // the workspaces' matrices by name, in traced runs
+  if (p.trace) {
+    names.add(P, s.score_elems() * sizeof(float), "P");
+    names.add(dS, s.score_elems() * sizeof(float), "dS");
+  }
+  naive_dv(P, p.dout, p.dv, s, p.stream, p.trace);
   constexpr int R = 8;
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   const std::size_t smem = (R * s.d + R) * sizeof(float);
-  if (smem > 48 * 1024)
-    FS_CUDA_CHECK(cudaFuncSetAttribute(ds_fused_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  ds_fused_kernel<R><<<grid, kThreads, smem, p.stream>>>(p.dout, p.o, p.v, P, dS, s.N, s.d);
-  FS_CHECK_LAUNCH();
-  naive_dq_dk(dS, p.q, p.k, p.dq, p.dk, s, p.scale, p.stream);
+  if (smem > 48 * 1024) {
+    FS_CUDA_CHECK(cudaFuncSetAttribute(ds_fused_kernel<R, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    FS_CUDA_CHECK(cudaFuncSetAttribute(ds_fused_kernel<R, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of dS: R whole rows
+  trace::launch(p.trace, "ds_fused_kernel", ds_fused_kernel<R, false>, ds_fused_kernel<R, true>, grid, kThreads,
+                smem, p.stream, p.dout, p.o, p.v, P, dS, s.N, s.d);
+  naive_dq_dk(dS, p.q, p.k, p.dq, p.dk, s, p.scale, p.stream, p.trace);
 }
 
 StepInfo step02_info() {

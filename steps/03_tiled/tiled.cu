@@ -15,6 +15,15 @@
 // free. Cost: QKᵀ computed twice (6N²d FLOPs instead of 4N²d) and K read twice. HBM traffic
 // per head Θ(N²d/Br): no N² term any more, but K and V are re-read by every query tile.
 // Step 04 asks: could one pass keep O right while the max is still changing?
+//
+// Tracing (--trace): the kernel is a template on kTrace, as step 01's; <false> is the plain
+// kernel. A traced CTA records, where each phase ends: its Q rows loaded; in pass one each K
+// tile loaded and its S tile computed; in pass two each K and V tile loaded, S computed, the
+// softmax (P̃) and the accumulation into O; then its O rows and LSE stored. Nothing is marked
+// cached: the IO model (io_tiled_forward) counts every tile each time it is loaded, K twice
+// per query tile (both passes read it from HBM as far as the model is concerned). A tile's
+// bytes are its real rows × d × 4: the zero-filled rows of a tail tile past N move nothing.
+// Causal: the key tiles past the CTA's last row are skipped, one skip event per pass.
 #include "steps/03_tiled/tiled.hpp"
 
 #include <cstdint>
@@ -23,6 +32,8 @@
 #include "common/device.hpp"
 #include "common/flash_tile.cuh"
 #include "common/io_model.hpp"
+#include "common/trace/device.cuh"
+#include "common/trace/launch.cuh"
 
 namespace fs {
 
@@ -33,10 +44,14 @@ namespace {
 template <int D>
 using TiledTile = DefaultRowTile<D>;
 
-template <int D, bool kCausal>
-__global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(const FwdParams p) {
+constexpr std::int64_t kF = sizeof(float);
+
+template <int D, bool kCausal, bool kTrace>
+__global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(const FwdParams p,
+                                                                               trace::Slices slices) {
   using T = TiledTile<D>;
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
+  trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
@@ -45,9 +60,14 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   const float* gV = p.v + head;  // (N, D)
   const int row0 = blockIdx.x * T::kBR;
   const int row = T::first_row(row0), part = T::part();
+  // For the trace: the head, the CTA's real rows, the real keys of the tile at j0.
+  const std::int64_t bh = blockIdx.y;
+  const int rows = min(T::kBR, N - row0);
+  auto keys = [&](int j0) { return min(BC, N - j0); };
 
   float q[R][DC];
   load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
   // Key tiles this CTA needs: all, or (causal) up to the one holding its last row.
   const int last_row = min(N, row0 + T::kBR) - 1;
@@ -71,13 +91,17 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed, for every thread's reads below
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
     float s[R][BC];
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
     if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
 #pragma unroll
     for (int r = 0; r < R; ++r) m[r] = fmaxf(m[r], row_max<BC>(s[r]));
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, t * BC, keys(t * BC), 0);
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
+  if constexpr (kTrace && kCausal)  // the key tiles past the CTA's last row, never loaded
+    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
 
   // Pass two: ℓ and O with the final max, K and V tiles.
   // A row with every key masked has m = -inf; exp2(-inf - (-inf)) would be NaN. Subtracting 0
@@ -100,9 +124,12 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
     float s[R][BC];
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
     if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, t * BC, keys(t * BC), 0);
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -110,12 +137,18 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
         s[r][j] = exp2f(s[r][j] - m_safe[r]);  // P̃_ij
         l[r] += s[r][j];
       }
+    FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, row0, rows, t * BC, keys(t * BC), 0);
     accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
+    FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
     __syncthreads();  // stage t&1 free for tile t+2
   }
+  if constexpr (kTrace && kCausal)
+    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
 #pragma unroll
   for (int r = 0; r < R; ++r)
     store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
 template <int D>
@@ -123,11 +156,14 @@ void launch(const FwdParams& p) {
   using T = TiledTile<D>;
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
-  auto kernel = p.causal ? tiled_forward_kernel<D, true> : tiled_forward_kernel<D, false>;
-  if (smem > 48 * 1024)
+  auto kernel = p.causal ? tiled_forward_kernel<D, true, false> : tiled_forward_kernel<D, false, false>;
+  auto traced = p.causal ? tiled_forward_kernel<D, true, true> : tiled_forward_kernel<D, false, true>;
+  if (smem > 48 * 1024) {
     FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, T::kThreads, smem, p.stream>>>(p);
-  FS_CHECK_LAUNCH();
+    FS_CUDA_CHECK(cudaFuncSetAttribute(traced, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
+  trace::launch(p.trace, "tiled_forward_kernel", kernel, traced, grid, T::kThreads, smem, p.stream, p);
 }
 
 std::size_t no_workspace(const Shape&) { return 0; }

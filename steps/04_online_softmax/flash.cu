@@ -20,6 +20,19 @@
 //
 // Both leave LSE = m + log ℓ (natural log) for the backward (step 05). From step 03: one pass
 // instead of two (4N²d FLOPs instead of 6N²d), K read once per Q tile instead of twice.
+//
+// Tracing (--trace): every kernel is a template on kTrace, as step 01's; <false> is the plain
+// kernel. Nothing is marked cached: the IO models (io_flash1_forward, io_flash2_forward) count
+// every tile each time it moves, and a tile's bytes are its real rows × d × 4 (the zero-filled
+// rows of a tail tile past N move nothing). The softmax and rescale events carry the running
+// m (natural log) and ℓ of one sampled row per CTA:
+//   alg1  init: each grid-stride chunk of O, ℓ, m stored; main: K_j, V_j loaded, then for each
+//         Q tile Q_i, O_i, ℓ_i, m_i loaded, S_ij, softmax, rescale, ℓ_i and m_i stored, P̃V
+//         accumulated and O_i stored; the sampled row is the first row of the last Q tile,
+//         the one tile every K/V tile updates (causal too); LSE: m, ℓ loaded, LSE stored.
+//   fa2   Q_i loaded, then per K/V tile K_j, V_j loaded, S_ij, softmax, rescale, P̃V
+//         accumulated; O_i and LSE stored. The sampled row is the CTA's first (thread 0's).
+//         Causal: one skip event for the key tiles past the CTA's last row.
 #include "steps/04_online_softmax/flash.hpp"
 
 #include <algorithm>
@@ -30,6 +43,9 @@
 #include "common/device.hpp"
 #include "common/flash_tile.cuh"
 #include "common/io_model.hpp"
+#include "common/trace/device.cuh"
+#include "common/trace/launch.cuh"
+#include "common/trace/nvtx.hpp"
 
 namespace fs {
 
@@ -41,6 +57,38 @@ namespace {
 
 constexpr int kAlg1Threads = 256;
 constexpr int kAlg1Warps = kAlg1Threads / kWarpSize;
+
+constexpr std::int64_t kF = sizeof(float);
+
+// For the trace: f(bh, row0, rows) for each head's share of the rows [r0, r1) of a
+// (B·H·N)-row tensor (a grid-stride chunk can straddle heads).
+template <typename F>
+__device__ void for_each_head(std::int64_t r0, std::int64_t r1, int N, F f) {
+  for (std::int64_t r = r0; r < r1;) {
+    const std::int64_t bh = r / N, end = min(r1, (bh + 1) * N);
+    f(bh, r - bh * N, end - r);
+    r = end;
+  }
+}
+
+// For the trace: f(bh, row0, rows, col0, cols) for rectangles covering the flat elements
+// [e0, e1) of a (B·H, N, C) tensor: a part row, whole rows, a part row, per head.
+template <typename F>
+__device__ void for_each_tile(std::int64_t e0, std::int64_t e1, int N, int C, F f) {
+  const std::int64_t NC = std::int64_t(N) * C;
+  for (std::int64_t e = e0; e < e1;) {
+    const std::int64_t bh = e / NC, row = e % NC / C, col = e % C;
+    if (col != 0 || e1 - e < C) {
+      const std::int64_t n = min(C - col, e1 - e);
+      f(bh, row, 1, col, n);
+      e += n;
+    } else {
+      const std::int64_t rows = min((e1 - e) / C, N - row);
+      f(bh, row, rows, 0, C);
+      e += rows * C;
+    }
+  }
+}
 
 // Shared memory of the alg1 kernel, in floats, for tiles Br × Bc and head dimension d. K is
 // stored with rows padded to d + 1 floats: threads of a warp read the same column of
@@ -58,8 +106,13 @@ struct Alg1Layout {
   __host__ __device__ std::size_t floats() const { return stats() + 2 * std::size_t(Br); }
 };
 
-// Algorithm 1, line 2: O = 0, ℓ = 0, m = -inf in HBM.
-__global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows, int d) {
+// Algorithm 1, line 2: O = 0, ℓ = 0, m = -inf in HBM. (N only locates the rows by head for
+// the trace: each pass of the grid-stride loop stores elements [e − threadIdx.x, + blockDim.x)
+// of O and, below B·H·N, of ℓ and m.)
+template <bool kTrace>
+__global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows, int d, int N,
+                                 trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * d;
        e += std::int64_t(gridDim.x) * blockDim.x) {
     o[e] = 0.f;
@@ -67,21 +120,54 @@ __global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows
       l[e] = 0.f;
       m[e] = -INFINITY;
     }
+    if constexpr (kTrace)
+      if (tr.records()) {
+        const std::int64_t e0 = e - threadIdx.x, e1 = min(rows * d, e0 + blockDim.x);
+        for_each_tile(e0, e1, N, d, [&](std::int64_t bh, std::int64_t i, std::int64_t n_rows, std::int64_t c,
+                                        std::int64_t n_cols) {
+          FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, i, n_rows, c, n_cols, n_rows * n_cols * kF);
+        });
+        if (e0 < rows)
+          for_each_head(e0, min(rows, e1), N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+            FS_TRACE_EVENT(tr, Kind::Store, Tensor::L, bh, i, n, 0, 1, n * kF);
+            FS_TRACE_EVENT(tr, Kind::Store, Tensor::M, bh, i, n, 0, 1, n * kF);
+          });
+      }
   }
 }
 
 // LSE = m + log ℓ once every K/V tile has been seen; ℓ = 0 (no visible key) gives -inf.
-__global__ void alg1_lse_kernel(const float* m, const float* l, float* lse, std::int64_t rows) {
+// (N only locates the rows by head for the trace.)
+template <bool kTrace>
+__global__ void alg1_lse_kernel(const float* m, const float* l, float* lse, std::int64_t rows, int N,
+                                trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   for (std::int64_t r = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
-       r += std::int64_t(gridDim.x) * blockDim.x)
+       r += std::int64_t(gridDim.x) * blockDim.x) {
+    // The CTA's rows in this pass of the loop, [r0, r1), split by head for the trace.
+    const std::int64_t r0 = r - threadIdx.x, r1 = min(rows, r0 + blockDim.x);
+    if constexpr (kTrace)
+      if (tr.records())
+        for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+          FS_TRACE_EVENT(tr, Kind::Load, Tensor::M, bh, i, n, 0, 1, n * kF);
+          FS_TRACE_EVENT(tr, Kind::Load, Tensor::L, bh, i, n, 0, 1, n * kF);
+        });
     lse[r] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+    if constexpr (kTrace)
+      if (tr.records())
+        for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+          FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, i, n, 0, 1, n * kF);
+        });
+  }
 }
 
 // One CTA per (batch, head): grid (B·H), block 256. m and ℓ are natural-log statistics here,
 // as in the paper's text. gm, gl: (B, H, N) in HBM.
-template <int D>
+template <int D, bool kTrace>
 __global__ void __launch_bounds__(kAlg1Threads)
-    alg1_forward_kernel(const FwdParams p, Alg1Layout L, float* __restrict__ gm, float* __restrict__ gl) {
+    alg1_forward_kernel(const FwdParams p, Alg1Layout L, float* __restrict__ gm, float* __restrict__ gl,
+                        trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];
   float* sK = smem + L.k();  // (Bc, D+1)
   float* sV = smem + L.v();  // (Bc, D)
@@ -99,6 +185,10 @@ __global__ void __launch_bounds__(kAlg1Threads)
   gm += bh * N;
   gl += bh * N;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  // For the trace: the sampled row, the first row of the last Q tile (every K/V tile updates
+  // it, causal too). Thread 0 (warp 0, lane 0) computes row 0 of each tile's statistics.
+  const int sample_i0 = (N - 1) / Br * Br;
+  float sample_m = -INFINITY, sample_l = 0.f;
 
   for (int j0 = 0; j0 < N; j0 += Bc) {  // line 5: for 1 ≤ j ≤ Tc
     const int cols = min(Bc, N - j0);
@@ -108,6 +198,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
       sK[c * L.k_stride() + x] = c < cols ? gK[std::int64_t(j0 + c) * D + x] : 0.f;
       sV[e] = c < cols ? gV[std::int64_t(j0) * D + e] : 0.f;
     }
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, cols, 0, D, cols * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, cols, 0, D, cols * D * kF);
     // line 7: for 1 ≤ i ≤ Tr — causal: Q tiles whose every row precedes key j0 are skipped
     const int i_first = p.causal ? j0 / Br * Br : 0;
     for (int i0 = i_first; i0 < N; i0 += Br) {
@@ -119,6 +211,10 @@ __global__ void __launch_bounds__(kAlg1Threads)
         sO[e] = in ? gO[std::int64_t(i0) * D + e] : 0.f;
       }
       __syncthreads();  // K_j, V_j (first i) and Q_i, O_i are in SRAM for everyone
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, rows, 0, D, rows * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i0, rows, 0, D, rows * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::L, bh, i0, rows, 0, 1, rows * kF);  // read at lines 10-11
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::M, bh, i0, rows, 0, 1, rows * kF);
 
       // line 9: S_ij = τ Q_i K_jᵀ, masked (keys past N, and causal j > i, get -inf)
       for (int e = threadIdx.x; e < Br * Bc; e += kAlg1Threads) {
@@ -130,6 +226,7 @@ __global__ void __launch_bounds__(kAlg1Threads)
         sS[r * L.s_stride() + c] = masked ? -INFINITY : p.scale * acc;
       }
       __syncthreads();  // whole rows of S_ij are read below
+      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, rows, j0, cols, 0);
 
       // lines 10-11, a warp per row: m̃, P̃ = exp(S − m̃), ℓ̃; m_new, ℓ_new
       for (int r = warp; r < Br; r += kAlg1Warps) {
@@ -162,9 +259,25 @@ __global__ void __launch_bounds__(kAlg1Threads)
             gl[i0 + r] = l_new;
             gm[i0 + r] = m_new;
           }
+          if constexpr (kTrace)
+            if (r == 0) {  // thread 0: the tile's first row, for the trace
+              sample_m = m_new;
+              sample_l = l_new;
+            }
         }
       }
       __syncthreads();  // P̃_ij and the weights are read by every thread below
+      if constexpr (kTrace) {
+        if (i0 == sample_i0) {
+          FS_TRACE_STATS(tr, Kind::Softmax, Tensor::P, bh, i0, rows, j0, cols, sample_m, sample_l, i0);
+          FS_TRACE_STATS(tr, Kind::Rescale, Tensor::O, bh, i0, rows, 0, D, sample_m, sample_l, i0);
+        } else {
+          FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, i0, rows, j0, cols, 0);
+          FS_TRACE_EVENT(tr, Kind::Rescale, Tensor::O, bh, i0, rows, 0, D, 0);
+        }
+      }
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::L, bh, i0, rows, 0, 1, rows * kF);  // written at line 13
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::M, bh, i0, rows, 0, 1, rows * kF);
 
       // line 12: O_i ← diag(ℓ_new)⁻¹ (diag(ℓ_i) e^{m_i − m_new} O_i + e^{m̃ − m_new} P̃_ij V_j) to HBM
       for (int e = threadIdx.x; e < rows * D; e += kAlg1Threads) {
@@ -174,6 +287,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
         for (int c = 0; c < cols; ++c) acc = fmaf(prow[c], sV[c * D + x], acc);
         gO[std::int64_t(i0) * D + e] = sA[r] * sO[e] + sB[r] * acc;
       }
+      FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, i0, rows, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, i0, rows, 0, D, rows * D * kF);
       __syncthreads();  // sQ, sO, sS are overwritten by the next Q tile
     }
   }
@@ -187,9 +302,10 @@ __global__ void __launch_bounds__(kAlg1Threads)
 template <int D>
 using Flash2Tile = DefaultRowTile<D>;
 
-template <int D, typename T, bool kCausal>
-__global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p) {
+template <int D, typename T, bool kCausal, bool kTrace>
+__global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
+  trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
@@ -200,9 +316,15 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
   const int row = T::first_row(row0), part = T::part();
+  // For the trace: the head, the CTA's real rows, the real keys of the tile at j0. The
+  // sampled row is thread 0's first row, row0 (its r = 0, part 0).
+  const std::int64_t bh = blockIdx.y;
+  const int rows = min(T::kBR, N - row0);
+  auto keys = [&](int j0) { return min(BC, N - j0); };
 
   float q[R][DC];
   load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
   const int last_row = min(N, row0 + T::kBR) - 1;
   const int n_tiles = kCausal ? last_row / BC + 1 : (N + BC - 1) / BC;
@@ -229,11 +351,14 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed, for every thread's reads below
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
 
     float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
     const int j0 = t * BC;
     if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -252,12 +377,20 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
       }
       m[r] = m_new;
     }
+    // The sampled row's m (natural log: m is kept in log2 units) and ℓ after this tile.
+    FS_TRACE_STATS(tr, Kind::Softmax, Tensor::P, bh, row0, rows, j0, keys(j0), m[0] * kLn2, l[0], row);
+    FS_TRACE_STATS(tr, Kind::Rescale, Tensor::O, bh, row0, rows, 0, D, m[0] * kLn2, l[0], row);
     accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
+    FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
+  if constexpr (kTrace && kCausal)  // the key tiles past the CTA's last row, never loaded
+    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
 #pragma unroll
   for (int r = 0; r < R; ++r)
     store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
 // ===========================================================================================
@@ -271,26 +404,38 @@ void launch_alg1(const FwdParams& p) {
   const Alg1Layout L{t.Br, t.Bc, D};
   float* gm = static_cast<float*>(p.workspace);  // (B, H, N)
   float* gl = gm + s.rows();                     // (B, H, N)
-  alg1_init_kernel<<<1024, 256, 0, p.stream>>>(p.o, gl, gm, s.rows(), D);
-  FS_CHECK_LAUNCH();
-  if (t.smem_bytes > 48 * 1024)
-    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  nvtx::NamedBuffers names;  // the workspace's statistics by name, in traced runs
+  if (p.trace) {
+    names.add(gm, s.rows() * sizeof(float), "m");
+    names.add(gl, s.rows() * sizeof(float), "l");
+    p.trace->set_tiles(t.Br, t.Bc);
+  }
+  trace::launch(p.trace, "alg1_init_kernel", alg1_init_kernel<false>, alg1_init_kernel<true>, 1024, 256, 0,
+                p.stream, p.o, gl, gm, s.rows(), D, s.N);
+  if (t.smem_bytes > 48 * 1024) {
+    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(t.smem_bytes)));
-  alg1_forward_kernel<D><<<static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream>>>(p, L, gm, gl);
-  FS_CHECK_LAUNCH();
-  alg1_lse_kernel<<<256, 256, 0, p.stream>>>(gm, gl, p.lse, s.rows());
-  FS_CHECK_LAUNCH();
+    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(t.smem_bytes)));
+  }
+  trace::launch(p.trace, "alg1_forward_kernel", alg1_forward_kernel<D, false>, alg1_forward_kernel<D, true>,
+                static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
+  trace::launch(p.trace, "alg1_lse_kernel", alg1_lse_kernel<false>, alg1_lse_kernel<true>, 256, 256, 0, p.stream,
+                gm, gl, p.lse, s.rows(), s.N);
 }
 
 template <int D, typename T>
 void launch_flash2(const FwdParams& p) {
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
-  auto kernel = p.causal ? flash2_forward_kernel<D, T, true> : flash2_forward_kernel<D, T, false>;
-  if (smem > 48 * 1024)
+  auto kernel = p.causal ? flash2_forward_kernel<D, T, true, false> : flash2_forward_kernel<D, T, false, false>;
+  auto traced = p.causal ? flash2_forward_kernel<D, T, true, true> : flash2_forward_kernel<D, T, false, true>;
+  if (smem > 48 * 1024) {
     FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kernel<<<grid, T::kThreads, smem, p.stream>>>(p);
-  FS_CHECK_LAUNCH();
+    FS_CUDA_CHECK(cudaFuncSetAttribute(traced, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
+  trace::launch(p.trace, "flash2_forward_kernel", kernel, traced, grid, T::kThreads, smem, p.stream, p);
 }
 
 template <int D>
