@@ -51,7 +51,6 @@ class Coverage {
 
   const std::vector<TensorGrid>& grids() const { return grids_; }
   const TensorGrid* grid(tr::Tensor t) const;
-  std::int64_t applied() const { return applied_; }
 
  private:
   void apply(const Replay& replay, int e, int sign);

@@ -84,7 +84,6 @@ HbmLayout layout_hbm(const Document& doc, Rect area, bool ghost) {
     if (scaled > 0) s = std::min(double(avail_h) / N, (double(area.w() - gaps) - fixed) / scaled);
   }
   s = std::max(s, 1e-4);
-  out.px_per_element = s;
   float x = area.min.x;
   const float y = area.min.y + label_h;
   for (std::size_t i = 0; i < grids.size(); ++i) {

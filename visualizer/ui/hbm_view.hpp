@@ -18,7 +18,6 @@ struct HbmItem {
 
 struct HbmLayout {
   std::vector<HbmItem> items;
-  double px_per_element = 0;
   bool widened = false;   // thin tensors were drawn wider than to scale, to stay visible
   const HbmItem* find(fs::trace::Tensor t) const;
 };

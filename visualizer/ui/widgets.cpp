@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 
 #include "visualizer/ui/theme.hpp"
 
@@ -148,32 +146,6 @@ void value_bar(float width, float height, double value, double full, double targ
     dl->AddText(ImVec2(p.x + 6, p.y + (height - ts.y) * 0.5f), theme::kText, text);
   }
   ImGui::Dummy(ImVec2(width, height));
-}
-
-namespace {
-void text_with(ImFont* font, ImU32 color, const char* fmt, va_list args) {
-  char buf[512];
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  if (font) ImGui::PushFont(font);
-  ImGui::PushStyleColor(ImGuiCol_Text, color);
-  ImGui::TextUnformatted(buf);
-  ImGui::PopStyleColor();
-  if (font) ImGui::PopFont();
-}
-}  // namespace
-
-void text_small(ImU32 color, const char* fmt, ...) {
-  va_list a;
-  va_start(a, fmt);
-  text_with(theme::fonts().small, color, fmt, a);
-  va_end(a);
-}
-
-void text_mono(ImU32 color, const char* fmt, ...) {
-  va_list a;
-  va_start(a, fmt);
-  text_with(theme::fonts().mono, color, fmt, a);
-  va_end(a);
 }
 
 void hatch(ImDrawList* dl, Rect r, ImU32 color, float spacing) {

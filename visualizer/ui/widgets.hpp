@@ -38,10 +38,6 @@ void legend_hatch(const char* label);
 void value_bar(float width, float height, double value, double full, double target, ImU32 color,
                const char* text);
 
-// Text drawn with the small or mono font.
-void text_small(ImU32 color, const char* fmt, ...);
-void text_mono(ImU32 color, const char* fmt, ...);
-
 // Diagonal hatching inside a rectangle (skipped blocks).
 void hatch(ImDrawList* dl, Rect r, ImU32 color, float spacing);
 
