@@ -74,8 +74,13 @@ Coverage::Coverage(const Replay& replay) {
     grid_of_[int(t)] = int(grids_.size());
     grids_.push_back(std::move(g));
   };
+  // A tensor is in HBM for the picture when the pass moves it: a step's trace may list S and
+  // P (the pass's full signature) and never store them, and then S is the ghost, P absent.
+  bool moved[tr::kTensorCount] = {};
+  for (const auto& e : replay.trace().events)
+    if ((e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) && e.tensor != tr::Tensor::None) moved[int(e.tensor)] = true;
   for (const auto& ti : meta.tensors)
-    if (ti.id != tr::Tensor::None && grid_of_[int(ti.id)] < 0) add(ti.id, true);
+    if (ti.id != tr::Tensor::None && grid_of_[int(ti.id)] < 0) add(ti.id, moved[int(ti.id)]);
   if (grid_of_[int(tr::Tensor::S)] < 0) add(tr::Tensor::S, false);
   // Tensors that events name but Meta::tensors left out still get a grid.
   for (const auto& e : replay.trace().events)

@@ -26,7 +26,7 @@ struct CellCounts {
 
 struct TensorGrid {
   tr::Tensor tensor = tr::Tensor::None;
-  bool in_hbm = true;         // false for the ghost S of a step that never stores it
+  bool in_hbm = true;         // false for a tensor the pass never moves (the ghost S of step 04)
   int heads = 1;
   int rows = 1, cols = 1;            // elements of one head
   int cell_rows = 1, cell_cols = 1;  // elements of one cell

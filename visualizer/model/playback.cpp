@@ -67,6 +67,8 @@ void Playback::step(const Replay& r, int direction) {
 void Playback::advance(const Replay& r, double seconds) {
   if (!playing_) return;
   cursor_.x += seconds * speed_ * units_per_second(r);
+  if (skip_idle_ && cursor_.order == Order::Real && cursor_.x < hi(r) && !r.busy_at(cursor_.x))
+    cursor_.x = std::min(r.next_begin_after(cursor_.x), hi(r));
   if (cursor_.x >= hi(r)) {
     if (loop_)
       cursor_.x = lo(r);

@@ -17,6 +17,10 @@ class Playback {
   bool playing() const { return playing_; }
   double speed() const { return speed_; }
   bool loop() const { return loop_; }
+  // Real time only: while playing, jump over stretches where no event is in progress (a
+  // recorded trace spends most of its time between kernels, waiting for the host).
+  bool skip_idle() const { return skip_idle_; }
+  void set_skip_idle(bool s) { skip_idle_ = s; }
 
   void set_playing(bool p) { playing_ = p; }
   void toggle() { playing_ = !playing_; }
@@ -47,6 +51,7 @@ class Playback {
   Cursor cursor_{};
   bool playing_ = false;
   bool loop_ = false;
+  bool skip_idle_ = true;
   double speed_ = 1;
 };
 

@@ -226,6 +226,9 @@ void Replay::index_orders() {
   std::stable_sort(time_order_.begin(), time_order_.end(), [&](int a, int b) { return end_of(a) < end_of(b); });
   time_order_end_.resize(E);
   for (std::size_t k = 0; k < E; ++k) time_order_end_[k] = end_of(time_order_[k]);
+  begins_sorted_.resize(E);
+  for (std::size_t k = 0; k < E; ++k) begins_sorted_[k] = ev[k].ts_ns;
+  std::sort(begins_sorted_.begin(), begins_sorted_.end());
 
   for (int o = 0; o < 2; ++o) {
     const Order order = o == 0 ? Order::Real : Order::Logical;
@@ -264,6 +267,18 @@ void Replay::index_residency() {
       peak_smem_ = std::max(peak_smem_, sm);
     }
   }
+}
+
+bool Replay::busy_at(double t_ns) const {
+  // Events begun by t minus events ended by t; a zero-length event is never in progress.
+  const auto begun = std::upper_bound(begins_sorted_.begin(), begins_sorted_.end(), t_ns) - begins_sorted_.begin();
+  const auto ended = std::upper_bound(time_order_end_.begin(), time_order_end_.end(), t_ns) - time_order_end_.begin();
+  return begun > ended;
+}
+
+double Replay::next_begin_after(double t_ns) const {
+  const auto it = std::upper_bound(begins_sorted_.begin(), begins_sorted_.end(), t_ns);
+  return it == begins_sorted_.end() ? end_ns_ : *it;
 }
 
 double Replay::logical_at_time(double t_ns) const {

@@ -101,6 +101,10 @@ class Replay {
   int event_in_order(Order o, std::int64_t k) const {
     return o == Order::Logical ? int(k) : time_order_[std::size_t(k)];
   }
+  // Whether any event is in progress at time t, and the first begin after t (end_ns() if
+  // none): playback skips the idle gaps between kernels with these.
+  bool busy_at(double t_ns) const;
+  double next_begin_after(double t_ns) const;
   // The end time of the k-th event to finish.
   double end_in_time_order(std::int64_t k) const { return time_order_end_[std::size_t(k)]; }
   Totals totals(Cursor c) const;
@@ -156,6 +160,7 @@ class Replay {
   double end_ns_ = 0, device_begin_ns_ = 0, device_end_ns_ = 0;
   std::vector<int> time_order_;        // events by (end, seq)
   std::vector<double> time_order_end_;  // their end times, ascending
+  std::vector<double> begins_sorted_;   // every event's begin, ascending
   std::vector<std::vector<int>> track_events_;
   std::vector<std::vector<double>> t_begin_, t_end_max_;
   std::vector<std::vector<std::int32_t>> smem_after_, regs_after_;

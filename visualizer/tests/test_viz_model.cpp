@@ -306,6 +306,24 @@ TEST_CASE("playback steps one event, plays to the end, loops", "[viz][playback]"
   p.advance(r, 0.1);
   REQUIRE(p.fraction(r) == 0.0);
 
+  // Skipping idle time: a gap between kernels is jumped over while playing.
+  {
+    const Replay n(make_synthetic_trace(naive_spec()));
+    Playback q;
+    q.rewind(n);
+    q.set_playing(true);
+    const auto& kernels = n.trace().kernels;
+    // Just after the first kernel's last event, nothing runs until the second kernel.
+    double last_end = 0;
+    for (const auto& e : n.trace().events)
+      if (n.trace().tracks[std::size_t(e.track)].kernel == 0) last_end = std::max(last_end, e.ts_ns + e.dur_ns);
+    q.seek(n, {Order::Real, last_end});
+    REQUIRE(!n.busy_at(last_end + 1));
+    q.advance(n, 1e-9);
+    REQUIRE(q.cursor().x >= kernels[1].ts_ns);
+    REQUIRE(n.busy_at(q.cursor().x + 1));
+  }
+
   // Switching order keeps the moment: the same events are done.
   p.seek_fraction(r, 0.4);
   const auto done = r.done_count(p.cursor());

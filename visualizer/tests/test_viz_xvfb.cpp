@@ -119,7 +119,9 @@ PanelRect find(const std::vector<PanelRect>& l, Panel p) {
   return {};
 }
 
-void check_screenshot(const std::string& png, bool expect_hbm_tiles) {
+// `lanes_share`: the least share of the timeline's lanes that events must colour (a
+// synthetic run keeps every SM busy; a recorded one at N = 256 may have two CTAs).
+void check_screenshot(const std::string& png, int min_tensor_px, double lanes_share) {
   Image img;
   REQUIRE(img.load(png));
   REQUIRE(img.w == 1600);
@@ -130,18 +132,18 @@ void check_screenshot(const std::string& png, bool expect_hbm_tiles) {
   const auto l = default_layout();
   const PanelRect mem = find(l, kPanelMemory), tl = find(l, kPanelTimeline);
   // The HBM half of the memory panel shows the tensors' tiles in their colours.
-  if (expect_hbm_tiles) {
+  {
     const int x0 = int(mem.pos.x), y0 = int(mem.pos.y + 60), x1 = int(mem.pos.x + mem.size.x * 0.6f),
               y1 = int(mem.pos.y + mem.size.y);
     int tensor_px = 0;
     for (auto t : {fs::trace::Tensor::Q, fs::trace::Tensor::K, fs::trace::Tensor::V, fs::trace::Tensor::O,
                    fs::trace::Tensor::S})
       tensor_px += img.count_near(x0, y0, x1, y1, theme::tensor_color(t), 70);
-    REQUIRE(tensor_px > 400);
+    REQUIRE(tensor_px > min_tensor_px);
   }
   // The timeline's lanes are full of coloured events.
   REQUIRE(img.saturated_share(int(tl.pos.x + 150), int(tl.pos.y + tl.size.y * 0.45f), int(tl.pos.x + tl.size.x - 20),
-                              int(tl.pos.y + tl.size.y - 10)) > 0.15);
+                              int(tl.pos.y + tl.size.y - 10)) > lanes_share);
 }
 
 }  // namespace
@@ -151,7 +153,7 @@ TEST_CASE("a screenshot of a synthetic step 04 trace shows the HBM grid and the 
   const Result r = run(kXvfb + kExe + " --synthetic flash --at frac:0.4 --screenshot " + png);
   INFO(r.output);
   REQUIRE(r.code == 0);
-  check_screenshot(png, true);
+  check_screenshot(png, 400, 0.15);
 }
 
 TEST_CASE("a screenshot of a synthetic step 01 trace, and of 01 against 04", "[viz][xvfb]") {
@@ -159,7 +161,7 @@ TEST_CASE("a screenshot of a synthetic step 01 trace, and of 01 against 04", "[v
   Result r = run(kXvfb + kExe + " --synthetic naive --heads 1 --at frac:0.3 --screenshot " + png);
   INFO(r.output);
   REQUIRE(r.code == 0);
-  check_screenshot(png, true);
+  check_screenshot(png, 400, 0.15);
   const std::string pair = (scratch() / "pair.png").string();
   r = run(kXvfb + kExe + " --synthetic pair --heads 1 --at frac:0.5 --screenshot " + pair);
   REQUIRE(r.code == 0);
@@ -175,10 +177,12 @@ TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {
   for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().extension() != ".json") continue;
     const std::string png = (scratch() / (it->path().stem().string() + ".png")).string();
-    const Result r = run(kXvfb + kExe + " \"" + it->path().string() + "\" --at frac:0.5 --screenshot " + png);
+    // Logical order: recorded runs spend most of their real time between kernels.
+    const Result r = run(kXvfb + kExe + " \"" + it->path().string() + "\" --order logical --at frac:0.5 --screenshot " + png);
     INFO(it->path() << "\n" << r.output);
     REQUIRE(r.code == 0);
-    check_screenshot(png, false);
+    REQUIRE(r.output.find("warning") == std::string::npos);
+    check_screenshot(png, 100, 0.004);  // the playhead alone is 0.15 %
     ++n;
   }
   WARN(n << " shipped trace(s) in " << dir);

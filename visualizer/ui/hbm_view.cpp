@@ -47,6 +47,60 @@ const HbmItem* HbmLayout::find(tr::Tensor t) const {
   return nullptr;
 }
 
+namespace {
+
+constexpr float kGap = 14, kMinW = 12, kMinVecW = 8;
+
+float label_width(const TensorGrid* g) {
+  const auto& f = theme::fonts();
+  return f.title->CalcTextSizeA(f.title->FontSize, 1e9f, 0, theme::tensor_display(g->tensor)).x + 4;
+}
+
+// The narrowest a tensor may be drawn: thin ones get a minimum width, and room for their name
+// (LSE over one column would otherwise push into its neighbour).
+float min_width(const TensorGrid* g) { return std::max(g->cols == 1 ? kMinVecW : kMinW, label_width(g)); }
+
+// The largest scale (pixels per element) at which one row of tensors, all N tall, fits in
+// width × height; thin tensors take their minimum width and the rest share what is left.
+double fit_row(const std::vector<const TensorGrid*>& row, float width, float height, int N) {
+  if (row.empty()) return 1e9;
+  double cols = 0;
+  for (const auto* g : row) cols += g->cols;
+  const double gaps = kGap * double(row.size() - 1);
+  double s = std::min(double(height) / N, (width - gaps) / cols);
+  for (int iter = 0; iter < 4; ++iter) {
+    double fixed = 0, scaled = 0;
+    for (const auto* g : row) {
+      if (g->cols * s < min_width(g))
+        fixed += min_width(g);
+      else
+        scaled += g->cols;
+    }
+    if (scaled > 0) s = std::min(double(height) / N, (width - gaps - fixed) / scaled);
+  }
+  return std::max(s, 1e-4);
+}
+
+void place_row(const std::vector<const TensorGrid*>& row, float x, float y, double s, int N, float label_h,
+               HbmLayout& out) {
+  for (const auto* g : row) {
+    double w = g->cols * s;
+    const double m = g->cols == 1 ? kMinVecW : kMinW;
+    if (w < m) {
+      w = m;
+      out.widened = true;
+    }
+    HbmItem it;
+    it.grid = g;
+    it.rect = {ImVec2(x, y + label_h), ImVec2(x + float(w), y + label_h + float(N * s))};
+    it.label = {ImVec2(x, y), ImVec2(x + float(w), y + label_h)};
+    out.items.push_back(it);
+    x += std::max(float(w), label_width(g)) + kGap;
+  }
+}
+
+}  // namespace
+
 HbmLayout layout_hbm(const Document& doc, Rect area, bool ghost) {
   HbmLayout out;
   std::vector<const TensorGrid*> grids;
@@ -55,52 +109,22 @@ HbmLayout layout_hbm(const Document& doc, Rect area, bool ghost) {
   std::stable_sort(grids.begin(), grids.end(),
                    [](const TensorGrid* a, const TensorGrid* b) { return rank(a->tensor) < rank(b->tensor); });
   if (grids.empty()) return out;
-  const float gap = 14, label_h = ImGui::GetTextLineHeight() + 4, size_h = ImGui::GetTextLineHeight() + 2;
-  const float min_w = 12, min_vec_w = 8;
+  const float label_h = ImGui::GetTextLineHeight() + 4, size_h = 2 * ImGui::GetTextLineHeight() + 4;
   const int N = std::max(1, doc.replay->meta().N);
-  const float avail_h = std::max(10.0f, area.h() - label_h - size_h);
-  // Width in elements of everything at one scale, and the gaps.
-  double cols = 0;
-  for (const auto* g : grids) cols += g->cols;
-  // A name wider than its tensor (LSE over one column) pushes the next tensor along.
-  const auto& f = theme::fonts();
-  std::vector<float> label_w;
-  for (const auto* g : grids)
-    label_w.push_back(f.title->CalcTextSizeA(f.title->FontSize, 1e9f, 0, theme::tensor_display(g->tensor)).x + 4);
-  const float gaps = gap * float(grids.size() - 1);
-  double s = std::min(double(avail_h) / N, double(area.w() - gaps) / cols);
-  // Thin tensors get a minimum width (and room for their name); the rest shrink to make room.
-  auto min_width = [&](std::size_t i) {
-    return std::max(grids[i]->cols == 1 ? min_vec_w : min_w, label_w[i]);
-  };
-  for (int iter = 0; iter < 4; ++iter) {
-    double fixed = 0, scaled = 0;
-    for (std::size_t i = 0; i < grids.size(); ++i) {
-      if (grids[i]->cols * s < min_width(i))
-        fixed += min_width(i);
-      else
-        scaled += grids[i]->cols;
-    }
-    if (scaled > 0) s = std::min(double(avail_h) / N, (double(area.w() - gaps) - fixed) / scaled);
-  }
-  s = std::max(s, 1e-4);
-  float x = area.min.x;
-  const float y = area.min.y + label_h;
-  for (std::size_t i = 0; i < grids.size(); ++i) {
-    const TensorGrid* g = grids[i];
-    double w = g->cols * s;
-    const double m = g->cols == 1 ? min_vec_w : min_w;
-    if (w < m) {
-      w = m;
-      out.widened = true;
-    }
-    const float slot = std::max(float(w), label_w[i]);
-    HbmItem it;
-    it.grid = g;
-    it.rect = {ImVec2(x, y), ImVec2(x + float(w), y + float(N * s))};
-    it.label = {ImVec2(x, area.min.y), ImVec2(x + float(w), y)};
-    out.items.push_back(it);
-    x += slot + gap;
+  // One row, or the N×d tensors above the N×N ones, whichever draws them larger (a backward
+  // pass has eight N×d tensors and four N×N ones).
+  std::vector<const TensorGrid*> thin, wide;
+  for (const auto* g : grids) (square(g->tensor) ? wide : thin).push_back(g);
+  const double one = fit_row(grids, area.w(), area.h() - label_h - size_h, N);
+  const float row_h = (area.h() - 2 * (label_h + size_h)) * 0.5f;
+  const double two = thin.empty() || wide.empty()
+                         ? 0
+                         : std::min(fit_row(thin, area.w(), row_h, N), fit_row(wide, area.w(), row_h, N));
+  if (two > one * 1.15) {
+    place_row(thin, area.min.x, area.min.y, two, N, label_h, out);
+    place_row(wide, area.min.x, area.min.y + label_h + float(N * two) + size_h, two, N, label_h, out);
+  } else {
+    place_row(grids, area.min.x, area.min.y, one, N, label_h, out);
   }
   return out;
 }
@@ -143,13 +167,17 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
       const double bytes = (info ? double(info->bytes) : double(g.rows) * g.cols * 4 * g.heads) / g.heads;
       if (g.cols == 1)
         std::snprintf(buf, sizeof buf, "N");
-      else if (square(g.tensor))
+      else if (square(g.tensor)) {
         std::snprintf(buf, sizeof buf, "N×N · %s a head", format_bytes(bytes).c_str());
+        if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x > it.rect.w())
+          std::snprintf(buf, sizeof buf, "N×N · %s", format_bytes(bytes).c_str());
+        if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x > it.rect.w()) std::snprintf(buf, sizeof buf, "N×N");
+      }
       else
         std::snprintf(buf, sizeof buf, "N×d");
       dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2), theme::kTextDim, buf);
-      if (!square(g.tensor) && g.cols > 1 && it.rect.w() > 30) {
-        std::snprintf(buf, sizeof buf, "%s", format_bytes(bytes).c_str());
+      std::snprintf(buf, sizeof buf, "%s", format_bytes(bytes).c_str());
+      if (!square(g.tensor) && g.cols > 1 && f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x < it.rect.w() + kGap - 4) {
         dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2 + f.small->FontSize),
                     theme::kTextDim, buf);
       }

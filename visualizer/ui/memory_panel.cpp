@@ -20,6 +20,7 @@ struct Slot {
   tr::Tensor tensor;
   Residence where;
   Rect rect;
+  int max_rows, max_cols;  // the largest tile it ever holds
 };
 
 // Where an event puts a tile on chip (the same rule as the replay's residency), or None.
@@ -43,6 +44,29 @@ tr::Tensor on_chip_tensor(const tr::Event& e, Residence* where) {
 
 float smooth(float t) { return t * t * (3 - 2 * t); }
 
+// What the step does with HBM, in a sentence, for the steps this repository has.
+const char* step_caption(const std::string& step, const std::string& pass) {
+  auto is = [&](const char* n) { return step.rfind(n, 0) == 0; };
+  const bool fwd = pass != "bwd";
+  if (is("01") && fwd)
+    return "Standard attention: S = τQKᵀ and P = softmax(S) are written to HBM and read back, N×N each — "
+           "Θ(Nd + N²) bytes (Theorem 2).";
+  if (is("01"))
+    return "Standard backward: P is read back, dP and dS are written to HBM and read back, N×N each — "
+           "Θ(Nd + N²) bytes (Theorem 5).";
+  if (is("02") && fwd)
+    return "Fused: S, the mask and the softmax in one kernel, so S never reaches HBM; P still does, and "
+           "is read back for O = PV.";
+  if (is("02")) return "Fused backward: dP, D and dS in one kernel, so dP never reaches HBM; P and dS still do.";
+  if (is("03") && fwd)
+    return "Tiled, two passes: each query tile streams K once for the row max, then K and V again; no N×N "
+           "matrix in HBM, but K is read twice.";
+  if (is("04") && fwd)
+    return "FlashAttention: K and V tiles stream through SRAM past each Q tile; S and P never leave the "
+           "chip — Θ(N²d²/M) bytes (Theorem 2).";
+  return nullptr;
+}
+
 void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double scale, bool fresh) {
   const auto& f = theme::fonts();
   const float w = std::max(3.0f, float(t.cols * scale)), h = std::max(3.0f, float(t.rows * scale));
@@ -60,11 +84,14 @@ void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double sca
   std::string label = tile_label(as_event);
   if (t.tensor == tr::Tensor::P && t.where == Residence::Regs) label = "P̃" + label.substr(1);
   const float ty = slot.max.y - f.small->FontSize * 2 - 2;
-  centered_text(dl, {ImVec2(slot.min.x - 20, ty), ImVec2(slot.max.x + 20, ty + f.small->FontSize + 2)}, theme::kText,
-                label.c_str(), f.small);
+  // A label wider than its slot drops its element range: the tensor's name still shows.
+  const Rect line{ImVec2(slot.min.x, ty), ImVec2(slot.max.x, ty + f.small->FontSize + 2)};
+  if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, label.c_str()).x > line.w())
+    label = label.substr(0, label.find('['));
+  centered_text(dl, line, theme::kText, label.c_str(), f.small);
   char sz[48];
   std::snprintf(sz, sizeof sz, "%s", format_bytes(double(t.bytes)).c_str());
-  centered_text(dl, {ImVec2(slot.min.x - 20, ty + f.small->FontSize), ImVec2(slot.max.x + 20, ty + 2 * f.small->FontSize + 2)},
+  centered_text(dl, {ImVec2(slot.min.x, ty + f.small->FontSize), ImVec2(slot.max.x, ty + 2 * f.small->FontSize + 2)},
                 theme::kTextDim, sz, f.small);
 }
 
@@ -126,13 +153,7 @@ void memory_panel(UiState& s) {
   // What this step does with HBM, under the picture.
   float hbm_bottom = hbm_area.min.y;
   for (const auto& it : layout.items) hbm_bottom = std::max(hbm_bottom, it.rect.max.y);
-  const char* caption = meta.step.rfind("01", 0) == 0
-                            ? "Standard attention: S = τQKᵀ and P = softmax(S) are written to HBM and read back, "
-                              "N×N each — Θ(Nd + N²) bytes (Theorem 2)."
-                        : meta.step.rfind("04", 0) == 0
-                            ? "FlashAttention: each CTA keeps its Q tile on chip and streams every K, V tile through "
-                              "SRAM; S and P never leave the chip; O and LSE are written once — Θ(N²d²/M) bytes."
-                            : nullptr;
+  const char* caption = step_caption(meta.step, meta.pass);
   if (caption && hbm_area.max.y - hbm_bottom > 3 * f.regular->FontSize + 30) {
     ImGui::SetCursorScreenPos(ImVec2(hbm_area.min.x, hbm_bottom + 2 * f.small->FontSize + 14));
     ImGui::PushTextWrapPos(hbm_area.max.x);
@@ -174,45 +195,62 @@ void memory_panel(UiState& s) {
     y += f.small->FontSize + 8;
   }
 
-  // Slots: every tensor this CTA ever holds, in a stable place, so tiles arrive where
-  // the next one of their kind will.
+  // Slots: every tensor this CTA ever holds, in a stable place (tiles arrive where the next
+  // one of their kind will), each as wide as its widest tile at one scale for all, so that
+  // tile sizes compare.
   std::vector<Slot> slots;
-  auto has_slot = [&](tr::Tensor t, Residence w) {
-    return std::any_of(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.tensor == t && sl.where == w; });
-  };
   for (int e : list) {
+    const auto& ev = r.trace().events[std::size_t(e)];
     Residence w;
-    const tr::Tensor t = on_chip_tensor(r.trace().events[std::size_t(e)], &w);
-    if (t == tr::Tensor::None || r.trace().events[std::size_t(e)].kind == tr::Kind::Store) continue;
-    if (!has_slot(t, w)) slots.push_back({t, w, {}});
+    const tr::Tensor t = on_chip_tensor(ev, &w);
+    if (t == tr::Tensor::None || ev.kind == tr::Kind::Store || ev.rows <= 0 || ev.cols <= 0) continue;
+    auto it = std::find_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.tensor == t && sl.where == w; });
+    if (it == slots.end()) {
+      slots.push_back({t, w, {}, 0, 0});
+      it = slots.end() - 1;
+    }
+    it->max_rows = std::max(it->max_rows, ev.rows);
+    it->max_cols = std::max(it->max_cols, ev.cols);
   }
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
     return a.where != b.where ? a.where < b.where : int(a.tensor) < int(b.tensor);
   });
-  int n_smem = 0, n_regs = 0;
-  for (const auto& sl : slots) (sl.where == Residence::Smem ? n_smem : n_regs)++;
-  const float row_gap = f.regular->FontSize + 10;
-  const float rows_h = std::max(40.0f, (chip_area.max.y - y - 2 * row_gap - f.small->FontSize * 2 - 10) / 2);
-  const float cols = float(std::max({n_smem, n_regs, 3}));
-  const float slot_w = (chip_area.w() - (cols - 1) * 10) / cols;
-  // One scale for every tile of this CTA, so their sizes compare.
-  double scale = 1e9;
-  for (int e : list) {
-    const auto& ev = r.trace().events[std::size_t(e)];
-    if (ev.rows > 0 && ev.cols > 0 && ev.kind != tr::Kind::Skip)
-      scale = std::min({scale, double(slot_w - 8) / ev.cols, double(rows_h - f.small->FontSize * 2 - 8) / ev.rows});
+  const float row_gap = f.regular->FontSize + 10, slot_gap = 6, pad = 10;
+  // A slot is at least wide enough for its label, unless the row cannot hold that many.
+  float min_slot = 2 * f.small->FontSize * 2.6f;
+  for (Residence w : {Residence::Smem, Residence::Regs}) {
+    const auto n = std::count_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.where == w; });
+    if (n > 0) min_slot = std::min(min_slot, (chip_area.w() - slot_gap * float(n - 1)) / float(n));
   }
-  if (scale > 1e8) scale = 1;
+  const float label_h = f.small->FontSize * 2 + 8;
+  const float rows_h = std::max(40.0f, (chip_area.max.y - y - 2 * row_gap - f.small->FontSize * 2 - 10) / 2);
+  double scale = 1e9;
+  for (const auto& sl : slots) scale = std::min(scale, double(rows_h - label_h - pad) / sl.max_rows);
+  for (Residence w : {Residence::Smem, Residence::Regs})
+    for (int iter = 0; iter < 4; ++iter) {
+      double fixed = 0, cols = 0, gaps = 0;
+      for (const auto& sl : slots) {
+        if (sl.where != w) continue;
+        gaps += gaps > 0 || fixed > 0 || cols > 0 ? slot_gap : 0;
+        if (sl.max_cols * scale + pad < min_slot)
+          fixed += min_slot;
+        else
+          cols += sl.max_cols;
+      }
+      if (cols > 0) scale = std::min(scale, (chip_area.w() - gaps - fixed) / cols - 1e-9);
+    }
+  if (scale > 1e8 || scale <= 0) scale = 1;
   const float smem_y = y + row_gap, regs_y = smem_y + rows_h + row_gap;
   dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, "Shared memory (SRAM)");
   dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, smem_y + rows_h + 4), theme::kTextDim, "Registers");
-  int i_smem = 0, i_regs = 0;
+  float x_smem = chip_area.min.x, x_regs = chip_area.min.x;
   for (auto& sl : slots) {
-    const int i = sl.where == Residence::Smem ? i_smem++ : i_regs++;
+    float& x = sl.where == Residence::Smem ? x_smem : x_regs;
     const float sy = sl.where == Residence::Smem ? smem_y : regs_y;
-    const float sx = chip_area.min.x + i * (slot_w + 10);
-    sl.rect = {ImVec2(sx, sy), ImVec2(sx + slot_w, sy + rows_h)};
+    const float w = std::max(min_slot, float(sl.max_cols * scale) + pad);
+    sl.rect = {ImVec2(x, sy), ImVec2(x + w, sy + rows_h)};
     dl->AddRect(sl.rect.min, sl.rect.max, theme::with_alpha(theme::kBorder, 0.8f), 4);
+    x += w + slot_gap;
   }
   auto slot_of = [&](tr::Tensor t, Residence w) -> const Slot* {
     if (t == tr::Tensor::P && w == Residence::Regs) t = tr::Tensor::S;

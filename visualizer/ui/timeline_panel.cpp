@@ -238,6 +238,18 @@ void timeline_panel(UiState& s) {
   const float content_h = y;
   const Rect area{ImVec2(origin.x, ruler.max.y + 2), ImVec2(origin.x + avail.x, origin.y + avail.y)};
   const float view_h = area.h();
+  // A newly followed CTA (a click elsewhere, the SM following on): bring its SM into view,
+  // expanded, unless it is visible already.
+  if (ts.revealed_track != doc->selected_track && r.track_count() > 0) {
+    ts.revealed_track = doc->selected_track;
+    const int g = r.sm_group_of_track(doc->selected_track);
+    if (g >= 0 && r.sm_groups()[std::size_t(g)].tracks.size() <= 16) ts.sm_expanded[std::size_t(g)] = 1;
+    for (const auto& lane : lanes)
+      if (lane.type == LaneType::Sm && lane.index == g) {
+        const bool visible = lane.y >= ts.scroll_y && lane.y + 3 * kCtaRowH <= ts.scroll_y + view_h;
+        if (!visible) ts.scroll_y = std::max(0.0f, lane.y - 2 * kSmRowH);
+      }
+  }
   ts.scroll_y = std::clamp(ts.scroll_y, 0.0f, std::max(0.0f, content_h - view_h));
 
   ImGui::SetCursorScreenPos(area.min);

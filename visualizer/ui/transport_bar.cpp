@@ -104,6 +104,12 @@ void transport_bar(UiState& s) {
   ImGui::SameLine(0, 12);
   bool loop = pb.loop();
   if (ImGui::Checkbox("loop", &loop)) pb.set_loop(loop);
+  if (pb.order() == Order::Real) {
+    ImGui::SameLine();
+    bool skip = pb.skip_idle();
+    if (ImGui::Checkbox("skip idle", &skip)) pb.set_skip_idle(skip);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("while playing, jump over stretches where no kernel runs");
+  }
   ImGui::SameLine(0, 16);
   const Cursor c = pb.cursor();
   char where[128];

@@ -40,6 +40,7 @@ struct TimelineState {
   TimeView view[2];               // per order (Real, Logical)
   bool view_set[2] = {false, false};
   std::vector<char> sm_expanded;  // per SM group: one lane per CTA, or all CTAs in one lane
+  int revealed_track = -1;        // the followed CTA whose lane was last scrolled into view
   bool range_active = false;
   double range0 = 0, range1 = 0;  // the selected range, in the current order's units
   bool range_dragging = false;
