@@ -12,18 +12,23 @@ out=docs/images
 mkdir -p "$out"
 
 t01=docs/traces/01_naive.fwd.json
-t04=$(ls docs/traces/04_online_softmax*.fwd.json 2>/dev/null | head -1 || true)
+t04=docs/traces/04_online_softmax_fa2.fwd.json
+[ -f "$t04" ] || t04=$(ls docs/traces/04_online_softmax*.fwd.json 2>/dev/null | head -1 || true)
 if [ -f "$t01" ] && [ -n "$t04" ]; then
-  flash=("$t04"); naive=("$t01"); pair=("$t01" --compare "$t04"); causal=("$t04")
+  # Logical order: a recorded run spends most of its real time between kernels.
+  flash=("$t04" --order logical); naive=("$t01" --order logical)
+  pair=("$t01" --compare "$t04" --order logical); causal=(--synthetic flash-causal)
+  timeline=("$t04" --order real)
 else
   flash=(--synthetic flash); naive=(--synthetic naive --heads 1)
   pair=(--synthetic pair --heads 1); causal=(--synthetic flash-causal)
+  timeline=(--synthetic naive --heads 1)
 fi
 
 # Without a display the program runs itself under xvfb-run.
 "$viz" "${flash[@]}" --at frac:0.45 --screenshot "$out/viz_overview_04.png"
-"$viz" "${naive[@]}" --at frac:0.1 --screenshot "$out/viz_overview_01.png"
-"$viz" "${pair[@]}" --at frac:0.5 --panels compare,sms,counters,softmax,timeline --screenshot "$out/viz_compare_01_04.png"
+"$viz" "${naive[@]}" --at frac:0.62 --screenshot "$out/viz_overview_01.png"
+"$viz" "${pair[@]}" --at frac:0.8 --panels compare,counters,sms --screenshot "$out/viz_compare_01_04.png"
 "$viz" "${causal[@]}" --at frac:0.55 --cta 15 --panels scores,softmax,counters --size 1400x700 --screenshot "$out/viz_causal_softmax.png"
 "$viz" "${flash[@]}" --panels io --size 1100x640 --screenshot "$out/viz_io_calculator.png"
-"$viz" "${naive[@]}" --at frac:0.1 --panels timeline --size 1600x560 --screenshot "$out/viz_timeline.png"
+"$viz" "${timeline[@]}" --at frac:0.5 --panels timeline --size 1600x420 --screenshot "$out/viz_timeline.png"

@@ -189,7 +189,7 @@ void memory_panel(UiState& s) {
     }
     dl->AddRect(bar.min, bar.max, theme::kBorder, 3);
     y += bar_h + 3;
-    std::snprintf(buf, sizeof buf, "%s held · kernel %s · budget %s", format_bytes(double(smem_now)).c_str(),
+    std::snprintf(buf, sizeof buf, "%s loaded · kernel's shared memory %s · budget %s", format_bytes(double(smem_now)).c_str(),
                   kernel_smem > 0 ? format_bytes(kernel_smem).c_str() : "0 B", format_bytes(budget).c_str());
     dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, buf);
     y += f.small->FontSize + 8;
@@ -241,8 +241,8 @@ void memory_panel(UiState& s) {
     }
   if (scale > 1e8 || scale <= 0) scale = 1;
   const float smem_y = y + row_gap, regs_y = smem_y + rows_h + row_gap;
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, "Shared memory (SRAM)");
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, smem_y + rows_h + 4), theme::kTextDim, "Registers");
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, "Loaded from HBM (SRAM)");
+  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, smem_y + rows_h + 4), theme::kTextDim, "Computed on chip (registers)");
   float x_smem = chip_area.min.x, x_regs = chip_area.min.x;
   for (auto& sl : slots) {
     float& x = sl.where == Residence::Smem ? x_smem : x_regs;
@@ -283,6 +283,9 @@ void memory_panel(UiState& s) {
     const auto& e = r.trace().events[std::size_t(list[std::size_t(tc.active)])];
     std::snprintf(buf, sizeof buf, "now: %s %s%s  (%d%%)", kind_label(e.kind), tile_label(e).c_str(),
                   e.bytes > 0 ? ("  " + format_bytes(double(e.bytes))).c_str() : "", int(tc.frac * 100));
+  } else if (tc.done > 0) {
+    const auto& e = r.trace().events[std::size_t(list[std::size_t(tc.done) - 1])];
+    std::snprintf(buf, sizeof buf, "last: %s %s", kind_label(e.kind), tile_label(e).c_str());
   } else {
     std::snprintf(buf, sizeof buf, "between events");
   }
