@@ -42,6 +42,7 @@ struct Options {
   std::string at = "frac:0.4";
   std::string order = "real";
   std::string panels;
+  unsigned panel_flags = 0;  // --panels, parsed
   std::string size = "1600x1000";
   int cta = -1, kernel = 0;
   bool bench = false;
@@ -218,11 +219,7 @@ int bench(const Options& o) {
   App app;
   app.set_document(std::move(doc), false);
   UiState& s = app.state();
-  if (!o.panels.empty()) {
-    std::string bad;
-    s.panels = parse_panels(o.panels, bad);
-    if (!bad.empty()) return fail("--panels: unknown panel '" + bad + "'");
-  }
+  if (o.panel_flags) s.panels = o.panel_flags;
   // A session in three parts: the whole run in view, then zoomed in 20×, then 500× (the
   // lanes full of individual events), the playhead sweeping the run in each.
   std::vector<double> ms;
@@ -296,12 +293,19 @@ int main(int argc, char** argv) {
   cli.add_flag("--bench-no-file", o.bench_no_file, "--bench indexes the generated trace without writing and reading a file");
   try {
     cli.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(e.what());  // one line and exit code 2, as the step programs do
   }
   if (std::sscanf(o.size.c_str(), "%dx%d", &o.w, &o.h) != 2 || o.w < 320 || o.h < 240 || o.w > 8192 || o.h > 8192)
     return fail("--size " + o.size + ": expected WxH between 320x240 and 8192x8192");
   if (o.bench && o.size == "1600x1000") o.w = 1280, o.h = 800;
+  if (!o.panels.empty()) {
+    std::string bad;
+    o.panel_flags = parse_panels(o.panels, bad);
+    if (!bad.empty()) return fail("--panels: unknown panel '" + bad + "'");
+  }
   const std::string exe = self_path(argv[0]);
 
   // No display: run again under a virtual one and render the storyboard (unless a headless
@@ -347,11 +351,7 @@ int main(int argc, char** argv) {
   s.folders = o.folders.empty() ? default_folders(exe) : o.folders;
   s.command_line = o.paths;
   app.refresh_catalog();
-  if (!o.panels.empty()) {
-    std::string bad;
-    s.panels = parse_panels(o.panels, bad);
-    if (!bad.empty()) return fail("--panels: unknown panel '" + bad + "'");
-  }
+  if (o.panel_flags) s.panels = o.panel_flags;
 
   // What to open: the synthetic trace asked for, else the command line's first trace or the
   // tour's default from docs/traces, else a synthetic step 04.
