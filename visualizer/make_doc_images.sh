@@ -32,3 +32,9 @@ fi
 "$viz" "${causal[@]}" --at frac:0.55 --cta 15 --panels scores,softmax,counters --size 1400x700 --screenshot "$out/viz_causal_softmax.png"
 "$viz" "${flash[@]}" --panels io --size 1100x640 --screenshot "$out/viz_io_calculator.png"
 "$viz" "${timeline[@]}" --at frac:0.5 --panels timeline --size 1600x420 --screenshot "$out/viz_timeline.png"
+
+# The lessons of steps 02 and 03 (recorded traces only).
+for t in 02_fused 03_tiled; do
+  [ -f "docs/traces/$t.fwd.json" ] && "$viz" "docs/traces/$t.fwd.json" --order logical --at frac:0.55 \
+    --panels memory,scores,counters,timeline --screenshot "$out/viz_overview_${t%%_*}.png"
+done
