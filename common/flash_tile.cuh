@@ -51,6 +51,19 @@ struct RowTile {
 template <int D>
 using DefaultRowTile = std::conditional_t<(D <= 64), RowTile<D, 16, 2, (D < 32 ? D : 32)>, RowTile<D, 8, 4, 16>>;
 
+// The head dimensions the tiled kernels are compiled for, and the call that picks one:
+//   dispatch_head_dim(d, [&](auto D) { launch<D>(p); })   // D is std::integral_constant<int, d>
+inline bool is_compiled_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128; }
+template <typename Fn>
+auto dispatch_head_dim(int d, Fn&& fn) {
+  switch (d) {
+    case 16: return fn(std::integral_constant<int, 16>{});
+    case 32: return fn(std::integral_constant<int, 32>{});
+    case 64: return fn(std::integral_constant<int, 64>{});
+    default: return fn(std::integral_constant<int, 128>{});  // callers check is_compiled_head_dim first
+  }
+}
+
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 

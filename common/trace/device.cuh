@@ -127,6 +127,38 @@ class CtaTracer<true> {
   std::uint32_t cap_ = 0, count_ = 0;
 };
 
+// Element ranges of a flat grid-stride chunk, for events that must name head-local rows.
+
+// f(bh, row0, rows) for each head's share of the rows [r0, r1) of a (B·H·N)-row tensor: a
+// block of rows (or a grid-stride chunk) can straddle heads.
+template <typename F>
+__device__ void for_each_head(std::int64_t r0, std::int64_t r1, int N, F f) {
+  for (std::int64_t r = r0; r < r1;) {
+    const std::int64_t bh = r / N, end = min(r1, (bh + 1) * N);
+    f(bh, r - bh * N, end - r);
+    r = end;
+  }
+}
+
+// f(bh, row0, rows, col0, cols) for rectangles covering the flat elements [e0, e1) of a
+// (B·H, N, C) tensor: a part row, whole rows, a part row, per head.
+template <typename F>
+__device__ void for_each_tile(std::int64_t e0, std::int64_t e1, int N, int C, F f) {
+  const std::int64_t NC = std::int64_t(N) * C;
+  for (std::int64_t e = e0; e < e1;) {
+    const std::int64_t bh = e / NC, row = e % NC / C, col = e % C;
+    if (col != 0 || e1 - e < C) {
+      const std::int64_t n = min(C - col, e1 - e);
+      f(bh, row, 1, col, n);
+      e += n;
+    } else {
+      const std::int64_t rows = min((e1 - e) / C, N - row);
+      f(bh, row, rows, 0, C);
+      e += rows * C;
+    }
+  }
+}
+
 }  // namespace fs::trace
 
 // One event, in one line:

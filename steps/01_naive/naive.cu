@@ -87,36 +87,6 @@ constexpr std::int64_t kF = sizeof(float);
 // The part of a tile of `tile` rows (or columns) starting at `start` that lies inside `n`.
 __device__ __forceinline__ int extent(int start, int tile, int n) { return min(tile, n - start); }
 
-// f(bh, row0, rows) for each head's share of the rows [r0, r1) of a (B·H·N)-row matrix: a
-// block of the one-warp-per-row kernels can straddle two heads.
-template <typename F>
-__device__ void for_each_head(std::int64_t r0, std::int64_t r1, int N, F f) {
-  for (std::int64_t r = r0; r < r1;) {
-    const std::int64_t bh = r / N, end = min(r1, (bh + 1) * N);
-    f(bh, r - bh * N, end - r);
-    r = end;
-  }
-}
-
-// f(bh, row0, rows, col0, cols) for rectangles covering the flat elements [e0, e1) of a
-// (B·H, N, N) matrix: a part row, whole rows, a part row, per head.
-template <typename F>
-__device__ void for_each_tile(std::int64_t e0, std::int64_t e1, int N, F f) {
-  const std::int64_t NN = std::int64_t(N) * N;
-  for (std::int64_t e = e0; e < e1;) {
-    const std::int64_t bh = e / NN, row = e % NN / N, col = e % N;
-    if (col != 0 || e1 - e < N) {
-      const std::int64_t n = min(N - col, e1 - e);
-      f(bh, row, 1, col, n);
-      e += n;
-    } else {
-      const std::int64_t rows = min((e1 - e) / N, N - row);
-      f(bh, row, rows, 0, N);
-      e += rows * N;
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------------------
@@ -166,7 +136,7 @@ __global__ void softmax_kernel(const float* __restrict__ s, float* __restrict__ 
   for (int j = lane; j < N; j += kWarp) m = fmaxf(m, srow[j]);
   m = warp_max(m);
   if constexpr (kTrace)  // the first sweep has read the rows; the other two re-read them from L1/L2
-    for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+    trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::S, bh, i, n, 0, N, n * N * kF);
     });
   // A row whose every key is masked has m = -inf, and exp(-inf - (-inf)) would be NaN:
@@ -180,7 +150,7 @@ __global__ void softmax_kernel(const float* __restrict__ s, float* __restrict__ 
   for (int j = lane; j < N; j += kWarp) prow[j] = expf(srow[j] - m_safe) * inv_l;
   if (lane == 0) lse[row] = (l > 0.f) ? m + logf(l) : -INFINITY;
   if constexpr (kTrace)
-    for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+    trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
       FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, i, n, 0, N, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::P, bh, i, n, 0, N, n * N * kF);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, i, n, 0, 1, n * kF);
@@ -271,7 +241,7 @@ __global__ void rowdot_kernel(const float* __restrict__ dout, const float* __res
   const std::int64_t r0 = std::int64_t(blockIdx.x) * (blockDim.x / kWarp);  // the CTA's rows [r0, r1)
   const std::int64_t r1 = min(rows, r0 + blockDim.x / kWarp);
   if constexpr (kTrace)
-    for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+    trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i, n, 0, d, n * d * kF);
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i, n, 0, d, n * d * kF);
     });
@@ -280,7 +250,7 @@ __global__ void rowdot_kernel(const float* __restrict__ dout, const float* __res
   acc = warp_sum(acc);
   if (lane == 0) D[row] = acc;
   if constexpr (kTrace)
-    for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+    trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
       FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::D, bh, i, n, 0, 1, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::D, bh, i, n, 0, 1, n * kF);
     });
@@ -299,7 +269,7 @@ __global__ void ds_kernel(const float* __restrict__ p, float* dp_ds, const float
     const std::int64_t e0 = e - threadIdx.x, e1 = min(elems, e0 + blockDim.x);
     if constexpr (kTrace)
       if (tr.records())
-        for_each_tile(e0, e1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t rows, std::int64_t j,
+        trace::for_each_tile(e0, e1, N, N, [&](std::int64_t bh, std::int64_t i, std::int64_t rows, std::int64_t j,
                                      std::int64_t cols) {
           FS_TRACE_EVENT(tr, Kind::Load, Tensor::P, bh, i, rows, j, cols, rows * cols * kF);
           FS_TRACE_EVENT(tr, Kind::Load, Tensor::dP, bh, i, rows, j, cols, rows * cols * kF);
@@ -308,7 +278,7 @@ __global__ void ds_kernel(const float* __restrict__ p, float* dp_ds, const float
     dp_ds[e] = p[e] * (dp_ds[e] - D[e / N]);
     if constexpr (kTrace)
       if (tr.records())
-        for_each_tile(e0, e1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t rows, std::int64_t j,
+        trace::for_each_tile(e0, e1, N, N, [&](std::int64_t bh, std::int64_t i, std::int64_t rows, std::int64_t j,
                                      std::int64_t cols) {
           FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i, rows, j, cols, 0);
           FS_TRACE_EVENT(tr, Kind::Store, Tensor::dS, bh, i, rows, j, cols, rows * cols * kF);

@@ -169,7 +169,7 @@ void launch(const FwdParams& p) {
 std::size_t no_workspace(const Shape&) { return 0; }
 
 std::string unsupported(const Shape& s, const DeviceInfo&) {
-  if (s.d != 16 && s.d != 32 && s.d != 64 && s.d != 128)
+  if (!is_compiled_head_dim(s.d))
     return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   return {};
@@ -183,23 +183,13 @@ IoCount io_forward(const Shape& s, bool causal, int) {
 }  // namespace
 
 TileSizes tiled_tile_sizes(int d) {
-  switch (d) {
-    case 16: return {TiledTile<16>::kBR, TiledTile<16>::kBC};
-    case 32: return {TiledTile<32>::kBR, TiledTile<32>::kBC};
-    case 64: return {TiledTile<64>::kBR, TiledTile<64>::kBC};
-    case 128: return {TiledTile<128>::kBR, TiledTile<128>::kBC};
-    default: return {};
-  }
+  if (!is_compiled_head_dim(d)) return {};
+  return dispatch_head_dim(d, [](auto D) { return TileSizes{TiledTile<D>::kBR, TiledTile<D>::kBC}; });
 }
 
 void tiled_forward(const FwdParams& p) {
-  switch (p.shape.d) {
-    case 16: launch<16>(p); break;
-    case 32: launch<32>(p); break;
-    case 64: launch<64>(p); break;
-    case 128: launch<128>(p); break;
-    default: throw CudaError(cudaErrorInvalidValue, "tiled_forward: unsupported d");
-  }
+  if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "tiled_forward: unsupported d");
+  dispatch_head_dim(p.shape.d, [&](auto D) { launch<D>(p); });
 }
 
 StepInfo step03_info() {

@@ -60,36 +60,6 @@ constexpr int kAlg1Warps = kAlg1Threads / kWarpSize;
 
 constexpr std::int64_t kF = sizeof(float);
 
-// For the trace: f(bh, row0, rows) for each head's share of the rows [r0, r1) of a
-// (B·H·N)-row tensor (a grid-stride chunk can straddle heads).
-template <typename F>
-__device__ void for_each_head(std::int64_t r0, std::int64_t r1, int N, F f) {
-  for (std::int64_t r = r0; r < r1;) {
-    const std::int64_t bh = r / N, end = min(r1, (bh + 1) * N);
-    f(bh, r - bh * N, end - r);
-    r = end;
-  }
-}
-
-// For the trace: f(bh, row0, rows, col0, cols) for rectangles covering the flat elements
-// [e0, e1) of a (B·H, N, C) tensor: a part row, whole rows, a part row, per head.
-template <typename F>
-__device__ void for_each_tile(std::int64_t e0, std::int64_t e1, int N, int C, F f) {
-  const std::int64_t NC = std::int64_t(N) * C;
-  for (std::int64_t e = e0; e < e1;) {
-    const std::int64_t bh = e / NC, row = e % NC / C, col = e % C;
-    if (col != 0 || e1 - e < C) {
-      const std::int64_t n = min(C - col, e1 - e);
-      f(bh, row, 1, col, n);
-      e += n;
-    } else {
-      const std::int64_t rows = min((e1 - e) / C, N - row);
-      f(bh, row, rows, 0, C);
-      e += rows * C;
-    }
-  }
-}
-
 // Shared memory of the alg1 kernel, in floats, for tiles Br × Bc and head dimension d. K is
 // stored with rows padded to d + 1 floats: threads of a warp read the same column of
 // consecutive rows of K, which would otherwise all fall in one bank.
@@ -123,12 +93,12 @@ __global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows
     if constexpr (kTrace)
       if (tr.records()) {
         const std::int64_t e0 = e - threadIdx.x, e1 = min(rows * d, e0 + blockDim.x);
-        for_each_tile(e0, e1, N, d, [&](std::int64_t bh, std::int64_t i, std::int64_t n_rows, std::int64_t c,
+        trace::for_each_tile(e0, e1, N, d, [&](std::int64_t bh, std::int64_t i, std::int64_t n_rows, std::int64_t c,
                                         std::int64_t n_cols) {
           FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, i, n_rows, c, n_cols, n_rows * n_cols * kF);
         });
         if (e0 < rows)
-          for_each_head(e0, min(rows, e1), N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+          trace::for_each_head(e0, min(rows, e1), N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
             FS_TRACE_EVENT(tr, Kind::Store, Tensor::L, bh, i, n, 0, 1, n * kF);
             FS_TRACE_EVENT(tr, Kind::Store, Tensor::M, bh, i, n, 0, 1, n * kF);
           });
@@ -148,14 +118,14 @@ __global__ void alg1_lse_kernel(const float* m, const float* l, float* lse, std:
     const std::int64_t r0 = r - threadIdx.x, r1 = min(rows, r0 + blockDim.x);
     if constexpr (kTrace)
       if (tr.records())
-        for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+        trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
           FS_TRACE_EVENT(tr, Kind::Load, Tensor::M, bh, i, n, 0, 1, n * kF);
           FS_TRACE_EVENT(tr, Kind::Load, Tensor::L, bh, i, n, 0, 1, n * kF);
         });
     lse[r] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
     if constexpr (kTrace)
       if (tr.records())
-        for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+        trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
           FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, i, n, 0, 1, n * kF);
         });
   }
@@ -450,7 +420,7 @@ std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.rows() * sizeof(float); 
 std::size_t no_workspace(const Shape&) { return 0; }
 
 std::string unsupported(const Shape& s, const DeviceInfo& dev) {
-  if (s.d != 16 && s.d != 32 && s.d != 64 && s.d != 128)
+  if (!is_compiled_head_dim(s.d))
     return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (alg1_tiles(s.d, dev.smem_per_block_optin).Br < 1)
@@ -481,23 +451,13 @@ Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes) {
 }
 
 Flash2Tiles flash2_tiles(int d) {
-  switch (d) {
-    case 16: return {Flash2Tile<16>::kBR, Flash2Tile<16>::kBC};
-    case 32: return {Flash2Tile<32>::kBR, Flash2Tile<32>::kBC};
-    case 64: return {Flash2Tile<64>::kBR, Flash2Tile<64>::kBC};
-    case 128: return {Flash2Tile<128>::kBR, Flash2Tile<128>::kBC};
-    default: return {};
-  }
+  if (!is_compiled_head_dim(d)) return {};
+  return dispatch_head_dim(d, [](auto D) { return Flash2Tiles{Flash2Tile<D>::kBR, Flash2Tile<D>::kBC}; });
 }
 
 void flash_forward(const FwdParams& p) {
-  switch (p.shape.d) {
-    case 16: launch<16>(p); break;
-    case 32: launch<32>(p); break;
-    case 64: launch<64>(p); break;
-    case 128: launch<128>(p); break;
-    default: throw CudaError(cudaErrorInvalidValue, "flash_forward: unsupported d");
-  }
+  if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "flash_forward: unsupported d");
+  dispatch_head_dim(p.shape.d, [&](auto D) { launch<D>(p); });
 }
 
 StepInfo step04_info() {
