@@ -11,37 +11,12 @@
 #include "common/device.hpp"
 #include "common/harness.hpp"
 #include "common/verify.hpp"
-#include "steps/registry.hpp"
+#include "tests/gpu_cases.hpp"
+
+using fs::testing::Case;
+using fs::testing::cases_for;
 
 namespace {
-
-struct Case {
-  const fs::StepInfo* step;
-  int variant;
-  fs::Shape shape;
-  bool causal;
-  std::string name() const {
-    std::ostringstream out;
-    out << step->id << "/" << step->variants[variant] << " B=" << shape.B << " H=" << shape.H
-        << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
-    return out.str();
-  }
-  std::uint64_t seed() const {
-    return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1];
-  }
-};
-
-// Steps × variants that support this shape on this device.
-std::vector<Case> cases_for(const fs::Shape& s, bool causal, bool need_backward) {
-  static const fs::DeviceInfo dev = fs::query_device();
-  std::vector<Case> out;
-  for (const auto& step : fs::all_steps()) {
-    if (need_backward && !step.backward) continue;
-    if (!step.unsupported(s, dev).empty()) continue;
-    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) out.push_back({&step, v, s, causal});
-  }
-  return out;
-}
 
 fs::Shape odd_shape(int N, int d) { return {2, N > 512 ? 2 : 3, N, d}; }
 

@@ -16,35 +16,12 @@
 #include "common/trace/traced_run.hpp"
 #include "common/trace/validate.hpp"
 #include "steps/registry.hpp"
+#include "tests/gpu_cases.hpp"
+
+using fs::testing::Case;
+using fs::testing::cases_for;
 
 namespace {
-
-struct Case {
-  const fs::StepInfo* step;
-  int variant;
-  fs::Shape shape;
-  bool causal;
-  std::string name() const {
-    std::ostringstream out;
-    out << step->id << "/" << step->variants[variant] << " B=" << shape.B << " H=" << shape.H
-        << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
-    return out.str();
-  }
-};
-
-const fs::DeviceInfo& device() {
-  static const fs::DeviceInfo dev = fs::query_device();
-  return dev;
-}
-
-std::vector<Case> cases_for(const fs::Shape& s, bool causal) {
-  std::vector<Case> out;
-  for (const auto& step : fs::all_steps()) {
-    if (!step.unsupported(s, device()).empty()) continue;
-    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) out.push_back({&step, v, s, causal});
-  }
-  return out;
-}
 
 std::string first_error(const fs::trace::ValidationReport& r) {
   std::string s;
@@ -93,7 +70,7 @@ TEST_CASE("a traced run of every step validates, and tracing changes no output b
       run.set_trace(&fwd_sink);
       run.forward();
       run.sync();
-      const auto fwd = fs::build_trace(*c.step, c.shape, settings, device(), "fwd", fwd_sink, fs::nvtx_tool::stop());
+      const auto fwd = fs::build_trace(*c.step, c.shape, settings, fs::testing::test_device(), "fwd", fwd_sink, fs::nvtx_tool::stop());
       REQUIRE(same_bits(run.o(), o));
       REQUIRE(same_bits(run.lse(), lse));
       {
@@ -105,7 +82,7 @@ TEST_CASE("a traced run of every step validates, and tracing changes no output b
         run.set_trace(&bwd_sink);
         run.backward();
         run.sync();
-        const auto bwd = fs::build_trace(*c.step, c.shape, settings, device(), "bwd", bwd_sink, fs::nvtx_tool::stop());
+        const auto bwd = fs::build_trace(*c.step, c.shape, settings, fs::testing::test_device(), "bwd", bwd_sink, fs::nvtx_tool::stop());
         REQUIRE(same_bits(run.dq(), dq));
         REQUIRE(same_bits(run.dk(), dk));
         REQUIRE(same_bits(run.dv(), dv));
@@ -126,7 +103,7 @@ TEST_CASE("a traced run writes a file per pass that validates, with host ranges 
       opt.backward = step.backward != nullptr;
       opt.trace_path = (dir / (step.id + ".json")).string();
       const fs::HostProblem p = fs::random_problem(opt.shape, 7, opt.backward);
-      const auto files = fs::trace_case(step, opt, p, device());
+      const auto files = fs::trace_case(step, opt, p, fs::testing::test_device());
       REQUIRE(files.size() == (opt.backward ? 2u : 1u));
       for (const auto& f : files) {
         INFO(f.path);
@@ -136,7 +113,7 @@ TEST_CASE("a traced run writes a file per pass that validates, with host ranges 
         const fs::trace::Trace t = fs::trace::read_trace(f.path);
         REQUIRE(t.meta.step == step.id);
         REQUIRE(t.meta.pass == f.pass);
-        REQUIRE(t.meta.gpu == device().name);
+        REQUIRE(t.meta.gpu == fs::testing::test_device().name);
         REQUIRE(!t.kernels.empty());
         if (fs::nvtx_tool::attached()) {
           REQUIRE(!t.buffers.empty());
@@ -167,7 +144,7 @@ TEST_CASE("a cap too small for the run is reported as dropped events, never sile
   run.set_trace(&sink);
   run.forward();
   run.sync();
-  const auto t = fs::build_trace(step, shape, settings, device(), "fwd", sink, {});
+  const auto t = fs::build_trace(step, shape, settings, fs::testing::test_device(), "fwd", sink, {});
   REQUIRE(t.meta.events_dropped > 0);
   REQUIRE(t.meta.event_cap == 1);
   const auto r = fs::trace::validate(t);

@@ -1,0 +1,49 @@
+// The GPU tests' cases: every step × kernel variant of the table of steps that runs a shape
+// on this device, so that a new step is tested by adding it to steps/registry.cpp.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/device.hpp"
+#include "common/problem.hpp"
+#include "steps/registry.hpp"
+
+namespace fs::testing {
+
+struct Case {
+  const StepInfo* step;
+  int variant;
+  Shape shape;
+  bool causal;
+  std::string name() const {
+    std::ostringstream out;
+    out << step->id << "/" << step->variants[variant] << " B=" << shape.B << " H=" << shape.H
+        << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
+    return out.str();
+  }
+  // Fresh inputs for every case: a seed from everything that names it.
+  std::uint64_t seed() const {
+    return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1];
+  }
+};
+
+inline const DeviceInfo& test_device() {
+  static const DeviceInfo dev = query_device();
+  return dev;
+}
+
+// Steps × variants that support shape `s` on this device (with a backward, if asked).
+inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false) {
+  std::vector<Case> out;
+  for (const auto& step : all_steps()) {
+    if (need_backward && !step.backward) continue;
+    if (!step.unsupported(s, test_device()).empty()) continue;
+    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) out.push_back({&step, v, s, causal});
+  }
+  return out;
+}
+
+}  // namespace fs::testing
