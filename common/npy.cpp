@@ -1,10 +1,12 @@
 #include "common/npy.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/errors.hpp"
 
@@ -66,16 +68,30 @@ std::vector<std::int64_t> parse_shape(const std::string& text, const std::string
   return shape;
 }
 
-}  // namespace
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + (shape.size() == 1 ? ",)" : ")");
+// Bytes per element of the dtypes the readers can accept; 0 for any other.
+int item_size_of(const std::string& dtype) {
+  if (dtype == "|b1" || dtype == "|u1") return 1;
+  if (dtype == "<i4" || dtype == "<f4") return 4;
+  if (dtype == "<i8" || dtype == "<f8") return 8;
+  return 0;
 }
 
-NpyArray read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+// What the header says about the data that follows it.
+struct Header {
+  std::string dtype;                 // descr without quotes
+  int item_size = 0;
+  std::vector<std::int64_t> shape;
+  std::int64_t count = 0;            // elements
+};
+
+// Opens `path` into `in`, reads and checks the header (magic, version, dtype one of
+// `accepted`, C order, shape, and that the file holds exactly the data the shape needs),
+// and leaves `in` at the first byte of data.
+Header read_header(std::ifstream& in, const std::string& path, const std::vector<std::string>& accepted,
+                   const std::string& rejection) {
+  for (const auto& dtype : accepted)
+    if (item_size_of(dtype) == 0) throw std::logic_error("read_npy_raw: cannot read dtype " + dtype);
+  in.open(path, std::ios::binary);
   if (!in) fail(path, "cannot open (" + std::string(std::strerror(errno)) + ")");
   in.seekg(0, std::ios::end);
   const std::int64_t file_size = in.tellg();
@@ -102,36 +118,45 @@ NpyArray read_npy(const std::string& path) {
   in.read(header.data(), header_len);
   if (!in) fail(path, "truncated header");
 
+  Header h;
   const std::string descr = dict_value(header, "descr", path);
-  if (descr != "'<f4'" && descr != "\"<f4\"")
-    fail(path, "dtype " + descr + " is not float32; save it with arr.astype(np.float32)");
+  if (descr.size() >= 2 && (descr.front() == '\'' || descr.front() == '"') && descr.back() == descr.front())
+    h.dtype = descr.substr(1, descr.size() - 2);
+  if (std::find(accepted.begin(), accepted.end(), h.dtype) == accepted.end())
+    fail(path, "dtype " + descr + " " + rejection);
+  h.item_size = item_size_of(h.dtype);
   if (dict_value(header, "fortran_order", path) != "False")
     fail(path, "Fortran order is not supported; save it with np.ascontiguousarray(arr)");
 
-  NpyArray arr;
-  arr.shape = parse_shape(dict_value(header, "shape", path), path);
-  std::int64_t count = 1;
-  for (auto dim : arr.shape) {
-    if (dim != 0 && count > (std::int64_t(1) << 40) / dim) fail(path, "absurd shape " + shape_string(arr.shape));
-    count *= dim;
+  h.shape = parse_shape(dict_value(header, "shape", path), path);
+  h.count = 1;
+  for (auto dim : h.shape) {
+    if (dim != 0 && h.count > (std::int64_t(1) << 40) / dim) fail(path, "absurd shape " + shape_string(h.shape));
+    h.count *= dim;
   }
   const std::int64_t data_at = in.tellg();
-  const std::int64_t want = count * std::int64_t(sizeof(float));
+  const std::int64_t want = h.count * h.item_size;
   const std::int64_t have = file_size - data_at;
   if (have < want)
-    fail(path, "truncated: shape " + shape_string(arr.shape) + " needs " + std::to_string(want) +
+    fail(path, "truncated: shape " + shape_string(h.shape) + " needs " + std::to_string(want) +
                    " bytes of data, the file has " + std::to_string(have));
   if (have > want)
     fail(path, "has " + std::to_string(have - want) + " bytes more than its shape " +
-                   shape_string(arr.shape) + " needs");
-  arr.data.resize(count);
-  in.read(reinterpret_cast<char*>(arr.data.data()), want);
-  if (!in) fail(path, "read error");
-  return arr;
+                   shape_string(h.shape) + " needs");
+  return h;
 }
 
-void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
+// The `bytes` of data that read_header left `in` at.
+void read_data(std::ifstream& in, const std::string& path, void* dst, std::int64_t bytes) {
+  in.read(static_cast<char*>(dst), bytes);
+  if (!in) fail(path, "read error");
+}
+
+// Writes all of the file or none of it: header for `descr`, then count · item_size bytes,
+// into a temporary file renamed into place.
+void write_any(const std::string& path, const std::string& descr, int item_size, const void* data,
+               const std::vector<std::int64_t>& shape) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
   // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
@@ -149,7 +174,7 @@ void write_npy(const std::string& path, const float* data, const std::vector<std
     out.write("\x93NUMPY\x01\x00", 8);
     out.write(reinterpret_cast<const char*>(len), 2);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data), count * std::int64_t(sizeof(float)));
+    out.write(reinterpret_cast<const char*>(data), count * item_size);
     if (!out) {
       std::remove(tmp.c_str());
       fail(path, "write failed");
@@ -159,6 +184,60 @@ void write_npy(const std::string& path, const float* data, const std::vector<std
     std::remove(tmp.c_str());
     fail(path, "cannot write (" + std::string(std::strerror(errno)) + ")");
   }
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in;
+  const Header h = read_header(in, path, {"<f4"}, "is not float32; save it with arr.astype(np.float32)");
+  NpyArray arr;
+  arr.shape = h.shape;
+  arr.data.resize(h.count);
+  read_data(in, path, arr.data.data(), h.count * std::int64_t(sizeof(float)));
+  return arr;
+}
+
+NpyRaw read_npy_raw(const std::string& path, const std::vector<std::string>& accepted,
+                    const std::string& rejection) {
+  std::ifstream in;
+  const Header h = read_header(in, path, accepted, rejection);
+  NpyRaw raw;
+  raw.dtype = h.dtype;
+  raw.item_size = h.item_size;
+  raw.shape = h.shape;
+  raw.bytes.resize(h.count * h.item_size);
+  read_data(in, path, raw.bytes.data(), h.count * h.item_size);
+  return raw;
+}
+
+double NpyRaw::value(std::int64_t index) const {
+  const unsigned char* at = bytes.data() + index * item_size;
+  // memcpy, not a cast: the bytes have no alignment. The file is little-endian, as is the host.
+  auto load = [at](auto zero) {
+    std::memcpy(&zero, at, sizeof(zero));
+    return static_cast<double>(zero);
+  };
+  if (dtype == "|b1" || dtype == "|u1") return load(std::uint8_t{});
+  if (dtype == "<i4") return load(std::int32_t{});
+  if (dtype == "<i8") return load(std::int64_t{});
+  if (dtype == "<f4") return load(float{});
+  if (dtype == "<f8") return load(double{});
+  throw std::logic_error("NpyRaw::value: dtype " + dtype + " is not one read_npy_raw reads");
+}
+
+void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
+  write_any(path, "<f4", sizeof(float), data, shape);
+}
+
+void write_npy_u8(const std::string& path, const std::uint8_t* data, const std::vector<std::int64_t>& shape) {
+  write_any(path, "|u1", 1, data, shape);
 }
 
 }  // namespace fs
