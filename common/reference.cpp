@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/parallel.hpp"
+#include "common/philox.hpp"
 
 namespace fs {
 
@@ -16,10 +17,29 @@ T dot(const float* a, const float* b, int d) {
   return acc;
 }
 
-// Keys row i may see: j <= i under the causal mask, all N otherwise.
-int visible_keys(const Shape& s, const AttnOptions& opt, std::int64_t i) {
+// Keys row i may see are below end_key(i): j <= i under the causal mask, all N otherwise;
+// a block mask hides more of them (visible()).
+int end_key(const Shape& s, const AttnOptions& opt, std::int64_t i) {
   return opt.causal ? static_cast<int>(i) + 1 : s.N;
 }
+bool visible(const AttnOptions& opt, std::int64_t i, std::int64_t j) {
+  return (!opt.causal || j <= i) && (!opt.mask || opt.mask->visible(i, j));
+}
+
+// Z_ij of the dropout mask: 1/(1 − p) where score (i, j) of head bh is kept, 0 where dropped.
+template <typename T>
+struct DropoutMask {
+  explicit DropoutMask(const Dropout& d)
+      : seed(d.seed), threshold(dropout_threshold(d.p)), on(d.on()), scale(T(1) / (T(1) - T(d.p))) {}
+  T operator()(std::int64_t bh, std::int64_t i, std::int64_t j) const {
+    if (!on) return T(1);
+    return dropout_keep(seed, threshold, std::uint64_t(bh), std::uint32_t(i), std::uint32_t(j)) ? scale : T(0);
+  }
+  std::uint64_t seed;
+  std::uint32_t threshold;
+  bool on;
+  T scale;
+};
 
 }  // namespace
 
@@ -37,30 +57,32 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   const float* qi = q + row * d;                     // (d)
   const float* kh = k + bh * s.N * std::int64_t(d);  // (N, d)
   const float* vh = v + bh * s.N * std::int64_t(d);  // (N, d)
-  const int n_keys = visible_keys(s, opt, i);
+  const int n_keys = end_key(s, opt, i);
+  const DropoutMask<T> z(opt.dropout);
 
   for (int c = 0; c < d; ++c) o_row[c] = 0;
-  if (n_keys == 0) {  // every key masked: O = 0, LSE = -inf (never exp(-inf - -inf) = NaN)
-    *lse = -std::numeric_limits<T>::infinity();
-    return;
-  }
-  // S_i = τ q_i Kᵀ, m = rowmax, P̃ = exp(S - m), ℓ = rowsum(P̃), O = P̃ V / ℓ.
+  // S_i = τ q_i Kᵀ, m = rowmax, P̃ = exp(S - m), ℓ = rowsum(P̃), O = (P̃ ∘ Z) V / ℓ.
+  // Masked keys get -inf; a row with no visible key (or every score -inf, as an additive -inf
+  // mask makes it) gets O = 0, LSE = -inf, never exp(-inf - -inf) = NaN.
+  const T neg_inf = -std::numeric_limits<T>::infinity();
   std::vector<T> srow(n_keys);  // (N)
-  T m = -std::numeric_limits<T>::infinity();
+  T m = neg_inf;
   for (int j = 0; j < n_keys; ++j) {
-    srow[j] = T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d);
+    srow[j] = visible(opt, i, j) ? T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d) : neg_inf;
     m = std::max(m, srow[j]);
   }
-  if (m == -std::numeric_limits<T>::infinity()) {  // every score -inf (an additive -inf mask):
-    *lse = m;                                       // masked like above, not exp(-inf - -inf)
+  if (m == neg_inf) {
+    *lse = m;
     return;
   }
   T l = 0;
   for (int j = 0; j < n_keys; ++j) {
+    if (srow[j] == neg_inf) continue;
     const T p = std::exp(srow[j] - m);
     l += p;
+    const T pz = p * z(bh, i, j);
     const float* vj = vh + std::int64_t(j) * d;
-    for (int c = 0; c < d; ++c) o_row[c] += p * T(vj[c]);
+    for (int c = 0; c < d; ++c) o_row[c] += pz * T(vj[c]);
   }
   for (int c = 0; c < d; ++c) o_row[c] /= l;
   *lse = m + std::log(l);
@@ -101,10 +123,14 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     D[i] = acc;
   });
 
-  // P_ij = exp(τ q_i·k_j − LSE_i); dP_ij = dO_i·v_j; dS_ij = P_ij (dP_ij − D_i).
-  auto grad_entry = [&](std::int64_t i, std::int64_t j, T& p, T& ds) {
-    p = std::exp(T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
-    ds = p * (dot<T>(doh + i * d, vh + j * d, d) - D[i]);
+  // P_ij = exp(τ q_i·k_j − LSE_i); with dropout Z_ij: dP_ij = (dO_i·v_j) Z_ij,
+  // dS_ij = P_ij (dP_ij − D_i), and dV takes (P ∘ Z)ᵀ dO (Algorithm 4). pz = P_ij Z_ij.
+  const DropoutMask<T> z(opt.dropout);
+  auto grad_entry = [&](std::int64_t i, std::int64_t j, T& pz, T& ds) {
+    const T p = std::exp(T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
+    const T zij = z(bh, i, j);
+    pz = p * zij;
+    ds = p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]);
   };
 
   // dQ_i = τ Σ_j dS_ij k_j
@@ -113,7 +139,8 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     const std::int64_t i = q_rows[r];
     if (lse[i] == neg_inf) return;  // fully masked row: P = 0, so dQ_i = 0
     T* out = &dq[r * d];
-    for (std::int64_t j = 0; j < visible_keys(s, opt, i); ++j) {
+    for (std::int64_t j = 0; j < end_key(s, opt, i); ++j) {
+      if (!visible(opt, i, j)) continue;
       T p, ds;
       grad_entry(i, j, p, ds);
       for (int c = 0; c < d; ++c) out[c] += ds * T(kh[j * d + c]);
@@ -129,7 +156,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     T* dk_out = &dk[r * d];
     T* dv_out = &dv[r * d];
     for (std::int64_t i = opt.causal ? j : 0; i < N; ++i) {
-      if (lse[i] == neg_inf) continue;
+      if (lse[i] == neg_inf || !visible(opt, i, j)) continue;
       T p, ds;
       grad_entry(i, j, p, ds);
       for (int c = 0; c < d; ++c) {

@@ -19,13 +19,28 @@
 
 namespace fs {
 
+// Which keys a query sees under a block mask (ALGORITHMS.md, Algorithm 5): a view of
+// BlockMask::dense (common/block_mask.hpp), Tr × Tc, row-major, 0 or 1.
+struct BlockMaskView {
+  const std::uint8_t* dense = nullptr;
+  int block_r = 1, block_c = 1, Tc = 0;
+  bool visible(std::int64_t i, std::int64_t j) const {
+    return dense[(i / block_r) * Tc + j / block_c] != 0;
+  }
+};
+
 struct AttnOptions {
+  AttnOptions(float scale_ = 0.f, bool causal_ = false, Dropout dropout_ = {}, const BlockMaskView* mask_ = nullptr)
+      : scale(scale_), causal(causal_), dropout(dropout_), mask(mask_) {}
   float scale = 0.f;
   bool causal = false;
+  Dropout dropout;               // the kernels' mask, from the same generator (common/philox.hpp)
+  const BlockMaskView* mask = nullptr;  // null: every block visible
 };
 
 // Row `row` = bh·N + i of the forward: o_row[0..d) and its LSE (natural log).
-// A row whose every key is masked has O = 0 and LSE = -inf.
+// A row whose every key is masked has O = 0 and LSE = -inf. With dropout, O = (P ∘ Z) V with
+// Z_ij = 1/(1 − p) where kept, 0 where dropped; LSE is the softmax's, before dropout.
 template <typename T>
 void reference_forward_row(const Shape& s, const float* q, const float* k, const float* v,
                            const AttnOptions& opt, std::int64_t row, T* o_row, T* lse);
