@@ -27,14 +27,15 @@ std::string today_utc() {
 }
 
 std::string csv_header() {
-  return "gpu,step,pass,dtype,B,H,N,d,causal,median_ms,tflops,peak_mem_bytes,hbm_bytes_model,"
-         "max_err,commit,date";
+  return "gpu,step,pass,dtype,B,H,N,d,causal,dropout,mask,density,median_ms,tflops,peak_mem_bytes,"
+         "hbm_bytes_model,max_err,commit,date";
 }
 
 std::string csv_line(const ResultRow& r) {
   std::ostringstream out;
   out << r.gpu << ',' << r.step << ',' << r.pass << ',' << r.dtype << ',' << r.B << ',' << r.H
-      << ',' << r.N << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << std::fixed
+      << ',' << r.N << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << r.dropout << ',' << r.mask << ','
+      << std::setprecision(4) << r.density << ',' << std::fixed
       << std::setprecision(4) << r.median_ms << ',' << std::setprecision(3) << r.tflops << ','
       << r.peak_mem_bytes << ',' << r.hbm_bytes_model << ',';
   if (r.max_err) out << std::scientific << std::setprecision(3) << *r.max_err;

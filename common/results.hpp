@@ -15,6 +15,9 @@ struct ResultRow {
   std::string dtype = "fp32";
   int B = 0, H = 0, N = 0, d = 0;
   bool causal = false;
+  float dropout = 0.f;   // dropout probability of the run
+  std::string mask;      // block-sparse pattern ("butterfly@0.25", "random:0.5", a file), empty: dense
+  double density = 1;    // fraction of nonzero blocks
   double median_ms = 0;
   double tflops = 0;
   std::int64_t peak_mem_bytes = 0;

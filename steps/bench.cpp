@@ -27,7 +27,7 @@ std::vector<T> parse_list(const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{"flashsteps bench: time every step over a grid of shapes, append rows to a CSV"};
-  std::string steps_arg, seqs = "512 1024 2048 4096 8192 16384", dims = "64 128", causals = "0 1";
+  std::string steps_arg, seqs = "512 1024 2048 4096 8192 16384", dims = "64 128", causals = "0 1", dropouts = "0";
   std::string csv;
   int batch = 0, heads = 0, reps = 10, warmup = 3;
   bool backward = false, check = false;
@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--seqs", seqs, "sequence lengths")->capture_default_str();
   app.add_option("--dims", dims, "head dimensions")->capture_default_str();
   app.add_option("--causal", causals, "causal settings, 0 and/or 1")->capture_default_str();
+  app.add_option("--dropout", dropouts, "dropout probabilities (steps with dropout; others run at 0 only)")
+      ->capture_default_str();
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)");
   app.add_option("--heads", heads, "heads (default 2048/d)");
   app.add_option("--reps", reps, "timed runs per pass")->capture_default_str();
@@ -63,22 +65,24 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (int d : parse_list<int>(dims))
     for (int N : parse_list<int>(seqs))
-      for (int causal : parse_list<int>(causals)) {
+      for (int causal : parse_list<int>(causals))
+        for (float dropout : parse_list<float>(dropouts)) {
         fs::Options opt;
         opt.shape = {batch ? batch : std::max(1, 16384 / N), heads ? heads : std::max(1, 2048 / d), N, d};
         opt.causal = causal != 0;
+        opt.dropout = dropout;
         opt.bench = true;
         opt.check = check;
         opt.reps = reps;
         opt.warmup = warmup;
         const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward);
         for (const fs::StepInfo* step : steps)
-          for (std::size_t v = 0; v < step->variants.size(); ++v) {
+          for (std::size_t v = 0; v < step->variants.size() && (dropout == 0.f || step->dropout); ++v) {
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
             const std::string name = step->id + (step->variants.size() > 1 ? "/" + step->variants[v] : "");
-            std::printf("%-26s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d  ", name.c_str(), opt.shape.B,
-                        opt.shape.H, N, d, causal);
+            std::printf("%-34s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(), opt.shape.B,
+                        opt.shape.H, N, d, causal, dropout);
             try {
               const fs::CaseReport r = fs::run_case(*step, opt, problem, dev);
               for (const auto& p : r.passes) {
@@ -97,6 +101,6 @@ int main(int argc, char** argv) {
             }
             std::fflush(stdout);
           }
-      }
+        }
   return failures ? fs::kExitCheckFailed : fs::kExitOk;
 }

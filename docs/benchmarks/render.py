@@ -32,7 +32,12 @@ def load(slug):
     # A later run of the same configuration replaces an earlier one.
     latest = {}
     for r in rows:
-        key = (r["step"], r["pass"], r["dtype"], r["B"], r["H"], r["N"], r["d"], r["causal"])
+        # Files recorded before the dropout and mask columns existed: dense, no dropout.
+        r.setdefault("dropout", "0")
+        r.setdefault("mask", "")
+        r.setdefault("density", "1")
+        key = (r["step"], r["pass"], r["dtype"], r["B"], r["H"], r["N"], r["d"], r["causal"], r["dropout"],
+               r["mask"])
         latest[key] = r
     return list(latest.values())
 
@@ -47,24 +52,36 @@ def fmt_bytes(b):
         b /= 1024
 
 
+def label(r):
+    """The step, and what the run added: dropout, a block-sparse mask."""
+    out = r["step"]
+    if float(r["dropout"] or 0) > 0:
+        out += f' dropout {r["dropout"]}'
+    if r["mask"]:
+        out += f' {r["mask"]} (density {float(r["density"]):.4g})'
+    return out
+
+
 def table(rows):
-    rows = sorted(rows, key=lambda r: (int(r["d"]), int(r["causal"]), r["pass"], int(r["N"]), r["step"]))
+    rows = sorted(rows, key=lambda r: (int(r["d"]), int(r["causal"]), r["pass"], int(r["N"]), r["step"],
+                                       float(r["dropout"] or 0), r["mask"], -float(r["density"] or 1)))
     head = "| step | pass | B | H | N | d | causal | time (ms) | TFLOP/s | device memory | HBM model | max err |"
     lines = [head, "|" + "---|" * 12]
     for r in rows:
         lines.append("| {step} | {pass} | {B} | {H} | {N} | {d} | {c} | {ms} | {tf} | {mem} | {io} | {err} |".format(
-            step=r["step"], c="yes" if r["causal"] == "1" else "no", ms=f'{float(r["median_ms"]):.3f}',
+            step=label(r), c="yes" if r["causal"] == "1" else "no", ms=f'{float(r["median_ms"]):.3f}',
             tf=f'{float(r["tflops"]):.2f}', mem=fmt_bytes(r["peak_mem_bytes"]), io=fmt_bytes(r["hbm_bytes_model"]),
             err=r["max_err"] or "", **{k: r[k] for k in ("pass", "B", "H", "N", "d")}))
     return "\n".join(lines) + "\n"
 
 
 STEP_ORDER = ["01_naive", "02_fused", "03_tiled", "04_online_softmax/alg1", "04_online_softmax/fa2",
-              "torch_math", "torch_efficient"]
+              "05_recompute_backward/atomic", "05_recompute_backward/deterministic", "torch_math", "torch_efficient"]
 
 
 def step_key(s):
-    return (STEP_ORDER.index(s) if s in STEP_ORDER else len(STEP_ORDER), s)
+    step = s.split(" ")[0]
+    return (STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), s)
 
 
 def pivot(rows):
@@ -73,9 +90,9 @@ def pivot(rows):
     groups = sorted({(r["pass"], int(r["d"]), r["causal"]) for r in rows}, key=lambda g: (g[0] != "fwd", g[1], g[2]))
     for p, d, c in groups:
         sub_rows = [r for r in rows if r["pass"] == p and int(r["d"]) == d and r["causal"] == c]
-        steps = sorted({r["step"] for r in sub_rows}, key=step_key)
+        steps = sorted({label(r) for r in sub_rows}, key=step_key)
         shapes = sorted({(int(r["N"]), int(r["B"]), int(r["H"])) for r in sub_rows})
-        cell = {(r["step"], int(r["N"]), int(r["B"]), int(r["H"])): r for r in sub_rows}
+        cell = {(label(r), int(r["N"]), int(r["B"]), int(r["H"])): r for r in sub_rows}
         out.append(f"**{'forward' if p == 'fwd' else 'backward'}, d = {d}, {'causal' if c == '1' else 'not causal'}**"
                    " — median ms (TFLOP/s)\n")
         out.append("| N | B×H | " + " | ".join(steps) + " |")

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-HEADER = ("gpu,step,pass,dtype,B,H,N,d,causal,median_ms,tflops,peak_mem_bytes,hbm_bytes_model,"
-          "max_err,commit,date")
+HEADER = ("gpu,step,pass,dtype,B,H,N,d,causal,dropout,mask,density,median_ms,tflops,peak_mem_bytes,"
+          "hbm_bytes_model,max_err,commit,date")
 BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--dims", default="64 128")
     ap.add_argument("--causal", default="0 1")
     ap.add_argument("--backends", default="torch_math torch_efficient")
+    ap.add_argument("--dropout", default="0", help="dropout probabilities, e.g. \"0 0.1\"")
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--heads", type=int, default=0)
@@ -70,18 +71,18 @@ def main():
 
     for d in map(int, args.dims.split()):
         for N in map(int, args.seqs.split()):
-            for causal in map(int, args.causal.split()):
+            for causal, drop in [(c, p) for c in map(int, args.causal.split()) for p in map(float, args.dropout.split())]:
                 B = args.batch or max(1, 16384 // N)
                 H = args.heads or max(1, 2048 // d)
                 gen = torch.Generator(device="cuda").manual_seed(1)
                 q, k, v, do = (torch.randn(B, H, N, d, device="cuda", generator=gen) for _ in range(4))
                 for name in args.backends.split():
-                    line = f"{name:26s} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal}  "
+                    line = f"{name:26s} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal} dropout={drop:g}  "
                     try:
                         with sdpa_kernel(BACKENDS[name]):
                             qg, kg, vg = (t.clone().requires_grad_(args.backward) for t in (q, k, v))
                             torch.cuda.reset_peak_memory_stats()
-                            fwd = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=bool(causal))
+                            fwd = lambda: F.scaled_dot_product_attention(qg, kg, vg, dropout_p=drop, is_causal=bool(causal))
                             o = fwd()
                             passes = [("fwd", fwd)]
                             if args.backward:
@@ -94,7 +95,7 @@ def main():
                                 ms = time_ms(fn, args.reps)
                                 tf = flops(B, H, N, d, causal, p == "bwd") / (ms * 1e-3) / 1e12
                                 line += f"{p} {ms:9.3f} ms {tf:7.2f} TFLOP/s  "
-                                out.write(f"{gpu},{name},{p},fp32,{B},{H},{N},{d},{causal},{ms:.4f},"
+                                out.write(f"{gpu},{name},{p},fp32,{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
                                           f"{tf:.3f},{peak},,,{commit},{date}\n")
                             del o
                     except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
