@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -42,6 +43,18 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     app.add_option("--variant", variant, "kernel to run")
         ->check(CLI::IsMember(step.variants))
         ->default_str(step.variants.front());
+  bool deterministic = false;
+  const bool has_deterministic =
+      std::find(step.variants.begin(), step.variants.end(), "deterministic") != step.variants.end();
+  if (has_deterministic)
+    app.add_flag("--deterministic", deterministic,
+                 "bit-identical gradients run to run (the same as --variant deterministic)");
+  if (step.dropout)
+    app.add_option("--dropout", o.dropout,
+                   "drop each attention probability with probability P, in the forward and the backward "
+                   "(the mask is regenerated from --seed, never stored)")
+        ->type_name("P")
+        ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -80,6 +93,13 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   o.trace_cap = positive("--trace-cap", o.trace_cap, kMaxInt);
   if (app.count("--trace-cap") && o.trace_path.empty()) throw InputError("--trace-cap is for traced runs: add --trace FILE");
   if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");
+  if (deterministic) {
+    if (!variant.empty() && variant != "deterministic")
+      throw InputError("--deterministic conflicts with --variant " + variant);
+    variant = "deterministic";
+  }
+  if (!(o.dropout >= 0.f && o.dropout < 1.f))
+    throw InputError("--dropout must be in [0, 1) (got " + std::to_string(o.dropout) + ")");
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);
   return o;

@@ -1,7 +1,8 @@
 // The command line every step program shares:
 //   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps --backward
 //   --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
-//   (and --variant where a step holds several kernels)
+//   (and --variant where a step holds several kernels; --dropout where a step has dropout;
+//   --deterministic where a step has a "deterministic" variant)
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,14 @@ struct Options {
   int reps = 20;
   int warmup = 3;
   int variant = 0;
+  float dropout = 0.f;             // --dropout P: probability of dropping each P_ij (seeded by --seed)
   std::string load_dir, save_dir, csv_path;
   std::string trace_path;          // --trace FILE: record a traced run (common/trace/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
 
 
   float effective_scale() const { return scale ? *scale : default_scale(shape.d); }
+  Dropout effective_dropout() const { return {dropout, seed}; }
 };
 
 // Parses and validates argv for `step`'s program. Returns std::nullopt when --help was

@@ -45,8 +45,9 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   if (opt.backward && !step.backward) throw InputError("step " + step.id + " has no backward pass");
   require_fits(step, s, opt.backward, dev);
 
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant};
-  const AttnOptions attn{settings.scale, settings.causal};
+  if (opt.dropout > 0.f && !step.dropout) throw InputError("step " + step.id + " has no dropout");
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout()};
+  const AttnOptions attn{settings.scale, settings.causal, settings.dropout};
 
   memory::reset_peak();
   DeviceRun run(step, problem, settings, opt.backward);
@@ -120,6 +121,7 @@ ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport&
   row.N = opt.shape.N;
   row.d = opt.shape.d;
   row.causal = opt.causal;
+  row.dropout = opt.dropout;
   row.median_ms = pass.timing ? pass.timing->median_ms : 0;
   row.tflops = pass.tflops;
   row.peak_mem_bytes = pass.peak_mem_bytes;
@@ -152,7 +154,8 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   std::cout << "step " << step.id << " (" << step.title << ")";
   if (step.variants.size() > 1) std::cout << " [" << step.variants[opt.variant] << "]";
   std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d
-            << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale() << " on "
+            << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale()
+            << (opt.dropout > 0.f ? " dropout=" + std::to_string(opt.dropout) : "") << " on "
             << dev.name << "\n";
 
   const CaseReport report = run_case(step, opt, problem, dev);

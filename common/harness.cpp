@@ -108,6 +108,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.scale = settings_.scale;
   p.causal = settings_.causal;
   p.variant = settings_.variant;
+  p.dropout = settings_.dropout;
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
   p.trace = trace_;
@@ -129,6 +130,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.scale = settings_.scale;
   p.causal = settings_.causal;
   p.variant = settings_.variant;
+  p.dropout = settings_.dropout;
   p.fwd_workspace = fwd_ws_.get();
   p.workspace = bwd_ws_.get();
   p.stream = stream_;

@@ -30,9 +30,12 @@ HostProblem load_problem(const std::string& dir, bool with_dout);
 void validate_shape(const Shape& s);
 
 struct PassSettings {
+  PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {})
+      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_) {}
   float scale = 0.f;
   bool causal = false;
   int variant = 0;
+  Dropout dropout;  // steps with StepInfo::dropout
 };
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.

@@ -38,6 +38,29 @@ float default_scale(int d);
 double forward_flops(const Shape& s, bool causal);
 double backward_flops(const Shape& s, bool causal);
 
+// Dropout on the attention probabilities (ALGORITHMS.md, Algorithms 2 and 4): each P_ij is
+// kept with probability 1 − p and scaled by 1/(1 − p). The mask is a function of (seed, head,
+// i, j) through Philox (common/philox.hpp), regenerated wherever it is needed, never stored.
+struct Dropout {
+  float p = 0.f;               // 0: no dropout
+  std::uint64_t seed = 0;
+  bool on() const { return p > 0.f; }
+};
+
+// A block-sparse mask as the kernels walk it (ALGORITHMS.md, Algorithm 5; common/block_mask.hpp
+// builds it): device arrays of the nonzero key blocks of each query block row (forward) and
+// of the nonzero query blocks of each key block column (backward), ascending. One mask is
+// shared by every (batch, head).
+struct BlockSparse {
+  int block_r = 0, block_c = 0;   // elements per block: queries, keys
+  int Tr = 0, Tc = 0;             // ⌈N/block_r⌉, ⌈N/block_c⌉
+  const int* row_ptr = nullptr;   // (Tr + 1)
+  const int* col_idx = nullptr;   // (nonzero blocks)
+  const int* col_ptr = nullptr;   // (Tc + 1)
+  const int* row_idx = nullptr;   // (nonzero blocks)
+  bool on() const { return row_ptr != nullptr; }
+};
+
 // HBM traffic of one pass, as a step's IO model counts it.
 struct IoCount {
   std::int64_t read_bytes = 0;
@@ -56,6 +79,8 @@ struct FwdParams {
   float scale = 0.f;
   bool causal = false;
   int variant = 0;              // index into StepInfo::variants
+  Dropout dropout;              // steps with StepInfo::dropout only
+  BlockSparse sparse;           // steps with StepInfo::block_sparse only; off: dense
   void* workspace = nullptr;    // StepInfo::fwd_workspace_bytes(shape) bytes; kept for the backward
   cudaStream_t stream = nullptr;
   // Tracing (common/trace/launch.cuh): null runs the plain kernels; set, the launcher runs
@@ -78,6 +103,8 @@ struct BwdParams {
   float scale = 0.f;
   bool causal = false;
   int variant = 0;
+  Dropout dropout;              // as the forward's: the same mask is regenerated
+  BlockSparse sparse;           // as the forward's
   const void* fwd_workspace = nullptr;  // what the forward left there (step 01: S and P)
   void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape) bytes
   cudaStream_t stream = nullptr;
@@ -101,6 +128,11 @@ struct StepInfo {
   IoCount (*io_backward)(const Shape&, bool causal, int variant) = nullptr;
   // Said when a shape does not fit the GPU: what the step's memory grows with.
   std::string memory_note;
+  bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
+  bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
+  // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
+  // order the adds land in, so repeats are not bit-identical.
+  std::vector<std::string> order_dependent;
 };
 
 }  // namespace fs

@@ -4,11 +4,12 @@
 #include "steps/02_fused/fused.hpp"
 #include "steps/03_tiled/tiled.hpp"
 #include "steps/04_online_softmax/flash.hpp"
+#include "steps/05_recompute_backward/backward.hpp"
 
 namespace fs {
 
 const std::vector<StepInfo>& all_steps() {
-  static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info()};
+  static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info(), step05_info()};
   return steps;
 }
 

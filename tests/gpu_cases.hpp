@@ -24,6 +24,12 @@ struct Case {
         << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
     return out.str();
   }
+  // The variant's backward adds dQ with atomics: not bit-identical run to run.
+  bool order_dependent() const {
+    for (const auto& v : step->order_dependent)
+      if (v == step->variants[variant]) return true;
+    return false;
+  }
   // Fresh inputs for every case: a seed from everything that names it.
   std::uint64_t seed() const {
     return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1];

@@ -83,7 +83,12 @@ TEST_CASE("a traced run of every step validates, and tracing changes no output b
         run.backward();
         run.sync();
         const auto bwd = fs::build_trace(*c.step, c.shape, settings, fs::testing::test_device(), "bwd", bwd_sink, fs::nvtx_tool::stop());
-        REQUIRE(same_bits(run.dq(), dq));
+        if (c.order_dependent()) {  // atomic dQ: the order of the adds differs, the value does not
+          const auto dq2 = run.dq();
+          for (std::size_t e = 0; e < dq.size(); ++e) REQUIRE(dq2[e] == Approx(dq[e]).margin(1e-5).epsilon(1e-5));
+        } else {
+          REQUIRE(same_bits(run.dq(), dq));
+        }
         REQUIRE(same_bits(run.dk(), dk));
         REQUIRE(same_bits(run.dv(), dv));
         INFO("backward trace");

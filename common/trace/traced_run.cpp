@@ -95,7 +95,7 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
 
 std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
                                   const DeviceInfo& dev) {
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant};
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout()};
   std::vector<TraceFile> files;
   auto finish = [&](const std::string& pass, const std::string& path, const trace::DeviceSink& sink) {
     const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop());

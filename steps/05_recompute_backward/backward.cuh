@@ -1,0 +1,421 @@
+// The recomputation backward's kernels (ALGORITHMS.md, Algorithm 4, in FlashAttention-2's
+// parallel form), as templates: step 05 compiles them dense, step 06 with kSparse (each CTA
+// walks only the nonzero blocks of its block column or row, BwdParams::sparse).
+//
+//   bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i) (line 19), once per row, to HBM (B·H·N
+//                          floats: the backward's only extra memory). Zeroes dQ for the
+//                          atomic variant.
+//   bwd_dkdv_kernel        one CTA per (K_j, V_j) tile, the paper's outer loop (line 5). The
+//                          CTA's threads own its keys: k_j, v_j and the dK_j, dV_j accumulators
+//                          stay in registers while Q_i, dO_i, LSE_i, D_i stream through shared
+//                          memory (line 8). Per (i, j), on chip and never stored:
+//                            S_ij = τ Q_i K_jᵀ, P_ij = exp(S_ij − LSE_i)     (lines 11-13)
+//                            dV_j += (P_ij ∘ Z_ij)ᵀ dO_i                     (line 16)
+//                            dP_ij = (dO_i V_jᵀ) ∘ Z_ij, dS_ij = P_ij ∘ (dP_ij − D_i)  (17-20)
+//                            dK_j += τ dS_ijᵀ Q_i                             (line 22)
+//                          kAtomicDQ: also dQ_i += τ dS_ij K_j (line 21), an atomic add to
+//                          HBM (many CTAs add to the same dQ_i).
+//   bwd_dq_kernel          the deterministic dQ: one CTA per Q_i tile streams every K_j, V_j,
+//                          recomputes P_ij and dS_ij, and sums dQ_i = τ Σ_j dS_ij K_j in
+//                          registers in a fixed order. Three more N²d matmuls (S, dP again),
+//                          no atomics, bit-identical runs.
+//
+// Thread layout (common/flash_tile.cuh): R rows × DC columns per thread, the same helpers as
+// the forward. In bwd_dkdv_kernel the "rows" are keys and the broadcast operands are queries
+// (S_ijᵀ = K_j Q_iᵀ): row_scores gives Sᵀ and dPᵀ, accumulate_pv gives dV += PᵀdO and
+// dK += dSᵀQ. Scores are in log2 units (k scaled by τ·log2 e; LSE·log2 e).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "common/check.hpp"
+#include "common/flash_tile.cuh"
+#include "common/trace/device.cuh"
+#include "common/trace/launch.cuh"
+
+namespace fs {
+
+// R = 2 rows × DC = 16 columns per thread (8 for d = 16, so that no CTA holds more than 128
+// keys: a block-sparse mask's 128-key blocks stay whole); 8 scores per row per sub-tile.
+template <int D>
+using BwdTile = RowTile<D, 8, 2, (D == 16 ? 8 : 16)>;
+constexpr int kBwdStage = 32;  // queries (dK/dV kernel) or keys (dQ kernel) per pipeline stage
+constexpr int kPreprocessRows = 8;  // rows per CTA of the preprocess kernel, one warp each
+
+// LSE in log2 units for P = exp2(s' − LSE'); a row that saw no key (LSE = −inf) and a row past
+// N get +inf, so that every P of theirs is exactly 0.
+__device__ __forceinline__ float lse_log2(const float* lse, int i, int N) {
+  if (i >= N) return INFINITY;
+  const float x = lse[i];
+  return x == -INFINITY ? INFINITY : x * kLog2e;
+}
+
+template <bool kZeroDQ, bool kTrace>
+__global__ void __launch_bounds__(kPreprocessRows * kWarpSize)
+    bwd_preprocess_kernel(const BwdParams p, float* __restrict__ delta, trace::Slices slices) {
+  constexpr std::int64_t kF = sizeof(float);
+  trace::CtaTracer<kTrace> tr(slices);
+  const int d = p.shape.d, N = p.shape.N;
+  const std::int64_t rows = std::int64_t(p.shape.B) * p.shape.H * N;
+  const std::int64_t r0 = std::int64_t(blockIdx.x) * kPreprocessRows, r1 = min(rows, r0 + kPreprocessRows);
+  const std::int64_t r = r0 + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (r < rows) {
+    float acc = 0.f;
+    for (int c = lane; c < d; c += kWarpSize) acc = fmaf(p.dout[r * d + c], p.o[r * d + c], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) delta[r] = acc;
+    if constexpr (kZeroDQ)
+      for (int c = lane; c < d; c += kWarpSize) p.dq[r * d + c] = 0.f;
+  }
+  if constexpr (kTrace)
+    if (tr.records())
+      trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i, n, 0, d, n * d * kF);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i, n, 0, d, n * d * kF);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::D, bh, i, n, 0, 1, n * kF);
+        if (kZeroDQ) FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i, n, 0, d, n * d * kF);
+      });
+}
+
+// Which scores of a thread's R × BC block are masked: rows past N (the thread's rows), columns
+// past N, causal key > query. kKeyRows: rows are keys, columns queries (dK/dV kernel).
+template <bool kKeyRows, int R, int BC>
+__device__ __forceinline__ void mask_probs(float (&p)[R][BC], int row, int col0, int N, bool causal) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < BC; ++c) {
+      const int q = kKeyRows ? col0 + c : row + r, k = kKeyRows ? row + r : col0 + c;
+      if (q >= N || k >= N || (causal && k > q)) p[r][c] = 0.f;
+    }
+}
+
+// Shared memory of bwd_dkdv_kernel, in floats: two stages of (Q_i, dO_i, LSE_i, D_i); with
+// atomic dQ also K_j (unscaled) and one dS sub-tile.
+template <int D, typename T, bool kAtomicDQ>
+struct DkdvSmem {
+  static constexpr int kStage = 2 * kBwdStage * D + 2 * kBwdStage;
+  __host__ __device__ static constexpr int q(int s) { return s * kStage; }
+  __host__ __device__ static constexpr int dout(int s) { return s * kStage + kBwdStage * D; }
+  __host__ __device__ static constexpr int lse(int s) { return s * kStage + 2 * kBwdStage * D; }
+  __host__ __device__ static constexpr int delta(int s) { return lse(s) + kBwdStage; }
+  __host__ __device__ static constexpr int k() { return 2 * kStage; }          // (kBR, D)
+  __host__ __device__ static constexpr int ds() { return k() + T::kBR * D; }   // (BC, kBR): dS of one sub-tile, by query
+  __host__ __device__ static constexpr int floats() { return kAtomicDQ ? ds() + T::kBC * T::kBR : 2 * kStage; }
+};
+
+// Q_i, dO_i (cp.async) and LSE_i (log2), D_i (plain loads) of the stage at query i0.
+template <int D, int kThreads>
+__device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_t head, const float* gDelta,
+                                                 float* sQ, float* sdO, float* sL, float* sD, int i0) {
+  const int N = p.shape.N;
+  load_rows_async<kBwdStage, D, kThreads>(sQ, p.q + head * D, i0, N);
+  load_rows_async<kBwdStage, D, kThreads>(sdO, p.dout + head * D, i0, N);
+  cp_async_commit();
+  for (int i = threadIdx.x; i < kBwdStage; i += kThreads) {
+    sL[i] = lse_log2(p.lse + head, i0 + i, N);
+    sD[i] = i0 + i < N ? gDelta[head + i0 + i] : 0.f;
+  }
+}
+
+template <int D, typename T, bool kDropout, bool kSparse, bool kAtomicDQ, bool kTrace>
+__global__ void __launch_bounds__(T::kThreads)
+    bwd_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
+  constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
+  constexpr std::int64_t kF = sizeof(float);
+  using L = DkdvSmem<D, T, kAtomicDQ>;
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ float smem[];
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N;  // head: first row of the head
+  const int key0 = blockIdx.x * T::kBR;
+  const int key = T::first_row(key0), part = T::part();  // this thread's first key
+  const int n_keys = min(T::kBR, N - key0);
+
+  float k[R][DC], v[R][DC];  // k scaled by τ·log2 e: k·q is S in log2 units
+  load_q_rows<D, R, DC>(p.k + head * D, key, N, part, p.scale * kLog2e, k);
+  load_q_rows<D, R, DC>(p.v + head * D, key, N, part, 1.f, v);
+  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), p.k + head * D, key0, N);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
+
+  // The query tiles this CTA visits. Causal: none before its first key.
+  TileWalk<kBwdStage> walk;
+  if constexpr (kSparse)
+    walk = TileWalk<kBwdStage>::sparse(p.sparse.col_ptr, p.sparse.row_idx, key0 / p.sparse.block_c, p.sparse.block_r);
+  else
+    walk = TileWalk<kBwdStage>::dense(p.causal ? key0 / kBwdStage * kBwdStage : 0, N);
+  const int n_tiles = walk.size();
+  [[maybe_unused]] unsigned drop_threshold = 0;
+  [[maybe_unused]] float drop_scale = 1.f;
+  if constexpr (kDropout) {
+    drop_threshold = dropout_threshold(p.dropout.p);
+    drop_scale = 1.f / (1.f - p.dropout.p);
+  }
+
+  float dk[R][DC] = {}, dv[R][DC] = {};
+  if (n_tiles == 0) {  // nothing to add up (a block column the mask leaves empty): dK_j = dV_j = 0
+    cp_async_commit();
+    cp_async_wait<0>();
+  } else {
+    load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(0), smem + L::dout(0), smem + L::lse(0),
+                                     smem + L::delta(0), walk.start(0));
+  }
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t & 1, i_stage = walk.start(t), n_q = max(0, min(kBwdStage, N - i_stage));
+    if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
+      load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(s ^ 1), smem + L::dout(s ^ 1),
+                                       smem + L::lse(s ^ 1), smem + L::delta(s ^ 1), walk.start(t + 1));
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // the stage (and, the first time, K_j) has landed for everyone
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i_stage, n_q, 0, D, n_q * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i_stage, n_q, 0, D, n_q * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i_stage, n_q, 0, 1, n_q * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i_stage, n_q, 0, 1, n_q * kF);
+
+#pragma unroll 1
+    for (int u = 0; u < kSub; ++u) {
+      const int i0 = i_stage + u * BC;
+      const float* sq = smem + L::q(s) + u * BC * D;
+      const float* sdo = smem + L::dout(s) + u * BC * D;
+      const float* sl = smem + L::lse(s) + u * BC;
+      const float* sd = smem + L::delta(s) + u * BC;
+      float pr[R][BC], dp[R][BC];  // Pᵀ and dPᵀ: [key][query]
+      row_scores<D, BC, R, DC, T::kSplit>(k, sq, part, pr);
+      row_scores<D, BC, R, DC, T::kSplit>(v, sdo, part, dp);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - sl[c]);  // P_ij = exp(S_ij − LSE_i)
+      mask_probs<true, R, BC>(pr, key, i0, N, p.causal);  // unconditional: a branch here costs registers
+      [[maybe_unused]] unsigned keep = ~0u;
+      if constexpr (kDropout) keep = dropout_keep_bits<true, R, BC>(p.dropout, drop_threshold, bh, key, i0);
+      // dS_ij = P_ij (dP_ij Z_ij − D_i) into dp, then P_ij Z_ij into pr
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) {
+          const float z = kDropout ? ((keep >> (r * BC + c)) & 1u ? drop_scale : 0.f) : 1.f;
+          dp[r][c] = pr[r][c] * (dp[r][c] * z - sd[c]);
+          pr[r][c] *= z;
+        }
+      accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += (P ∘ Z)ᵀ dO_i
+      accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
+      if constexpr (kAtomicDQ) {
+        // dQ_i += τ dS_ij K_j: the sum runs over this CTA's keys, held by different threads,
+        // so dS goes through shared memory, (BC queries × kBR keys).
+        float* sdS = smem + L::ds();
+        if (part == 0)
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int c = 0; c < BC; ++c) sdS[c * T::kBR + (key - key0) + r] = dp[r][c];
+        __syncthreads();
+        const float* sK = smem + L::k();
+        for (int e = threadIdx.x; e < BC * D / 4; e += T::kThreads) {
+          const int c = e / (D / 4), x = (e % (D / 4)) * 4;
+          float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+          for (int j = 0; j < n_keys; ++j) {
+            const float w = sdS[c * T::kBR + j];
+            const float4 kx = *reinterpret_cast<const float4*>(sK + j * D + x);
+            acc.x = fmaf(w, kx.x, acc.x);
+            acc.y = fmaf(w, kx.y, acc.y);
+            acc.z = fmaf(w, kx.z, acc.z);
+            acc.w = fmaf(w, kx.w, acc.w);
+          }
+          if (i0 + c < N) {
+            float* dst = p.dq + (head + i0 + c) * D + x;
+            atomicAdd(dst, p.scale * acc.x);
+            atomicAdd(dst + 1, p.scale * acc.y);
+            atomicAdd(dst + 2, p.scale * acc.z);
+            atomicAdd(dst + 3, p.scale * acc.w);
+          }
+        }
+        __syncthreads();  // sdS is rewritten by the next sub-tile
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i_stage, n_q, key0, n_keys, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i_stage, n_q, key0, n_keys, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
+    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 9 and 21)
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, i_stage, n_q, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
+    }
+    __syncthreads();  // everyone is done with stage s before it is refilled
+  }
+  // dK_j, dV_j → HBM (line 24)
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (key + r >= N) continue;
+    float4* dst_k = reinterpret_cast<float4*>(p.dk + (head + key + r) * D + part * DC);
+    float4* dst_v = reinterpret_cast<float4*>(p.dv + (head + key + r) * D + part * DC);
+#pragma unroll
+    for (int c = 0; c < DC; c += 4) {
+      dst_k[c / 4] = make_float4(p.scale * dk[r][c], p.scale * dk[r][c + 1], p.scale * dk[r][c + 2], p.scale * dk[r][c + 3]);
+      dst_v[c / 4] = make_float4(dv[r][c], dv[r][c + 1], dv[r][c + 2], dv[r][c + 3]);
+    }
+  }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
+}
+
+template <int D, typename T, bool kDropout, bool kSparse, bool kTrace>
+__global__ void __launch_bounds__(T::kThreads)
+    bwd_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
+  constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
+  constexpr std::int64_t kF = sizeof(float);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N;
+  const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
+  const int row0 = tile * T::kBR;
+  const int row = T::first_row(row0), part = T::part();
+  const int n_rows = min(T::kBR, N - row0);
+
+  float q[R][DC], dout[R][DC], lse2[R], delta[R];
+  load_q_rows<D, R, DC>(p.q + head * D, row, N, part, p.scale * kLog2e, q);
+  load_q_rows<D, R, DC>(p.dout + head * D, row, N, part, 1.f, dout);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    lse2[r] = lse_log2(p.lse + head, row + r, N);
+    delta[r] = row + r < N ? gDelta[head + row + r] : 0.f;
+  }
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, n_rows, 0, D, n_rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, row0, n_rows, 0, D, n_rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
+
+  const int last_row = min(N, row0 + T::kBR) - 1;
+  TileWalk<kBwdStage> walk;
+  if constexpr (kSparse)
+    walk = TileWalk<kBwdStage>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c);
+  else
+    walk = TileWalk<kBwdStage>::dense(0, p.causal ? last_row + 1 : N);
+  const int n_tiles = walk.size();
+  auto k_stage = [&](int s) { return smem + 2 * s * kBwdStage * D; };
+  auto v_stage = [&](int s) { return smem + (2 * s + 1) * kBwdStage * D; };
+  [[maybe_unused]] unsigned drop_threshold = 0;
+  [[maybe_unused]] float drop_scale = 1.f;
+  if constexpr (kDropout) {
+    drop_threshold = dropout_threshold(p.dropout.p);
+    drop_scale = 1.f / (1.f - p.dropout.p);
+  }
+
+  float dq[R][DC] = {};
+  if (n_tiles > 0) {
+    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), p.k + head * D, walk.start(0), N);
+    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), p.v + head * D, walk.start(0), N);
+    cp_async_commit();
+  }
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t & 1, j_stage = walk.start(t), n_k = max(0, min(kBwdStage, N - j_stage));
+    if (t + 1 < n_tiles) {
+      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), p.k + head * D, walk.start(t + 1), N);
+      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), p.v + head * D, walk.start(t + 1), N);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j_stage, n_k, 0, D, n_k * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j_stage, n_k, 0, D, n_k * D * kF);
+#pragma unroll 1
+    for (int u = 0; u < kSub; ++u) {
+      const int j0 = j_stage + u * BC;
+      const float* sk = k_stage(s) + u * BC * D;
+      const float* sv = v_stage(s) + u * BC * D;
+      float pr[R][BC], dp[R][BC];
+      row_scores<D, BC, R, DC, T::kSplit>(q, sk, part, pr);
+      row_scores<D, BC, R, DC, T::kSplit>(dout, sv, part, dp);
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - lse2[r]);
+      mask_probs<false, R, BC>(pr, row, j0, N, p.causal);
+      if constexpr (kDropout) {
+        const unsigned keep = dropout_keep_bits<false, R, BC>(p.dropout, drop_threshold, bh, row, j0);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int c = 0; c < BC; ++c) dp[r][c] *= (keep >> (r * BC + c)) & 1u ? drop_scale : 0.f;
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - delta[r]);  // dS_ij
+      accumulate_pv<D, BC, R, DC>(dp, sk, part, dq);  // dQ_i += dS_ij K_j  (τ at the end)
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, n_rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, n_rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, n_rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (row + r >= N) continue;
+    float4* dst = reinterpret_cast<float4*>(p.dq + (head + row + r) * D + part * DC);
+#pragma unroll
+    for (int c = 0; c < DC; c += 4)
+      dst[c / 4] = make_float4(p.scale * dq[r][c], p.scale * dq[r][c + 1], p.scale * dq[r][c + 2], p.scale * dq[r][c + 3]);
+  }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, n_rows, 0, D, n_rows * D * kF);
+}
+
+// The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
+// `delta`: B·H·N floats of workspace.
+template <int D, bool kDropout, bool kSparse>
+void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
+  using T = BwdTile<D>;
+  const Shape& s = p.shape;
+  if (p.trace) p.trace->set_tiles(kBwdStage, T::kBR);
+  const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
+  if (atomic_dq)
+    trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,
+                  pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+  else
+    trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<false, false>,
+                  bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+
+  const dim3 grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
+  auto set_smem = [](auto kernel, std::size_t bytes) {
+    if (bytes > 48 * 1024)
+      FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  };
+  if (atomic_dq) {
+    const std::size_t smem = DkdvSmem<D, T, true>::floats() * sizeof(float);
+    auto plain = bwd_dkdv_kernel<D, T, kDropout, kSparse, true, false>;
+    auto traced = bwd_dkdv_kernel<D, T, kDropout, kSparse, true, true>;
+    set_smem(plain, smem);
+    set_smem(traced, smem);
+    trace::launch(p.trace, "bwd_dkdv_kernel", plain, traced, grid, T::kThreads, smem, p.stream, p, delta);
+    return;
+  }
+  const std::size_t smem = DkdvSmem<D, T, false>::floats() * sizeof(float);
+  auto plain = bwd_dkdv_kernel<D, T, kDropout, kSparse, false, false>;
+  auto traced = bwd_dkdv_kernel<D, T, kDropout, kSparse, false, true>;
+  set_smem(plain, smem);
+  set_smem(traced, smem);
+  trace::launch(p.trace, "bwd_dkdv_kernel", plain, traced, grid, T::kThreads, smem, p.stream, p, delta);
+
+  const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);
+  auto dq_plain = bwd_dq_kernel<D, T, kDropout, kSparse, false>;
+  auto dq_traced = bwd_dq_kernel<D, T, kDropout, kSparse, true>;
+  set_smem(dq_plain, dq_smem);
+  set_smem(dq_traced, dq_smem);
+  trace::launch(p.trace, "bwd_dq_kernel", dq_plain, dq_traced, grid, T::kThreads, dq_smem, p.stream, p, delta);
+}
+
+}  // namespace fs
