@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "common/block_mask.hpp"
 #include "common/errors.hpp"
 
 namespace fs {
@@ -56,6 +57,17 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
         ->type_name("P")
         ->capture_default_str();
 
+  long long block = o.block;
+  if (step.block_sparse) {
+    app.add_option("--pattern", o.pattern, std::string("block mask pattern: ") + kPatternForms)->capture_default_str();
+    app.add_option("--mask", o.mask_path,
+                   "block mask from a .npy file of 0/1, shape (ceil(N/block), ceil(N/block)); overrides --pattern")
+        ->type_name("FILE");
+    app.add_option("--block", block,
+                   "mask block size in queries and keys, a multiple of the kernels' tiles (default: the smallest "
+                   "such size of at least 128 for --dim)");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -90,6 +102,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     o.scale = scale;
   }
   o.reps = positive("--reps", o.reps, 100000);
+  if (step.block_sparse && app.count("--block")) o.block = positive("--block", block, kMaxInt);
+  if (step.block_sparse && app.count("--mask") && app.count("--pattern"))
+    throw InputError("--mask and --pattern both give the block mask: choose one");
   o.trace_cap = positive("--trace-cap", o.trace_cap, kMaxInt);
   if (app.count("--trace-cap") && o.trace_path.empty()) throw InputError("--trace-cap is for traced runs: add --trace FILE");
   if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");

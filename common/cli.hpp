@@ -2,7 +2,8 @@
 //   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps --backward
 //   --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
 //   (and --variant where a step holds several kernels; --dropout where a step has dropout;
-//   --deterministic where a step has a "deterministic" variant)
+//   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
+//   step is block-sparse)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,11 @@ struct Options {
   int warmup = 3;
   int variant = 0;
   float dropout = 0.f;             // --dropout P: probability of dropping each P_ij (seeded by --seed)
+  // Block-sparse steps: the mask is --mask FILE (.npy, 0/1, ⌈N/block⌉ × ⌈N/block⌉) or else
+  // --pattern SPEC (common/block_mask.hpp, make_pattern), over blocks of --block elements.
+  std::string pattern = "butterfly";
+  std::string mask_path;
+  int block = 0;  // 0: the step's default (StepInfo::mask_block)
   std::string load_dir, save_dir, csv_path;
   std::string trace_path;          // --trace FILE: record a traced run (common/trace/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA

@@ -37,6 +37,17 @@ void require_fits(const StepInfo& step, const Shape& s, bool backward, const Dev
 
 }  // namespace
 
+std::optional<BlockMask> block_mask_for(const StepInfo& step, const Options& opt) {
+  if (!step.block_sparse) return std::nullopt;
+  const int block = opt.block ? opt.block : step.mask_block(opt.shape.d);
+  if (!opt.mask_path.empty()) return read_block_mask(opt.mask_path, opt.shape.N, block, block);
+  return make_pattern(opt.pattern, opt.shape.N, block, opt.seed);
+}
+
+std::string mask_label(const Options& opt) {
+  return opt.mask_path.empty() ? opt.pattern : std::filesystem::path(opt.mask_path).filename().string();
+}
+
 CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
                     const DeviceInfo& dev) {
   const Shape& s = problem.shape;
@@ -46,8 +57,12 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   require_fits(step, s, opt.backward, dev);
 
   if (opt.dropout > 0.f && !step.dropout) throw InputError("step " + step.id + " has no dropout");
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout()};
-  const AttnOptions attn{settings.scale, settings.causal, settings.dropout};
+  const std::optional<BlockMask> mask = block_mask_for(step, opt);
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
+                              mask ? &*mask : nullptr};
+  BlockMaskView view;
+  if (mask) view = {mask->dense.data(), mask->block_r, mask->block_c, mask->Tc};
+  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, mask ? &view : nullptr};
 
   memory::reset_peak();
   DeviceRun run(step, problem, settings, opt.backward);
@@ -55,14 +70,14 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   run.sync();
   PassReport fwd;
   fwd.pass = "fwd";
-  fwd.io = step.io_forward(s, opt.causal, opt.variant);
+  fwd.io = pass_io(step, s, settings, "fwd");
   fwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   PassReport bwd;
   bwd.pass = "bwd";
   if (opt.backward) {
     run.backward();
     run.sync();
-    bwd.io = step.io_backward(s, opt.causal, opt.variant);
+    bwd.io = pass_io(step, s, settings, "bwd");
     bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   }
 
@@ -89,6 +104,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
       write_npy(opt.save_dir + "/dk.npy", run.dk().data(), t);
       write_npy(opt.save_dir + "/dv.npy", run.dv().data(), t);
     }
+    if (mask) write_block_mask(opt.save_dir + "/mask.npy", *mask);
   }
 
   if (opt.bench) {
@@ -96,11 +112,13 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
     L2Flusher flusher(dev.l2_bytes);
     const FwdParams fp = run.fwd_params();
     fwd.timing = time_gpu([&] { step.forward(fp); }, fp.stream, opt.warmup, opt.reps, &flusher);
-    fwd.tflops = tflops(forward_flops(s, opt.causal), fwd.timing->median_ms);
+    // Block-sparse: the FLOPs of the kept blocks, the dense count × the mask's density.
+    const double kept = mask ? mask->density() : 1.0;
+    fwd.tflops = tflops(kept * forward_flops(s, opt.causal), fwd.timing->median_ms);
     if (opt.backward) {
       const BwdParams bp = run.bwd_params();
       bwd.timing = time_gpu([&] { step.backward(bp); }, bp.stream, opt.warmup, opt.reps, &flusher);
-      bwd.tflops = tflops(backward_flops(s, opt.causal), bwd.timing->median_ms);
+      bwd.tflops = tflops(kept * backward_flops(s, opt.causal), bwd.timing->median_ms);
     }
   }
 
@@ -122,6 +140,11 @@ ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport&
   row.d = opt.shape.d;
   row.causal = opt.causal;
   row.dropout = opt.dropout;
+  if (step.block_sparse) {
+    const std::optional<BlockMask> mask = block_mask_for(step, opt);
+    row.mask = mask_label(opt);
+    row.density = mask->density();
+  }
   row.median_ms = pass.timing ? pass.timing->median_ms : 0;
   row.tflops = pass.tflops;
   row.peak_mem_bytes = pass.peak_mem_bytes;
@@ -141,6 +164,10 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     validate_shape(opt.shape);
   }
 
+  if (const auto mask = block_mask_for(step, opt)) {  // a bad mask is bad input, GPU or not
+    if (std::string why = step.mask_unsupported(opt.shape, *mask); !why.empty())
+      throw InputError("step " + step.id + ": " + why);
+  }
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
@@ -157,6 +184,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
             << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale()
             << (opt.dropout > 0.f ? " dropout=" + std::to_string(opt.dropout) : "") << " on "
             << dev.name << "\n";
+  if (const auto mask = block_mask_for(step, opt)) std::cout << "  block mask " << mask_label(opt) << ": " << describe(*mask) << "\n";
 
   const CaseReport report = run_case(step, opt, problem, dev);
   for (const auto& p : report.passes) {

@@ -30,6 +30,12 @@ struct CaseReport {
   bool pass() const;  // every check that ran passed
 };
 
+// The block mask `opt` asks a block-sparse step for (--mask FILE, else --pattern), for the
+// shape opt.shape; nothing for other steps. Throws InputError on a bad mask or pattern.
+std::optional<BlockMask> block_mask_for(const StepInfo& step, const Options& opt);
+// What the CSV and the output call it: the pattern spec, or the mask file's name.
+std::string mask_label(const Options& opt);
+
 // Runs `step` on `problem` as `opt` says (check, bench, backward, variant, ...) on the
 // current device. Throws ResourceError when the problem does not fit the GPU's free memory,
 // InputError when the step does not support the shape.

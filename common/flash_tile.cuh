@@ -211,11 +211,29 @@ struct TileWalk {
   __device__ int start(int t) const { return list ? list[t / per_block] * block_elems + (t % per_block) * BC : first + t * BC; }
 
   static __device__ TileWalk dense(int first, int end) { return {first, (end - first + BC - 1) / BC}; }
-  // The tiles of block row (or column) `b` of a list in CSR form: ptr (T + 1), idx (nonzeros).
-  static __device__ TileWalk sparse(const int* ptr, const int* idx, int b, int block_elems) {
-    const int n_blocks = ptr[b + 1] - ptr[b];
-    return {0, n_blocks * (block_elems / BC), idx + ptr[b], block_elems / BC, block_elems};
+  // The tiles of block row (or column) `b` of a list in CSR form: ptr (T + 1), idx (nonzeros),
+  // up to element n (N): the last block may end past N, and its tiles there are left out.
+  static __device__ TileWalk sparse(const int* ptr, const int* idx, int b, int block_elems, int n) {
+    const int n_blocks = ptr[b + 1] - ptr[b], per_block = block_elems / BC;
+    int count = n_blocks * per_block;
+    if (n_blocks > 0) {  // ascending: only the last block listed can reach past n
+      const int in_last = (n - idx[ptr[b + 1] - 1] * block_elems + BC - 1) / BC;
+      if (in_last < per_block) count -= per_block - in_last;
+    }
+    return {0, count, idx + ptr[b], per_block, block_elems};
   }
 };
+
+// The runs of blocks that a block-sparse list leaves out of block row (or column) b, up to
+// block `end`: f(first, count) for each run. For the trace's skip events.
+template <typename F>
+__device__ void for_each_gap(const int* ptr, const int* idx, int b, int end, F f) {
+  int next = 0;  // the first block not yet accounted for
+  for (int e = ptr[b]; e <= ptr[b + 1]; ++e) {
+    const int blk = e < ptr[b + 1] ? min(idx[e], end) : end;
+    if (blk > next) f(next, blk - next);
+    next = max(next, blk + 1);
+  }
+}
 
 }  // namespace fs

@@ -1,5 +1,6 @@
 #include "common/harness.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/errors.hpp"
@@ -65,9 +66,41 @@ std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backw
   return bytes;
 }
 
+BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask) {
+  return mask ? *mask : pattern_dense(s.N, step.mask_block(s.d));
+}
+
+IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass) {
+  const bool fwd = pass == "fwd";
+  if (step.block_sparse) {
+    const BlockMask mask = effective_mask(step, s, settings.mask);
+    return fwd ? step.io_forward_sparse(s, settings.causal, settings.variant, mask)
+               : step.io_backward_sparse(s, settings.causal, settings.variant, mask);
+  }
+  return fwd ? step.io_forward(s, settings.causal, settings.variant)
+             : step.io_backward(s, settings.causal, settings.variant);
+}
+
 DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
                      bool backward, cudaStream_t stream)
     : step_(step), shape_(problem.shape), settings_(settings), stream_(stream) {
+  if (settings.dropout.on() && !step.dropout) throw InputError("step " + step.id + " has no dropout");
+  if (settings.mask && !step.block_sparse) throw InputError("step " + step.id + " takes no block mask");
+  if (step.block_sparse) {  // the mask's lists, once, for every pass
+    const BlockMask mask = effective_mask(step, shape_, settings.mask);
+    if (std::string why = step.mask_unsupported(shape_, mask); !why.empty())
+      throw InputError("step " + step.id + ": " + why);
+    const BlockLists l = to_lists(mask, settings.causal);
+    auto upload = [](DeviceBuffer<int>& b, const std::vector<int>& v) {
+      b = DeviceBuffer<int>(std::max<std::size_t>(1, v.size()));
+      if (!v.empty()) b.upload(v.data(), v.size());
+    };
+    upload(row_ptr_, l.row_ptr);
+    upload(col_idx_, l.col_idx);
+    upload(col_ptr_, l.col_ptr);
+    upload(row_idx_, l.row_idx);
+    sparse_ = {mask.block_r, mask.block_c, mask.Tr, mask.Tc, row_ptr_.get(), col_idx_.get(), col_ptr_.get(), row_idx_.get()};
+  }
   const std::size_t n = shape_.elems();
   {
     FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
@@ -109,6 +142,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.causal = settings_.causal;
   p.variant = settings_.variant;
   p.dropout = settings_.dropout;
+  p.sparse = sparse_;
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
   p.trace = trace_;
@@ -131,6 +165,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.causal = settings_.causal;
   p.variant = settings_.variant;
   p.dropout = settings_.dropout;
+  p.sparse = sparse_;
   p.fwd_workspace = fwd_ws_.get();
   p.workspace = bwd_ws_.get();
   p.stream = stream_;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/block_mask.hpp"
 #include "common/buffer.hpp"
 #include "common/problem.hpp"
 #include "common/trace/nvtx.hpp"
@@ -30,13 +31,22 @@ HostProblem load_problem(const std::string& dir, bool with_dout);
 void validate_shape(const Shape& s);
 
 struct PassSettings {
-  PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {})
-      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_) {}
+  PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {},
+               const BlockMask* mask_ = nullptr)
+      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_) {}
   float scale = 0.f;
   bool causal = false;
   int variant = 0;
-  Dropout dropout;  // steps with StepInfo::dropout
+  Dropout dropout;                  // steps with StepInfo::dropout
+  const BlockMask* mask = nullptr;  // block-sparse steps; null: every block (must outlive the run)
 };
+
+// The mask a block-sparse step runs with: `mask`, or every block at the step's default block
+// size (StepInfo::mask_block).
+BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask);
+
+// The IO model of one pass ("fwd" or "bwd"), through the step's sparse model when it has a mask.
+IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass);
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
 std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward);
@@ -78,6 +88,8 @@ class DeviceRun {
   const std::vector<float>* dout_host_ = nullptr;
   DeviceBuffer<float> dout_, dq_, dk_, dv_;
   DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
+  DeviceBuffer<int> row_ptr_, col_idx_, col_ptr_, row_idx_;  // block-sparse steps: the mask's lists
+  BlockSparse sparse_;
   nvtx::NamedBuffers names_;  // after the buffers: unregistered before they are freed
   trace::DeviceSink* trace_ = nullptr;
 };

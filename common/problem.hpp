@@ -112,6 +112,7 @@ struct BwdParams {
 };
 
 struct DeviceInfo;
+struct BlockMask;   // common/block_mask.hpp
 
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over.
 struct StepInfo {
@@ -130,6 +131,12 @@ struct StepInfo {
   std::string memory_note;
   bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
+  // Block-sparse steps: empty when the kernels run this mask's blocks, else why not; and the
+  // IO model of a pass over the mask.
+  std::string (*mask_unsupported)(const Shape&, const BlockMask&) = nullptr;
+  int (*mask_block)(int d) = nullptr;  // the default block size at head dimension d
+  IoCount (*io_forward_sparse)(const Shape&, bool causal, int variant, const BlockMask&) = nullptr;
+  IoCount (*io_backward_sparse)(const Shape&, bool causal, int variant, const BlockMask&) = nullptr;
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
   // order the adds land in, so repeats are not bit-identical.
   std::vector<std::string> order_dependent;

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   app.add_option("--causal", causals, "causal settings, 0 and/or 1")->capture_default_str();
   app.add_option("--dropout", dropouts, "dropout probabilities (steps with dropout; others run at 0 only)")
       ->capture_default_str();
+  std::string patterns = "dense";
+  app.add_option("--patterns", patterns,
+                 "block masks for block-sparse steps, e.g. \"butterfly@0.25 random:0.25\" (--pattern forms)")
+      ->capture_default_str();
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)");
   app.add_option("--heads", heads, "heads (default 2048/d)");
   app.add_option("--reps", reps, "timed runs per pass")->capture_default_str();
@@ -77,10 +81,13 @@ int main(int argc, char** argv) {
         opt.warmup = warmup;
         const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward);
         for (const fs::StepInfo* step : steps)
+          for (const std::string& pattern : step->block_sparse ? parse_list<std::string>(patterns) : std::vector<std::string>{""})
           for (std::size_t v = 0; v < step->variants.size() && (dropout == 0.f || step->dropout); ++v) {
+            opt.pattern = pattern;
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
-            const std::string name = step->id + (step->variants.size() > 1 ? "/" + step->variants[v] : "");
+            const std::string name = step->id + (step->variants.size() > 1 ? "/" + step->variants[v] : "") +
+                                     (pattern.empty() ? "" : " " + pattern);
             std::printf("%-34s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(), opt.shape.B,
                         opt.shape.H, N, d, causal, dropout);
             try {

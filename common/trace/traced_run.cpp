@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/driver.hpp"
 #include "common/results.hpp"
 #include "common/trace/clock.hpp"
 #include "common/trace/names.hpp"
@@ -54,8 +55,7 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   m.Bc = sink.Bc();
   m.sram_budget_bytes = static_cast<std::int64_t>(dev.smem_per_block_optin);
   m.smem_per_cta_bytes = sink.max_smem_per_cta();
-  const IoCount io = pass == "fwd" ? step.io_forward(shape, settings.causal, settings.variant)
-                                   : step.io_backward(shape, settings.causal, settings.variant);
+  const IoCount io = pass_io(step, shape, settings, pass);
   m.io_read_bytes = io.read_bytes;
   m.io_write_bytes = io.write_bytes;
   m.event_cap = sink.effective_cap();
@@ -95,7 +95,9 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
 
 std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
                                   const DeviceInfo& dev) {
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout()};
+  const std::optional<BlockMask> mask = block_mask_for(step, opt);
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
+                              mask ? &*mask : nullptr};
   std::vector<TraceFile> files;
   auto finish = [&](const std::string& pass, const std::string& path, const trace::DeviceSink& sink) {
     const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop());

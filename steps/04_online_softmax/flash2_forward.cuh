@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   // sampled row is thread 0's first row, row0 (its r = 0, part 0).
   const std::int64_t bh = blockIdx.y;
   const int rows = min(T::kBR, N - row0);
-  auto keys = [&](int j0) { return max(0, min(BC, N - j0)); };
+  auto keys = [&](int j0) { return min(BC, N - j0); };
 
   float q[R][DC];
   load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   const int last_row = min(N, row0 + T::kBR) - 1;
   TileWalk<BC> walk;
   if constexpr (kSparse)
-    walk = TileWalk<BC>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c);
+    walk = TileWalk<BC>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c, N);
   else
     walk = TileWalk<BC>::dense(0, kCausal ? last_row + 1 : N);
   const int n_tiles = walk.size();
@@ -129,16 +129,12 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
   if constexpr (kTrace && kSparse) {  // the key blocks of this block row the mask leaves out
-    const int br = row0 / p.sparse.block_r, bc_end = kCausal ? last_row / p.sparse.block_c + 1 : p.sparse.Tc;
-    int next = 0;  // first block not yet accounted for
-    for (int e = p.sparse.row_ptr[br]; e <= p.sparse.row_ptr[br + 1]; ++e) {
-      const int b = e < p.sparse.row_ptr[br + 1] ? min(p.sparse.col_idx[e], bc_end) : bc_end;
-      if (b > next) {
-        const int c0 = next * p.sparse.block_c, c1 = min(N, b * p.sparse.block_c);
-        FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, c0, c1 - c0, 0);
-      }
-      next = b + 1;
-    }
+    const BlockSparse& sp = p.sparse;
+    const int end = kCausal ? last_row / sp.block_c + 1 : sp.Tc;
+    for_each_gap(sp.row_ptr, sp.col_idx, row0 / sp.block_r, end, [&](int b, int n) {
+      const int c0 = b * sp.block_c, c1 = min(N, (b + n) * sp.block_c);
+      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, c0, c1 - c0, 0);
+    });
   } else if constexpr (kTrace && kCausal) {  // the key tiles past the CTA's last row, never loaded
     if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
   }

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(T::kThreads)
   // The query tiles this CTA visits. Causal: none before its first key.
   TileWalk<kBwdStage> walk;
   if constexpr (kSparse)
-    walk = TileWalk<kBwdStage>::sparse(p.sparse.col_ptr, p.sparse.row_idx, key0 / p.sparse.block_c, p.sparse.block_r);
+    walk = TileWalk<kBwdStage>::sparse(p.sparse.col_ptr, p.sparse.row_idx, key0 / p.sparse.block_c, p.sparse.block_r, N);
   else
     walk = TileWalk<kBwdStage>::dense(p.causal ? key0 / kBwdStage * kBwdStage : 0, N);
   const int n_tiles = walk.size();
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(T::kThreads)
                                      smem + L::delta(0), walk.start(0));
   }
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, i_stage = walk.start(t), n_q = max(0, min(kBwdStage, N - i_stage));
+    const int s = t & 1, i_stage = walk.start(t), n_q = min(kBwdStage, N - i_stage);
     if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
       load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(s ^ 1), smem + L::dout(s ^ 1),
                                        smem + L::lse(s ^ 1), smem + L::delta(s ^ 1), walk.start(t + 1));
@@ -252,6 +252,13 @@ __global__ void __launch_bounds__(T::kThreads)
     }
     __syncthreads();  // everyone is done with stage s before it is refilled
   }
+  if constexpr (kTrace && kSparse) {  // the query blocks of this block column the mask leaves out
+    const BlockSparse& sp = p.sparse;
+    for_each_gap(sp.col_ptr, sp.row_idx, key0 / sp.block_c, sp.Tr, [&](int b, int n) {
+      const int r0 = b * sp.block_r, r1 = min(N, (b + n) * sp.block_r);
+      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, r0, r1 - r0, key0, n_keys, 0);
+    });
+  }
   // dK_j, dV_j → HBM (line 24)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -299,7 +306,7 @@ __global__ void __launch_bounds__(T::kThreads)
   const int last_row = min(N, row0 + T::kBR) - 1;
   TileWalk<kBwdStage> walk;
   if constexpr (kSparse)
-    walk = TileWalk<kBwdStage>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c);
+    walk = TileWalk<kBwdStage>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c, N);
   else
     walk = TileWalk<kBwdStage>::dense(0, p.causal ? last_row + 1 : N);
   const int n_tiles = walk.size();
@@ -319,7 +326,7 @@ __global__ void __launch_bounds__(T::kThreads)
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, j_stage = walk.start(t), n_k = max(0, min(kBwdStage, N - j_stage));
+    const int s = t & 1, j_stage = walk.start(t), n_k = min(kBwdStage, N - j_stage);
     if (t + 1 < n_tiles) {
       load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), p.k + head * D, walk.start(t + 1), N);
       load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), p.v + head * D, walk.start(t + 1), N);
@@ -362,6 +369,14 @@ __global__ void __launch_bounds__(T::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, n_rows, j_stage, n_k, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
     __syncthreads();
+  }
+  if constexpr (kTrace && kSparse) {  // the key blocks of this block row the mask leaves out
+    const BlockSparse& sp = p.sparse;
+    const int end = p.causal ? last_row / sp.block_c + 1 : sp.Tc;
+    for_each_gap(sp.row_ptr, sp.col_idx, row0 / sp.block_r, end, [&](int b, int n) {
+      const int c0 = b * sp.block_c, c1 = min(N, (b + n) * sp.block_c);
+      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, c0, c1 - c0, 0);
+    });
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
