@@ -107,6 +107,78 @@ def pivot(rows):
     return "\n".join(out)
 
 
+def density_table(rows, all_rows):
+    """Block-sparse time against density, one table per shape: each cell is the time in ms and,
+    in brackets, its ratio to the dense step's time at the same shape (forward:
+    04_online_softmax/fa2; backward: step 05 with the same dQ variant); the target is a ratio of
+    at most 1.3 × density. The all-ones mask ("dense") is density 1 of every pattern."""
+    dense = {}
+    for r in all_rows:
+        if r["dropout"] in ("0", "") and not r["mask"] and r["step"].startswith(("04_online_softmax/fa2", "05_")):
+            dense[(r["step"], r["pass"], r["B"], r["H"], r["N"], r["d"], r["causal"])] = r
+
+    def family(r):
+        return r["mask"].split("@")[0].split(":")[0]
+
+    out = []
+    for N, B, H, c in sorted({(int(r["N"]), int(r["B"]), int(r["H"]), r["causal"]) for r in rows}):
+        sub = [r for r in rows if (int(r["N"]), int(r["B"]), int(r["H"]), r["causal"]) == (N, B, H, c)]
+        families = sorted({family(r) for r in sub if family(r) != "dense"}) or ["dense"]
+        cols = []  # (pass, dQ variant, family)
+        for p in ("fwd", "bwd"):
+            for v in (["atomic"] if p == "fwd" else ["atomic", "deterministic"]):
+                cols += [(p, v, f) for f in families]
+        cell = {}
+        for r in sub:
+            v = r["step"].split("/")[-1]
+            # The dense forward is step 04's fa2 kernel; step 05's forward is the same kernel.
+            refs = ["04_online_softmax/fa2", "05_recompute_backward/atomic"] if r["pass"] == "fwd" else \
+                ["05_recompute_backward/" + v]
+            d = next((dense[k] for k in ((ref, r["pass"], r["B"], r["H"], r["N"], r["d"], r["causal"]) for ref in refs)
+                      if k in dense), None)
+            text = f'{float(r["median_ms"]):.2f}' + (f' ({float(r["median_ms"]) / float(d["median_ms"]):.3f})' if d else "")
+            for f in (families if family(r) == "dense" else [family(r)]):
+                cell[(round(float(r["density"]), 6), r["pass"], v if r["pass"] == "bwd" else "atomic", f)] = text
+        densities = sorted({k[0] for k in cell}, reverse=True)
+        out.append(f"**N = {N}, B×H = {B}×{H}, {'causal' if c == '1' else 'not causal'}** — ms (time / dense)\n")
+        out.append("| density | 1.3 × density | " + " | ".join(
+            f"{p} {f}" + (f" ({v} dQ)" if p == "bwd" else "") for p, v, f in cols) + " |")
+        out.append("|---:|---:|" + "---:|" * len(cols))
+        for dn in densities:
+            out.append(f"| {dn:.4g} | {1.3 * dn:.3f} | " + " | ".join(cell.get((dn, p, v, f), "") for p, v, f in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def fwdbwd_table(rows):
+    """Forward + backward time (ms) by N (rows) and step (columns), one table per causal and
+    dropout setting, with step 05's speed-up over the materialising baselines."""
+    out = []
+    for c, p in sorted({(r["causal"], r["dropout"]) for r in rows}, key=lambda g: (g[0], float(g[1] or 0))):
+        sub = [r for r in rows if r["causal"] == c and r["dropout"] == p]
+        total = {}
+        for r in sub:
+            key = (r["step"], int(r["N"]), int(r["B"]), int(r["H"]))
+            total.setdefault(key, {})[r["pass"]] = float(r["median_ms"])
+        steps = sorted({k[0] for k, v in total.items() if len(v) == 2}, key=step_key)
+        shapes = sorted({k[1:] for k in total})
+        base = "01_naive" if "01_naive" in steps else "torch_math"
+        fast = "05_recompute_backward/atomic"
+        out.append(f"**forward + backward, {'causal' if c == '1' else 'not causal'}, dropout {p}** — ms\n")
+        out.append("| N | B×H | " + " | ".join(steps) + f" | {base} / 05 atomic |")
+        out.append("|---:|---:|" + "---:|" * (len(steps) + 1))
+        for N, B, H in shapes:
+            cells = []
+            for st in steps:
+                v = total.get((st, N, B, H), {})
+                cells.append(f"{v['fwd'] + v['bwd']:.2f}" if len(v) == 2 else "")
+            a, b = total.get((base, N, B, H), {}), total.get((fast, N, B, H), {})
+            ratio = f"{(a['fwd'] + a['bwd']) / (b['fwd'] + b['bwd']):.2f}×" if len(a) == 2 and len(b) == 2 else ""
+            out.append(f"| {N} | {B}×{H} | " + " | ".join(cells) + f" | {ratio} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def gpu_md(slug, rows):
     gpus = sorted({r["gpu"] for r in rows})
     commits = sorted({r["commit"] for r in rows})
@@ -126,11 +198,16 @@ def render_marker(match, cache):
     prefix, filters = args[0], dict(a.split("=", 1) for a in args[1:])
     slug = filters.pop("gpu", "h200")
     layout = filters.pop("layout", "table")
+    # Unless a marker asks (dropout=0.1, mask=*, ...), rows without dropout and without a mask.
+    filters.setdefault("dropout", "0")
+    filters.setdefault("mask", "*" if layout == "density" else "")
     if slug not in cache:
         cache[slug] = load(slug)
     rows = [r for r in cache[slug] if r["step"].startswith(tuple(prefix.split(",")))
-            and all(r.get(k) == v for k, v in filters.items())]
-    body = (pivot(rows) if layout == "pivot" else table(rows)) if rows else "(no rows recorded yet)\n"
+            and all(v == "*" or r.get(k) == v for k, v in filters.items())]
+    render = {"pivot": pivot, "table": table, "fwdbwd": fwdbwd_table,
+              "density": lambda rs: density_table(rs, cache[slug])}[layout]
+    body = render(rows) if rows else "(no rows recorded yet)\n"
     gpu = rows[0]["gpu"] if rows else slug
     body = f"Measured on {gpu} (generated from docs/benchmarks/{slug}.csv):\n\n" + body
     return match.group(1) + body + match.group(4)
