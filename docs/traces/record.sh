@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records the traces that ship here: for every step program in build/bin and each of its kernel
 # variants, a traced forward (and backward, where the step has one) at the traced runs' default
-# shape (B=H=1, N=256, d=64), each validated; then rewrites README.md to say how they were
+# shape (B=H=1, N=256, d=64; step 06 at N = 1024, see EXTRA), each validated; then rewrites README.md to say how they were
 # recorded. On a GPU machine, after bash cmake/quickstart.sh:
 #
 #   bash docs/traces/record.sh
@@ -14,6 +14,10 @@ STEPS=${STEPS:-""}
 commit=${FS_COMMIT:-$(git describe --always --dirty --abbrev=10 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 
+# Per-step arguments: step 06 traces a flat butterfly (2 factors) over 8 × 8 blocks of 128, so
+# that the blocks it skips show (the default N = 256 would be 2 × 2 blocks).
+declare -A EXTRA=([06]="--seq 1024 --pattern butterfly:2 --trace-cap 2048")
+
 recorded=()
 for exe in "$bin"/step[0-9][0-9]_*; do
   prog=$(basename "$exe")
@@ -24,7 +28,8 @@ for exe in "$bin"/step[0-9][0-9]_*; do
     name=$id
     vargs=()
     if [ "$v" != default ]; then name=${id}_$v; vargs=(--variant "$v"); fi
-    cmd=("$exe" "${vargs[@]}" --trace "$out/$name.fwd.json")
+    read -r -a extra <<<"${EXTRA[${id%%_*}]:-}"
+    cmd=("$exe" "${vargs[@]}" "${extra[@]}" --trace "$out/$name.fwd.json")
     # A step without a backward refuses --backward with exit code 2 before touching the GPU.
     if "${cmd[@]}" --backward; then
       recorded+=("$name|${cmd[*]#$bin/} --backward|$name.fwd.json $name.bwd.json")
