@@ -38,3 +38,12 @@ for t in 02_fused 03_tiled; do
   [ -f "docs/traces/$t.fwd.json" ] && "$viz" "docs/traces/$t.fwd.json" --order logical --at frac:0.55 \
     --panels memory,scores,counters,timeline --screenshot "$out/viz_overview_${t%%_*}.png"
 done
+
+# Step 05: the recomputation backward (dK/dV kernel, then dQ); step 06: a butterfly mask, the
+# skipped blocks grey in the ghost score matrix.
+t05=docs/traces/05_recompute_backward_deterministic.bwd.json
+t06=docs/traces/06_block_sparse_atomic.fwd.json
+[ -f "$t05" ] && "$viz" "$t05" --order logical --at frac:0.55 --panels memory,scores,counters,timeline \
+  --screenshot "$out/viz_overview_05.png"
+[ -f "$t06" ] && "$viz" "$t06" --order logical --at frac:0.98 --panels memory,scores,counters,timeline \
+  --screenshot "$out/viz_overview_06.png"
