@@ -19,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
@@ -56,6 +57,15 @@ using DefaultRowTile = std::conditional_t<(D <= 64), RowTile<D, 16, 2, (D < 32 ?
 // The head dimensions the tiled kernels are compiled for, and the call that picks one:
 //   dispatch_head_dim(d, [&](auto D) { launch<D>(p); })   // D is std::integral_constant<int, d>
 inline bool is_compiled_head_dim(int d) { return d == 16 || d == 32 || d == 64 || d == 128; }
+
+// Why the tiled kernels (steps 03 on) cannot run shape s, or empty: d must be compiled, and
+// B·H goes in grid y.
+inline std::string tiled_unsupported(const Shape& s) {
+  if (!is_compiled_head_dim(s.d))
+    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
+  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
+  return {};
+}
 template <typename Fn>
 auto dispatch_head_dim(int d, Fn&& fn) {
   switch (d) {

@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 
 #include "common/block_mask.hpp"
+#include "common/driver.hpp"
+#include "common/npy.hpp"
 #include "common/harness.hpp"
 #include "common/verify.hpp"
 #include "steps/registry.hpp"
@@ -149,4 +152,31 @@ TEST_CASE("a mask whose blocks do not fit the kernels' tiles is refused, naming 
     REQUIRE_THROWS_WITH(fs::DeviceRun(*c.step, p, {0.125f, false, c.variant, {}, &odd}, true),
                         Catch::Contains("multiples of the kernels' tiles"));
   }
+}
+
+TEST_CASE("--save writes the mask a run used, and --mask runs it again to the same outputs", "[gpu][sparse]") {
+  const fs::StepInfo* step = fs::find_step("06");
+  REQUIRE(step);
+  const std::string dir = (std::filesystem::temp_directory_path() / "flashsteps_mask_save").string();
+  std::filesystem::remove_all(dir);
+  fs::Options opt;
+  opt.shape = {1, 2, 1000, 64};
+  opt.pattern = "random:0.3";
+  opt.backward = true;
+  opt.check = true;
+  opt.save_dir = dir;
+  const fs::HostProblem p = fs::random_problem(opt.shape, opt.seed, true);
+  const auto first = fs::run_case(*step, opt, p, fs::testing::test_device());
+  REQUIRE(first.pass());
+  const fs::BlockMask used = fs::make_pattern("random:0.3", 1000, 128, opt.seed);
+  REQUIRE(fs::read_block_mask(dir + "/mask.npy", 1000, 128, 128) == used);
+  const auto o_first = fs::read_npy(dir + "/o.npy").data;
+
+  fs::Options again = opt;
+  again.pattern = "dense";  // overridden by the file
+  again.mask_path = dir + "/mask.npy";
+  again.save_dir = dir + "/again";
+  REQUIRE(fs::run_case(*step, again, p, fs::testing::test_device()).pass());
+  REQUIRE(fs::read_npy(dir + "/again/o.npy").data == o_first);
+  std::filesystem::remove_all(dir);
 }

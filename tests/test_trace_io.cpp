@@ -39,6 +39,8 @@ void require_same(const Trace& a, const Trace& b) {
   REQUIRE((ma.B == mb.B && ma.H == mb.H && ma.N == mb.N && ma.d == mb.d));
   REQUIRE(ma.causal == mb.causal);
   REQUIRE(ma.scale == mb.scale);
+  REQUIRE(ma.dropout == mb.dropout);
+  REQUIRE(ma.block_mask == mb.block_mask);
   REQUIRE((ma.Br == mb.Br && ma.Bc == mb.Bc));
   REQUIRE(ma.sram_budget_bytes == mb.sram_budget_bytes);
   REQUIRE(ma.smem_per_cta_bytes == mb.smem_per_cta_bytes);
@@ -124,6 +126,8 @@ TEST_CASE("a written trace reads back identical", "[trace][io]") {
   t.meta.Br = 64;
   t.meta.Bc = 32;
   t.meta.scale = 1.0f / 3.0f;  // not exact in decimal: must come back as the same float
+  t.meta.dropout = 0.1f;
+  t.meta.block_mask = "8 × 8 blocks of 128 × 128, 24 nonzero (density 0.375)";
   t.kernels[0].ts_ns = 123456789;  // large times keep nanosecond resolution
   const std::string path = temp_path("round_trip.json");
   fs::trace::write_trace(t, path);

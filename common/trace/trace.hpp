@@ -115,6 +115,9 @@ struct Meta {
   int B = 0, H = 0, N = 0, d = 0;
   bool causal = false;
   float scale = 0;
+  float dropout = 0;                     // dropout probability (steps 05+; optional in the file)
+  std::string block_mask;                // block-sparse steps: "8 × 8 blocks of 128 × 128, 24 nonzero
+                                         // (density 0.375)"; empty when dense (optional in the file)
   int Br = 0, Bc = 0;                    // tile sizes (0 when the step does not tile)
   std::int64_t sram_budget_bytes = 0;    // the device's shared memory per CTA (opt-in max)
   std::int64_t smem_per_cta_bytes = 0;   // what the step's main kernel uses

@@ -73,6 +73,8 @@ ojson meta_json(const Trace& t) {
   o["shape"] = {{"B", m.B}, {"H", m.H}, {"N", m.N}, {"d", m.d}};
   o["causal"] = m.causal;
   o["scale"] = static_cast<double>(m.scale);
+  if (m.dropout > 0) o["dropout"] = static_cast<double>(m.dropout);
+  if (!m.block_mask.empty()) o["block_mask"] = m.block_mask;
   o["tiles"] = {{"Br", m.Br}, {"Bc", m.Bc}};
   o["sram_budget_bytes"] = m.sram_budget_bytes;
   o["smem_per_cta_bytes"] = m.smem_per_cta_bytes;
@@ -405,6 +407,8 @@ Meta read_meta(const json& o, const Reader& r) {
                              " elements is beyond any GPU's memory");
   m.causal = r.boolean(o, "causal", w);
   m.scale = static_cast<float>(r.number(o, "scale", w, -3.4e38, 3.4e38));
+  if (r.optional(o, "dropout")) m.dropout = static_cast<float>(r.number(o, "dropout", w, 0, 1));
+  if (r.optional(o, "block_mask")) m.block_mask = r.string(o, "block_mask", w);
   const json& tiles = r.object(o, "tiles", w);
   m.Br = static_cast<int>(r.integer(tiles, "Br", w + ".tiles", 0, kMaxDim));
   m.Bc = static_cast<int>(r.integer(tiles, "Bc", w + ".tiles", 0, kMaxDim));

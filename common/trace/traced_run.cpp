@@ -51,6 +51,8 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   m.d = shape.d;
   m.causal = settings.causal;
   m.scale = settings.scale;
+  m.dropout = settings.dropout.p;
+  if (settings.mask) m.block_mask = describe(*settings.mask);
   m.Br = sink.Br();
   m.Bc = sink.Bc();
   m.sram_budget_bytes = static_cast<std::int64_t>(dev.smem_per_block_optin);

@@ -168,12 +168,7 @@ void launch(const FwdParams& p) {
 
 std::size_t no_workspace(const Shape&) { return 0; }
 
-std::string unsupported(const Shape& s, const DeviceInfo&) {
-  if (!is_compiled_head_dim(s.d))
-    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
-  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
-  return {};
-}
+std::string unsupported(const Shape& s, const DeviceInfo&) { return tiled_unsupported(s); }
 
 IoCount io_forward(const Shape& s, bool causal, int) {
   const TileSizes t = tiled_tile_sizes(s.d);

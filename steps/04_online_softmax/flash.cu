@@ -308,9 +308,7 @@ std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.rows() * sizeof(float); 
 std::size_t no_workspace(const Shape&) { return 0; }
 
 std::string unsupported(const Shape& s, const DeviceInfo& dev) {
-  if (!is_compiled_head_dim(s.d))
-    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
-  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
+  if (std::string why = tiled_unsupported(s); !why.empty()) return why;
   if (alg1_tiles(s.d, dev.smem_per_block_optin).Br < 1)
     return "the GPU's shared memory is too small for Algorithm 1's tiles";
   return {};

@@ -30,12 +30,7 @@ namespace {
 std::size_t no_workspace(const Shape&) { return 0; }
 std::size_t bwd_ws_bytes(const Shape& s) { return s.rows() * sizeof(float); }  // D
 
-std::string unsupported(const Shape& s, const DeviceInfo&) {
-  if (!is_compiled_head_dim(s.d))
-    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
-  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
-  return {};
-}
+std::string unsupported(const Shape& s, const DeviceInfo&) { return tiled_unsupported(s); }
 
 IoCount io_forward(const Shape& s, bool causal, int) {
   const Flash2Tiles t = flash2_tiles(s.d);
@@ -108,17 +103,7 @@ void recompute_forward(const FwdParams& p) {
   dispatch_head_dim(p.shape.d, [&](auto D) { launch_flash2<D, Flash2Tile<D>, true, false>(p); });
 }
 
-void recompute_backward(const BwdParams& p) {
-  if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
-  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
-  const bool atomic = p.variant == kAtomicDQ;
-  dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.dropout.on())
-      launch_backward<D, true, false>(p, atomic, delta);
-    else
-      launch_backward<D, false, false>(p, atomic, delta);
-  });
-}
+void recompute_backward(const BwdParams& p) { run_backward<false>(p, "recompute_backward"); }
 
 StepInfo step05_info() {
   StepInfo s;

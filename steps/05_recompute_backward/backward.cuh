@@ -28,6 +28,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "common/check.hpp"
 #include "common/flash_tile.cuh"
@@ -431,6 +432,22 @@ void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
   set_smem(dq_plain, dq_smem);
   set_smem(dq_traced, dq_smem);
   trace::launch(p.trace, "bwd_dq_kernel", dq_plain, dq_traced, grid, T::kThreads, dq_smem, p.stream, p, delta);
+}
+
+// The backward of p, dense (step 05) or over p.sparse's lists (step 06): any compiled d,
+// dropout on or off, dQ atomic or deterministic (p.variant: 0 atomic, 1 deterministic).
+template <bool kSparse>
+void run_backward(const BwdParams& p, const char* who) {
+  if (!is_compiled_head_dim(p.shape.d) || (kSparse && !p.sparse.on()))
+    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": unsupported d" + (kSparse ? ", or no block mask" : ""));
+  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
+  const bool atomic = p.variant == 0;
+  dispatch_head_dim(p.shape.d, [&](auto D) {
+    if (p.dropout.on())
+      launch_backward<D, true, kSparse>(p, atomic, delta);
+    else
+      launch_backward<D, false, kSparse>(p, atomic, delta);
+  });
 }
 
 }  // namespace fs

@@ -33,12 +33,7 @@ namespace {
 std::size_t no_workspace(const Shape&) { return 0; }
 std::size_t bwd_ws_bytes(const Shape& s) { return s.rows() * sizeof(float); }  // D
 
-std::string unsupported(const Shape& s, const DeviceInfo&) {
-  if (!is_compiled_head_dim(s.d))
-    return "d must be 16, 32, 64 or 128 (the kernels are compiled for these); got " + std::to_string(s.d);
-  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
-  return {};
-}
+std::string unsupported(const Shape& s, const DeviceInfo&) { return tiled_unsupported(s); }
 
 // The tiles (of `stage` elements, starting below n) of block row or column b of a list, as
 // the kernels' TileWalk::sparse visits them.
@@ -129,18 +124,7 @@ void block_sparse_forward(const FwdParams& p) {
   });
 }
 
-void block_sparse_backward(const BwdParams& p) {
-  if (!is_compiled_head_dim(p.shape.d) || !p.sparse.on())
-    throw CudaError(cudaErrorInvalidValue, "block_sparse_backward: unsupported d, or no block mask");
-  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
-  const bool atomic = p.variant == kAtomicDQ;
-  dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.dropout.on())
-      launch_backward<D, true, true>(p, atomic, delta);
-    else
-      launch_backward<D, false, true>(p, atomic, delta);
-  });
-}
+void block_sparse_backward(const BwdParams& p) { run_backward<true>(p, "block_sparse_backward"); }
 
 StepInfo step06_info() {
   StepInfo s;

@@ -6,9 +6,15 @@ namespace fs::viz {
 
 std::string describe(const tr::Meta& m) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %s %s · B=%d H=%d N=%d d=%d%s · %s", m.step.c_str(), m.variant.c_str(),
-                m.pass.c_str(), m.B, m.H, m.N, m.d, m.causal ? " · causal" : "", m.gpu.c_str());
-  return buf;
+  std::snprintf(buf, sizeof buf, "%s %s %s · B=%d H=%d N=%d d=%d%s", m.step.c_str(), m.variant.c_str(),
+                m.pass.c_str(), m.B, m.H, m.N, m.d, m.causal ? " · causal" : "");
+  std::string out = buf;
+  if (m.dropout > 0) {
+    std::snprintf(buf, sizeof buf, " · dropout %g", double(m.dropout));
+    out += buf;
+  }
+  if (!m.block_mask.empty()) out += " · mask " + m.block_mask;
+  return out + " · " + m.gpu;
 }
 
 void Document::follow() {
