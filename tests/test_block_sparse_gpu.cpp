@@ -154,7 +154,7 @@ TEST_CASE("a mask whose blocks do not fit the kernels' tiles is refused, naming 
   }
 }
 
-TEST_CASE("--save writes the mask a run used, and --mask runs it again to the same outputs", "[gpu][sparse]") {
+TEST_CASE("saving writes the mask a run used, and that mask file runs it again to the same outputs", "[gpu][sparse]") {
   const fs::StepInfo* step = fs::find_step("06");
   REQUIRE(step);
   const std::string dir = (std::filesystem::temp_directory_path() / "flashsteps_mask_save").string();
