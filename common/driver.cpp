@@ -181,9 +181,9 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   std::cout << "step " << step.id << " (" << step.title << ")";
   if (step.variants.size() > 1) std::cout << " [" << step.variants[opt.variant] << "]";
   std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d
-            << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale()
-            << (opt.dropout > 0.f ? " dropout=" + std::to_string(opt.dropout) : "") << " on "
-            << dev.name << "\n";
+            << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale();
+  if (opt.dropout > 0.f) std::cout << " dropout=" << opt.dropout;
+  std::cout << " on " << dev.name << "\n";
   if (const auto mask = block_mask_for(step, opt)) std::cout << "  block mask " << mask_label(opt) << ": " << describe(*mask) << "\n";
 
   const CaseReport report = run_case(step, opt, problem, dev);
