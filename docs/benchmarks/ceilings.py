@@ -1,29 +1,19 @@
 #!/usr/bin/env python3
 """The GPU's measured ceilings, for the lessons' FLOPs-against-bytes arguments.
 
-HBM bandwidth: a 4 GiB device-to-device copy (4 GiB read + 4 GiB written), CUDA events,
-median of 10. fp32 compute: torch.mm of 8192 × 8192 matrices in fp32 with TF32 off
-(cuBLAS SGEMM, 2·n³ FLOPs), median of 10. Prints one line each and appends them to --out.
+HBM bandwidth: a 4 GiB device-to-device copy (4 GiB read + 4 GiB written). fp32 compute:
+torch.mm of 8192 × 8192 matrices in fp32 with TF32 off (cuBLAS SGEMM, 2·n³ FLOPs). Both timed as
+torch_sdpa.py times PyTorch (CUDA events, warm-up, L2 flushed before each run, median of 10).
+Prints one line each and appends them to --out.
 """
 import argparse
-import statistics
+import os
+import sys
 
 import torch
 
-
-def median_ms(fn, reps=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_sdpa import time_ms  # noqa: E402  (CUDA events, warm-up, L2 flushed, median)
 
 
 def main():
@@ -34,12 +24,12 @@ def main():
     gpu = torch.cuda.get_device_name(0)
     n = 1 << 30  # floats: 4 GiB
     src, dst = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
-    ms = median_ms(lambda: dst.copy_(src))
+    ms = time_ms(lambda: dst.copy_(src), 10)
     bw = 2 * n * 4 / (ms * 1e-3) / 1e9
     del src, dst
     m = 8192
     a, b = torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")
-    ms_mm = median_ms(lambda: torch.mm(a, b))
+    ms_mm = time_ms(lambda: torch.mm(a, b), 10)
     tf = 2 * m ** 3 / (ms_mm * 1e-3) / 1e12
     lines = [f"{gpu}: HBM copy {bw:.0f} GB/s (4 GiB read + 4 GiB written in {ms:.3f} ms)",
              f"{gpu}: fp32 SGEMM {tf:.1f} TFLOP/s (8192^3, TF32 off, {ms_mm:.3f} ms)"]
