@@ -5,10 +5,10 @@
 //   bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i) (line 19), once per row, to HBM (B·H·N
 //                          floats: the backward's only extra memory). Zeroes dQ for the
 //                          atomic variant.
-//   bwd_dkdv_kernel        one CTA per (K_j, V_j) tile, the paper's outer loop (line 5). The
+//   bwd_dkdv_kernel        one CTA per (K_j, V_j) tile, the paper's outer loop (line 6). The
 //                          CTA's threads own its keys: k_j, v_j and the dK_j, dV_j accumulators
 //                          stay in registers while Q_i, dO_i, LSE_i, D_i stream through shared
-//                          memory (line 8). Per (i, j), on chip and never stored:
+//                          memory (line 10). Per (i, j), on chip and never stored:
 //                            S_ij = τ Q_i K_jᵀ, P_ij = exp(S_ij − LSE_i)     (lines 11-13)
 //                            dV_j += (P_ij ∘ Z_ij)ᵀ dO_i                     (line 16)
 //                            dP_ij = (dO_i V_jᵀ) ∘ Z_ij, dS_ij = P_ij ∘ (dP_ij − D_i)  (17-20)
