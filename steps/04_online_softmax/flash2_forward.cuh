@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
       }
       m[r] = m_new;
     }
-    if constexpr (kDropout) {  // Algorithm 2, line 12: P̃ ← dropout(P̃), after ℓ took it whole
+    if constexpr (kDropout) {  // Algorithm 2, line 14: P̃ ← dropout(P̃), after ℓ took it whole
       const unsigned keep = dropout_keep_bits<false, R, BC>(p.dropout, drop_threshold, bh, row, j0);
 #pragma unroll
       for (int r = 0; r < R; ++r)
