@@ -1,7 +1,9 @@
 // The IO model's counts against hand counts at small shapes.
 #include <catch2/catch.hpp>
 
+#include "common/block_mask.hpp"
 #include "common/io_model.hpp"
+#include "steps/05_recompute_backward/backward.hpp"
 #include "steps/registry.hpp"
 
 TEST_CASE("standard attention forward: 3Nd + 2N² floats read, 2N² + Nd + N written, per head", "[io]") {
@@ -79,4 +81,57 @@ TEST_CASE("Algorithm 1 moves Θ(N²d²/M): quartering M roughly quadruples the Q
   const fs::Shape s{1, 1, 4096, 64};
   const auto big = fs::io_flash1_forward(s, false, 64, 256), small = fs::io_flash1_forward(s, false, 64, 64);
   REQUIRE(double(small.total()) / double(big.total()) == Approx(4.0).epsilon(0.05));
+}
+
+TEST_CASE("recomputation backward: the deterministic dQ re-reads K and V once per query tile", "[io]") {
+  // d = 64: 64 keys per dK/dV CTA and 64 rows per dQ CTA, stages of 32.
+  const fs::Shape s{1, 1, 128, 64};
+  const fs::BwdTiles t = fs::backward_tiles(64);
+  REQUIRE((t.keys == 64 && t.stage == 32));
+  const std::int64_t N = 128, d = 64, f = 4;
+  // Preprocess O, dO; per dK/dV CTA (2) K, V and per stage (4) Q, dO, LSE, D.
+  const std::int64_t dkdv_reads = 2 * N * d + 2 * (2 * 64 * d + 4 * (2 * 32 * d + 2 * 32));
+  const fs::IoCount atomic = fs::io_recompute_backward(s, false, true);
+  REQUIRE(atomic.read_bytes == f * (dkdv_reads + 2 * 4 * 32 * d));      // + dQ read per (CTA, stage)
+  REQUIRE(atomic.write_bytes == f * (N + N * d + 2 * 2 * 64 * d + 2 * 4 * 32 * d));  // D, dQ = 0, dK, dV, dQ adds
+  const fs::IoCount det = fs::io_recompute_backward(s, false, false);
+  // dQ kernel: per CTA (2) Q, dO, LSE, D once and K, V per stage (4).
+  REQUIRE(det.read_bytes == f * (dkdv_reads + 2 * (2 * 64 * d + 2 * 64 + 4 * 2 * 32 * d)));
+  REQUIRE(det.write_bytes == f * (N + 2 * 2 * 64 * d + N * d));
+}
+
+TEST_CASE("block-sparse: an all-ones mask moves what the dense steps move", "[io][sparse]") {
+  const fs::StepInfo* dense_fwd = fs::find_step("04");
+  const fs::StepInfo* dense_bwd = fs::find_step("05");
+  const fs::StepInfo* sparse = fs::find_step("06");
+  REQUIRE((dense_fwd && dense_bwd && sparse));
+  for (int N : {1000, 4096}) {
+    const fs::Shape s{2, 3, N, 64};
+    const fs::BlockMask ones = fs::pattern_dense(N, sparse->mask_block(64));
+    INFO("N = " << N);
+    const fs::IoCount f1 = sparse->io_forward_sparse(s, false, 0, ones), f0 = dense_fwd->io_forward(s, false, 1);
+    REQUIRE((f1.read_bytes == f0.read_bytes && f1.write_bytes == f0.write_bytes));
+    for (int v : {0, 1}) {
+      const fs::IoCount b1 = sparse->io_backward_sparse(s, false, v, ones), b0 = dense_bwd->io_backward(s, false, v);
+      REQUIRE((b1.read_bytes == b0.read_bytes && b1.write_bytes == b0.write_bytes));
+    }
+  }
+}
+
+TEST_CASE("block-sparse IO: the tile term scales with the fraction s of nonzero blocks (Proposition 4)", "[io][sparse]") {
+  // A random mask gives every block row exactly s·Tc blocks, so the K/V traffic of the forward
+  // is exactly s times the dense one; Q, O and LSE (the Nd term) do not change.
+  const fs::StepInfo* step = fs::find_step("06");
+  REQUIRE(step);
+  const fs::Shape s{1, 4, 4096, 64};
+  const std::int64_t nd_reads = s.elems() * 4;  // Q once
+  const fs::IoCount dense = step->io_forward_sparse(s, false, 0, fs::pattern_dense(4096, 128));
+  for (double density : {0.5, 0.25, 0.125, 0.0625}) {
+    INFO("density " << density);
+    const fs::BlockMask m = fs::make_pattern("random:" + std::to_string(density), 4096, 128, 3);
+    REQUIRE(m.density() == density);
+    const fs::IoCount io = step->io_forward_sparse(s, false, 0, m);
+    REQUIRE(double(io.read_bytes - nd_reads) == density * double(dense.read_bytes - nd_reads));
+    REQUIRE(io.write_bytes == dense.write_bytes);
+  }
 }
