@@ -71,6 +71,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   PassReport fwd;
   fwd.pass = "fwd";
   fwd.io = pass_io(step, s, settings, "fwd");
+  if (mask) fwd.density = mask->density();
   fwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   PassReport bwd;
   bwd.pass = "bwd";
@@ -78,6 +79,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
     run.backward();
     run.sync();
     bwd.io = pass_io(step, s, settings, "bwd");
+    bwd.density = fwd.density;
     bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   }
 
@@ -113,7 +115,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
     const FwdParams fp = run.fwd_params();
     fwd.timing = time_gpu([&] { step.forward(fp); }, fp.stream, opt.warmup, opt.reps, &flusher);
     // Block-sparse: the FLOPs of the kept blocks, the dense count × the mask's density.
-    const double kept = mask ? mask->density() : 1.0;
+    const double kept = fwd.density;
     fwd.tflops = tflops(kept * forward_flops(s, opt.causal), fwd.timing->median_ms);
     if (opt.backward) {
       const BwdParams bp = run.bwd_params();
@@ -141,9 +143,8 @@ ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport&
   row.causal = opt.causal;
   row.dropout = opt.dropout;
   if (step.block_sparse) {
-    const std::optional<BlockMask> mask = block_mask_for(step, opt);
     row.mask = mask_label(opt);
-    row.density = mask->density();
+    row.density = pass.density;
   }
   row.median_ms = pass.timing ? pass.timing->median_ms : 0;
   row.tflops = pass.tflops;
@@ -164,10 +165,10 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     validate_shape(opt.shape);
   }
 
-  if (const auto mask = block_mask_for(step, opt)) {  // a bad mask is bad input, GPU or not
+  const std::optional<BlockMask> mask = block_mask_for(step, opt);  // a bad mask is bad input, GPU or not
+  if (mask)
     if (std::string why = step.mask_unsupported(opt.shape, *mask); !why.empty())
       throw InputError("step " + step.id + ": " + why);
-  }
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
@@ -184,7 +185,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
             << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale();
   if (opt.dropout > 0.f) std::cout << " dropout=" << opt.dropout;
   std::cout << " on " << dev.name << "\n";
-  if (const auto mask = block_mask_for(step, opt)) std::cout << "  block mask " << mask_label(opt) << ": " << describe(*mask) << "\n";
+  if (mask) std::cout << "  block mask " << mask_label(opt) << ": " << describe(*mask) << "\n";
 
   const CaseReport report = run_case(step, opt, problem, dev);
   for (const auto& p : report.passes) {

@@ -23,6 +23,7 @@ struct PassReport {
   double tflops = 0;
   std::int64_t peak_mem_bytes = 0;   // device memory the run held (inputs, outputs, workspace)
   IoCount io;                        // the step's IO model for this pass
+  double density = 1;                // block-sparse steps: the mask's fraction of nonzero blocks
 };
 
 struct CaseReport {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,6 +51,18 @@ inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backwa
     for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) out.push_back({&step, v, s, causal});
   }
   return out;
+}
+
+// The cases of the steps that have a feature (&StepInfo::dropout, &StepInfo::block_sparse).
+inline std::vector<Case> cases_with(bool StepInfo::*feature, const Shape& s, bool causal) {
+  std::vector<Case> out;
+  for (const Case& c : cases_for(s, causal, true))
+    if (c.step->*feature) out.push_back(c);
+  return out;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace fs::testing

@@ -19,21 +19,16 @@
 
 using fs::testing::Case;
 using fs::testing::cases_for;
+using fs::testing::same_bits;
 
 namespace {
 
 std::vector<Case> sparse_cases(const fs::Shape& s, bool causal) {
-  std::vector<Case> out;
-  for (const Case& c : cases_for(s, causal, true))
-    if (c.step->block_sparse) out.push_back(c);
-  return out;
+  return fs::testing::cases_with(&fs::StepInfo::block_sparse, s, causal);
 }
 
 fs::BlockMaskView view_of(const fs::BlockMask& m) { return {m.dense.data(), m.block_r, m.block_c, m.Tc}; }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

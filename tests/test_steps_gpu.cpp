@@ -17,6 +17,7 @@
 
 using fs::testing::Case;
 using fs::testing::cases_for;
+using fs::testing::same_bits;
 
 namespace {
 
@@ -90,7 +91,7 @@ TEST_CASE("the same inputs give bit-identical outputs on a repeat run", "[gpu][d
         INFO("output " << t);
         REQUIRE(first[t].size() == second[t].size());
         if (t == 2 && atomic_dq) continue;  // dQ's atomic adds land in any order (tested below)
-        REQUIRE(std::memcmp(first[t].data(), second[t].data(), first[t].size() * sizeof(float)) == 0);
+        REQUIRE(same_bits(first[t], second[t]));
       }
     }
   }
@@ -150,10 +151,7 @@ TEST_CASE("a custom softmax scale is applied", "[gpu][forward]") {
 
 namespace {
 std::vector<Case> dropout_cases(const fs::Shape& s, bool causal) {
-  std::vector<Case> out;
-  for (const Case& c : cases_for(s, causal, true))
-    if (c.step->dropout) out.push_back(c);
-  return out;
+  return fs::testing::cases_with(&fs::StepInfo::dropout, s, causal);
 }
 }  // namespace
 
@@ -253,8 +251,8 @@ TEST_CASE("a deterministic backward is bit-identical over 20 runs, atomic dQ sta
           continue;
         }
         for (int t = 1; t < 3; ++t)  // dK, dV: one CTA sums each, in a fixed order, in every variant
-          REQUIRE(std::memcmp(first[t].data(), now[t].data(), first[t].size() * sizeof(float)) == 0);
-        const bool same_dq = std::memcmp(first[0].data(), now[0].data(), first[0].size() * sizeof(float)) == 0;
+          REQUIRE(same_bits(first[t], now[t]));
+        const bool same_dq = same_bits(first[0], now[0]);
         if (!atomic_dq) REQUIRE(same_dq);
         differing_runs += !same_dq;
       }

@@ -42,11 +42,9 @@ void require_valid(const fs::trace::Trace& t) {
   REQUIRE(fs::trace::validate(back).ok());
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
+
+using fs::testing::same_bits;
 
 TEST_CASE("a traced run of every step validates, and tracing changes no output bit", "[gpu][trace]") {
   const fs::Shape shape = GENERATE(fs::Shape{1, 1, 256, 64}, fs::Shape{2, 3, 97, 64}, fs::Shape{1, 2, 33, 16});

@@ -34,6 +34,7 @@
 #include "common/flash_tile.cuh"
 #include "common/trace/device.cuh"
 #include "common/trace/launch.cuh"
+#include "steps/05_recompute_backward/backward.hpp"
 
 namespace fs {
 
@@ -435,13 +436,13 @@ void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
 }
 
 // The backward of p, dense (step 05) or over p.sparse's lists (step 06): any compiled d,
-// dropout on or off, dQ atomic or deterministic (p.variant: 0 atomic, 1 deterministic).
+// dropout on or off, dQ atomic or deterministic (p.variant, Step05Variant).
 template <bool kSparse>
 void run_backward(const BwdParams& p, const char* who) {
   if (!is_compiled_head_dim(p.shape.d) || (kSparse && !p.sparse.on()))
     throw CudaError(cudaErrorInvalidValue, std::string(who) + ": unsupported d" + (kSparse ? ", or no block mask" : ""));
   float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
-  const bool atomic = p.variant == 0;
+  const bool atomic = p.variant == kAtomicDQ;
   dispatch_head_dim(p.shape.d, [&](auto D) {
     if (p.dropout.on())
       launch_backward<D, true, kSparse>(p, atomic, delta);
