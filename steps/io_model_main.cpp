@@ -19,12 +19,12 @@ int main(int argc, char** argv) {
   std::printf("step,pass,B,H,N,d,causal,read_bytes,write_bytes\n");
   for (const auto& step : fs::all_steps())
     for (std::size_t v = 0; v < step.variants.size(); ++v) {
-      const std::string name = step.id + (step.variants.size() > 1 ? "/" + step.variants[v] : "");
+      const fs::PassSettings settings{fs::default_scale(s.d), causal, static_cast<int>(v)};
       auto row = [&](const char* pass, fs::IoCount io) {
-        std::printf("%s,%s,%d,%d,%d,%d,%d,%lld,%lld\n", name.c_str(), pass, s.B, s.H, s.N, s.d, causal ? 1 : 0,
-                    static_cast<long long>(io.read_bytes), static_cast<long long>(io.write_bytes));
+        std::printf("%s,%s,%d,%d,%d,%d,%d,%lld,%lld\n", step.label(static_cast<int>(v)).c_str(), pass, s.B, s.H, s.N,
+                    s.d, causal ? 1 : 0, static_cast<long long>(io.read_bytes), static_cast<long long>(io.write_bytes));
       };
-      row("fwd", step.io_forward(s, causal, static_cast<int>(v)));
-      if (step.backward) row("bwd", step.io_backward(s, causal, static_cast<int>(v)));
+      row("fwd", step.io_forward(s, settings));
+      if (step.backward) row("bwd", step.io_backward(s, settings));
     }
 }

@@ -1,4 +1,4 @@
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/nvtx.hpp"
 
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>
