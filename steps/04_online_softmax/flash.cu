@@ -338,7 +338,10 @@ Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes) {
 
 Flash2Tiles flash2_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return Flash2Tiles{Flash2Tile<D>::kBR, Flash2Tile<D>::kBC}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = Flash2Tile<D>;
+    return Flash2Tiles{T::kBR, T::kBC, T::kRows, T::kSplit};
+  });
 }
 
 void flash_forward(const FwdParams& p) {

@@ -45,7 +45,10 @@ IoCount io_backward(const Shape& s, bool causal, int variant) {
 
 BwdTiles backward_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return BwdTiles{BwdTile<D>::kBR, kBwdStage}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = BwdTile<D>;
+    return BwdTiles{T::kBR, kBwdStage, T::kRows, T::kSplit};
+  });
 }
 
 IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq) {

@@ -17,8 +17,10 @@ void recompute_backward(const BwdParams& p);  // p.variant: atomic or determinis
 
 // The tiles of the backward: each dK/dV CTA owns `keys` keys and streams queries `stage` at a
 // time; each deterministic-dQ CTA owns `keys` query rows and streams keys `stage` at a time.
+// Each thread holds rows_per_thread of the CTA's keys (rows), split over threads_per_row threads.
 struct BwdTiles {
   int keys = 0, stage = 0;
+  int rows_per_thread = 0, threads_per_row = 0;
 };
 BwdTiles backward_tiles(int d);
 
