@@ -211,7 +211,7 @@ __device__ __forceinline__ unsigned dropout_keep_bits(const Dropout& dp, unsigne
 
 // The key (or query) tiles of one CTA's loop: BC-element tiles, either every tile of
 // [first, first + count·BC) (dense) or those of the nonzero blocks in a block-sparse list
-// (ALGORITHMS.md, Algorithm 5): blocks list[0 .. n_blocks), each block_elems / BC tiles.
+// (docs/notation.md, Algorithm 5): blocks list[0 .. n_blocks), each block_elems / BC tiles.
 template <int BC>
 struct TileWalk {
   int first = 0, count = 0;                       // dense

@@ -1,9 +1,9 @@
 // Step 03 — tiling: Q, K and V move through shared memory in tiles, the N×N matrices never
 // reach HBM, and the extra memory is O(N) (the LSE).
 //
-// A CTA owns Br query rows (one row per thread, common/flash_tile.cuh) and streams the keys in
-// tiles of Bc through shared memory. The softmax needs each row's max before the first
-// exponential, so the keys are streamed twice:
+// A CTA owns Br query rows (a group of adjacent threads per few rows, common/flash_tile.cuh)
+// and streams the keys in tiles of Bc through shared memory. The softmax needs each row's max
+// before the first exponential, so the keys are streamed twice:
 //
 //   pass one   for each K_j:        S_ij = τ Q_i K_jᵀ,  m_i = max(m_i, rowmax(S_ij))
 //   pass two   for each K_j, V_j:   S_ij again,  P̃_ij = exp(S_ij − m_i),

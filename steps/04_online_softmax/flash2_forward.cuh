@@ -1,7 +1,7 @@
 // The FlashAttention-2-order forward kernel (step 04's fa2), as a template that the later
 // steps instantiate with their additions switched on:
 //
-//   kDropout  step 05: P̃ ∘ Z before P̃V, Z regenerated from Philox (ALGORITHMS.md, Algorithm 2);
+//   kDropout  step 05: P̃ ∘ Z before P̃V, Z regenerated from Philox (docs/notation.md, Algorithm 2);
 //             ℓ and LSE stay the softmax's, before dropout.
 //   kSparse   step 06: the CTA walks the nonzero key blocks of its query block row
 //             (FwdParams::sparse) instead of every key tile (Algorithm 5).

@@ -1,4 +1,4 @@
-// Step 05 — the recomputation backward (ALGORITHMS.md, Algorithm 4), with dropout.
+// Step 05 — the recomputation backward (docs/notation.md, Algorithm 4), with dropout.
 //
 // The forward is step 04's fa2 kernel (steps/04_online_softmax/flash2_forward.cuh); with
 // dropout on, the same kernel compiled with kDropout multiplies P̃ by the Philox mask Z before

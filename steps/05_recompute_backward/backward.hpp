@@ -1,5 +1,5 @@
 // Step 05: the recomputation backward — dQ, dK, dV from Q, K, V, O, dO and the forward's LSE
-// alone, the N×N matrices recomputed tile by tile on chip (ALGORITHMS.md, Algorithm 4), and
+// alone, the N×N matrices recomputed tile by tile on chip (docs/notation.md, Algorithm 4), and
 // dropout in both passes from a counter-based generator (Algorithms 2 and 4).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Step 06 — block-sparse FlashAttention (ALGORITHMS.md, Algorithm 5): Algorithms 2 and 4
+// Step 06 — block-sparse FlashAttention (docs/notation.md, Algorithm 5): Algorithms 2 and 4
 // unchanged, except that tile (i, j) is skipped when the block mask says 0.
 //
 // No new kernel: the forward is step 04's (flash2_forward.cuh) and the backward step 05's
