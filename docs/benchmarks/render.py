@@ -161,7 +161,7 @@ def fwdbwd_table(rows):
             key = (r["step"], int(r["N"]), int(r["B"]), int(r["H"]))
             total.setdefault(key, {})[r["pass"]] = float(r["median_ms"])
         steps = sorted({k[0] for k, v in total.items() if len(v) == 2}, key=step_key)
-        shapes = sorted({k[1:] for k in total})
+        shapes = sorted({k[1:] for k, v in total.items() if len(v) == 2})  # a row only where a sum exists
         base = "01_naive" if "01_naive" in steps else "torch_math"
         fast = "05_recompute_backward/atomic"
         out.append(f"**forward + backward, {'causal' if c == '1' else 'not causal'}, dropout {p}** — ms\n")
