@@ -70,8 +70,9 @@ MEASURED = {"median_ms", "tflops", "peak_mem_bytes", "hbm_bytes_model", "max_err
 # Lint: a number followed by a unit of measurement, outside markers, generated blocks and code.
 QUANTITY = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:[×%]|\s?(?:ms|µs|ns|TFLOP/s|GFLOP/s|TFLOP|GFLOP|GB/s|TB/s|GiB|MiB"
                       r"|KiB|GB|MB|KB)(?![\w/])| s\b| minutes?\b)")
-SKIP = re.compile(r"<!-- (results|ncu):.*?<!-- /(results|ncu) -->|<!-- numbers\n.*?-->|" + INLINE.pattern +
-                  r"|`[^`\n]*`", re.S)
+# Not prose: generated blocks and markers (<!-- KIND:args -->...<!-- /KIND -->, whatever the kind),
+# numbers blocks, inline code.
+SKIP = re.compile(r"<!-- (\w+):[^>]*-->.*?<!-- /\1 -->|<!-- numbers\n.*?-->|`[^`\n]*`", re.S)
 # Numbers with units that are definitions or limits, not measurements.
 # Each is the phrase that starts at the number, and why it is no measurement.
 NOT_MEASURED = {
