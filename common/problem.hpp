@@ -1,8 +1,8 @@
 // The problem every step solves, and the one interface every step implements.
 //
 // Layout (all steps): Q, K, V, O, dO, dQ, dK, dV are (B, H, N, d) float32, row-major and
-// contiguous; LSE is (B, H, N), natural log: LSE_i = m_i + log(ℓ_i) (ALGORITHMS.md,
-// Notation). Causal masks key j > query i (top-left aligned: N queries, N keys).
+// contiguous; LSE is (B, H, N), natural log: LSE_i = m_i + log(ℓ_i) (docs/notation.md,
+// Symbols). Causal masks key j > query i (top-left aligned: N queries, N keys).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,7 +38,7 @@ float default_scale(int d);
 double forward_flops(const Shape& s, bool causal);
 double backward_flops(const Shape& s, bool causal);
 
-// Dropout on the attention probabilities (ALGORITHMS.md, Algorithms 2 and 4): each P_ij is
+// Dropout on the attention probabilities (docs/notation.md, Algorithms 2 and 4): each P_ij is
 // kept with probability 1 − p and scaled by 1/(1 − p). The mask is a function of (seed, head,
 // i, j) through Philox (common/philox.hpp), regenerated wherever it is needed, never stored.
 struct Dropout {
@@ -47,7 +47,7 @@ struct Dropout {
   bool on() const { return p > 0.f; }
 };
 
-// A block-sparse mask as the kernels walk it (ALGORITHMS.md, Algorithm 5; common/block_mask.hpp
+// A block-sparse mask as the kernels walk it (docs/notation.md, Algorithm 5; common/block_mask.hpp
 // builds it): device arrays of the nonzero key blocks of each query block row (forward) and
 // of the nonzero query blocks of each key block column (backward), ascending. One mask is
 // shared by every (batch, head).

@@ -216,6 +216,7 @@ IoCount io_backward(const Shape& s, const PassSettings&) { return io_fused_backw
 }  // namespace
 
 int fused_max_seq(int d, std::size_t smem_bytes) { return static_cast<int>(smem_bytes / sizeof(float)) - d; }
+int fused_rows_per_cta(int N, int d, std::size_t smem_bytes) { return rows_per_cta(N, d, smem_bytes); }
 
 void fused_forward(const FwdParams& p) {
   const Shape& s = p.shape;

@@ -3,8 +3,8 @@
 //
 // A CTA owns Br query rows (each held by 1 to 8 adjacent threads, common/flash_tile.cuh) and
 // streams the keys in tiles of Bc through shared memory, in the order step 04 will (DenseWalk,
-// common/tile_policies.cuh; causal: the heaviest query tiles launch first). The softmax needs each row's max before the first
-// exponential, so the keys are streamed twice:
+// common/tile_policies.cuh; causal: the heaviest query tiles launch first). The softmax needs
+// each row's max before the first exponential, so the keys are streamed twice:
 //
 //   pass one   for each K_j:        S_ij = τ Q_i K_jᵀ,  m_i = max(m_i, rowmax(S_ij))
 //   pass two   for each K_j, V_j:   S_ij again,  P̃_ij = exp(S_ij − m_i),

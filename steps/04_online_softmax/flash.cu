@@ -5,7 +5,7 @@
 //   ℓ_new = e^{m − m_new} ℓ + e^{m̃ − m_new} ℓ̃     ℓ̃ = rowsum(exp(S_ij − m̃))
 //   O    ← (ℓ e^{m − m_new} O + e^{m̃ − m_new} P̃_ij V_j) / ℓ_new
 //
-// Two kernels, the same math in two loop orders (ALGORITHMS.md):
+// Two kernels, the same math in two loop orders (docs/notation.md):
 //
 //   alg1  Algorithm 1 as the paper writes it. Outer loop over K_j, V_j (line 5), inner loop
 //         over Q_i (line 7). O, ℓ, m live in HBM and are read and written for every (i, j)
@@ -185,7 +185,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::L, bh, i0, rows, 0, 1, rows * kF);  // read at lines 10-11
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::M, bh, i0, rows, 0, 1, rows * kF);
 
-      // line 9: S_ij = τ Q_i K_jᵀ, masked (keys past N, and causal j > i, get -inf)
+      // line 9: S_ij = Q_i K_jᵀ, times τ (Algorithm 2, line 10), masked (keys past N, and causal
+      // j > i, get -inf)
       for (int e = threadIdx.x; e < Br * Bc; e += kAlg1Threads) {
         const int r = e / Bc, c = e % Bc;
         float acc = 0.f;
@@ -329,7 +330,10 @@ Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes) {
 
 Flash2Tiles flash2_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return Flash2Tiles{Flash2Tile<D>::kBR, Flash2Tile<D>::kBC}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = Flash2Tile<D>;
+    return Flash2Tiles{T::kBR, T::kBC, T::kRows, T::kSplit};
+  });
 }
 
 void flash_forward(const FwdParams& p) {

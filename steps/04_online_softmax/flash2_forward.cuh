@@ -3,7 +3,7 @@
 //
 //   Walk         the key tiles a CTA visits: DenseWalk here; step 06 BlockListWalk, the
 //                nonzero blocks of its query block row (Algorithm 5)
-//   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (Algorithm 2)
+//   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (docs/notation.md, Algorithm 2)
 //
 // With the plain policies the kernel is exactly step 04's: they compile to nothing.
 #pragma once

@@ -1,4 +1,4 @@
-// Step 05 — the recomputation backward (ALGORITHMS.md, Algorithm 4), with dropout.
+// Step 05 — the recomputation backward (docs/notation.md, Algorithm 4), with dropout.
 //
 // The forward is step 04's fa2 kernel (steps/04_online_softmax/flash2_forward.cuh); with
 // dropout on, the same kernel instantiated with PhiloxDropout (dropout.cuh) multiplies P̃ by the
@@ -41,7 +41,10 @@ IoCount io_backward(const Shape& s, const PassSettings& settings) {
 
 BwdTiles backward_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return BwdTiles{BwdTile<D>::kBR, kBwdStage}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = BwdTile<D>;
+    return BwdTiles{T::kBR, kBwdStage, T::kRows, T::kSplit};
+  });
 }
 
 IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq) {

@@ -1,4 +1,4 @@
-// The recomputation backward's kernels (ALGORITHMS.md, Algorithm 4, in FlashAttention-2's
+// The recomputation backward's kernels (docs/notation.md, Algorithm 4, in FlashAttention-2's
 // parallel form), as templates on the policies of common/tile_policies.cuh: the tile walk
 // (step 05: DenseWalk; step 06: BlockListWalk, the nonzero blocks of the CTA's block column or
 // row) and the dropout (NoDropout, or PhiloxDropout from dropout.cuh).
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(T::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 9 and 21)
+    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, i_stage, n_q, 0, D, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);

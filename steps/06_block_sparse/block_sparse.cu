@@ -1,4 +1,4 @@
-// Step 06 — block-sparse FlashAttention (ALGORITHMS.md, Algorithm 5): Algorithms 2 and 4
+// Step 06 — block-sparse FlashAttention (docs/notation.md, Algorithm 5): Algorithms 2 and 4
 // unchanged, except that tile (i, j) is skipped when the block mask says 0.
 //
 // What the step adds to the kernels is one policy object, BlockListWalk (block_list_walk.cuh):

@@ -1,5 +1,5 @@
 // Step 06: block-sparse FlashAttention — the forward and the recomputation backward of steps
-// 04–05, visiting only the (query block, key block) tiles a block mask keeps (ALGORITHMS.md,
+// 04–05, visiting only the (query block, key block) tiles a block mask keeps (docs/notation.md,
 // Algorithm 5, Proposition 4).
 #pragma once
 
