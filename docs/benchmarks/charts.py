@@ -30,7 +30,10 @@ from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 RC = {
     "svg.hashsalt": "flashsteps",
     "svg.fonttype": "none",
-    "font.family": "DejaVu Sans",
+    # Laid out with DejaVu Sans (matplotlib's own); a viewer without it falls back to a font of
+    # similar widths, then to any sans-serif.
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Verdana", "Arial", "Helvetica"],
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
