@@ -47,6 +47,9 @@ PASS_ORDER = ["fwd", "bwd", "fwdbwd"]
 # Step 05 times its forward (step 04's fa2 kernel, unchanged) only to pair it with its own
 # backward: a view that also shows step 04's fa2 shows that kernel once, as step 04's.
 FORWARD_IS = {"05_recompute_backward/": "04_online_softmax/fa2"}
+# step -> its place in the order in which the CSVs (read by load) first record the steps: bench
+# runs a step's variants in the order of its ladder.
+FIRST_SEEN = {}
 
 
 # --- Rows --------------------------------------------------------------------------------------
@@ -57,6 +60,7 @@ def load(slug):
     # A later run of the same configuration replaces an earlier one.
     latest = {}
     for r in rows:
+        FIRST_SEEN.setdefault(r["step"], len(FIRST_SEEN))
         # Files recorded before the dropout and mask columns existed: dense, no dropout.
         r.setdefault("dropout", "0")
         r.setdefault("mask", "")
@@ -105,15 +109,12 @@ def label(r):
     return out
 
 
-STEP_ORDER = ["01_naive", "02_fused", "03_tiled", "04_online_softmax/alg1", "04_online_softmax/fa2",
-              "05_recompute_backward/atomic", "05_recompute_backward/deterministic", "torch_math", "torch_efficient"]
-
-
 def step_key(s):
-    """Numbered steps in order (their variants as in STEP_ORDER, else by name), then PyTorch."""
+    """Numbered steps in order, a step's variants (the rungs of its ladder) in the order the CSVs
+    first record them, then PyTorch."""
     step = s.split(" ")[0]
     m = re.match(r"(\d+)_", step)
-    return (0 if m else 1, int(m[1]) if m else 0, STEP_ORDER.index(step) if step in STEP_ORDER else len(STEP_ORDER), s)
+    return (0 if m else 1, int(m[1]) if m else 0, FIRST_SEEN.get(step, len(FIRST_SEEN)), s)
 
 
 def legend_key(labels):
@@ -559,11 +560,9 @@ def draw_ladder(charts, palette, slug, rows, prefixes, filters):
               if r["d"] == d and r["dtype"] == dtype]
     passes = [p for p in ("fwd", "bwd") if p in filters.get("pass", "fwd,bwd").split(",")
               and any(r["pass"] == p for r in sub)]
-    order = list(dict.fromkeys(r["step"] for r in rows))
-
     def panel(p, c, rs, cv):
         shapes = one_shape_per_n(rs)
-        rungs = sorted({lb for lb, _ in shapes}, key=order.index)
+        rungs = sorted({lb for lb, _ in shapes}, key=step_key)
         refs = {}
         for r in others:
             if (r["pass"], r["causal"]) == (p, c) and any(
