@@ -142,22 +142,19 @@ def _log_ticks(ax, lo, hi, axis="y"):
             t = m * 10.0 ** e
             if lo <= t <= hi:
                 ticks.append(t)
-    labels = [f"{t:g}" for t in ticks]
-    if axis == "y":
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.set_yticklabels(labels)
-    else:
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels(labels)
+    _ticks(ax.yaxis if axis == "y" else ax.xaxis, ticks, [f"{t:g}" for t in ticks])
+
+
+def _ticks(axis, ticks, labels):
+    """Exactly these ticks (no minor ones), so a log axis reads in plain numbers."""
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_ticklabels(labels)
 
 
 def _n_axis(ax, ns):
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(ns))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([_n_label(n) for n in ns])
+    _ticks(ax.xaxis, ns, [_n_label(n) for n in ns])
     ax.set_xlim(min(ns) / 1.25, max(ns) * 1.25)
     ax.set_xlabel("sequence length N")
 
@@ -194,7 +191,7 @@ def _unique(items):
     return list(dict.fromkeys(items))
 
 
-def lines_by_n(title, grid, ylabel, palette, order, ceilings=(), ytop=None, panel_w=4.4, panel_h=3.0):
+def lines_by_n(title, grid, ylabel, palette, order, ceilings=(), panel_w=4.4, panel_h=3.0):
     """Panels of value against N (log2 x, log y): grid[r][c] = (panel title, {label: [(N, value)]}),
     where a label may be a tuple of labels drawn as one line. ceilings: (value, text) drawn as
     horizontal lines; order: the legend's sort key of a label."""
@@ -204,7 +201,7 @@ def lines_by_n(title, grid, ylabel, palette, order, ceilings=(), ytop=None, pane
         values = [v for row in grid for _, s in row for pts in s.values() for _, v in pts]
         ns = sorted({n for row in grid for _, s in row for pts in s.values() for n, _ in pts})
         lo = min(values) / 1.6
-        hi = max(values + [c[0] for c in ceilings] + ([ytop] if ytop else [])) * 1.5
+        hi = max(values + [c[0] for c in ceilings]) * 1.5
         for r, row in enumerate(grid):
             for c, (panel_title, series) in enumerate(row):
                 ax = axes[r][c]
@@ -261,9 +258,7 @@ def density(title, panels, palette, target=1.3):
             for ax in (top, bottom):
                 ax.set_xscale("log", base=2)
                 ax.set_xlim(lo, hi)
-                ax.xaxis.set_major_locator(FixedLocator(ticks))
-                ax.xaxis.set_minor_locator(NullLocator())
-                ax.set_xticklabels([f"{t:.3g}" for t in ticks])
+                _ticks(ax.xaxis, ticks, [f"{t:.3g}" for t in ticks])
             top.set_yscale("log", base=2)
             top.set_ylim(lo, hi)
             _log_ticks(top, lo, hi, "y")
