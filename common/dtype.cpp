@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstring>
 
 namespace fs {
@@ -30,6 +31,14 @@ float round_to_16bit(DType dtype, float x) {
     case DType::fp16: return __half2float(__float2half_rn(x));
     default: return x;
   }
+}
+
+double ulp(DType dtype, double x) {
+  if (dtype == DType::fp32 || !(x > 0)) return 0;
+  const int mantissa_bits = dtype == DType::bf16 ? 7 : 10;  // stored fraction bits
+  int e;
+  std::frexp(x, &e);  // x = f · 2^e, f in [0.5, 1)
+  return std::ldexp(1.0, e - 1 - mantissa_bits);
 }
 
 std::int64_t round_all(DType dtype, std::vector<float>& values) {

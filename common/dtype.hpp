@@ -27,6 +27,9 @@ bool is_16bit(DType t);
 // fp32 CPU reference calls it for every product).
 float round_to_16bit(DType dtype, float x);
 inline float round_to(DType dtype, float x) { return dtype == DType::fp32 ? x : round_to_16bit(dtype, x); }
+// The spacing of the dtype's numbers at magnitude x (one unit in the last place); 0 for fp32.
+double ulp(DType dtype, double x);
+
 // Rounds every value in place; returns how many changed (were not representable).
 std::int64_t round_all(DType dtype, std::vector<float>& values);
 

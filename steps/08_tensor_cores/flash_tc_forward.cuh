@@ -57,11 +57,16 @@ struct FwdConfig {
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kCols) matrix into a tile, 16 bytes per
 // cp.async, all threads; rows at or past n_rows are zero-filled. Commit and wait before use.
+// Thread i copies chunks i, i + kThreads, ...: with kThreads a multiple of 8 rows' chunks, they
+// lie at the same column and swizzle of rows 8 apart, so the unrolled loop's addresses are the
+// first one plus constants.
 template <typename Tile, int kThreads, typename E>
 __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
-  constexpr int kChunks = Tile::kChunks, kCols = kChunks * 8;
-  for (int i = threadIdx.x; i < Tile::kElems / 8; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
+  constexpr int kChunks = Tile::kChunks, kCols = kChunks * 8, kPerThread = Tile::kElems / 8 / kThreads;
+  static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
     const bool valid = row0 + r < n_rows;
     cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * kCols + 8 * c, valid);
   }
@@ -236,7 +241,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
         // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
         const float m_use = (mx == -INFINITY ? 0.f : mx) * scale_log2;
-        const float alpha = exp2f(m[mt][h] * scale_log2 - m_use);  // e^{τ(m − m_new)}; 0 at first
+        const float alpha = exp2_fast(m[mt][h] * scale_log2 - m_use);  // e^{τ(m − m_new)}; 0 at first
         m[mt][h] = mx;
         l[mt][h] *= alpha;
 #pragma unroll
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            s[mt][nt][e] = exp2f(fmaf(s[mt][nt][e], scale_log2, -m_use));  // P̃_ij = e^{τ s − τ m}
+            s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], scale_log2, -m_use));  // P̃_ij = e^{τ s − τ m}
             l[mt][h] += s[mt][nt][e];
           }
       }

@@ -67,6 +67,15 @@ struct Element<__half> {
   }
 };
 
+// 2^x in one special-function instruction (MUFU.EX2; inputs below -126 give 0). exp2f without
+// --use_fast_math adds a scale and two multiplies around it to keep denormal results: the
+// softmax needs none of them, P is rounded to 8 or 11 bits next.
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ std::uint32_t smem_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
