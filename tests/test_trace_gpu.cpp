@@ -49,11 +49,12 @@ using fs::testing::same_bits;
 TEST_CASE("a traced run of every step validates, and tracing changes no output bit", "[gpu][trace]") {
   const fs::Shape shape = GENERATE(fs::Shape{1, 1, 256, 64}, fs::Shape{2, 3, 97, 64}, fs::Shape{1, 2, 33, 16});
   const bool causal = GENERATE(false, true);
-  for (const Case& c : cases_for(shape, causal)) {
+  const fs::DType dtype = GENERATE(fs::DType::fp32, fs::DType::bf16);
+  for (const Case& c : cases_for(shape, causal, false, dtype)) {
     DYNAMIC_SECTION(c.name()) {
       const bool backward = c.step->backward != nullptr;
-      const fs::HostProblem p = fs::random_problem(c.shape, 4242 + c.shape.N, backward);
-      const fs::PassSettings settings{fs::default_scale(c.shape.d), causal, c.variant};
+      const fs::HostProblem p = fs::random_problem(c.shape, 4242 + c.shape.N, backward, dtype);
+      const fs::PassSettings settings = c.settings();
       fs::DeviceRun run(*c.step, p, settings, backward);
 
       run.forward();
@@ -104,8 +105,9 @@ TEST_CASE("a traced run writes a file per pass that validates, with host ranges 
       fs::Options opt;
       opt.shape = fs::kTraceShape;
       opt.backward = step.backward != nullptr;
+      opt.dtype = step.dtypes.front();
       opt.trace_path = (dir / (step.id + ".json")).string();
-      const fs::HostProblem p = fs::random_problem(opt.shape, 7, opt.backward);
+      const fs::HostProblem p = fs::random_problem(opt.shape, 7, opt.backward, opt.dtype);
       const auto files = fs::trace_case(fs::RunPlan(step, opt), p, fs::testing::test_device());
       REQUIRE(files.size() == (opt.backward ? 2u : 1u));
       for (const auto& f : files) {

@@ -48,14 +48,14 @@ struct Tune;
 template <typename E>
 struct Tune<E, 64> {
   using T1 = FwdConfig<E, 64, 128, 128, 4, true, 2, true, false>;
-  using T2 = FwdConfig<E, 64, 64, 64, 4, true, 2, true, true>;
-  using T3 = FwdConfig<E, 64, 128, 64, 8, true, 2, true, true>;
+  using T2 = FwdConfig<E, 64, 128, 64, 4, true, 2, true, true, true>;
+  using T3 = FwdConfig<E, 64, 128, 96, 4, true, 2, true, true>;
 };
 template <typename E>
 struct Tune<E, 128> {
-  using T1 = FwdConfig<E, 128, 128, 32, 4, true, 2, true, false>;
-  using T2 = FwdConfig<E, 128, 64, 64, 4, true, 2, true, false>;
-  using T3 = FwdConfig<E, 128, 128, 64, 8, true, 2, true, false>;
+  using T1 = FwdConfig<E, 128, 128, 48, 4, true, 2, true, false>;
+  using T2 = FwdConfig<E, 128, 128, 64, 4, true, 2, true, false, true>;
+  using T3 = FwdConfig<E, 128, 128, 48, 4, true, 2, true, false, true>;
 };
 
 // The forward of p at head dimension D, element type E, variant p.variant.
