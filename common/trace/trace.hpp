@@ -59,6 +59,10 @@ struct Kernel {
 };
 
 // One CTA of one kernel: a track of the timeline.
+// The largest %smid a trace may hold (docs/trace-format.md): no GPU has as many SMs, and a
+// viewer draws one box per SM.
+constexpr int kMaxSm = 65535;
+
 struct Track {
   int kernel = 0;      // index into Trace::kernels
   int cta = 0;         // linear block index within the kernel's grid
