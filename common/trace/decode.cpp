@@ -28,17 +28,31 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
   for (std::size_t k = 0; k < launches.size(); ++k) {
     const KernelCapture& kc = launches[k];
     const std::string what = "kernel " + std::to_string(k) + " (" + kc.kernel.name + ")";
-    const std::uint64_t ctas = std::uint64_t(kc.kernel.grid[0]) * kc.kernel.grid[1] * kc.kernel.grid[2];
-    if (kc.headers.size() != ctas)
+    const int* grid = kc.kernel.grid;
+    if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1)
+      throw TraceError(what + ": a grid of " + std::to_string(grid[0]) + " × " + std::to_string(grid[1]) + " × " +
+                       std::to_string(grid[2]) + " CTAs");
+    // In double: exact for any real count of headers; a product past 2^53 matches none.
+    const double ctas = double(grid[0]) * double(grid[1]) * double(grid[2]);
+    if (double(kc.headers.size()) != ctas)
       throw TraceError(what + ": " + std::to_string(kc.headers.size()) + " CTA headers for a grid of " +
-                       std::to_string(ctas) + " CTAs");
-    if (kc.records.size() != kc.headers.size() * kc.cap)
-      throw TraceError(what + ": " + std::to_string(kc.records.size()) + " records for " + std::to_string(ctas) +
-                       " CTAs of " + std::to_string(kc.cap));
+                       std::to_string(grid[0]) + " × " + std::to_string(grid[1]) + " × " + std::to_string(grid[2]) +
+                       " CTAs");
+    // headers × cap records, checked without the product (it may wrap around).
+    const bool whole = kc.cap == 0 ? kc.records.empty()
+                                   : kc.records.size() % kc.cap == 0 && kc.records.size() / kc.cap == kc.headers.size();
+    if (!whole)
+      throw TraceError(what + ": " + std::to_string(kc.records.size()) + " records for " +
+                       std::to_string(kc.headers.size()) + " CTAs of " + std::to_string(kc.cap));
+    for (std::size_t c = 0; c < kc.headers.size(); ++c)
+      if (kc.headers[c].count > 0 && kc.headers[c].sm > std::uint32_t(kMaxSm))
+        throw TraceError(what + " CTA " + std::to_string(c) + ": SM " + std::to_string(kc.headers[c].sm) +
+                         " is not an SM of any GPU (at most " + std::to_string(kMaxSm) + ")");
 
     Kernel kn = kc.kernel;
-    kn.ts_ns = double(kc.launch_begin_ns - t0_ns);
-    kn.dur_ns = double(std::max<std::int64_t>(kc.launch_end_ns - kc.launch_begin_ns, 0));
+    // In double: the differences of arbitrary 64-bit clock readings may not fit in 64 bits.
+    kn.ts_ns = double(kc.launch_begin_ns) - double(t0_ns);
+    kn.dur_ns = std::max(double(kc.launch_end_ns) - double(kc.launch_begin_ns), 0.0);
     out.kernels.push_back(kn);
     const int kernel_index = static_cast<int>(out.kernels.size()) - 1;
 
@@ -78,6 +92,9 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
           throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": kind " +
                            std::to_string(r.kind) + ", tensor " + std::to_string(r.tensor) +
                            " are not values device.cuh writes");
+        if (r.bh < 0 || r.row0 < 0 || r.rows < 0 || r.col0 < 0 || r.cols < 0 || r.sample_row < -1)
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) +
+                           ": a negative head, row or column, which device.cuh never writes");
         const std::uint64_t end = std::max(r.t_end, prev);
         Event e;
         e.track = track;
