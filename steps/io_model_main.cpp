@@ -4,16 +4,17 @@
 
 #include <cstdio>
 
+#include "common/cli_numbers.hpp"
 #include "steps/registry.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"io_model: HBM bytes of every step's IO model for one shape, as CSV"};
   fs::Shape s{1, 8, 2048, 64};
   bool causal = false;
-  app.add_option("-b,--batch", s.B, "batch size")->capture_default_str();
-  app.add_option("--heads", s.H, "heads")->capture_default_str();
-  app.add_option("-n,--seq", s.N, "sequence length")->capture_default_str();
-  app.add_option("-d,--dim", s.d, "head dimension")->capture_default_str();
+  app.add_option("-b,--batch", s.B, "batch size")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("--heads", s.H, "heads")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-n,--seq", s.N, "sequence length")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-d,--dim", s.d, "head dimension")->transform(fs::decimal<int>())->capture_default_str();
   app.add_flag("--causal", causal, "causal mask");
   CLI11_PARSE(app, argc, argv);
   std::printf("step,pass,B,H,N,d,causal,read_bytes,write_bytes\n");
