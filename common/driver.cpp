@@ -3,12 +3,14 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <new>
 #include <sstream>
 
 #include "common/errors.hpp"
 #include "common/npy.hpp"
 #include "common/trace/nvtx.hpp"
 #include "common/trace/traced_run.hpp"
+#include "common/validate_run.hpp"
 
 namespace fs {
 
@@ -161,14 +163,10 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   if (!opt.load_dir.empty()) {
     problem = load_problem(opt.load_dir, opt.backward);
     opt.shape = problem.shape;
-  } else {
-    validate_shape(opt.shape);
+    require_finite(problem, opt.load_dir);
   }
+  validate_run(step, opt);  // bad options, inputs and output paths: exit 2, GPU or not
 
-  const std::optional<BlockMask> mask = block_mask_for(step, opt);  // a bad mask is bad input, GPU or not
-  if (mask)
-    if (std::string why = step.mask_unsupported(opt.shape, *mask); !why.empty())
-      throw InputError("step " + step.id + ": " + why);
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
@@ -176,6 +174,10 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   const DeviceInfo dev = query_device();
   if (std::string why = step.unsupported(opt.shape, dev); !why.empty())
     throw InputError("step " + step.id + ": " + why);
+  const std::optional<BlockMask> mask = block_mask_for(step, opt);  // validate_run checked it; built now
+  if (mask)
+    if (std::string why = step.mask_unsupported(opt.shape, *mask); !why.empty())
+      throw InputError("step " + step.id + ": " + why);
   if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward);
 
   const Shape& s = opt.shape;
@@ -243,6 +245,9 @@ int step_main(const StepInfo& step, int argc, char** argv) {
   } catch (const CudaError& e) {
     std::cerr << prog << ": CUDA error: " << e.what() << "\n";
     return e.code() == cudaErrorMemoryAllocation ? kExitNoGpu : kExitCheckFailed;
+  } catch (const std::bad_alloc&) {  // validate_run checks host memory first; this is the rest
+    std::cerr << prog << ": error: not enough host memory for this problem\n";
+    return kExitBadInput;
   }
 }
 
