@@ -1,6 +1,7 @@
 #include "common/trace/decode.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -9,6 +10,15 @@
 #include "common/trace/trace_io.hpp"
 
 namespace fs::trace {
+
+namespace {
+
+// A range a trace file can hold (kMaxTimeNs): begin and end within it, the length too.
+bool within_trace_time(double ts_ns, double dur_ns) {
+  return std::fabs(ts_ns) <= kMaxTimeNs && dur_ns >= 0 && dur_ns <= kMaxTimeNs && std::fabs(ts_ns + dur_ns) <= kMaxTimeNs;
+}
+
+}  // namespace
 
 void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_ns, Trace& out) {
   out.kernels.clear();
@@ -53,6 +63,8 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
     // In double: the differences of arbitrary 64-bit clock readings may not fit in 64 bits.
     kn.ts_ns = double(kc.launch_begin_ns) - double(t0_ns);
     kn.dur_ns = std::max(double(kc.launch_end_ns) - double(kc.launch_begin_ns), 0.0);
+    if (!within_trace_time(kn.ts_ns, kn.dur_ns))
+      throw TraceError(what + ": launched more than 11.6 days (kMaxTimeNs) from t0");
     out.kernels.push_back(kn);
     const int kernel_index = static_cast<int>(out.kernels.size()) - 1;
 
@@ -109,6 +121,8 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
         e.cached = (r.flags & kRecordCached) != 0;
         e.ts_ns = host(prev);
         e.dur_ns = double(end - prev);
+        if (!within_trace_time(e.ts_ns, e.dur_ns))
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": a time more than 11.6 days (kMaxTimeNs) from t0, a torn record");
         e.m = r.m;
         e.l = r.l;
         e.sample_row = r.sample_row;

@@ -227,7 +227,7 @@ constexpr std::int64_t kMaxDim = 0x7fffffff;
 constexpr std::int64_t kMaxElems = std::int64_t(1) << 40;  // as common/harness.cpp: beyond any GPU
 constexpr std::int64_t kMaxBytes = std::int64_t(1) << 50;
 constexpr std::int64_t kMaxCount = std::int64_t(1) << 62;
-constexpr double kMaxTimeUs = 1e12;  // 11.6 days after t0
+constexpr double kMaxTimeUs = kMaxTimeNs / 1000;  // 11.6 days after t0
 constexpr int kMaxJsonDepth = 32;    // our files nest 4 deep; deeper is not a trace
 
 const char* type_of(const json& j) {
