@@ -37,7 +37,7 @@ CLI::Validator decimal() {
         text = std::to_string(value);  // what CLI11 converts: no leading zero left to read as octal
         return {};
       },
-      "INT", "decimal");
+      "", "decimal");
 }
 
 // Real numbers: decimal or scientific notation ("0.5", "1e-3"), no hexadecimal ("0x1p3").
@@ -52,7 +52,7 @@ inline CLI::Validator decimal_real() {
           return "'" + text + "' is not a decimal number";
         return {};
       },
-      "NUMBER", "decimal_real");
+      "", "decimal_real");
 }
 
 }  // namespace fs
