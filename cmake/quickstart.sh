@@ -21,6 +21,9 @@ esac
 packages=(cmake ninja-build g++ catch2 nlohmann-json3-dev libcli11-dev)
 # The visualizer (Dear ImGui, GLFW, OpenGL, stb, DejaVu) and its headless runs (Xvfb + Mesa).
 packages+=(libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core xvfb xauth libgl1-mesa-dri)
+# The benchmark figures (docs/benchmarks/render.py, which CI runs with --check): Debian's matplotlib,
+# for /usr/bin/python3.
+packages+=(python3-matplotlib)
 # The fuzz targets: libFuzzer, AddressSanitizer and UBSan come with clang's runtime libraries.
 [ "$mode" = fuzz ] && packages+=(clang-14 libclang-rt-14-dev)
 

@@ -1,4 +1,4 @@
-// Block masks for block-sparse FlashAttention (step 06; ALGORITHMS.md, Algorithm 5 and
+// Block masks for block-sparse FlashAttention (step 06; docs/notation.md, Algorithm 5 and
 // Proposition 4): the Tr × Tc grid of (query block, key block) tiles that are computed, the
 // patterns the step's program offers (local, global + local, random, the flat block butterfly
 // of Pixelated Butterfly, ...), the compact per-row / per-column lists the kernels walk, and
@@ -11,7 +11,7 @@
 
 namespace fs {
 
-// A block mask over the Tr × Tc grid of (query block, key block) pairs (ALGORITHMS.md, Algorithm 5):
+// A block mask over the Tr × Tc grid of (query block, key block) pairs (docs/notation.md, Algorithm 5):
 // block (i, j) covers queries [i·block_r, (i+1)·block_r) and keys [j·block_c, (j+1)·block_c),
 // the last row and column cut at N. Tile (i, j) is computed when at(i, j), skipped otherwise.
 struct BlockMask {

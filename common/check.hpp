@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -24,7 +25,12 @@ class CudaError : public std::runtime_error {
   cudaError_t code_;
 };
 
-[[noreturn]] void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line);
+[[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* expr, const char* file, int line) {
+  std::ostringstream msg;
+  msg << file << ":" << line << ": " << expr << " failed: " << cudaGetErrorName(code) << " ("
+      << cudaGetErrorString(code) << ")";
+  throw CudaError(code, msg.str());
+}
 
 }  // namespace fs
 

@@ -8,8 +8,8 @@
 
 #include "common/errors.hpp"
 #include "common/npy.hpp"
-#include "common/trace/nvtx.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/recorder/nvtx.hpp"
+#include "common/traced_run.hpp"
 #include "common/validate_run.hpp"
 
 namespace fs {
@@ -27,7 +27,7 @@ void require_fits(const StepInfo& step, const Shape& s, bool backward, const Dev
   // Leave room for the L2 flush buffer and the CUDA context's own allocations.
   const std::size_t slack = 2 * dev.l2_bytes + (std::size_t(256) << 20);
   if (need + slack <= dev.free_bytes) return;
-  const std::size_t ws = step.fwd_workspace_bytes(s) + (backward ? step.bwd_workspace_bytes(s) : 0);
+  const std::size_t ws = step.fwd_workspace(s) + (backward ? step.bwd_workspace(s) : 0);
   std::ostringstream msg;
   msg << "step " << step.id << " needs " << format_bytes(double(need)) << " of GPU memory for B=" << s.B
       << " H=" << s.H << " N=" << s.N << " d=" << s.d;
@@ -39,32 +39,15 @@ void require_fits(const StepInfo& step, const Shape& s, bool backward, const Dev
 
 }  // namespace
 
-std::optional<BlockMask> block_mask_for(const StepInfo& step, const Options& opt) {
-  if (!step.block_sparse) return std::nullopt;
-  const int block = opt.block ? opt.block : step.mask_block(opt.shape.d);
-  if (!opt.mask_path.empty()) return read_block_mask(opt.mask_path, opt.shape.N, block, block);
-  return make_pattern(opt.pattern, opt.shape.N, block, opt.seed);
-}
-
-std::string mask_label(const Options& opt) {
-  return opt.mask_path.empty() ? opt.pattern : std::filesystem::path(opt.mask_path).filename().string();
-}
-
-CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
-                    const DeviceInfo& dev) {
+CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const DeviceInfo& dev) {
+  const StepInfo& step = plan.step();
+  const Options& opt = plan.options();
   const Shape& s = problem.shape;
-  if (std::string why = step.unsupported(s, dev); !why.empty())
-    throw InputError("step " + step.id + ": " + why);
-  if (opt.backward && !step.backward) throw InputError("step " + step.id + " has no backward pass");
   require_fits(step, s, opt.backward, dev);
-
-  if (opt.dropout > 0.f && !step.dropout) throw InputError("step " + step.id + " has no dropout");
-  const std::optional<BlockMask> mask = block_mask_for(step, opt);
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
-                              mask ? &*mask : nullptr};
+  const PassSettings settings = plan.settings();
   BlockMaskView view;
-  if (mask) view = {mask->dense.data(), mask->block_r, mask->block_c, mask->Tc};
-  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, mask ? &view : nullptr};
+  if (const BlockMask* mask = plan.mask()) view = {mask->dense.data(), mask->block_r, mask->block_c, mask->Tc};
+  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, plan.mask() ? &view : nullptr};
 
   memory::reset_peak();
   DeviceRun run(step, problem, settings, opt.backward);
@@ -72,15 +55,15 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   run.sync();
   PassReport fwd;
   fwd.pass = "fwd";
-  fwd.io = pass_io(step, s, settings, "fwd");
-  if (mask) fwd.density = mask->density();
+  fwd.io = plan.io("fwd");
+  fwd.density = plan.density();
   fwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   PassReport bwd;
   bwd.pass = "bwd";
   if (opt.backward) {
     run.backward();
     run.sync();
-    bwd.io = pass_io(step, s, settings, "bwd");
+    bwd.io = plan.io("bwd");
     bwd.density = fwd.density;
     bwd.peak_mem_bytes = static_cast<std::int64_t>(memory::peak_bytes());
   }
@@ -108,7 +91,7 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
       write_npy(opt.save_dir + "/dk.npy", run.dk().data(), t);
       write_npy(opt.save_dir + "/dv.npy", run.dv().data(), t);
     }
-    if (mask) write_block_mask(opt.save_dir + "/mask.npy", *mask);
+    if (plan.mask()) write_block_mask(opt.save_dir + "/mask.npy", *plan.mask());
   }
 
   if (opt.bench) {
@@ -132,11 +115,11 @@ CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem&
   return report;
 }
 
-ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport& pass,
-                     const DeviceInfo& dev) {
+ResultRow result_row(const RunPlan& plan, const PassReport& pass, const DeviceInfo& dev) {
+  const Options& opt = plan.options();
   ResultRow row;
   row.gpu = dev.name;
-  row.step = step.id + (step.variants.size() > 1 ? "/" + step.variants[opt.variant] : "");
+  row.step = plan.label();
   row.pass = pass.pass;
   row.B = opt.shape.B;
   row.H = opt.shape.H;
@@ -144,8 +127,8 @@ ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport&
   row.d = opt.shape.d;
   row.causal = opt.causal;
   row.dropout = opt.dropout;
-  if (step.block_sparse) {
-    row.mask = mask_label(opt);
+  if (plan.mask()) {
+    row.mask = plan.mask_label();
     row.density = pass.density;
   }
   row.median_ms = pass.timing ? pass.timing->median_ms : 0;
@@ -165,19 +148,14 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     opt.shape = problem.shape;
     require_finite(problem, opt.load_dir);
   }
-  validate_run(step, opt);  // bad options, inputs and output paths: exit 2, GPU or not
-
+  // Every check that needs no GPU and no large allocation: bad input is exit code 2, GPU or not.
+  validate_run(step, opt);
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
   }
+  const RunPlan plan(step, opt);  // decided once; builds the block mask (validate_run checked it)
   const DeviceInfo dev = query_device();
-  if (std::string why = step.unsupported(opt.shape, dev); !why.empty())
-    throw InputError("step " + step.id + ": " + why);
-  const std::optional<BlockMask> mask = block_mask_for(step, opt);  // validate_run checked it; built now
-  if (mask)
-    if (std::string why = step.mask_unsupported(opt.shape, *mask); !why.empty())
-      throw InputError("step " + step.id + ": " + why);
   if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward);
 
   const Shape& s = opt.shape;
@@ -187,9 +165,9 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
             << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale();
   if (opt.dropout > 0.f) std::cout << " dropout=" << opt.dropout;
   std::cout << " on " << dev.name << "\n";
-  if (mask) std::cout << "  block mask " << mask_label(opt) << ": " << describe(*mask) << "\n";
+  if (plan.mask()) std::cout << "  block mask " << plan.mask_label() << ": " << describe(*plan.mask()) << "\n";
 
-  const CaseReport report = run_case(step, opt, problem, dev);
+  const CaseReport report = run_case(plan, problem, dev);
   for (const auto& p : report.passes) {
     std::cout << p.pass << ": HBM model " << format_bytes(double(p.io.total())) << ", device memory "
               << format_bytes(double(p.peak_mem_bytes)) << "\n";
@@ -200,13 +178,13 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
                 << p.timing->reps << " runs, L2 flushed), " << std::setprecision(2) << p.tflops
                 << " TFLOP/s\n"
                 << std::defaultfloat;
-      if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(step, opt, p, dev));
+      if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(plan, p, dev));
     }
   }
   if (!opt.save_dir.empty()) std::cout << "saved outputs to " << opt.save_dir << "\n";
   bool traces_valid = true;
   if (!opt.trace_path.empty()) {
-    for (const TraceFile& f : trace_case(step, opt, problem, dev)) {
+    for (const TraceFile& f : trace_case(plan, problem, dev)) {
       const auto& r = f.report;
       std::cout << "trace " << f.pass << ": " << f.path << ": " << r.summary() << "\n";
       if (r.dropped > 0)  // asked for by --trace-cap: reported, not a failure

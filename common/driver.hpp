@@ -1,6 +1,9 @@
 // The program every step's main() runs: parse, allocate, run, check, time, save.
 //
 //   int main(int argc, char** argv) { return fs::step_main(fs::stepNN_info(), argc, argv); }
+//
+// The order: options parsed, inputs read, the run planned (every check that needs no GPU), then
+// the GPU: the timed run (run_case) and the traced run (trace_case, common/traced_run.hpp).
 #pragma once
 
 #include <optional>
@@ -10,6 +13,7 @@
 #include "common/cli.hpp"
 #include "common/device.hpp"
 #include "common/harness.hpp"
+#include "common/plan.hpp"
 #include "common/results.hpp"
 #include "common/timing.hpp"
 #include "common/verify.hpp"
@@ -31,21 +35,13 @@ struct CaseReport {
   bool pass() const;  // every check that ran passed
 };
 
-// The block mask `opt` asks a block-sparse step for (--mask FILE, else --pattern), for the
-// shape opt.shape; nothing for other steps. Throws InputError on a bad mask or pattern.
-std::optional<BlockMask> block_mask_for(const StepInfo& step, const Options& opt);
-// What the CSV and the output call it: the pattern spec, or the mask file's name.
-std::string mask_label(const Options& opt);
-
-// Runs `step` on `problem` as `opt` says (check, bench, backward, variant, ...) on the
-// current device. Throws ResourceError when the problem does not fit the GPU's free memory,
-// InputError when the step does not support the shape.
-CaseReport run_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
-                    const DeviceInfo& dev);
+// Runs the plan on `problem` (the plan's shape) on the current device: the passes, then what
+// its options ask for (check, save, bench). Throws ResourceError when the problem does not fit
+// the GPU's free memory.
+CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const DeviceInfo& dev);
 
 // The result row of one pass, as --csv writes it.
-ResultRow result_row(const StepInfo& step, const Options& opt, const PassReport& pass,
-                     const DeviceInfo& dev);
+ResultRow result_row(const RunPlan& plan, const PassReport& pass, const DeviceInfo& dev);
 
 // main() of a step program. Exit codes: see common/errors.hpp.
 int step_main(const StepInfo& step, int argc, char** argv);

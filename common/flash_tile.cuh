@@ -23,7 +23,6 @@
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
-#include "common/philox.hpp"
 #include "common/problem.hpp"
 
 namespace fs {
@@ -66,6 +65,7 @@ inline std::string tiled_unsupported(const Shape& s) {
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   return {};
 }
+inline std::string tiled_unsupported(const Shape& s, const PassSettings&) { return tiled_unsupported(s); }
 template <typename Fn>
 auto dispatch_head_dim(int d, Fn&& fn) {
   switch (d) {
@@ -181,69 +181,6 @@ __device__ __forceinline__ void store_row(float* gO, float* gLse, int row, int n
   for (int c = 0; c < DC; c += 4)
     dst[c / 4] = make_float4(o[c] * inv_l, o[c + 1] * inv_l, o[c + 2] * inv_l, o[c + 3] * inv_l);
   if (part == 0) gLse[row] = l > 0.f ? kLn2 * (m + log2f(l)) : -INFINITY;
-}
-
-// Dropout (common/philox.hpp): which of a thread's R × BC scores survive, as bits r·BC + c.
-// The scores are (query row + r, key col0 + c), or with kKeyRows (the backward's dK/dV
-// kernel, whose threads own keys) (query col0 + c, key row + r). row and col0 must be even:
-// one Philox call covers an aligned 2 × 2 block of scores and all four of its words are used.
-template <bool kKeyRows, int R, int BC>
-__device__ __forceinline__ unsigned dropout_keep_bits(const Dropout& dp, unsigned threshold, long long bh, int row,
-                                                      int col0) {
-  static_assert(R % 2 == 0 && BC % 2 == 0 && R * BC <= 32, "2 × 2 blocks, one bit per score");
-  unsigned bits = 0;
-#pragma unroll
-  for (int r = 0; r < R; r += 2)
-#pragma unroll
-    for (int c = 0; c < BC; c += 2) {
-      const int q = kKeyRows ? col0 + c : row + r, k = kKeyRows ? row + r : col0 + c;
-      const Philox4x32 x = dropout_bits(dp.seed, static_cast<unsigned long long>(bh), q, k);
-#pragma unroll
-      for (int a = 0; a < 2; ++a)      // row offset
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {  // column offset
-          const int word = kKeyRows ? 2 * b + a : 2 * a + b;  // 2·(query parity) + key parity
-          if (x.v[word] >= threshold) bits |= 1u << ((r + a) * BC + c + b);
-        }
-    }
-  return bits;
-}
-
-// The key (or query) tiles of one CTA's loop: BC-element tiles, either every tile of
-// [first, first + count·BC) (dense) or those of the nonzero blocks in a block-sparse list
-// (ALGORITHMS.md, Algorithm 5): blocks list[0 .. n_blocks), each block_elems / BC tiles.
-template <int BC>
-struct TileWalk {
-  int first = 0, count = 0;                       // dense
-  const int* list = nullptr;                      // sparse: ascending block indices
-  int per_block = 1, block_elems = 0;
-  __device__ int size() const { return count; }
-  __device__ int start(int t) const { return list ? list[t / per_block] * block_elems + (t % per_block) * BC : first + t * BC; }
-
-  static __device__ TileWalk dense(int first, int end) { return {first, (end - first + BC - 1) / BC}; }
-  // The tiles of block row (or column) `b` of a list in CSR form: ptr (T + 1), idx (nonzeros),
-  // up to element n (N): the last block may end past N, and its tiles there are left out.
-  static __device__ TileWalk sparse(const int* ptr, const int* idx, int b, int block_elems, int n) {
-    const int n_blocks = ptr[b + 1] - ptr[b], per_block = block_elems / BC;
-    int count = n_blocks * per_block;
-    if (n_blocks > 0) {  // ascending: only the last block listed can reach past n
-      const int in_last = (n - idx[ptr[b + 1] - 1] * block_elems + BC - 1) / BC;
-      if (in_last < per_block) count -= per_block - in_last;
-    }
-    return {0, count, idx + ptr[b], per_block, block_elems};
-  }
-};
-
-// The runs of blocks that a block-sparse list leaves out of block row (or column) b, up to
-// block `end`: f(first, count) for each run. For the trace's skip events.
-template <typename F>
-__device__ void for_each_gap(const int* ptr, const int* idx, int b, int end, F f) {
-  int next = 0;  // the first block not yet accounted for
-  for (int e = ptr[b]; e <= ptr[b + 1]; ++e) {
-    const int blk = e < ptr[b + 1] ? min(idx[e], end) : end;
-    if (blk > next) f(next, blk - next);
-    next = max(next, blk + 1);
-  }
 }
 
 }  // namespace fs

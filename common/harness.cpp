@@ -61,8 +61,8 @@ HostProblem load_problem(const std::string& dir, bool with_dout) {
 
 std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward) {
   const std::size_t t = s.elems() * sizeof(float), row = s.rows() * sizeof(float);
-  std::size_t bytes = 4 * t + row + step.fwd_workspace_bytes(s);  // q k v o, lse
-  if (backward) bytes += 4 * t + step.bwd_workspace_bytes(s);      // dO dq dk dv
+  std::size_t bytes = 4 * t + row + step.fwd_workspace(s);  // q k v o, lse
+  if (backward) bytes += 4 * t + step.bwd_workspace(s);     // dO dq dk dv
   return bytes;
 }
 
@@ -71,25 +71,15 @@ BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* 
 }
 
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass) {
-  const bool fwd = pass == "fwd";
-  if (step.block_sparse) {
-    const BlockMask mask = effective_mask(step, s, settings.mask);
-    return fwd ? step.io_forward_sparse(s, settings.causal, settings.variant, mask)
-               : step.io_backward_sparse(s, settings.causal, settings.variant, mask);
-  }
-  return fwd ? step.io_forward(s, settings.causal, settings.variant)
-             : step.io_backward(s, settings.causal, settings.variant);
+  return pass == "fwd" ? step.io_forward(s, settings) : step.io_backward(s, settings);
 }
 
 DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
                      bool backward, cudaStream_t stream)
     : step_(step), shape_(problem.shape), settings_(settings), stream_(stream) {
-  if (settings.dropout.on() && !step.dropout) throw InputError("step " + step.id + " has no dropout");
-  if (settings.mask && !step.block_sparse) throw InputError("step " + step.id + " takes no block mask");
+  // What the settings ask for was checked once, by the plan (common/plan.hpp); here it is set up.
   if (step.block_sparse) {  // the mask's lists, once, for every pass
     const BlockMask mask = effective_mask(step, shape_, settings.mask);
-    if (std::string why = step.mask_unsupported(shape_, mask); !why.empty())
-      throw InputError("step " + step.id + ": " + why);
     const BlockLists l = to_lists(mask, settings.causal);
     auto upload = [](DeviceBuffer<int>& b, const std::vector<int>& v) {
       b = DeviceBuffer<int>(std::max<std::size_t>(1, v.size()));
@@ -109,7 +99,7 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
     v_ = DeviceBuffer<float>(n);
     o_ = DeviceBuffer<float>(n);
     lse_ = DeviceBuffer<float>(shape_.rows());
-    fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace_bytes(shape_));
+    fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace(shape_));
   }
   names_.add(q_.get(), q_.bytes(), "Q");
   names_.add(k_.get(), k_.bytes(), "K");
@@ -124,7 +114,6 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
     v_.upload(problem.v.data(), n);
   }
   if (backward) {
-    if (!step.backward) throw InputError("step " + step.id + " has no backward pass");
     if (problem.dout.size() != n) throw InputError("the backward needs dO (do.npy)");
     dout_host_ = &problem.dout;
   }
@@ -193,7 +182,7 @@ void DeviceRun::backward() {
       dq_ = DeviceBuffer<float>(n);
       dk_ = DeviceBuffer<float>(n);
       dv_ = DeviceBuffer<float>(n);
-      bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace_bytes(shape_));
+      bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace(shape_));
     }
     names_.add(dout_.get(), dout_.bytes(), "dO");
     names_.add(dq_.get(), dq_.bytes(), "dQ");

@@ -10,7 +10,7 @@
 #include "common/block_mask.hpp"
 #include "common/buffer.hpp"
 #include "common/problem.hpp"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/nvtx.hpp"
 
 namespace fs {
 
@@ -30,22 +30,11 @@ HostProblem load_problem(const std::string& dir, bool with_dout);
 // Problems whose byte counts overflow or are absurd are rejected before anything else.
 void validate_shape(const Shape& s);
 
-struct PassSettings {
-  PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {},
-               const BlockMask* mask_ = nullptr)
-      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_) {}
-  float scale = 0.f;
-  bool causal = false;
-  int variant = 0;
-  Dropout dropout;                  // steps with StepInfo::dropout
-  const BlockMask* mask = nullptr;  // block-sparse steps; null: every block (must outlive the run)
-};
-
 // The mask a block-sparse step runs with: `mask`, or every block at the step's default block
 // size (StepInfo::mask_block).
 BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask);
 
-// The IO model of one pass ("fwd" or "bwd"), through the step's sparse model when it has a mask.
+// The IO model of one pass, "fwd" or "bwd".
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass);
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
@@ -67,7 +56,7 @@ class DeviceRun {
   FwdParams fwd_params() const;
   BwdParams bwd_params() const;
 
-  // Passes from now on are traced into `sink` (null: not traced); see common/trace/sink.hpp.
+  // Passes from now on are traced into `sink` (null: not traced); see common/recorder/sink.hpp.
   void set_trace(trace::DeviceSink* sink) { trace_ = sink; }
 
   // Outputs to the host.

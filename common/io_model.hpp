@@ -1,6 +1,6 @@
 // The IO model: HBM bytes a step's algorithm moves for a shape, counting each kernel's
 // compulsory traffic (every input it reads once, every output it writes once). It is the
-// count of the FlashAttention paper's analysis (ALGORITHMS.md: Theorem 2, Theorem 5,
+// count of the FlashAttention paper's analysis (docs/notation.md: Theorems 2 and 5,
 // Proposition 4) with the constants of our kernels; Nsight Compute's dram__bytes measures
 // what actually reached DRAM, and the lessons put the two side by side.
 #pragma once

@@ -1,7 +1,7 @@
 // Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011) and
 // the dropout mask built on it. One implementation, compiled for the host and the device, so
-// that the fp64 reference applies exactly the mask the kernels apply (ALGORITHMS.md,
-// Algorithm 2 and 4: "Z_ij = dropout mask regenerated").
+// that the fp64 reference applies exactly the mask the kernels apply (docs/notation.md,
+// Algorithm 2 line 14, Algorithm 4 line 14: the mask Z regenerated, never stored).
 //
 // A counter-based generator is a pure function of (counter, key): the element (i, j) of head bh
 // gets its random bits from its own position, so the forward and the backward regenerate the

@@ -1,8 +1,8 @@
 // The problem every step solves, and the one interface every step implements.
 //
 // Layout (all steps): Q, K, V, O, dO, dQ, dK, dV are (B, H, N, d) float32, row-major and
-// contiguous; LSE is (B, H, N), natural log: LSE_i = m_i + log(ℓ_i) (ALGORITHMS.md,
-// Notation). Causal masks key j > query i (top-left aligned: N queries, N keys).
+// contiguous; LSE is (B, H, N), natural log: LSE_i = m_i + log(ℓ_i) (docs/notation.md,
+// Symbols). Causal masks key j > query i (top-left aligned: N queries, N keys).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +15,7 @@
 namespace fs {
 
 namespace trace {
-class DeviceSink;  // common/trace/sink.hpp
+class DeviceSink;  // common/recorder/sink.hpp
 }
 
 struct Shape {
@@ -38,7 +38,7 @@ float default_scale(int d);
 double forward_flops(const Shape& s, bool causal);
 double backward_flops(const Shape& s, bool causal);
 
-// Dropout on the attention probabilities (ALGORITHMS.md, Algorithms 2 and 4): each P_ij is
+// Dropout on the attention probabilities (docs/notation.md, Algorithms 2 and 4): each P_ij is
 // kept with probability 1 − p and scaled by 1/(1 − p). The mask is a function of (seed, head,
 // i, j) through Philox (common/philox.hpp), regenerated wherever it is needed, never stored.
 struct Dropout {
@@ -47,7 +47,7 @@ struct Dropout {
   bool on() const { return p > 0.f; }
 };
 
-// A block-sparse mask as the kernels walk it (ALGORITHMS.md, Algorithm 5; common/block_mask.hpp
+// A block-sparse mask as the kernels walk it (docs/notation.md, Algorithm 5; common/block_mask.hpp
 // builds it): device arrays of the nonzero key blocks of each query block row (forward) and
 // of the nonzero query blocks of each key block column (backward), ascending. One mask is
 // shared by every (batch, head).
@@ -83,7 +83,7 @@ struct FwdParams {
   BlockSparse sparse;           // steps with StepInfo::block_sparse only; off: dense
   void* workspace = nullptr;    // StepInfo::fwd_workspace_bytes(shape) bytes; kept for the backward
   cudaStream_t stream = nullptr;
-  // Tracing (common/trace/launch.cuh): null runs the plain kernels; set, the launcher runs
+  // Tracing (common/recorder/launch.cuh): null runs the plain kernels; set, the launcher runs
   // their traced instantiations and the sink collects what each CTA recorded.
   trace::DeviceSink* trace = nullptr;
 };
@@ -111,35 +111,54 @@ struct BwdParams {
   trace::DeviceSink* trace = nullptr;   // as FwdParams::trace
 };
 
-struct DeviceInfo;
 struct BlockMask;   // common/block_mask.hpp
 
-// One row of the table of steps that the tour, the tests and the benchmarks iterate over.
+// How a run passes over its problem, beside the shape: decided once per run (RunPlan,
+// common/plan.hpp) and handed to the step's support check and IO model, the timed run and the
+// traced run.
+struct PassSettings {
+  PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {},
+               const BlockMask* mask_ = nullptr)
+      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_) {}
+  float scale = 0.f;
+  bool causal = false;
+  int variant = 0;                  // index into StepInfo::variants
+  Dropout dropout;                  // steps with StepInfo::dropout
+  const BlockMask* mask = nullptr;  // block-sparse steps; null: every block (must outlive the run)
+};
+
+// One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
+// hook left null means: no workspace, any shape.
 struct StepInfo {
   std::string id;                     // "01_naive"
   std::string title;                  // one line for tables and --help
   std::vector<std::string> variants;  // kernels the step holds; variant 0 is the default
   void (*forward)(const FwdParams&) = nullptr;
   void (*backward)(const BwdParams&) = nullptr;  // nullptr: the step has no backward
-  std::size_t (*fwd_workspace_bytes)(const Shape&) = nullptr;
+  std::size_t (*fwd_workspace_bytes)(const Shape&) = nullptr;  // device memory beyond inputs, outputs
   std::size_t (*bwd_workspace_bytes)(const Shape&) = nullptr;
-  // Empty when the step runs this shape on this device; otherwise why not, in one line.
-  std::string (*unsupported)(const Shape&, const DeviceInfo&) = nullptr;
-  IoCount (*io_forward)(const Shape&, bool causal, int variant) = nullptr;
-  IoCount (*io_backward)(const Shape&, bool causal, int variant) = nullptr;
+  // Empty when the step's kernels run this shape with these settings (on the GPU of this
+  // machine, or an H200's shared memory without one); otherwise why not, in one line.
+  std::string (*unsupported)(const Shape&, const PassSettings&) = nullptr;
+  // The step's IO model: the HBM bytes one pass moves.
+  IoCount (*io_forward)(const Shape&, const PassSettings&) = nullptr;
+  IoCount (*io_backward)(const Shape&, const PassSettings&) = nullptr;
   // Said when a shape does not fit the GPU: what the step's memory grows with.
   std::string memory_note;
   bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
-  // Block-sparse steps: empty when the kernels run this mask's blocks, else why not; and the
-  // IO model of a pass over the mask.
-  std::string (*mask_unsupported)(const Shape&, const BlockMask&) = nullptr;
-  int (*mask_block)(int d) = nullptr;  // the default block size at head dimension d
-  IoCount (*io_forward_sparse)(const Shape&, bool causal, int variant, const BlockMask&) = nullptr;
-  IoCount (*io_backward_sparse)(const Shape&, bool causal, int variant, const BlockMask&) = nullptr;
+  int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
   // order the adds land in, so repeats are not bit-identical.
   std::vector<std::string> order_dependent;
+
+  // "04_online_softmax/fa2"; the id alone for a step of one kernel.
+  std::string label(int variant) const { return variants.size() > 1 ? id + "/" + variants[variant] : id; }
+  std::size_t fwd_workspace(const Shape& s) const { return fwd_workspace_bytes ? fwd_workspace_bytes(s) : 0; }
+  std::size_t bwd_workspace(const Shape& s) const { return bwd_workspace_bytes ? bwd_workspace_bytes(s) : 0; }
+  std::string refusal(const Shape& s, const PassSettings& settings) const {
+    return unsupported ? unsupported(s, settings) : std::string();
+  }
 };
 
 }  // namespace fs

@@ -1,6 +1,6 @@
 // The CPU reference: exact attention, forward and backward, computed row by row.
 //
-// One implementation, instantiated twice (ALGORITHMS.md, "Standard attention"):
+// One implementation, instantiated twice (docs/notation.md, Algorithms 0 and 3):
 //   T = double  the reference every kernel is checked against;
 //   T = float   a plain float32 implementation of the same math, whose own error against
 //               the double one sets the tolerance (DESIGN.md, "Numbers and checks").
@@ -19,7 +19,7 @@
 
 namespace fs {
 
-// Which keys a query sees under a block mask (ALGORITHMS.md, Algorithm 5): a view of
+// Which keys a query sees under a block mask (docs/notation.md, Algorithm 5): a view of
 // BlockMask::dense (common/block_mask.hpp), Tr × Tc, row-major, 0 or 1.
 struct BlockMaskView {
   const std::uint8_t* dense = nullptr;

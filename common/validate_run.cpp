@@ -6,27 +6,14 @@
 #include <vector>
 
 #include "common/block_mask.hpp"
-#include "common/device.hpp"
 #include "common/errors.hpp"
 #include "common/files.hpp"
 #include "common/host_memory.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/traced_run.hpp"
 
 namespace fs {
 
 namespace {
-
-// A GPU as generous as any: what a step cannot run here, no GPU runs. (Shared memory per CTA:
-// the 227 KiB of the H100 and H200, the most a CUDA GPU offers.)
-DeviceInfo any_gpu() {
-  DeviceInfo d;
-  d.name = "any GPU";
-  d.cc_major = 9;
-  d.smem_per_block_optin = 227 * 1024;
-  d.smem_per_sm = 228 * 1024;
-  d.total_bytes = d.free_bytes = std::size_t(1) << 50;
-  return d;
-}
 
 void check_output(const std::string& option, const std::string& problem) {
   if (!problem.empty()) throw InputError(option + ": " + problem);
@@ -45,8 +32,9 @@ void validate_run(const StepInfo& step, const Options& opt) {
 
   const Shape& s = opt.shape;
   validate_shape(s);
-  if (std::string why = step.unsupported(s, any_gpu()); !why.empty())
-    throw InputError("step " + step.id + ": " + why);
+  const std::string who = "step " + step.id;
+  if (opt.backward && !step.backward) throw InputError(who + " has no backward pass");
+  if (opt.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
 
   // Host memory: Q, K, V (and dO), and what comes back to check or save (O, LSE; dQ, dK, dV).
   const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float);
@@ -54,10 +42,12 @@ void validate_run(const StepInfo& step, const Options& opt) {
   require_host_memory(host, "B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) + " N=" + std::to_string(s.N) +
                                 " d=" + std::to_string(s.d) + " on the host");
 
+  // The step's own check (StepInfo::refusal), on the mask's grid alone for block-sparse steps:
+  // RunPlan builds the mask itself only once a GPU is there to run it.
+  BlockMask m;
   if (step.block_sparse) {
     const int block = opt.block ? opt.block : step.mask_block(s.d);
     bool keeps_none = false;
-    BlockMask m;
     if (opt.mask_path.empty()) {  // the grid alone: the mask itself may be large (T² bytes)
       const PatternGrid g = check_pattern(opt.pattern, s.N, block);
       m.block_r = m.block_c = block;
@@ -69,11 +59,13 @@ void validate_run(const StepInfo& step, const Options& opt) {
       m = read_block_mask(opt.mask_path, s.N, block, block);
       keeps_none = to_lists(m, opt.causal).nonzero() == 0;
     }
-    if (std::string why = step.mask_unsupported(s, m); !why.empty()) throw InputError("step " + step.id + ": " + why);
     if (keeps_none)
       throw InputError("the block mask keeps no block" + std::string(opt.causal ? " on or below the diagonal" : "") +
                        ": every query would attend to no key");
   }
+  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
+                              step.block_sparse ? &m : nullptr};
+  if (std::string why = step.refusal(s, settings); !why.empty()) throw InputError(who + ": " + why);
 }
 
 void require_finite(const HostProblem& problem, const std::string& dir) {

@@ -5,6 +5,7 @@
 
 #include "common/cli.hpp"
 #include "common/harness.hpp"
+#include "common/problem.hpp"
 
 namespace fs {
 
@@ -12,12 +13,15 @@ namespace fs {
 // (already from --load when given):
 //   outputs   --save DIR, --trace FILE (and its backward file), --csv FILE: a folder that does
 //             not exist or cannot be written, checked without creating anything
-//   shape     sizes whose byte counts overflow, and what the step cannot run on any GPU: a head
-//             dimension it has no kernels for, B·H past its grid's limit, ...
+//   shape     sizes whose byte counts overflow, features the step lacks, and what its kernels
+//             cannot run (StepInfo::refusal: a head dimension it has no kernels for, B·H past its
+//             grid's limit, a mask's blocks off its tiles, ...)
 //   memory    host memory for the inputs and the outputs read back, beyond what is available
 //   mask      block-sparse steps: --pattern parsed and checked on the grid without building the
 //             mask, --mask read and checked against the grid; a mask that keeps no block at all
 //             (with --causal: no block on or below the diagonal)
+// Cheap by design: it allocates nothing the size of the problem, so run_program calls it before
+// looking for a GPU and builds the RunPlan (which builds the mask, T² bytes) only after.
 void validate_run(const StepInfo& step, const Options& opt);
 
 // Throws InputError when an input of `problem` holds NaN or an infinity: "<dir>/v.npy: element

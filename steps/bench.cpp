@@ -87,19 +87,19 @@ int main(int argc, char** argv) {
             opt.pattern = pattern;
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
-            const std::string name = step->id + (step->variants.size() > 1 ? "/" + step->variants[v] : "") +
-                                     (pattern.empty() ? "" : " " + pattern);
+            const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern);
             std::printf("%-34s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(), opt.shape.B,
                         opt.shape.H, N, d, causal, dropout);
             try {
-              const fs::CaseReport r = fs::run_case(*step, opt, problem, dev);
+              const fs::RunPlan plan(*step, opt);
+              const fs::CaseReport r = fs::run_case(plan, problem, dev);
               for (const auto& p : r.passes) {
                 std::printf("%s %9.3f ms %7.2f TFLOP/s  ", p.pass.c_str(), p.timing->median_ms, p.tflops);
                 if (p.check && !p.check->pass()) {
                   ++failures;
                   std::printf("CHECK FAILED ");
                 }
-                fs::append_csv(csv, fs::result_row(*step, opt, p, dev));
+                fs::append_csv(csv, fs::result_row(plan, p, dev));
               }
               std::printf("\n");
             } catch (const fs::ResourceError& e) {

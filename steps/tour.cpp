@@ -13,7 +13,7 @@
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/reference.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/traced_run.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -63,7 +63,7 @@ bool record_traces(const std::string& dir, const std::string& only, const fs::De
       o.variant = static_cast<int>(v);
       o.backward = step.backward != nullptr;
       o.trace_path = dir + "/" + step.id + (step.variants.size() > 1 ? "_" + step.variants[v] : "") + ".fwd.json";
-      for (const fs::TraceFile& f : fs::trace_case(step, o, problem, dev)) {
+      for (const fs::TraceFile& f : fs::trace_case(fs::RunPlan(step, o), problem, dev)) {
         ++files;
         if (!f.report.ok()) {
           ++invalid;
@@ -124,9 +124,10 @@ int main(int argc, char** argv) {
         fs::Options o = opt;
         o.variant = static_cast<int>(v);
         o.backward = opt.backward && step.backward;
-        const std::string name = step.id + (step.variants.size() > 1 ? "/" + step.variants[v] : "");
+        const std::string name = step.label(static_cast<int>(v));
         try {
-          const fs::CaseReport r = fs::run_case(step, o, problem, dev);
+          const fs::RunPlan plan(step, o);
+          const fs::CaseReport r = fs::run_case(plan, problem, dev);
           for (const auto& p : r.passes) {
             const bool ok = !p.check || p.check->pass();
             all_pass = all_pass && ok;
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
                         format_bytes(double(p.peak_mem_bytes)).c_str(),
                         format_bytes(double(p.io.total())).c_str(), p.check->max_err());
             if (!ok) std::printf("%s", p.check->summary().c_str());
-            if (!opt.csv_path.empty()) fs::append_csv(opt.csv_path, fs::result_row(step, o, p, dev));
+            if (!opt.csv_path.empty()) fs::append_csv(opt.csv_path, fs::result_row(plan, p, dev));
           }
         } catch (const fs::ResourceError& e) {
           std::printf("%-26s skipped: %s\n", name.c_str(), e.what());

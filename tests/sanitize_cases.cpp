@@ -18,7 +18,8 @@
 #include "common/block_mask.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/plan.hpp"
+#include "common/traced_run.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -118,10 +119,12 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(trace_dir);
         fs::Options o = c.opt;
         o.trace_path = trace_dir + "/" + c.step->id + "_" + std::to_string(o.variant) + ".json";
-        for (const fs::TraceFile& f : fs::trace_case(*c.step, o, problem, dev))
+        const fs::RunPlan plan(*c.step, o);
+        for (const fs::TraceFile& f : fs::trace_case(plan, problem, dev))
           if (!f.report.ok()) ok = false, what = f.report.errors.front();
       } else {
-        const fs::CaseReport r = fs::run_case(*c.step, c.opt, problem, dev);
+        const fs::RunPlan plan(*c.step, c.opt);
+        const fs::CaseReport r = fs::run_case(plan, problem, dev);
         ok = r.pass();
         for (const auto& p : r.passes)
           if (p.check && !p.check->pass()) what = p.check->summary();

@@ -139,16 +139,6 @@ TEST_CASE("rows and columns the mask leaves empty get O = 0, LSE = -inf and zero
   }
 }
 
-TEST_CASE("a mask whose blocks do not fit the kernels' tiles is refused, naming the tiles", "[gpu][sparse]") {
-  const fs::Shape shape{1, 1, 256, 64};
-  for (const Case& c : sparse_cases(shape, false)) {
-    const fs::BlockMask odd = fs::pattern_dense(256, 48);
-    const fs::HostProblem p = fs::random_problem(shape, 1, true);
-    REQUIRE_THROWS_WITH(fs::DeviceRun(*c.step, p, {0.125f, false, c.variant, {}, &odd}, true),
-                        Catch::Contains("multiples of the kernels' tiles"));
-  }
-}
-
 TEST_CASE("saving writes the mask a run used, and that mask file runs it again to the same outputs", "[gpu][sparse]") {
   const fs::StepInfo* step = fs::find_step("06");
   REQUIRE(step);
@@ -161,7 +151,7 @@ TEST_CASE("saving writes the mask a run used, and that mask file runs it again t
   opt.check = true;
   opt.save_dir = dir;
   const fs::HostProblem p = fs::random_problem(opt.shape, opt.seed, true);
-  const auto first = fs::run_case(*step, opt, p, fs::testing::test_device());
+  const auto first = fs::run_case(fs::RunPlan(*step, opt), p, fs::testing::test_device());
   REQUIRE(first.pass());
   const fs::BlockMask used = fs::make_pattern("random:0.3", 1000, 128, opt.seed);
   REQUIRE(fs::read_block_mask(dir + "/mask.npy", 1000, 128, 128) == used);
@@ -171,7 +161,7 @@ TEST_CASE("saving writes the mask a run used, and that mask file runs it again t
   again.pattern = "dense";  // overridden by the file
   again.mask_path = dir + "/mask.npy";
   again.save_dir = dir + "/again";
-  REQUIRE(fs::run_case(*step, again, p, fs::testing::test_device()).pass());
+  REQUIRE(fs::run_case(fs::RunPlan(*step, again), p, fs::testing::test_device()).pass());
   REQUIRE(fs::read_npy(dir + "/again/o.npy").data == o_first);
   std::filesystem::remove_all(dir);
 }

@@ -9,14 +9,9 @@
 #include "common/errors.hpp"
 #include "common/harness.hpp"
 #include "steps/registry.hpp"
+#include "tests/cli_helpers.hpp"
 
-namespace {
-std::optional<fs::Options> parse(std::initializer_list<const char*> args) {
-  std::vector<const char*> argv{"step"};
-  argv.insert(argv.end(), args);
-  return fs::parse_options(*fs::find_step("01"), static_cast<int>(argv.size()), argv.data());
-}
-}  // namespace
+using fs::testing::parse;
 
 TEST_CASE("options set the shape and the passes", "[cli]") {
   const auto o = parse({"--batch", "3", "--heads", "5", "--seq", "97", "--dim", "16", "--causal",

@@ -32,8 +32,8 @@ TEST_CASE("the N² term dominates standard attention at long sequences", "[io]")
 TEST_CASE("every step's IO model is wired into the table of steps", "[io]") {
   for (const auto& step : fs::all_steps()) {
     INFO(step.id);
-    REQUIRE(step.io_forward({1, 1, 64, 64}, false, 0).total() > 0);
-    if (step.backward) REQUIRE(step.io_backward({1, 1, 64, 64}, false, 0).total() > 0);
+    REQUIRE(step.io_forward({1, 1, 64, 64}, {0.125f}).total() > 0);
+    if (step.backward) REQUIRE(step.io_backward({1, 1, 64, 64}, {0.125f}).total() > 0);
   }
 }
 
@@ -109,10 +109,12 @@ TEST_CASE("block-sparse: an all-ones mask moves what the dense steps move", "[io
     const fs::Shape s{2, 3, N, 64};
     const fs::BlockMask ones = fs::pattern_dense(N, sparse->mask_block(64));
     INFO("N = " << N);
-    const fs::IoCount f1 = sparse->io_forward_sparse(s, false, 0, ones), f0 = dense_fwd->io_forward(s, false, 1);
+    const fs::IoCount f1 = sparse->io_forward(s, {0.125f, false, 0, {}, &ones}),
+                      f0 = dense_fwd->io_forward(s, {0.125f, false, 1});
     REQUIRE((f1.read_bytes == f0.read_bytes && f1.write_bytes == f0.write_bytes));
     for (int v : {0, 1}) {
-      const fs::IoCount b1 = sparse->io_backward_sparse(s, false, v, ones), b0 = dense_bwd->io_backward(s, false, v);
+      const fs::IoCount b1 = sparse->io_backward(s, {0.125f, false, v, {}, &ones}),
+                        b0 = dense_bwd->io_backward(s, {0.125f, false, v});
       REQUIRE((b1.read_bytes == b0.read_bytes && b1.write_bytes == b0.write_bytes));
     }
   }
@@ -125,12 +127,13 @@ TEST_CASE("block-sparse IO: the tile term scales with the fraction s of nonzero 
   REQUIRE(step);
   const fs::Shape s{1, 4, 4096, 64};
   const std::int64_t nd_reads = s.elems() * 4;  // Q once
-  const fs::IoCount dense = step->io_forward_sparse(s, false, 0, fs::pattern_dense(4096, 128));
+  const fs::BlockMask ones = fs::pattern_dense(4096, 128);
+  const fs::IoCount dense = step->io_forward(s, {0.125f, false, 0, {}, &ones});
   for (double density : {0.5, 0.25, 0.125, 0.0625}) {
     INFO("density " << density);
     const fs::BlockMask m = fs::make_pattern("random:" + std::to_string(density), 4096, 128, 3);
     REQUIRE(m.density() == density);
-    const fs::IoCount io = step->io_forward_sparse(s, false, 0, m);
+    const fs::IoCount io = step->io_forward(s, {0.125f, false, 0, {}, &m});
     REQUIRE(double(io.read_bytes - nd_reads) == density * double(dense.read_bytes - nd_reads));
     REQUIRE(io.write_bytes == dense.write_bytes);
   }

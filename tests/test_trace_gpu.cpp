@@ -10,10 +10,10 @@
 
 #include "common/device.hpp"
 #include "common/harness.hpp"
-#include "common/trace/nvtx_tool.hpp"
-#include "common/trace/sink.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
+#include "common/recorder/sink.hpp"
 #include "common/trace/trace_io.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/traced_run.hpp"
 #include "common/trace/validate.hpp"
 #include "steps/registry.hpp"
 #include "tests/gpu_cases.hpp"
@@ -106,7 +106,7 @@ TEST_CASE("a traced run writes a file per pass that validates, with host ranges 
       opt.backward = step.backward != nullptr;
       opt.trace_path = (dir / (step.id + ".json")).string();
       const fs::HostProblem p = fs::random_problem(opt.shape, 7, opt.backward);
-      const auto files = fs::trace_case(step, opt, p, fs::testing::test_device());
+      const auto files = fs::trace_case(fs::RunPlan(step, opt), p, fs::testing::test_device());
       REQUIRE(files.size() == (opt.backward ? 2u : 1u));
       for (const auto& f : files) {
         INFO(f.path);

@@ -12,8 +12,8 @@
 #include <string>
 #include <utility>
 
-#include "common/trace/nvtx.hpp"
-#include "common/trace/nvtx_tool.hpp"
+#include "common/recorder/nvtx.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
 #include "common/trace/trace_io.hpp"
 #include "common/trace/validate.hpp"
 

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/trace/nvtx.hpp"
-#include "common/trace/nvtx_tool.hpp"
+#include "common/recorder/nvtx.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
 #include "common/trace/trace_io.hpp"
 
 namespace {

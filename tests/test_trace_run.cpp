@@ -7,16 +7,11 @@
 
 #include "common/cli.hpp"
 #include "common/errors.hpp"
-#include "common/trace/traced_run.hpp"
+#include "common/traced_run.hpp"
 #include "steps/registry.hpp"
+#include "tests/cli_helpers.hpp"
 
-namespace {
-std::optional<fs::Options> parse(std::initializer_list<const char*> args) {
-  std::vector<const char*> argv{"step"};
-  argv.insert(argv.end(), args);
-  return fs::parse_options(*fs::find_step("01"), static_cast<int>(argv.size()), argv.data());
-}
-}  // namespace
+using fs::testing::parse;
 
 TEST_CASE("a traced run without sizes has a shape small enough to follow by eye", "[trace][cli]") {
   const auto o = parse({"--trace", "t.json"});

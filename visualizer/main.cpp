@@ -134,7 +134,7 @@ int storyboard(Renderer& ren, App& app, const std::string& dir) {
     Playback p = s.doc->playback;
     p.seek_fraction(*s.doc->replay, f);
     seek(*s.doc, p.cursor());
-    if (!shot(name)) return fail(error);
+    if (!shot(name)) return fail(error, 1);
   }
   // Step 01 against step 04: a recorded pair if the browser has one, else synthetic.
   if (!s.other) {
@@ -150,9 +150,9 @@ int storyboard(Renderer& ren, App& app, const std::string& dir) {
   }
   s.panels = kPanelCompare | kPanelScores | kPanelCounters | kPanelTimeline;
   seek(*s.doc, cursor_at_progress(*s.doc->replay, 0.5, s.sync_by, s.doc->playback.order()));
-  if (!shot("4_compare.png")) return fail(error);
+  if (!shot("4_compare.png")) return fail(error, 1);
   s.panels = kPanelIo | kPanelTraces | kPanelCounters;
-  if (!shot("5_io_calculator.png")) return fail(error);
+  if (!shot("5_io_calculator.png")) return fail(error, 1);
   std::printf("storyboard: %zu frames in %s/:", written.size(), dir.c_str());
   for (const auto& w : written) std::printf(" %s", w.c_str());
   std::printf("\n");

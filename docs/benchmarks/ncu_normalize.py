@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""Turns Nsight Compute's CSV (one row per kernel and metric, with the step prefixed as the
-first column by ncu_bytes.sh) into one row per kernel launch:
+"""Turns Nsight Compute's CSV (one row per kernel and metric, with the step, "04_online_softmax/fa2",
+prefixed as the first column by ncu_bytes.sh) into one row per kernel launch:
 
   gpu,step,pass,kernel,dram_read_bytes,dram_write_bytes,time_ns,B,H,N,d,causal,commit,date
 
 A step program runs its forward, then its backward: kernels after the first backward kernel
-(named in BACKWARD_KERNELS) belong to the backward pass.
+(named in BACKWARD_KERNELS) belong to the backward pass. --keep OLD.csv first copies the rows
+of OLD.csv whose step this run did not measure (ncu_bytes.sh with STEPS=...).
 
-  ncu_normalize.py RAW.csv --gpu "NVIDIA H200" --shape 1,8,2048,64 --causal 0 --commit C --date D > OUT.csv
+  ncu_normalize.py RAW.csv --gpu "NVIDIA H200" --shape 1,8,2048,64 --causal 0 --commit C --date D [--keep OLD.csv] > OUT.csv
 """
 import argparse
 import csv
 import re
 import sys
 
-BACKWARD_KERNELS = ("dv_kernel", "dp_kernel", "ds_fused_kernel", "flash_backward")
+BACKWARD_KERNELS = ("dv_kernel", "dp_kernel", "ds_fused_kernel", "bwd_preprocess_kernel")
 
 
 def main():
@@ -25,6 +26,7 @@ def main():
     ap.add_argument("--causal", default="0")
     ap.add_argument("--commit", required=True)
     ap.add_argument("--date", required=True)
+    ap.add_argument("--keep", help="an earlier <gpu>_ncu.csv: its rows of the steps not measured now stay")
     args = ap.parse_args()
     B, H, N, d = args.shape.split(",")
     launches = {}  # (step, id) -> dict
@@ -32,7 +34,7 @@ def main():
     for row in csv.reader(open(args.raw)):
         if len(row) < 16 or row[1] == "ID":
             continue
-        step = row[0].replace("_--variant_", "/")
+        step = row[0]
         key = (step, int(row[1]))
         if key not in launches:
             name = re.sub(r"^void ", "", row[5])
@@ -44,6 +46,11 @@ def main():
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow(["gpu", "step", "pass", "kernel", "dram_read_bytes", "dram_write_bytes", "time_ns",
                 "B", "H", "N", "d", "causal", "commit", "date"])
+    if args.keep:
+        measured = {step for step, _ in order}
+        with open(args.keep, newline="") as f:
+            rows = list(csv.reader(f))[1:]
+        w.writerows(r for r in rows if r[1] not in measured)
     in_bwd = {}
     for key in order:
         l = launches[key]

@@ -28,11 +28,10 @@
 
 #include "common/check.hpp"
 #include "common/cuda_utils.cuh"
-#include "common/device.hpp"
 #include "common/io_model.hpp"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/recorder/nvtx.hpp"
 
 namespace fs {
 
@@ -81,8 +80,6 @@ NaiveBwdWorkspace bwd_workspace(void* ws, const Shape& sh) {
 //   ds           D_i, read by every CTA whose stretch of dS holds part of row i: the CTA
 //                holding column 0 of the row
 //   softmax, rowdot and the rest of ds read each element in one CTA only: never cached.
-
-constexpr std::int64_t kF = sizeof(float);
 
 // The part of a tile of `tile` rows (or columns) starting at `start` that lies inside `n`.
 __device__ __forceinline__ int extent(int start, int tile, int n) { return min(tile, n - start); }
@@ -342,15 +339,15 @@ unsigned row_blocks(std::int64_t rows) {
 std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.score_elems() * sizeof(float); }
 std::size_t bwd_ws_bytes(const Shape& s) { return (s.score_elems() + s.rows()) * sizeof(float); }
 
-std::string unsupported(const Shape& s, const DeviceInfo&) {
+std::string unsupported(const Shape& s, const PassSettings&) {
   // The grids put B·H in z (at most 65535 blocks) and ⌈N/16⌉ in y (at most 65535).
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid z)";
   if ((s.N + kTile - 1) / kTile > 65535) return "N must be at most 1048560 (grid y)";
   return {};
 }
 
-IoCount io_forward(const Shape& s, bool, int) { return io_standard_forward(s); }
-IoCount io_backward(const Shape& s, bool, int) { return io_standard_backward(s); }
+IoCount io_forward(const Shape& s, const PassSettings&) { return io_standard_forward(s); }
+IoCount io_backward(const Shape& s, const PassSettings&) { return io_standard_backward(s); }
 
 }  // namespace
 

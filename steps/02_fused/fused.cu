@@ -30,9 +30,9 @@
 #include "common/cuda_utils.cuh"
 #include "common/device.hpp"
 #include "common/io_model.hpp"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/recorder/nvtx.hpp"
 #include "steps/01_naive/naive.hpp"
 
 namespace fs {
@@ -58,8 +58,6 @@ std::size_t scores_smem_bytes(int rows, int N, int d) { return std::size_t(rows)
 // (blockIdx.x == 0) records that read as HBM traffic and the others record it cached. The
 // other reads (Q, dO, O and P rows) and every store belong to one CTA only: never cached.
 // (The D loop re-reads the CTA's dO rows, from L1/L2; the IO model counts dO once.)
-
-constexpr std::int64_t kF = sizeof(float);
 
 // P[i][:] = softmax(τ q_i Kᵀ) and LSE_i for R query rows i0..i0+R-1 of head blockIdx.y.
 // grid (⌈N/R⌉, B·H), block 128, dynamic shared memory sQ (R, d) then sS (R, N).
@@ -192,12 +190,6 @@ template <int R>
 void launch_scores_softmax(const FwdParams& p, float* P) {
   const Shape& s = p.shape;
   const std::size_t smem = scores_smem_bytes(R, s.N, s.d);
-  if (smem > 48 * 1024) {  // above the default limit a kernel must opt in to more (traced or not)
-    FS_CUDA_CHECK(cudaFuncSetAttribute(scores_softmax_kernel<R, false>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    FS_CUDA_CHECK(cudaFuncSetAttribute(scores_softmax_kernel<R, true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of S: R whole rows
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   trace::launch(p.trace, "scores_softmax_kernel", scores_softmax_kernel<R, false>, scores_softmax_kernel<R, true>,
@@ -207,22 +199,24 @@ void launch_scores_softmax(const FwdParams& p, float* P) {
 std::size_t fwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // P
 std::size_t bwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // dS
 
-std::string unsupported(const Shape& s, const DeviceInfo& dev) {
+std::string unsupported(const Shape& s, const PassSettings&) {
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
-  if (rows_per_cta(s.N, s.d, dev.smem_per_block_optin) == 0)
+  const std::size_t smem = smem_budget_bytes();
+  if (rows_per_cta(s.N, s.d, smem) == 0)
     return "a row of S (N = " + std::to_string(s.N) + " floats, plus one row of Q) does not fit in the " +
-           std::to_string(dev.smem_per_block_optin / 1024) + " KiB of shared memory a CTA may use here: fusion "
-           "stops at N = " + std::to_string(fused_max_seq(s.d, dev.smem_per_block_optin)) +
+           std::to_string(smem / 1024) + " KiB of shared memory a CTA may use here: fusion "
+           "stops at N = " + std::to_string(fused_max_seq(s.d, smem)) +
            ". Step 03 tiles the row and has no such limit";
   return {};
 }
 
-IoCount io_forward(const Shape& s, bool, int) { return io_fused_forward(s); }
-IoCount io_backward(const Shape& s, bool, int) { return io_fused_backward(s); }
+IoCount io_forward(const Shape& s, const PassSettings&) { return io_fused_forward(s); }
+IoCount io_backward(const Shape& s, const PassSettings&) { return io_fused_backward(s); }
 
 }  // namespace
 
 int fused_max_seq(int d, std::size_t smem_bytes) { return static_cast<int>(smem_bytes / sizeof(float)) - d; }
+int fused_rows_per_cta(int N, int d, std::size_t smem_bytes) { return rows_per_cta(N, d, smem_bytes); }
 
 void fused_forward(const FwdParams& p) {
   const Shape& s = p.shape;
@@ -252,10 +246,6 @@ void fused_backward(const BwdParams& p) {
   constexpr int R = 8;
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   const std::size_t smem = (R * s.d + R) * sizeof(float);
-  if (smem > 48 * 1024) {
-    FS_CUDA_CHECK(cudaFuncSetAttribute(ds_fused_kernel<R, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    FS_CUDA_CHECK(cudaFuncSetAttribute(ds_fused_kernel<R, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of dS: R whole rows
   trace::launch(p.trace, "ds_fused_kernel", ds_fused_kernel<R, false>, ds_fused_kernel<R, true>, grid, kThreads,
                 smem, p.stream, p.dout, p.o, p.v, P, dS, s.N, s.d);

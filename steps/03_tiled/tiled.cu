@@ -1,9 +1,10 @@
 // Step 03 — tiling: Q, K and V move through shared memory in tiles, the N×N matrices never
 // reach HBM, and the extra memory is O(N) (the LSE).
 //
-// A CTA owns Br query rows (one row per thread, common/flash_tile.cuh) and streams the keys in
-// tiles of Bc through shared memory. The softmax needs each row's max before the first
-// exponential, so the keys are streamed twice:
+// A CTA owns Br query rows (each held by 1 to 8 adjacent threads, common/flash_tile.cuh) and
+// streams the keys in tiles of Bc through shared memory, in the order step 04 will (DenseWalk,
+// common/tile_policies.cuh; causal: the heaviest query tiles launch first). The softmax needs
+// each row's max before the first exponential, so the keys are streamed twice:
 //
 //   pass one   for each K_j:        S_ij = τ Q_i K_jᵀ,  m_i = max(m_i, rowmax(S_ij))
 //   pass two   for each K_j, V_j:   S_ij again,  P̃_ij = exp(S_ij − m_i),
@@ -29,11 +30,11 @@
 #include <cstdint>
 
 #include "common/check.hpp"
-#include "common/device.hpp"
 #include "common/flash_tile.cuh"
+#include "common/tile_policies.cuh"
 #include "common/io_model.hpp"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
 
 namespace fs {
 
@@ -44,8 +45,6 @@ namespace {
 template <int D>
 using TiledTile = DefaultRowTile<D>;
 
-constexpr std::int64_t kF = sizeof(float);
-
 template <int D, bool kCausal, bool kTrace>
 __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(const FwdParams p,
                                                                                trace::Slices slices) {
@@ -55,13 +54,14 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
-  const std::int64_t head = std::int64_t(blockIdx.y) * N * D;
+  const std::int64_t bh = blockIdx.y, head = bh * N * D;
   const float* gK = p.k + head;  // (N, D)
   const float* gV = p.v + head;  // (N, D)
-  const int row0 = blockIdx.x * T::kBR;
+  // Causal: the last query tiles have the most key tiles; launch them first.
+  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int row0 = tile * T::kBR;
   const int row = T::first_row(row0), part = T::part();
-  // For the trace: the head, the CTA's real rows, the real keys of the tile at j0.
-  const std::int64_t bh = blockIdx.y;
+  // For the trace: the CTA's real rows, the real keys of the tile at j0.
   const int rows = min(T::kBR, N - row0);
   auto keys = [&](int j0) { return min(BC, N - j0); };
 
@@ -69,39 +69,43 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
-  // Key tiles this CTA needs: all, or (causal) up to the one holding its last row.
+  // The key tiles this CTA visits. Causal: none past its last row.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const int n_tiles = kCausal ? last_row / BC + 1 : (N + BC - 1) / BC;
+  const DenseWalk<BC> walk = DenseWalk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal);
+  const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
-  auto needs_mask = [&](int j0) { return j0 + BC > N || (kCausal && j0 + BC - 1 > row0); };
 
   // Pass one: the row max m (log2 units), K tiles only, double-buffered.
   float m[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) m[r] = -INFINITY;
-  load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, 0, N);
-  cp_async_commit();
+  if (n_tiles > 0) {
+    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), N);
+    cp_async_commit();
+  }
   for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) {
-      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, (t + 1) * BC, N);
+    const int j0 = walk.start(t);
+    if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), N);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed, for every thread's reads below
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
-    float s[R][BC];
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+
+    float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
-    if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
+    if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
 #pragma unroll
     for (int r = 0; r < R; ++r) m[r] = fmaxf(m[r], row_max<BC>(s[r]));
-    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, t * BC, keys(t * BC), 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
-  if constexpr (kTrace && kCausal)  // the key tiles past the CTA's last row, never loaded
-    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
+  if constexpr (kTrace)  // the key tiles past the CTA's last row (causal), never loaded
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 
   // Pass two: ℓ and O with the final max, K and V tiles.
   // A row with every key masked has m = -inf; exp2(-inf - (-inf)) would be NaN. Subtracting 0
@@ -111,42 +115,47 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   for (int r = 0; r < R; ++r) m_safe[r] = m[r] == -INFINITY ? 0.f : m[r];
   float o[R][DC] = {};
   float l[R] = {};
-  load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, 0, N);
-  load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, 0, N);
-  cp_async_commit();
+  if (n_tiles > 0) {
+    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), N);
+    load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, walk.start(0), N);
+    cp_async_commit();
+  }
   for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) {
-      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, (t + 1) * BC, N);
-      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, (t + 1) * BC, N);
+    const int j0 = walk.start(t);
+    if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), N);
+      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, walk.start(t + 1), N);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();  // tile t has landed
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, t * BC, keys(t * BC), 0, D, keys(t * BC) * D * kF);
-    float s[R][BC];
+    __syncthreads();  // tile t has landed, for every thread's reads below
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+
+    float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
-    if (needs_mask(t * BC)) mask_scores<R, BC>(s, t * BC, N, row, kCausal);
-    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, t * BC, keys(t * BC), 0);
+    if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
+
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int j = 0; j < BC; ++j) {
-        s[r][j] = exp2f(s[r][j] - m_safe[r]);  // P̃_ij
+        s[r][j] = exp2f(s[r][j] - m_safe[r]);  // P̃_ij, relative to the final max
         l[r] += s[r][j];
       }
-    FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, row0, rows, t * BC, keys(t * BC), 0);
+    FS_TRACE_EVENT(tr, Kind::Softmax, Tensor::P, bh, row0, rows, j0, keys(j0), 0);
     accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
-    __syncthreads();  // stage t&1 free for tile t+2
+    __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
-  if constexpr (kTrace && kCausal)
-    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
+  if constexpr (kTrace)
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+    store_row<D, DC>(p.o + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
@@ -156,23 +165,18 @@ void launch(const FwdParams& p) {
   using T = TiledTile<D>;
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
-  auto kernel = p.causal ? tiled_forward_kernel<D, true, false> : tiled_forward_kernel<D, false, false>;
-  auto traced = p.causal ? tiled_forward_kernel<D, true, true> : tiled_forward_kernel<D, false, true>;
-  if (smem > 48 * 1024) {
-    FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    FS_CUDA_CHECK(cudaFuncSetAttribute(traced, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
-  trace::launch(p.trace, "tiled_forward_kernel", kernel, traced, grid, T::kThreads, smem, p.stream, p);
+  if (p.causal)
+    trace::launch(p.trace, "tiled_forward_kernel", tiled_forward_kernel<D, true, false>,
+                  tiled_forward_kernel<D, true, true>, grid, T::kThreads, smem, p.stream, p);
+  else
+    trace::launch(p.trace, "tiled_forward_kernel", tiled_forward_kernel<D, false, false>,
+                  tiled_forward_kernel<D, false, true>, grid, T::kThreads, smem, p.stream, p);
 }
 
-std::size_t no_workspace(const Shape&) { return 0; }
-
-std::string unsupported(const Shape& s, const DeviceInfo&) { return tiled_unsupported(s); }
-
-IoCount io_forward(const Shape& s, bool causal, int) {
+IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const TileSizes t = tiled_tile_sizes(s.d);
-  return io_tiled_forward(s, causal, t.Br, t.Bc);
+  return io_tiled_forward(s, settings.causal, t.Br, t.Bc);
 }
 
 }  // namespace
@@ -193,9 +197,7 @@ StepInfo step03_info() {
   s.title = "tiling: K streamed twice (row max, then O), no N×N matrix in HBM";
   s.variants = {"two_pass"};
   s.forward = tiled_forward;
-  s.fwd_workspace_bytes = no_workspace;
-  s.bwd_workspace_bytes = no_workspace;
-  s.unsupported = unsupported;
+  s.unsupported = tiled_unsupported;
   s.io_forward = io_forward;
   return s;
 }

@@ -5,7 +5,7 @@
 //   ℓ_new = e^{m − m_new} ℓ + e^{m̃ − m_new} ℓ̃     ℓ̃ = rowsum(exp(S_ij − m̃))
 //   O    ← (ℓ e^{m − m_new} O + e^{m̃ − m_new} P̃_ij V_j) / ℓ_new
 //
-// Two kernels, the same math in two loop orders (ALGORITHMS.md):
+// Two kernels, the same math in two loop orders (docs/notation.md):
 //
 //   alg1  Algorithm 1 as the paper writes it. Outer loop over K_j, V_j (line 5), inner loop
 //         over Q_i (line 7). O, ℓ, m live in HBM and are read and written for every (i, j)
@@ -43,9 +43,9 @@
 #include "common/device.hpp"
 #include "common/flash_tile.cuh"
 #include "common/io_model.hpp"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/recorder/nvtx.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 
 namespace fs {
@@ -58,8 +58,6 @@ namespace {
 
 constexpr int kAlg1Threads = 256;
 constexpr int kAlg1Warps = kAlg1Threads / kWarpSize;
-
-constexpr std::int64_t kF = sizeof(float);
 
 // Shared memory of the alg1 kernel, in floats, for tiles Br × Bc and head dimension d. K is
 // stored with rows padded to d + 1 floats: threads of a warp read the same column of
@@ -187,7 +185,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::L, bh, i0, rows, 0, 1, rows * kF);  // read at lines 10-11
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::M, bh, i0, rows, 0, 1, rows * kF);
 
-      // line 9: S_ij = τ Q_i K_jᵀ, masked (keys past N, and causal j > i, get -inf)
+      // line 9: S_ij = Q_i K_jᵀ, times τ (Algorithm 2, line 10), masked (keys past N, and causal
+      // j > i, get -inf)
       for (int e = threadIdx.x; e < Br * Bc; e += kAlg1Threads) {
         const int r = e / Bc, c = e % Bc;
         float acc = 0.f;
@@ -284,12 +283,6 @@ void launch_alg1(const FwdParams& p) {
   }
   trace::launch(p.trace, "alg1_init_kernel", alg1_init_kernel<false>, alg1_init_kernel<true>, 1024, 256, 0,
                 p.stream, p.o, gl, gm, s.rows(), D, s.N);
-  if (t.smem_bytes > 48 * 1024) {
-    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(t.smem_bytes)));
-    FS_CUDA_CHECK(cudaFuncSetAttribute(alg1_forward_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(t.smem_bytes)));
-  }
   trace::launch(p.trace, "alg1_forward_kernel", alg1_forward_kernel<D, false>, alg1_forward_kernel<D, true>,
                 static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
   trace::launch(p.trace, "alg1_lse_kernel", alg1_lse_kernel<false>, alg1_lse_kernel<true>, 256, 256, 0, p.stream,
@@ -301,26 +294,25 @@ void launch(const FwdParams& p) {
   if (p.variant == kAlgorithm1)
     launch_alg1<D>(p);
   else
-    launch_flash2<D, Flash2Tile<D>, false, false>(p);
+    launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
 }
 
 std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.rows() * sizeof(float); }  // alg1's m, ℓ
-std::size_t no_workspace(const Shape&) { return 0; }
 
-std::string unsupported(const Shape& s, const DeviceInfo& dev) {
+std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (std::string why = tiled_unsupported(s); !why.empty()) return why;
-  if (alg1_tiles(s.d, dev.smem_per_block_optin).Br < 1)
+  if (settings.variant == kAlgorithm1 && alg1_tiles(s.d, smem_budget_bytes()).Br < 1)
     return "the GPU's shared memory is too small for Algorithm 1's tiles";
   return {};
 }
 
-IoCount io_forward(const Shape& s, bool causal, int variant) {
-  if (variant == kAlgorithm1) {
+IoCount io_forward(const Shape& s, const PassSettings& settings) {
+  if (settings.variant == kAlgorithm1) {
     const Alg1Tiles t = alg1_tiles(s.d, smem_budget_bytes());
-    return io_flash1_forward(s, causal, t.Br, t.Bc);
+    return io_flash1_forward(s, settings.causal, t.Br, t.Bc);
   }
   const Flash2Tiles t = flash2_tiles(s.d);
-  return io_flash2_forward(s, causal, t.Br, t.Bc);
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc);
 }
 
 }  // namespace
@@ -338,7 +330,10 @@ Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes) {
 
 Flash2Tiles flash2_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return Flash2Tiles{Flash2Tile<D>::kBR, Flash2Tile<D>::kBC}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = Flash2Tile<D>;
+    return Flash2Tiles{T::kBR, T::kBC, T::kRows, T::kSplit};
+  });
 }
 
 void flash_forward(const FwdParams& p) {
@@ -353,7 +348,6 @@ StepInfo step04_info() {
   s.variants = {"alg1", "fa2"};
   s.forward = flash_forward;
   s.fwd_workspace_bytes = fwd_ws_bytes;
-  s.bwd_workspace_bytes = no_workspace;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
   return s;

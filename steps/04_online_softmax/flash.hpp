@@ -22,9 +22,11 @@ struct Alg1Tiles {
 };
 Alg1Tiles alg1_tiles(int d, std::size_t smem_budget_bytes);
 
-// FlashAttention-2 kernel's tile: Br query rows per CTA, Bc keys per K/V tile.
+// FlashAttention-2 kernel's tile: Br query rows per CTA, Bc keys per K/V tile; each thread
+// holds rows_per_thread rows, split over threads_per_row adjacent threads.
 struct Flash2Tiles {
   int Br = 0, Bc = 0;
+  int rows_per_thread = 0, threads_per_row = 0;
 };
 Flash2Tiles flash2_tiles(int d);
 

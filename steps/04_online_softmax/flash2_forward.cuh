@@ -1,13 +1,11 @@
-// The FlashAttention-2-order forward kernel (step 04's fa2), as a template that the later
-// steps instantiate with their additions switched on:
+// The FlashAttention-2-order forward kernel (step 04's fa2). Later steps instantiate the same
+// kernel with their own policy objects (common/tile_policies.cuh), one line each at their use:
 //
-//   kDropout  step 05: P̃ ∘ Z before P̃V, Z regenerated from Philox (ALGORITHMS.md, Algorithm 2);
-//             ℓ and LSE stay the softmax's, before dropout.
-//   kSparse   step 06: the CTA walks the nonzero key blocks of its query block row
-//             (FwdParams::sparse) instead of every key tile (Algorithm 5).
+//   Walk         the key tiles a CTA visits: DenseWalk here; step 06 BlockListWalk, the
+//                nonzero blocks of its query block row (Algorithm 5)
+//   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (docs/notation.md, Algorithm 2)
 //
-// Step 04 compiles it with both off, which is the kernel its lesson describes; `if constexpr`
-// removes what is off, so step 04's machine code does not change.
+// With the plain policies the kernel is exactly step 04's: they compile to nothing.
 #pragma once
 
 #include <cmath>
@@ -15,8 +13,9 @@
 
 #include "common/check.hpp"
 #include "common/flash_tile.cuh"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
+#include "common/tile_policies.cuh"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
 
 namespace fs {
 
@@ -24,24 +23,22 @@ namespace fs {
 template <int D>
 using Flash2Tile = DefaultRowTile<D>;
 
-template <int D, typename T, bool kCausal, bool kDropout, bool kSparse, bool kTrace>
+template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
-  constexpr std::int64_t kF = sizeof(float);
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
-  const std::int64_t head = std::int64_t(blockIdx.y) * N * D;
+  const std::int64_t bh = blockIdx.y, head = bh * N * D;
   const float* gK = p.k + head;  // (N, D)
   const float* gV = p.v + head;  // (N, D)
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
   const int row = T::first_row(row0), part = T::part();
-  // For the trace: the head, the CTA's real rows, the real keys of the tile at j0. The
-  // sampled row is thread 0's first row, row0 (its r = 0, part 0).
-  const std::int64_t bh = blockIdx.y;
+  // For the trace: the CTA's real rows, the real keys of the tile at j0. The sampled row is
+  // thread 0's first row, row0.
   const int rows = min(T::kBR, N - row0);
   auto keys = [&](int j0) { return min(BC, N - j0); };
 
@@ -51,20 +48,11 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
 
   // The key tiles this CTA visits. Causal: none past its last row.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  TileWalk<BC> walk;
-  if constexpr (kSparse)
-    walk = TileWalk<BC>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c, N);
-  else
-    walk = TileWalk<BC>::dense(0, kCausal ? last_row + 1 : N);
+  const Walk<BC> walk = Walk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
-  [[maybe_unused]] unsigned drop_threshold = 0;
-  [[maybe_unused]] float drop_scale = 1.f;
-  if constexpr (kDropout) {
-    drop_threshold = dropout_threshold(p.dropout.p);
-    drop_scale = 1.f / (1.f - p.dropout.p);
-  }
+  const TileDropout dropout(p.dropout, bh);  // step 05; NoDropout here
 
   float o[R][DC] = {};
   float m[R], l[R];  // each row's running max (log2 units) and normaliser
@@ -114,13 +102,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
       }
       m[r] = m_new;
     }
-    if constexpr (kDropout) {  // Algorithm 2, line 14: P̃ ← dropout(P̃), after ℓ took it whole
-      const unsigned keep = dropout_keep_bits<false, R, BC>(p.dropout, drop_threshold, bh, row, j0);
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < BC; ++j) s[r][j] = (keep >> (r * BC + j)) & 1u ? s[r][j] * drop_scale : 0.f;
-    }
+    dropout.template keep<false, R, BC>(row, j0).apply(s);  // step 05: P̃ ∘ Z, after ℓ took P̃ whole
     // The sampled row's m (natural log: m is kept in log2 units) and ℓ after this tile.
     FS_TRACE_STATS(tr, Kind::Softmax, Tensor::P, bh, row0, rows, j0, keys(j0), m[0] * kLn2, l[0], row);
     FS_TRACE_STATS(tr, Kind::Rescale, Tensor::O, bh, row0, rows, 0, D, m[0] * kLn2, l[0], row);
@@ -128,38 +110,27 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
-  if constexpr (kTrace && kSparse) {  // the key blocks of this block row the mask leaves out
-    const BlockSparse& sp = p.sparse;
-    const int end = kCausal ? last_row / sp.block_c + 1 : sp.Tc;
-    for_each_gap(sp.row_ptr, sp.col_idx, row0 / sp.block_r, end, [&](int b, int n) {
-      const int c0 = b * sp.block_c, c1 = min(N, (b + n) * sp.block_c);
-      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, c0, c1 - c0, 0);
-    });
-  } else if constexpr (kTrace && kCausal) {  // the key tiles past the CTA's last row, never loaded
-    if (n_tiles * BC < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BC, N - n_tiles * BC, 0);
-  }
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or masked out
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    store_row<D, DC>(p.o + head, p.lse + std::int64_t(blockIdx.y) * N, row + r, N, part, o[r], m[r], l[r]);
+    store_row<D, DC>(p.o + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
 // Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory.
-template <int D, typename T, bool kDropout, bool kSparse>
+template <int D, typename T, template <int> class Walk, class TileDropout>
 void launch_flash2(const FwdParams& p) {
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
-  auto kernel = p.causal ? flash2_forward_kernel<D, T, true, kDropout, kSparse, false>
-                         : flash2_forward_kernel<D, T, false, kDropout, kSparse, false>;
-  auto traced = p.causal ? flash2_forward_kernel<D, T, true, kDropout, kSparse, true>
-                         : flash2_forward_kernel<D, T, false, kDropout, kSparse, true>;
-  if (smem > 48 * 1024) {
-    FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    FS_CUDA_CHECK(cudaFuncSetAttribute(traced, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
-  trace::launch(p.trace, "flash2_forward_kernel", kernel, traced, grid, T::kThreads, smem, p.stream, p);
+  if (p.causal)
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, false>,
+                  flash2_forward_kernel<D, T, true, Walk, TileDropout, true>, grid, T::kThreads, smem, p.stream, p);
+  else
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, false>,
+                  flash2_forward_kernel<D, T, false, Walk, TileDropout, true>, grid, T::kThreads, smem, p.stream, p);
 }
 
 }  // namespace fs

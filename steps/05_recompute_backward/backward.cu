@@ -1,10 +1,10 @@
-// Step 05 — the recomputation backward (ALGORITHMS.md, Algorithm 4), with dropout.
+// Step 05 — the recomputation backward (docs/notation.md, Algorithm 4), with dropout.
 //
 // The forward is step 04's fa2 kernel (steps/04_online_softmax/flash2_forward.cuh); with
-// dropout on, the same kernel compiled with kDropout multiplies P̃ by the Philox mask Z before
-// P̃V. It leaves O and LSE: all the backward needs besides Q, K, V and dO.
+// dropout on, the same kernel instantiated with PhiloxDropout (dropout.cuh) multiplies P̃ by the
+// mask Z before P̃V. It leaves O and LSE: all the backward needs besides Q, K, V and dO.
 //
-// The backward's kernels are in backward.cuh (step 06 compiles them again, block-sparse):
+// The backward's kernels are in backward.cuh (step 06 instantiates them again, with its walk):
 //   atomic         preprocess (D = rowsum(dO ∘ O), dQ = 0), then one kernel over K/V tiles
 //                  that adds dQ_i += τ dS_ij K_j with atomics: 5 matmuls of N²d per head, but
 //                  the order the adds land in changes run to run, and so do dQ's last bits.
@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <functional>
 
-#include "common/device.hpp"
 #include "common/io_model.hpp"
 #include "common/flash_tile.cuh"
 #include "steps/04_online_softmax/flash.hpp"
@@ -27,25 +26,25 @@ namespace fs {
 
 namespace {
 
-std::size_t no_workspace(const Shape&) { return 0; }
 std::size_t bwd_ws_bytes(const Shape& s) { return s.rows() * sizeof(float); }  // D
 
-std::string unsupported(const Shape& s, const DeviceInfo&) { return tiled_unsupported(s); }
-
-IoCount io_forward(const Shape& s, bool causal, int) {
+IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const Flash2Tiles t = flash2_tiles(s.d);
-  return io_flash2_forward(s, causal, t.Br, t.Bc);
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc);
 }
 
-IoCount io_backward(const Shape& s, bool causal, int variant) {
-  return io_recompute_backward(s, causal, variant == kAtomicDQ);
+IoCount io_backward(const Shape& s, const PassSettings& settings) {
+  return io_recompute_backward(s, settings.causal, settings.variant == kAtomicDQ);
 }
 
 }  // namespace
 
 BwdTiles backward_tiles(int d) {
   if (!is_compiled_head_dim(d)) return {};
-  return dispatch_head_dim(d, [](auto D) { return BwdTiles{BwdTile<D>::kBR, kBwdStage}; });
+  return dispatch_head_dim(d, [](auto D) {
+    using T = BwdTile<D>;
+    return BwdTiles{T::kBR, kBwdStage, T::kRows, T::kSplit};
+  });
 }
 
 IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq) {
@@ -100,10 +99,13 @@ void recompute_forward(const FwdParams& p) {
     flash_forward(q);
     return;
   }
-  dispatch_head_dim(p.shape.d, [&](auto D) { launch_flash2<D, Flash2Tile<D>, true, false>(p); });
+  dispatch_head_dim(p.shape.d, [&](auto D) { launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p); });
 }
 
-void recompute_backward(const BwdParams& p) { run_backward<false>(p, "recompute_backward"); }
+void recompute_backward(const BwdParams& p) {
+  if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
+  run_backward<DenseWalk>(p);
+}
 
 StepInfo step05_info() {
   StepInfo s;
@@ -112,9 +114,8 @@ StepInfo step05_info() {
   s.variants = {"atomic", "deterministic"};
   s.forward = recompute_forward;
   s.backward = recompute_backward;
-  s.fwd_workspace_bytes = no_workspace;
   s.bwd_workspace_bytes = bwd_ws_bytes;
-  s.unsupported = unsupported;
+  s.unsupported = tiled_unsupported;
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.dropout = true;

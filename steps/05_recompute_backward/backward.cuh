@@ -1,6 +1,7 @@
-// The recomputation backward's kernels (ALGORITHMS.md, Algorithm 4, in FlashAttention-2's
-// parallel form), as templates: step 05 compiles them dense, step 06 with kSparse (each CTA
-// walks only the nonzero blocks of its block column or row, BwdParams::sparse).
+// The recomputation backward's kernels (docs/notation.md, Algorithm 4, in FlashAttention-2's
+// parallel form), as templates on the policies of common/tile_policies.cuh: the tile walk
+// (step 05: DenseWalk; step 06: BlockListWalk, the nonzero blocks of the CTA's block column or
+// row) and the dropout (NoDropout, or PhiloxDropout from dropout.cuh).
 //
 //   bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i) (line 19), once per row, to HBM (B·H·N
 //                          floats: the backward's only extra memory). Zeroes dQ for the
@@ -32,9 +33,11 @@
 
 #include "common/check.hpp"
 #include "common/flash_tile.cuh"
-#include "common/trace/device.cuh"
-#include "common/trace/launch.cuh"
+#include "common/tile_policies.cuh"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
 #include "steps/05_recompute_backward/backward.hpp"
+#include "steps/05_recompute_backward/dropout.cuh"
 
 namespace fs {
 
@@ -56,7 +59,6 @@ __device__ __forceinline__ float lse_log2(const float* lse, int i, int N) {
 template <bool kZeroDQ, bool kTrace>
 __global__ void __launch_bounds__(kPreprocessRows * kWarpSize)
     bwd_preprocess_kernel(const BwdParams p, float* __restrict__ delta, trace::Slices slices) {
-  constexpr std::int64_t kF = sizeof(float);
   trace::CtaTracer<kTrace> tr(slices);
   const int d = p.shape.d, N = p.shape.N;
   const std::int64_t rows = std::int64_t(p.shape.B) * p.shape.H * N;
@@ -122,11 +124,10 @@ __device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_
   }
 }
 
-template <int D, typename T, bool kDropout, bool kSparse, bool kAtomicDQ, bool kTrace>
+template <int D, typename T, template <int> class Walk, class TileDropout, bool kAtomicDQ, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
-  constexpr std::int64_t kF = sizeof(float);
   using L = DkdvSmem<D, T, kAtomicDQ>;
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];
@@ -145,18 +146,9 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
 
   // The query tiles this CTA visits. Causal: none before its first key.
-  TileWalk<kBwdStage> walk;
-  if constexpr (kSparse)
-    walk = TileWalk<kBwdStage>::sparse(p.sparse.col_ptr, p.sparse.row_idx, key0 / p.sparse.block_c, p.sparse.block_r, N);
-  else
-    walk = TileWalk<kBwdStage>::dense(p.causal ? key0 / kBwdStage * kBwdStage : 0, N);
+  const Walk<kBwdStage> walk = Walk<kBwdStage>::queries_of(p.sparse, N, key0, p.causal);
   const int n_tiles = walk.size();
-  [[maybe_unused]] unsigned drop_threshold = 0;
-  [[maybe_unused]] float drop_scale = 1.f;
-  if constexpr (kDropout) {
-    drop_threshold = dropout_threshold(p.dropout.p);
-    drop_scale = 1.f / (1.f - p.dropout.p);
-  }
+  const TileDropout dropout(p.dropout, bh);  // NoDropout, or PhiloxDropout (dropout.cuh)
 
   float dk[R][DC] = {}, dv[R][DC] = {};
   if (n_tiles == 0) {  // nothing to add up (a block column the mask leaves empty): dK_j = dV_j = 0
@@ -196,17 +188,13 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
         for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - sl[c]);  // P_ij = exp(S_ij − LSE_i)
       mask_probs<true, R, BC>(pr, key, i0, N, p.causal);  // unconditional: a branch here costs registers
-      [[maybe_unused]] unsigned keep = ~0u;
-      if constexpr (kDropout) keep = dropout_keep_bits<true, R, BC>(p.dropout, drop_threshold, bh, key, i0);
-      // dS_ij = P_ij (dP_ij Z_ij − D_i) into dp, then P_ij Z_ij into pr
+      const auto keep = dropout.template keep<true, R, BC>(key, i0);
+      keep.apply(dp);  // dP_ij = (dO_i V_jᵀ) ∘ Z_ij
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < BC; ++c) {
-          const float z = kDropout ? ((keep >> (r * BC + c)) & 1u ? drop_scale : 0.f) : 1.f;
-          dp[r][c] = pr[r][c] * (dp[r][c] * z - sd[c]);
-          pr[r][c] *= z;
-        }
+        for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - sd[c]);  // dS_ij = P_ij ∘ (dP_ij − D_i)
+      keep.apply(pr);  // P_ij ∘ Z_ij, for dV
       accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += (P ∘ Z)ᵀ dO_i
       accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
       if constexpr (kAtomicDQ) {
@@ -247,20 +235,15 @@ __global__ void __launch_bounds__(T::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 9 and 21)
+    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, i_stage, n_q, 0, D, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
     }
     __syncthreads();  // everyone is done with stage s before it is refilled
   }
-  if constexpr (kTrace && kSparse) {  // the query blocks of this block column the mask leaves out
-    const BlockSparse& sp = p.sparse;
-    for_each_gap(sp.col_ptr, sp.row_idx, key0 / sp.block_c, sp.Tr, [&](int b, int n) {
-      const int r0 = b * sp.block_r, r1 = min(N, (b + n) * sp.block_r);
-      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, r0, r1 - r0, key0, n_keys, 0);
-    });
-  }
+  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or masked out
+    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
   // dK_j, dV_j → HBM (line 24)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -277,11 +260,10 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
 }
 
-template <int D, typename T, bool kDropout, bool kSparse, bool kTrace>
+template <int D, typename T, template <int> class Walk, class TileDropout, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
-  constexpr std::int64_t kF = sizeof(float);
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
 
@@ -305,21 +287,13 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
 
+  // The key tiles this CTA visits. Causal: none past its last row.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  TileWalk<kBwdStage> walk;
-  if constexpr (kSparse)
-    walk = TileWalk<kBwdStage>::sparse(p.sparse.row_ptr, p.sparse.col_idx, row0 / p.sparse.block_r, p.sparse.block_c, N);
-  else
-    walk = TileWalk<kBwdStage>::dense(0, p.causal ? last_row + 1 : N);
+  const Walk<kBwdStage> walk = Walk<kBwdStage>::keys_of(p.sparse, N, row0, last_row, p.causal);
   const int n_tiles = walk.size();
   auto k_stage = [&](int s) { return smem + 2 * s * kBwdStage * D; };
   auto v_stage = [&](int s) { return smem + (2 * s + 1) * kBwdStage * D; };
-  [[maybe_unused]] unsigned drop_threshold = 0;
-  [[maybe_unused]] float drop_scale = 1.f;
-  if constexpr (kDropout) {
-    drop_threshold = dropout_threshold(p.dropout.p);
-    drop_scale = 1.f / (1.f - p.dropout.p);
-  }
+  const TileDropout dropout(p.dropout, bh);
 
   float dq[R][DC] = {};
   if (n_tiles > 0) {
@@ -353,13 +327,7 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
         for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - lse2[r]);
       mask_probs<false, R, BC>(pr, row, j0, N, p.causal);
-      if constexpr (kDropout) {
-        const unsigned keep = dropout_keep_bits<false, R, BC>(p.dropout, drop_threshold, bh, row, j0);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int c = 0; c < BC; ++c) dp[r][c] *= (keep >> (r * BC + c)) & 1u ? drop_scale : 0.f;
-      }
+      dropout.template keep<false, R, BC>(row, j0).apply(dp);  // dP_ij = (dO_i V_jᵀ) ∘ Z_ij
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -372,14 +340,8 @@ __global__ void __launch_bounds__(T::kThreads)
     FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
     __syncthreads();
   }
-  if constexpr (kTrace && kSparse) {  // the key blocks of this block row the mask leaves out
-    const BlockSparse& sp = p.sparse;
-    const int end = p.causal ? last_row / sp.block_c + 1 : sp.Tc;
-    for_each_gap(sp.row_ptr, sp.col_idx, row0 / sp.block_r, end, [&](int b, int n) {
-      const int c0 = b * sp.block_c, c1 = min(N, (b + n) * sp.block_c);
-      FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, c0, c1 - c0, 0);
-    });
-  }
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or masked out
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (row + r >= N) continue;
@@ -393,7 +355,7 @@ __global__ void __launch_bounds__(T::kThreads)
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
 // `delta`: B·H·N floats of workspace.
-template <int D, bool kDropout, bool kSparse>
+template <int D, template <int> class Walk, class TileDropout>
 void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
   using T = BwdTile<D>;
   const Shape& s = p.shape;
@@ -407,47 +369,31 @@ void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
                   bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
 
   const dim3 grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
-  auto set_smem = [](auto kernel, std::size_t bytes) {
-    if (bytes > 48 * 1024)
-      FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  };
   if (atomic_dq) {
-    const std::size_t smem = DkdvSmem<D, T, true>::floats() * sizeof(float);
-    auto plain = bwd_dkdv_kernel<D, T, kDropout, kSparse, true, false>;
-    auto traced = bwd_dkdv_kernel<D, T, kDropout, kSparse, true, true>;
-    set_smem(plain, smem);
-    set_smem(traced, smem);
-    trace::launch(p.trace, "bwd_dkdv_kernel", plain, traced, grid, T::kThreads, smem, p.stream, p, delta);
+    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, true, false>,
+                  bwd_dkdv_kernel<D, T, Walk, TileDropout, true, true>, grid, T::kThreads,
+                  DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
     return;
   }
-  const std::size_t smem = DkdvSmem<D, T, false>::floats() * sizeof(float);
-  auto plain = bwd_dkdv_kernel<D, T, kDropout, kSparse, false, false>;
-  auto traced = bwd_dkdv_kernel<D, T, kDropout, kSparse, false, true>;
-  set_smem(plain, smem);
-  set_smem(traced, smem);
-  trace::launch(p.trace, "bwd_dkdv_kernel", plain, traced, grid, T::kThreads, smem, p.stream, p, delta);
-
-  const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);
-  auto dq_plain = bwd_dq_kernel<D, T, kDropout, kSparse, false>;
-  auto dq_traced = bwd_dq_kernel<D, T, kDropout, kSparse, true>;
-  set_smem(dq_plain, dq_smem);
-  set_smem(dq_traced, dq_smem);
-  trace::launch(p.trace, "bwd_dq_kernel", dq_plain, dq_traced, grid, T::kThreads, dq_smem, p.stream, p, delta);
+  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, false, false>,
+                bwd_dkdv_kernel<D, T, Walk, TileDropout, false, true>, grid, T::kThreads,
+                DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
+  const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
+  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, false>,
+                bwd_dq_kernel<D, T, Walk, TileDropout, true>, grid, T::kThreads, dq_smem, p.stream, p, delta);
 }
 
-// The backward of p, dense (step 05) or over p.sparse's lists (step 06): any compiled d,
-// dropout on or off, dQ atomic or deterministic (p.variant, Step05Variant).
-template <bool kSparse>
-void run_backward(const BwdParams& p, const char* who) {
-  if (!is_compiled_head_dim(p.shape.d) || (kSparse && !p.sparse.on()))
-    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": unsupported d" + (kSparse ? ", or no block mask" : ""));
+// The backward of p over the tiles Walk visits (step 05: DenseWalk; step 06: BlockListWalk): any
+// compiled d, dropout on or off, dQ atomic or deterministic (p.variant, Step05Variant).
+template <template <int> class Walk>
+void run_backward(const BwdParams& p) {
   float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
   const bool atomic = p.variant == kAtomicDQ;
   dispatch_head_dim(p.shape.d, [&](auto D) {
     if (p.dropout.on())
-      launch_backward<D, true, kSparse>(p, atomic, delta);
+      launch_backward<D, Walk, PhiloxDropout>(p, atomic, delta);
     else
-      launch_backward<D, false, kSparse>(p, atomic, delta);
+      launch_backward<D, Walk, NoDropout>(p, atomic, delta);
   });
 }
 

@@ -1,5 +1,5 @@
 // Step 05: the recomputation backward — dQ, dK, dV from Q, K, V, O, dO and the forward's LSE
-// alone, the N×N matrices recomputed tile by tile on chip (ALGORITHMS.md, Algorithm 4), and
+// alone, the N×N matrices recomputed tile by tile on chip (docs/notation.md, Algorithm 4), and
 // dropout in both passes from a counter-based generator (Algorithms 2 and 4).
 #pragma once
 
@@ -17,8 +17,10 @@ void recompute_backward(const BwdParams& p);  // p.variant: atomic or determinis
 
 // The tiles of the backward: each dK/dV CTA owns `keys` keys and streams queries `stage` at a
 // time; each deterministic-dQ CTA owns `keys` query rows and streams keys `stage` at a time.
+// Each thread holds rows_per_thread of the CTA's keys (rows), split over threads_per_row threads.
 struct BwdTiles {
   int keys = 0, stage = 0;
+  int rows_per_thread = 0, threads_per_row = 0;
 };
 BwdTiles backward_tiles(int d);
 

@@ -1,5 +1,5 @@
 // Step 06: block-sparse FlashAttention — the forward and the recomputation backward of steps
-// 04–05, visiting only the (query block, key block) tiles a block mask keeps (ALGORITHMS.md,
+// 04–05, visiting only the (query block, key block) tiles a block mask keeps (docs/notation.md,
 // Algorithm 5, Proposition 4).
 #pragma once
 
@@ -11,7 +11,8 @@ namespace fs {
 void block_sparse_forward(const FwdParams& p);   // p.sparse: the mask's lists (required)
 void block_sparse_backward(const BwdParams& p);  // p.variant: atomic or deterministic dQ, as step 05
 
-// Empty when the kernels can run `m` on shape `s`: its blocks must be whole multiples of every
+// Empty when the kernels can run `m` on shape `s` (the step's support check says it for the
+// mask of a run): its blocks must be whole multiples of every
 // kernel's tile (forward: Br query rows per CTA, Bc keys per tile; backward: the dK/dV CTA's
 // keys, the dQ CTA's rows, and the 32-row stages), and its grid must cover N.
 std::string mask_unsupported(const Shape& s, const BlockMask& m);

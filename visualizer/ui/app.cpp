@@ -84,6 +84,11 @@ bool begin_panel(Panel p, ImGuiWindowFlags extra) {
 
 void end_panel() { ImGui::End(); }
 
+void end_empty_panel(const char* hint) {
+  ImGui::TextDisabled("No trace open.%s%s", hint ? " " : "", hint ? hint : "");
+  end_panel();
+}
+
 App::App() {
   synthetic_.B = 1;
   synthetic_.H = 8;

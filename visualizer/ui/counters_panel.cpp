@@ -38,11 +38,7 @@ void ensure_curve(CountersCurve& c, const Replay& r, Order o) {
 void counters_panel(UiState& s) {
   if (!begin_panel(kPanelCounters)) return;
   Document* doc = s.doc.get();
-  if (!doc) {
-    ImGui::TextDisabled("No trace open.");
-    end_panel();
-    return;
-  }
+  if (!doc) return end_empty_panel();
   const Replay& r = *doc->replay;
   const auto& meta = r.meta();
   const Cursor c = doc->cursor();

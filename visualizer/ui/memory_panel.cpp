@@ -100,11 +100,7 @@ void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double sca
 void memory_panel(UiState& s) {
   if (!begin_panel(kPanelMemory)) return;
   Document* doc = s.doc.get();
-  if (!doc) {
-    ImGui::TextDisabled("No trace open. Pick one in the trace browser (View → Trace browser).");
-    end_panel();
-    return;
-  }
+  if (!doc) return end_empty_panel("Pick one in the trace browser (View → Trace browser).");
   const auto& r = *doc->replay;
   const auto& meta = r.meta();
   const auto& f = theme::fonts();

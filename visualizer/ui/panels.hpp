@@ -12,6 +12,9 @@ namespace fs::viz {
 // (then the panel must not call End either).
 bool begin_panel(Panel p, ImGuiWindowFlags extra = 0);
 void end_panel();
+// A panel with nothing to draw (no trace open): says so, with `hint` when given, and ends the
+// panel. For the early return: `if (!doc) return end_empty_panel();`
+void end_empty_panel(const char* hint = nullptr);
 
 void memory_panel(UiState& s);          // memory_panel.cpp: HBM tensors and the CTA's SRAM
 void score_matrix_panel(UiState& s);    // score_matrix_panel.cpp: the ghost N×N S

@@ -17,11 +17,7 @@ void score_matrix_panel(UiState& s) {
   if (!begin_panel(kPanelScores)) return;
   Document* doc = s.doc.get();
   const TensorGrid* g = doc ? doc->coverage->grid(tr::Tensor::S) : nullptr;
-  if (!doc || !g) {
-    ImGui::TextDisabled("No trace open.");
-    end_panel();
-    return;
-  }
+  if (!doc || !g) return end_empty_panel();
   const auto& r = *doc->replay;
   const auto& f = theme::fonts();
   ImDrawList* dl = ImGui::GetWindowDrawList();

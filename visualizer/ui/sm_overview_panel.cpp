@@ -30,11 +30,7 @@ struct SmNow {
 void sm_overview_panel(UiState& s) {
   if (!begin_panel(kPanelSms)) return;
   Document* doc = s.doc.get();
-  if (!doc || doc->replay->sm_groups().empty()) {
-    ImGui::TextDisabled("No trace open.");
-    end_panel();
-    return;
-  }
+  if (!doc || doc->replay->sm_groups().empty()) return end_empty_panel();
   const auto& r = *doc->replay;
   const auto& f = theme::fonts();
   const Cursor c = doc->cursor();

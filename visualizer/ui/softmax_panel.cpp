@@ -39,11 +39,7 @@ void frame(ImDrawList* dl, const Rect& box, const char* title, ImU32 color) {
 void softmax_panel(UiState& s) {
   if (!begin_panel(kPanelSoftmax)) return;
   Document* doc = s.doc.get();
-  if (!doc) {
-    ImGui::TextDisabled("No trace open.");
-    end_panel();
-    return;
-  }
+  if (!doc) return end_empty_panel();
   const Replay& r = *doc->replay;
   if (!r.has_running_stats()) {
     ImGui::TextWrapped("This step keeps no running statistics.");

@@ -158,11 +158,7 @@ void event_tooltip(const Replay& r, int e_idx) {
 void timeline_panel(UiState& s) {
   if (!begin_panel(kPanelTimeline, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse)) return;
   Document* doc = s.doc.get();
-  if (!doc) {
-    ImGui::TextDisabled("No trace open.");
-    end_panel();
-    return;
-  }
+  if (!doc) return end_empty_panel();
   transport_bar(s);
   const Replay& r = *doc->replay;
   const Order order = doc->playback.order();

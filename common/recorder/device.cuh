@@ -11,7 +11,7 @@
 //     ...load K...
 //     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, rows, 0, d, rows * d * 4);
 //   }
-//   // launcher (common/trace/launch.cuh): the plain kernel when p.trace is null
+//   // launcher (common/recorder/launch.cuh): the plain kernel when p.trace is null
 //   fs::trace::launch(p.trace, "scores_kernel", scores_kernel<false>, scores_kernel<true>,
 //                     grid, block, smem, p.stream, q, ...);
 //
@@ -28,6 +28,11 @@
 
 #include "common/trace/record.hpp"
 #include "common/trace/trace.hpp"
+
+namespace fs {
+// Bytes of one fp32 element: the kernels' events count the bytes they move with it.
+constexpr std::int64_t kF = sizeof(float);
+}  // namespace fs
 
 namespace fs::trace {
 

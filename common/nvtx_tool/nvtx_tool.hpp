@@ -43,7 +43,7 @@ Capture stop();
 
 // A named part of a registered buffer (nvtx::NamedBuffers: the S and P inside a workspace),
 // told to this tool directly since no NVTX call describes it the way compute-sanitizer accepts
-// (common/trace/nvtx.hpp). Listed among the capture's buffers like a named region; a part at a
+// (common/recorder/nvtx.hpp). Listed among the capture's buffers like a named region; a part at a
 // region's address takes the region's place there. Nothing happens when the tool is not attached.
 void name_part(const void* ptr, std::size_t bytes, const std::string& name);
 void forget_part(const void* ptr);

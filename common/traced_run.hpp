@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "common/cli.hpp"
 #include "common/device.hpp"
 #include "common/harness.hpp"
-#include "common/trace/nvtx_tool.hpp"
-#include "common/trace/sink.hpp"
+#include "common/plan.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
+#include "common/recorder/sink.hpp"
 #include "common/trace/trace.hpp"
 #include "common/trace/validate.hpp"
 
@@ -36,9 +36,9 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
                          const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
                          const nvtx_tool::Capture& host);
 
-// Runs `problem` traced (forward, and backward with opt.backward) and writes the files.
-// Throws InputError when a file cannot be written or the grid is too large to trace.
-std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
-                                  const DeviceInfo& dev);
+// Runs the plan on `problem` traced (forward, and backward when the plan has one) and writes the
+// files to the plan's --trace path. Throws InputError when a file cannot be written or the grid
+// is too large to trace.
+std::vector<TraceFile> trace_case(const RunPlan& plan, const HostProblem& problem, const DeviceInfo& dev);
 
 }  // namespace fs

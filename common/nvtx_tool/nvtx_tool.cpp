@@ -14,7 +14,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>  // with nvToolsExt.h: the callback tables (nvtxDetail/nvtxTypes.h)
 
-#include "common/trace/nvtx_tool.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/nvtx.hpp"
 
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "common/trace/nvtx_tool.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
 
 namespace fs::nvtx {
 

@@ -5,7 +5,7 @@ Compile the step's .cu to PTX before and after instrumenting it, then compare:
 
     nvcc -arch=sm_90 -std=c++17 -O3 -I. -ptx steps/01_naive/naive.cu -o before.ptx   # before
     nvcc -arch=sm_90 -std=c++17 -O3 -I. -ptx steps/01_naive/naive.cu -o after.ptx    # after
-    python3 common/trace/same_ptx.py before.ptx after.ptx
+    python3 common/recorder/same_ptx.py before.ptx after.ptx
 
 Each kernel of before.ptx is matched (by demangled name, with c++filt) with the instantiation
 of after.ptx whose template arguments are its own plus a trailing `false` (kTrace, the last
@@ -13,6 +13,17 @@ template parameter) and whose last parameter is the added fs::trace::Slices. The
 legitimately differs: the kernel's name (hence its parameter names), branch labels, the hash in
 the anonymous namespace's name, and register numbers. Same PTX gives the same SASS from the
 same ptxas. Exit code 0 when every kernel is the same.
+
+A refactoring that renames a kernel's template arguments (bool switches that became policy
+types, say) is checked the same way, with the names mapped instead of the tracing switch:
+
+    python3 common/recorder/same_ptx.py \
+        --rename '(flash2_forward_kernel<.*), false, false, (true|false)>=>\1, fs::DenseWalk, fs::NoDropout, \2>' \
+        before.ptx after.ptx
+
+Each kernel of before.ptx is then looked up in after.ptx by its demangled name with the
+--rename substitutions (Python regular expressions, PATTERN=>REPLACEMENT, applied in order)
+made; kernels no substitution changes are looked up as they are.
 
 nvcc 13.0 is not deterministic: compiling one file twice can give a kernel that, after a
 16-byte shared-memory load, loads some of the same bytes again (`.pragma "used_bytes_mask"`,
@@ -132,26 +143,46 @@ def without_tracing(signature):
     return None
 
 
+def signature(name_sig):
+    return name_sig[len("void "):] if name_sig.startswith("void ") else name_sig
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    renames = []
+    while len(args) > 2 and args[0] == "--rename":
+        pattern, _, replacement = args[1].partition("=>")
+        renames.append((re.compile(pattern), replacement))
+        args = args[2:]
+    if len(args) != 2:
         print(__doc__)
         return 2
-    before, after = entries(sys.argv[1]), entries(sys.argv[2])
+    before, after = entries(args[0]), entries(args[1])
     names_before, names_after = demangled(list(before)), demangled(list(after))
     plain = {}
-    for name, sig in names_after.items():
-        key = without_tracing(sig)
-        if key:
-            plain[key[0]] = (name, key[1])
+    if renames:  # kernels by their full demangled signature
+        for name, sig in names_after.items():
+            plain[signature(sig)] = (name, None)
+    else:  # tracing-off instantiations by their name before the switch
+        for name, sig in names_after.items():
+            key = without_tracing(sig)
+            if key:
+                plain[key[0]] = (name, key[1])
     same = True
     for name, body in before.items():
-        sig = names_before[name]
-        sig = sig[len("void "):] if sig.startswith("void ") else sig
-        head, params = split_params(sig)
-        match, after_params = plain.get(head, (None, None))
-        # Tracing may add parameters (the Slices, and what only the trace needs) after the others.
-        if match is None or not after_params.startswith(params):
-            print(f"{sig}: no tracing-off instantiation found in {sys.argv[2]}")
+        sig = signature(names_before[name])
+        if renames:
+            for pattern, replacement in renames:
+                sig = pattern.sub(replacement, sig)
+            match, _ = plain.get(sig, (None, None))
+            found = match is not None
+        else:
+            head, params = split_params(sig)
+            match, after_params = plain.get(head, (None, None))
+            # Tracing may add parameters (the Slices, and what only the trace needs) after the others.
+            found = match is not None and after_params.startswith(params)
+        if not found:
+            print(f"{sig}: no {'such kernel' if renames else 'tracing-off instantiation'} found in {args[1]}")
             same = False
             continue
         equal = normalised(name, body) == normalised(match, after[match])

@@ -10,9 +10,11 @@
 //   //   FS_CHECK_LAUNCH();
 //
 // Kernels with more template parameters pass both instantiations the same way
-// (flash_kernel<64, true, false>, flash_kernel<64, true, true>), kTrace last. A launcher that
-// raises the dynamic shared-memory limit (cudaFuncAttributeMaxDynamicSharedMemorySize) raises
-// it for both. common/trace/same_ptx.py shows that the <false> one is the kernel as it was.
+// (flash_kernel<64, true, false>, flash_kernel<64, true, true>), kTrace last. Above the 48 KiB
+// of dynamic shared memory a kernel gets by default, it must opt in to more
+// (cudaFuncAttributeMaxDynamicSharedMemorySize): launch() does that for the instantiation it
+// launches, so launchers only say how much they need. common/recorder/same_ptx.py shows that the
+// <false> one is the kernel as it was.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,9 +23,9 @@
 #include <utility>
 
 #include "common/check.hpp"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/nvtx.hpp"
 #include "common/trace/record.hpp"
-#include "common/trace/sink.hpp"
+#include "common/recorder/sink.hpp"
 
 namespace fs::trace {
 
@@ -32,6 +34,10 @@ void launch(DeviceSink* sink, const char* name, void (*plain)(Params...), void (
             dim3 block, std::size_t smem, cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args) + 1, "the kernel's last parameter is its fs::trace::Slices");
   const nvtx::Range range(name);
+  constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
+  if (smem > kDefaultSmemLimit)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(sink ? traced : plain, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
   if (!sink) {
     plain<<<grid, block, smem, stream>>>(std::forward<Args>(args)..., Slices{});
     FS_CHECK_LAUNCH();

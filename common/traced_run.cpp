@@ -1,14 +1,13 @@
-#include "common/trace/traced_run.hpp"
+#include "common/traced_run.hpp"
 
 #include <algorithm>
 #include <limits>
 #include <optional>
 
-#include "common/driver.hpp"
 #include "common/results.hpp"
 #include "common/trace/clock.hpp"
 #include "common/trace/names.hpp"
-#include "common/trace/nvtx.hpp"
+#include "common/recorder/nvtx.hpp"
 #include "common/trace/trace_io.hpp"
 
 namespace fs {
@@ -95,11 +94,10 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   return t;
 }
 
-std::vector<TraceFile> trace_case(const StepInfo& step, const Options& opt, const HostProblem& problem,
-                                  const DeviceInfo& dev) {
-  const std::optional<BlockMask> mask = block_mask_for(step, opt);
-  const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
-                              mask ? &*mask : nullptr};
+std::vector<TraceFile> trace_case(const RunPlan& plan, const HostProblem& problem, const DeviceInfo& dev) {
+  const StepInfo& step = plan.step();
+  const Options& opt = plan.options();
+  const PassSettings settings = plan.settings();
   std::vector<TraceFile> files;
   auto finish = [&](const std::string& pass, const std::string& path, const trace::DeviceSink& sink) {
     const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop());

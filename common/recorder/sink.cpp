@@ -1,4 +1,4 @@
-#include "common/trace/sink.hpp"
+#include "common/recorder/sink.hpp"
 
 #include <algorithm>
 

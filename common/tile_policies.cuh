@@ -1,0 +1,78 @@
+// The policy objects a tiled kernel takes for what later steps add, in the manner of
+// FlashAttention's own `Mask` and `Dropout` helpers: one line at each use in the kernel, and
+// the plain ones here compile to exactly the code the kernel would have without them.
+//
+//   Walk<BC>     which tiles of BC keys (or queries) a CTA's inner loop visits
+//                  DenseWalk   every tile; causal: only those on or below the diagonal
+//                  step 06: BlockListWalk, the nonzero blocks of a block mask (its own file)
+//   TileDropout  what happens to a thread's tile of probabilities before they are used
+//                  NoDropout   nothing
+//                  step 05: PhiloxDropout, P ∘ Z with Z regenerated from a seed (its own file)
+//
+// A kernel that takes them:
+//
+//   template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, bool kTrace>
+//   __global__ void flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
+//     const Walk<BC> walk = Walk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal);  // key tiles
+//     const TileDropout dropout(p.dropout, bh);
+//     for (int t = 0; t < walk.size(); ++t) {
+//       const int j0 = walk.start(t);
+//       ...
+//       dropout.template keep<false, R, BC>(row, j0).apply(s);   // step 05: P̃ ∘ Z; here nothing
+//     }
+//     walk.for_each_skipped(N, [&](int first, int count) { ...a trace event... });
+//   }
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/problem.hpp"
+
+namespace fs {
+
+// Every BC-element tile of [first, end). The CTA that owns query rows [row0, last_row] visits
+// the keys [0, N) — causal: [0, last_row] —, the CTA that owns keys from key0 the queries
+// [0, N) — causal: from the tile of key0 on (queries before it see none of its keys).
+template <int BC>
+struct DenseWalk {
+  int first = 0, count = 0;
+
+  __device__ int size() const { return count; }
+  __device__ int start(int t) const { return first + t * BC; }
+
+  static __device__ DenseWalk range(int first, int end) { return {first, (end - first + BC - 1) / BC}; }
+  // The key tiles of the CTA that owns query rows [row0, last_row] of N. (The block mask is
+  // for walks that take one; every argument is a value, so that no kernel parameter's address
+  // is taken.)
+  static __device__ DenseWalk keys_of(BlockSparse /*mask*/, int N, int /*row0*/, int last_row, bool causal) {
+    return range(0, causal ? last_row + 1 : N);
+  }
+  // The query tiles of the CTA that owns the keys from key0.
+  static __device__ DenseWalk queries_of(BlockSparse /*mask*/, int N, int key0, bool causal) {
+    return range(causal ? key0 / BC * BC : 0, N);
+  }
+
+  // For the trace: f(first, count) for each run of elements the walk leaves out, [0, N) being
+  // everything there is. A dense walk leaves out at most its two ends.
+  template <typename F>
+  __device__ void for_each_skipped(int N, F f) const {
+    if (first > 0) f(0, first);
+    const int stop = min(N, first + count * BC);
+    if (stop < N) f(stop, N - stop);
+  }
+};
+
+// The result of TileDropout::keep for a thread's R × BC tile: which scores survive. NoDropout's
+// keeps all, and apply() is nothing.
+struct KeepAll {
+  template <int R, int BC>
+  __device__ __forceinline__ void apply(float (&)[R][BC]) const {}
+};
+
+struct NoDropout {
+  __device__ NoDropout(const Dropout&, long long /*bh*/) {}
+  template <bool kKeyRows, int R, int BC>
+  __device__ __forceinline__ KeepAll keep(int /*row*/, int /*col0*/) const { return {}; }
+};
+
+}  // namespace fs

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The reading path through the code, generated into the lessons so that it cannot go stale:
+
+    <!-- reading:04_online_softmax -->     "read these files, in this order", with the line ranges
+    ...generated...                        of each kernel and helper as the tree has them now
+    <!-- /reading -->
+
+    <!-- diff:04_online_softmax -->        the exact diff from the previous step: the previous
+    ...generated...                        step's kernel against this step's, or the lines that
+    <!-- /diff -->                         changed where a step adds a policy object
+
+`python3 docs/reading.py` rewrites the blocks; `--check` exits 1 (and changes nothing) when one
+is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is
+a function, kernel, struct or alias defined at namespace scope, found by its name.
+"""
+import argparse
+import difflib
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# lesson → [(file, [symbols], why)], in reading order: the kernel first, then what it calls.
+READING = {
+    "01_naive": [
+        ("steps/01_naive/naive.cu", ["scores_kernel", "softmax_kernel", "pv_kernel"],
+         "the forward: S = τQKᵀ, P = softmax(S), O = PV, one kernel each, every N×N matrix in HBM"),
+        ("steps/01_naive/naive.cu", ["dv_kernel", "dp_kernel", "rowdot_kernel", "ds_kernel", "dq_kernel", "dk_kernel"],
+         "the backward, one kernel per line of Algorithm 3"),
+        ("steps/01_naive/naive.cu", ["naive_forward", "naive_backward"], "the launchers: the order of the kernels"),
+        ("common/reference.cpp", ["reference_forward"], "the fp64 reference every step is checked against"),
+    ],
+    "02_fused": [
+        ("steps/02_fused/fused.cu", ["scores_softmax_kernel"], "S and its softmax in one kernel: S stays on chip"),
+        ("steps/02_fused/fused.cu", ["ds_fused_kernel"], "dP, D and dS in one kernel: dP stays on chip"),
+        ("steps/02_fused/fused.cu", ["rows_per_cta", "fused_forward", "fused_backward"],
+         "how many rows of S fit in shared memory, and the launchers"),
+    ],
+    "03_tiled": [
+        ("steps/03_tiled/tiled.cu", ["tiled_forward_kernel"], "the kernel: two passes over K, then V"),
+        ("common/flash_tile.cuh", ["RowTile", "load_q_rows", "row_scores", "mask_scores", "row_max", "accumulate_pv",
+                                   "store_row"],
+         "the tile helpers it calls (and steps 04-06 too): who holds which rows, S = qKᵀ, O += PV"),
+        ("common/tile_policies.cuh", ["DenseWalk"], "which key tiles a CTA visits"),
+        ("common/cuda_utils.cuh", ["cp_async_16", "load_rows_async"], "tiles into shared memory with cp.async"),
+    ],
+    "04_online_softmax": [
+        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"],
+         "fa2: one pass, the running max and normaliser, O rescaled by α = e^(m − m_new)"),
+        ("common/flash_tile.cuh", ["row_scores", "mask_scores", "accumulate_pv", "store_row"],
+         "the tile helpers, as in step 03"),
+        ("common/tile_policies.cuh", ["DenseWalk", "NoDropout"],
+         "the two policy objects it takes, plain here: steps 05 and 06 pass their own"),
+        ("steps/04_online_softmax/flash.cu", ["alg1_forward_kernel"],
+         "alg1: Algorithm 1 as the paper writes it, O, ℓ, m in HBM"),
+    ],
+    "05_recompute_backward": [
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel"], "D = rowsum(dO ∘ O), once per row"),
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_dkdv_kernel"],
+         "dK, dV per key tile (and dQ by atomics), P recomputed from LSE"),
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_dq_kernel"], "the deterministic dQ, per query tile"),
+        ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"],
+         "dropout as a policy object: Z regenerated from the seed wherever it is needed"),
+        ("steps/05_recompute_backward/backward.cuh", ["launch_backward", "run_backward"], "the launchers"),
+        ("common/philox.hpp", ["philox4x32_10", "dropout_bits"], "the counter-based generator behind Z"),
+    ],
+    "06_block_sparse": [
+        ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
+         "the step's addition: a walk over the nonzero blocks of the mask"),
+        ("steps/06_block_sparse/block_sparse.cu", ["block_sparse_forward", "block_sparse_backward"],
+         "steps 04 and 05's kernels, instantiated with it"),
+        ("common/block_mask.cpp", ["make_pattern", "to_lists"], "the masks, and their lists in CSR and CSC form"),
+        ("steps/06_block_sparse/block_sparse.cu", ["mask_unsupported", "io_block_sparse_forward"],
+         "which blocks the kernels' tiles allow; the IO model over the lists"),
+    ],
+}
+
+# lesson → [(title, before, after)], each side a list of (file, symbol): the symbols' text,
+# concatenated, diffed.
+DIFFS = {
+    "02_fused": [
+        ("step 01's scores and softmax kernels → step 02's fused kernel",
+         [("steps/01_naive/naive.cu", "scores_kernel"), ("steps/01_naive/naive.cu", "softmax_kernel")],
+         [("steps/02_fused/fused.cu", "scores_softmax_kernel")]),
+    ],
+    "03_tiled": [
+        ("step 02's fused scores-softmax kernel → step 03's tiled kernel",
+         [("steps/02_fused/fused.cu", "scores_softmax_kernel")],
+         [("steps/03_tiled/tiled.cu", "tiled_forward_kernel")]),
+    ],
+    "04_online_softmax": [
+        ("step 03's kernel → step 04's fa2 kernel",
+         [("steps/03_tiled/tiled.cu", "tiled_forward_kernel")],
+         [("steps/04_online_softmax/flash2_forward.cuh", "flash2_forward_kernel")]),
+    ],
+    "05_recompute_backward": [
+        ("the forward: step 04's kernel with step 05's dropout policy",
+         [("steps/04_online_softmax/flash.cu", "launch")],
+         [("steps/05_recompute_backward/backward.cu", "recompute_forward")]),
+    ],
+    "06_block_sparse": [
+        ("the forward: step 05's launch → step 06's (the walk is the difference)",
+         [("steps/05_recompute_backward/backward.cu", "recompute_forward")],
+         [("steps/06_block_sparse/block_sparse.cu", "block_sparse_forward")]),
+        ("the backward: step 05's → step 06's",
+         [("steps/05_recompute_backward/backward.cu", "recompute_backward")],
+         [("steps/06_block_sparse/block_sparse.cu", "block_sparse_backward")]),
+    ],
+}
+
+READING_MARKER = re.compile(r"(<!-- reading:(?P<id>[\w]+) -->\n)(?P<body>.*?)(<!-- /reading -->)", re.S)
+DIFF_MARKER = re.compile(r"(<!-- diff:(?P<id>[\w]+) -->\n)(?P<body>.*?)(<!-- /diff -->)", re.S)
+
+
+def read_lines(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read().split("\n")
+
+
+def find_symbol(path, name):
+    """(first, last) lines, 1-based and inclusive, of the definition of `name` in `path`: its
+    template and attribute lines and the comment right above it, through its closing brace at
+    column 0 (or the `;` of a one-line definition)."""
+    lines = read_lines(path)
+    call = re.compile(r"\b" + re.escape(name) + r"\s*(<[^;{}]*>)?\s*\(")
+    typedef = re.compile(r"^(struct|class|union)\s+" + re.escape(name) + r"\b|^using\s+" + re.escape(name) + r"\b")
+    start = None
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("//"):
+            continue
+        if typedef.search(line):
+            start = i
+            break
+        at_column_0 = not line[:1].isspace() and line.strip()
+        continuation = line.startswith("    ") and not line.startswith("     ") and i > 0 and \
+            lines[i - 1].startswith("__global__")
+        if call.search(line) and (at_column_0 or continuation) and not line.rstrip().endswith(";"):
+            start = i
+            break
+    if start is None:
+        sys.exit(f"reading.py: {path}: no definition of {name}")
+    first = start
+    while first > 0 and re.match(r"^(template\b|__global__|__device__|__host__|inline\b|static\b|constexpr\b)",
+                                 lines[first - 1]):
+        first -= 1
+    while first > 0 and lines[first - 1].startswith("//"):
+        first -= 1
+    last = start
+    if not re.search(r"\{", "\n".join(lines[start:start + 8])) or lines[start].rstrip().endswith(";"):
+        while not lines[last].rstrip().endswith(";"):
+            last += 1
+    else:
+        opened = False
+        depth = 0
+        for j in range(start, len(lines)):
+            code = lines[j].split("//")[0]
+            depth += code.count("{") - code.count("}")
+            opened = opened or "{" in code
+            if opened and depth == 0:
+                last = j
+                break
+        else:
+            sys.exit(f"reading.py: {path}: {name} is never closed")
+    return first + 1, last + 1
+
+
+def symbol_text(path, name):
+    first, last = find_symbol(path, name)
+    return read_lines(path)[first - 1:last]
+
+
+def ranges(path, names):
+    """Line ranges of the symbols, adjacent ones merged (a blank line apart counts as adjacent)."""
+    spans = sorted(find_symbol(path, n) for n in names)
+    merged = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1] + 2:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def reading_block(lesson, lesson_dir):
+    out = ["Read the code in this order (generated by `docs/reading.py` from the tree as it is; the line",
+           "ranges follow the code):", ""]
+    for n, (path, names, why) in enumerate(READING[lesson], 1):
+        link = os.path.relpath(os.path.join(ROOT, path), lesson_dir)
+        spans = ranges(path, names)
+        where = ", ".join(f"[{a}–{b}]({link}#L{a}-L{b})" for a, b in spans)
+        symbols = ", ".join(f"`{s}`" for s in names)
+        out.append(f"{n}. `{path}` lines {where}: {symbols} — {why}")
+    return "\n".join(out) + "\n"
+
+
+def diff_block(lesson):
+    out = []
+    for title, before, after in DIFFS[lesson]:
+        a = [line for path, name in before for line in symbol_text(path, name) + [""]][:-1]
+        b = [line for path, name in after for line in symbol_text(path, name) + [""]][:-1]
+        name_a = " + ".join(f"{p}:{s}" for p, s in before)
+        name_b = " + ".join(f"{p}:{s}" for p, s in after)
+        diff = list(difflib.unified_diff(a, b, name_a, name_b, n=3, lineterm=""))
+        changed = sum(1 for d in diff if d[:1] in "+-" and d[:3] not in ("+++", "---"))
+        out += [f"**{title}** ({changed} lines changed; generated by `docs/reading.py`):", "", "```diff"]
+        out += diff
+        out += ["```", ""]
+    return "\n".join(out)
+
+
+def filled(marker, text, path, lesson, make):
+    """`text` with the body of its `marker` block for `lesson` made anew."""
+    if not marker.search(text):
+        sys.exit(f"reading.py: {path}: no {marker.pattern.split('(?P')[0].lstrip('(')}{lesson} --> block")
+
+    def sub(m):
+        if m.group("id") != lesson:
+            sys.exit(f"reading.py: {path}: a block names {m.group('id')}, not {lesson}")
+        return m.group(1) + make() + m.group(4)
+    return marker.sub(sub, text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="exit 1 if a generated block is out of date")
+    args = ap.parse_args()
+    lessons = sorted(set(READING) | set(DIFFS))
+    stale = []
+    for lesson in lessons:
+        path = os.path.join(ROOT, "steps", lesson, "README.md")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        new = text
+        if lesson in READING:
+            new = filled(READING_MARKER, new, path, lesson, lambda: reading_block(lesson, os.path.dirname(path)))
+        if lesson in DIFFS:
+            new = filled(DIFF_MARKER, new, path, lesson, lambda: diff_block(lesson))
+        if new != text:
+            stale.append(os.path.relpath(path, ROOT))
+            if not args.check:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(new)
+    if args.check and stale:
+        print("out of date (run python3 docs/reading.py):", ", ".join(stale))
+        return 1
+    verb = "checked" if args.check else "wrote"
+    print(f"{verb} the reading path of {len(lessons)} lessons" + (f"; updated {', '.join(stale)}" if stale else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
