@@ -52,8 +52,9 @@ Trace read_trace(const std::string& path);
 // The largest trace file read_trace accepts: far above any trace a step writes at a shape a
 // person can follow, low enough that a corrupt size cannot exhaust memory.
 constexpr std::int64_t kMaxTraceFileBytes = std::int64_t(2) << 30;
-// Reading holds the text and its parsed JSON at once: about this many bytes per byte of file
-// (measured on the step programs' traces). read_trace refuses a file that would need more than
+// Reading holds the text and its parsed JSON at once: about 10 bytes per byte of file for a
+// trace of device events alone, up to about 19 for the step programs' traces; this bound is the
+// larger, rounded up. read_trace refuses a file that would need more than
 // the memory available, with "needs X GiB" (TraceError, exit code 2), rather than dying in
 // std::bad_alloc; if memory still runs out while parsing, that is a TraceError too.
 constexpr std::uint64_t kReadBytesPerFileByte = 20;
