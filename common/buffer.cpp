@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 
 namespace fs::memory {
 
@@ -32,3 +33,22 @@ void release(void* p, std::size_t bytes) noexcept {
 }
 
 }  // namespace fs::memory
+
+namespace fs {
+
+void DeviceTensor::upload(const std::vector<float>& host) {
+  if (host.size() != count_) throw std::logic_error("DeviceTensor::upload: size mismatch");
+  std::vector<unsigned char> encoded(bytes());
+  encode(dtype_, host.data(), encoded.data(), count_);
+  bytes_.upload(encoded.data(), encoded.size());
+}
+
+std::vector<float> DeviceTensor::download() const {
+  std::vector<unsigned char> raw(bytes());
+  bytes_.download(raw.data(), raw.size());
+  std::vector<float> out(count_);
+  decode(dtype_, raw.data(), out.data(), count_);
+  return out;
+}
+
+}  // namespace fs

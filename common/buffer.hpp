@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "common/check.hpp"
+#include "common/dtype.hpp"
 
 namespace fs {
 
@@ -61,6 +63,29 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   std::size_t count_ = 0;
+};
+
+// A tensor of `dtype` on the device, filled from and read back as float32 values (encode and
+// decode, common/dtype.hpp): the harness's Q, K, V, O, dO, dQ, dK, dV.
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  DeviceTensor(std::size_t count, DType dtype) : bytes_(count * dtype_bytes(dtype)), count_(count), dtype_(dtype) {}
+
+  void* get() const { return bytes_.get(); }
+  std::size_t size() const { return count_; }
+  std::size_t bytes() const { return bytes_.bytes(); }
+  DType dtype() const { return dtype_; }
+
+  void upload(const std::vector<float>& host);  // host.size() == size()
+  std::vector<float> download() const;
+  // Every byte 0xFF: a NaN in fp32, bf16 and fp16 alike (see DeviceBuffer::poison).
+  void poison(cudaStream_t stream = nullptr) { bytes_.poison(stream); }
+
+ private:
+  DeviceBuffer<unsigned char> bytes_;
+  std::size_t count_ = 0;
+  DType dtype_ = DType::fp32;
 };
 
 }  // namespace fs

@@ -20,7 +20,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   // than wrapped around.
   long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d;
   float scale = 0;
-  std::string variant;
+  std::string variant, dtype = dtype_name(o.dtype);
   app.add_option("-b,--batch", B, "batch size B")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--heads", H, "heads H")->transform(decimal<long long>())->capture_default_str();
   app.add_option("-n,--seq", N, "sequence length N")->transform(decimal<long long>())->capture_default_str();
@@ -32,6 +32,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   app.add_flag("--bench", o.bench, "time with CUDA events (L2 flushed, median of --reps)");
   app.add_option("--reps", o.reps, "timed runs for --bench")->transform(decimal<int>())->capture_default_str();
   if (step.backward) app.add_flag("--backward", o.backward, "run the backward pass too");
+  app.add_option("--dtype", dtype,
+                 "element type of Q, K, V, O and the gradients: fp32, or bf16 / fp16 where the step has tensor-core "
+                 "kernels (LSE is fp32 always)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--load", o.load_dir, "read q.npy, k.npy, v.npy (and do.npy) from DIR; the shape comes from them")->type_name("DIR");
   app.add_option("--save", o.save_dir, "write o.npy, lse.npy (and dq, dk, dv .npy) to DIR")->type_name("DIR");
   app.add_option("--csv", o.csv_path, "append one result row per pass to FILE (with --bench)")->type_name("FILE");
@@ -121,6 +126,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     throw InputError("--dropout must be in [0, 1) (got " + std::to_string(o.dropout) + ")");
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);
+  o.dtype = *parse_dtype(dtype);
   return o;
 }
 

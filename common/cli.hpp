@@ -1,6 +1,6 @@
 // The command line every step program shares:
 //   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps
-//   --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
+//   --dtype --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
 //   (--backward only where a step has a backward pass; --variant where a step holds several
 //   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
@@ -29,6 +29,7 @@ struct Options {
   int reps = 20;
   int warmup = 3;
   int variant = 0;
+  DType dtype = DType::fp32;       // --dtype: the tensors' element type
   float dropout = 0.f;             // --dropout P: probability of dropping each P_ij (seeded by --seed)
   // Block-sparse steps: the mask is --mask FILE (.npy, 0/1, ⌈N/block⌉ × ⌈N/block⌉) or else
   // --pattern SPEC (common/block_mask.hpp, make_pattern), over blocks of --block elements.

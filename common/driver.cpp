@@ -22,8 +22,8 @@ bool CaseReport::pass() const {
 
 namespace {
 
-void require_fits(const StepInfo& step, const Shape& s, bool backward, const DeviceInfo& dev) {
-  const std::size_t need = device_bytes_needed(step, s, backward);
+void require_fits(const StepInfo& step, const Shape& s, bool backward, DType dtype, const DeviceInfo& dev) {
+  const std::size_t need = device_bytes_needed(step, s, backward, dtype);
   // Leave room for the L2 flush buffer and the CUDA context's own allocations.
   const std::size_t slack = 2 * dev.l2_bytes + (std::size_t(256) << 20);
   if (need + slack <= dev.free_bytes) return;
@@ -43,11 +43,12 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   const StepInfo& step = plan.step();
   const Options& opt = plan.options();
   const Shape& s = problem.shape;
-  require_fits(step, s, opt.backward, dev);
+  require_fits(step, s, opt.backward, opt.dtype, dev);
   const PassSettings settings = plan.settings();
   BlockMaskView view;
   if (const BlockMask* mask = plan.mask()) view = {mask->dense.data(), mask->block_r, mask->block_c, mask->Tc};
-  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, plan.mask() ? &view : nullptr};
+  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
+                         settings.dtype};
 
   memory::reset_peak();
   DeviceRun run(step, problem, settings, opt.backward);
@@ -84,12 +85,12 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     FS_NVTX_RANGE("save outputs");
     std::filesystem::create_directories(opt.save_dir);
     const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N};
-    write_npy(opt.save_dir + "/o.npy", run.o().data(), t);
+    write_npy_as(opt.save_dir + "/o.npy", opt.dtype, run.o().data(), t);
     write_npy(opt.save_dir + "/lse.npy", run.lse().data(), r);
     if (opt.backward) {
-      write_npy(opt.save_dir + "/dq.npy", run.dq().data(), t);
-      write_npy(opt.save_dir + "/dk.npy", run.dk().data(), t);
-      write_npy(opt.save_dir + "/dv.npy", run.dv().data(), t);
+      write_npy_as(opt.save_dir + "/dq.npy", opt.dtype, run.dq().data(), t);
+      write_npy_as(opt.save_dir + "/dk.npy", opt.dtype, run.dk().data(), t);
+      write_npy_as(opt.save_dir + "/dv.npy", opt.dtype, run.dv().data(), t);
     }
     if (plan.mask()) write_block_mask(opt.save_dir + "/mask.npy", *plan.mask());
   }
@@ -121,6 +122,7 @@ ResultRow result_row(const RunPlan& plan, const PassReport& pass, const DeviceIn
   row.gpu = dev.name;
   row.step = plan.label();
   row.pass = pass.pass;
+  row.dtype = dtype_name(opt.dtype);
   row.B = opt.shape.B;
   row.H = opt.shape.H;
   row.N = opt.shape.N;
@@ -144,7 +146,7 @@ namespace {
 int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   HostProblem problem;
   if (!opt.load_dir.empty()) {
-    problem = load_problem(opt.load_dir, opt.backward);
+    problem = load_problem(opt.load_dir, opt.backward, opt.dtype);
     opt.shape = problem.shape;
     require_finite(problem, opt.load_dir);
   }
@@ -156,15 +158,19 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   }
   const RunPlan plan(step, opt);  // decided once; builds the block mask (validate_run checked it)
   const DeviceInfo dev = query_device();
-  if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward);
+  if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward, opt.dtype);
 
   const Shape& s = opt.shape;
   std::cout << "step " << step.id << " (" << step.title << ")";
   if (step.variants.size() > 1) std::cout << " [" << step.variants[opt.variant] << "]";
   std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d
             << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale();
+  if (opt.dtype != DType::fp32) std::cout << " " << dtype_name(opt.dtype);
   if (opt.dropout > 0.f) std::cout << " dropout=" << opt.dropout;
   std::cout << " on " << dev.name << "\n";
+  if (problem.rounded > 0)
+    std::cout << "  " << problem.rounded << " input values were not " << dtype_name(opt.dtype)
+              << " numbers: each was rounded to the nearest one\n";
   if (plan.mask()) std::cout << "  block mask " << plan.mask_label() << ": " << describe(*plan.mask()) << "\n";
 
   const CaseReport report = run_case(plan, problem, dev);

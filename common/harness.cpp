@@ -9,9 +9,10 @@
 
 namespace fs {
 
-HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout) {
+HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout, DType dtype) {
   HostProblem p;
   p.shape = s;
+  p.dtype = dtype;
   for (auto* t : {&p.q, &p.k, &p.v}) t->resize(s.elems());
   fill_normal(p.q, seed, 1);
   fill_normal(p.k, seed, 2);
@@ -20,6 +21,7 @@ HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout) {
     p.dout.resize(s.elems());
     fill_normal(p.dout, seed, 4);
   }
+  for (auto* t : {&p.q, &p.k, &p.v, &p.dout}) round_all(dtype, *t);
   return p;
 }
 
@@ -31,13 +33,14 @@ void validate_shape(const Shape& s) {
     throw InputError("B·H·N·d = " + std::to_string(elems) + " elements is beyond any GPU's memory");
 }
 
-HostProblem load_problem(const std::string& dir, bool with_dout) {
+HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
   HostProblem p;
+  p.dtype = dtype;
   std::vector<std::int64_t> shape;
   std::string first;
   auto load = [&](const char* name, std::vector<float>& into) {
     const std::string path = dir + "/" + name;
-    NpyArray a = read_npy(path);
+    NpyArray a = dtype == DType::fp16 ? read_npy_f16_or_f32(path) : read_npy(path);
     if (a.shape.size() != 4)
       throw InputError(path + ": shape " + shape_string(a.shape) + " is not 4-D (B, H, N, d)");
     for (auto dim : a.shape)
@@ -49,6 +52,7 @@ HostProblem load_problem(const std::string& dir, bool with_dout) {
       throw InputError(path + ": shape " + shape_string(a.shape) + " differs from " + first + "'s " + shape_string(shape));
     }
     into = std::move(a.data);
+    p.rounded += round_all(dtype, into);
   };
   load("q.npy", p.q);
   load("k.npy", p.k);
@@ -59,8 +63,8 @@ HostProblem load_problem(const std::string& dir, bool with_dout) {
   return p;
 }
 
-std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward) {
-  const std::size_t t = s.elems() * sizeof(float), row = s.rows() * sizeof(float);
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward, DType dtype) {
+  const std::size_t t = s.elems() * dtype_bytes(dtype), row = s.rows() * sizeof(float);
   std::size_t bytes = 4 * t + row + step.fwd_workspace(s);  // q k v o, lse
   if (backward) bytes += 4 * t + step.bwd_workspace(s);     // dO dq dk dv
   return bytes;
@@ -94,10 +98,10 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
   const std::size_t n = shape_.elems();
   {
     FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
-    q_ = DeviceBuffer<float>(n);
-    k_ = DeviceBuffer<float>(n);
-    v_ = DeviceBuffer<float>(n);
-    o_ = DeviceBuffer<float>(n);
+    q_ = DeviceTensor(n, settings.dtype);
+    k_ = DeviceTensor(n, settings.dtype);
+    v_ = DeviceTensor(n, settings.dtype);
+    o_ = DeviceTensor(n, settings.dtype);
     lse_ = DeviceBuffer<float>(shape_.rows());
     fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace(shape_));
   }
@@ -109,9 +113,9 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
   names_.add(fwd_ws_.get(), fwd_ws_.bytes(), "forward workspace");
   {
     FS_NVTX_RANGE("upload Q, K, V");
-    q_.upload(problem.q.data(), n);
-    k_.upload(problem.k.data(), n);
-    v_.upload(problem.v.data(), n);
+    q_.upload(problem.q);
+    k_.upload(problem.k);
+    v_.upload(problem.v);
   }
   if (backward) {
     if (problem.dout.size() != n) throw InputError("the backward needs dO (do.npy)");
@@ -126,6 +130,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.v = v_.get();
   p.o = o_.get();
   p.lse = lse_.get();
+  p.dtype = settings_.dtype;
   p.shape = shape_;
   p.scale = settings_.scale;
   p.causal = settings_.causal;
@@ -149,6 +154,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.dq = dq_.get();
   p.dk = dk_.get();
   p.dv = dv_.get();
+  p.dtype = settings_.dtype;
   p.shape = shape_;
   p.scale = settings_.scale;
   p.causal = settings_.causal;
@@ -178,10 +184,10 @@ void DeviceRun::backward() {
     const std::size_t n = shape_.elems();
     {
       FS_NVTX_RANGE("allocate dO, dQ, dK, dV, backward workspace");
-      dout_ = DeviceBuffer<float>(n);
-      dq_ = DeviceBuffer<float>(n);
-      dk_ = DeviceBuffer<float>(n);
-      dv_ = DeviceBuffer<float>(n);
+      dout_ = DeviceTensor(n, settings_.dtype);
+      dq_ = DeviceTensor(n, settings_.dtype);
+      dk_ = DeviceTensor(n, settings_.dtype);
+      dv_ = DeviceTensor(n, settings_.dtype);
       bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace(shape_));
     }
     names_.add(dout_.get(), dout_.bytes(), "dO");
@@ -190,7 +196,7 @@ void DeviceRun::backward() {
     names_.add(dv_.get(), dv_.bytes(), "dV");
     names_.add(bwd_ws_.get(), bwd_ws_.bytes(), "backward workspace");
     FS_NVTX_RANGE("upload dO");
-    dout_.upload(dout_host_->data(), n);
+    dout_.upload(*dout_host_);
   }
   {
     FS_NVTX_RANGE("poison dQ, dK, dV");
@@ -207,10 +213,15 @@ void DeviceRun::sync() const {
   FS_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-std::vector<float> DeviceRun::to_host(const DeviceBuffer<float>& b, const char* what) {
+std::vector<float> DeviceRun::to_host(const DeviceTensor& t, const char* what) {
   FS_NVTX_RANGE(what);
-  std::vector<float> h(b.size());
-  b.download(h.data(), h.size());
+  return t.download();
+}
+
+std::vector<float> DeviceRun::lse() const {
+  FS_NVTX_RANGE("download LSE");
+  std::vector<float> h(lse_.size());
+  lse_.download(h.data(), h.size());
   return h;
 }
 

@@ -16,16 +16,19 @@ namespace fs {
 
 struct HostProblem {
   Shape shape;
+  DType dtype = DType::fp32;   // the values below are all values of this dtype
   std::vector<float> q, k, v;  // (B, H, N, d)
   std::vector<float> dout;     // (B, H, N, d), empty unless a backward will run
+  std::int64_t rounded = 0;    // loaded values that were not of the dtype, rounded to it
 };
 
-// Fresh standard-normal inputs (never zeros: zeros hide unwritten outputs).
-HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout);
+// Fresh standard-normal inputs (never zeros: zeros hide unwritten outputs), rounded to `dtype`.
+HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout, DType dtype = DType::fp32);
 
-// q.npy, k.npy, v.npy (and do.npy when with_dout) from `dir`, each (B, H, N, d) float32 and
-// all the same shape. Throws InputError naming the file and what is wrong.
-HostProblem load_problem(const std::string& dir, bool with_dout);
+// q.npy, k.npy, v.npy (and do.npy when with_dout) from `dir`, each (B, H, N, d) and all the
+// same shape: float32 files, or float16 ones for fp16; values are rounded to `dtype` (and
+// counted in `rounded`). Throws InputError naming the file and what is wrong.
+HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype = DType::fp32);
 
 // Problems whose byte counts overflow or are absurd are rejected before anything else.
 void validate_shape(const Shape& s);
@@ -38,7 +41,7 @@ BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* 
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass);
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
-std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward);
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward, DType dtype = DType::fp32);
 
 // The device side of one problem. Construct, then forward() (and backward()). The backward's
 // buffers are allocated at the first backward(), so memory::peak_bytes() after a forward is
@@ -61,21 +64,22 @@ class DeviceRun {
 
   // Outputs to the host.
   std::vector<float> o() const { return to_host(o_, "download O"); }
-  std::vector<float> lse() const { return to_host(lse_, "download LSE"); }
+  std::vector<float> lse() const;
   std::vector<float> dq() const { return to_host(dq_, "download dQ"); }
   std::vector<float> dk() const { return to_host(dk_, "download dK"); }
   std::vector<float> dv() const { return to_host(dv_, "download dV"); }
 
  private:
-  static std::vector<float> to_host(const DeviceBuffer<float>& b, const char* what);
+  static std::vector<float> to_host(const DeviceTensor& t, const char* what);
 
   const StepInfo& step_;
   Shape shape_;
   PassSettings settings_;
   cudaStream_t stream_;
-  DeviceBuffer<float> q_, k_, v_, o_, lse_;
+  DeviceTensor q_, k_, v_, o_;
+  DeviceBuffer<float> lse_;
   const std::vector<float>* dout_host_ = nullptr;
-  DeviceBuffer<float> dout_, dq_, dk_, dv_;
+  DeviceTensor dout_, dq_, dk_, dv_;
   DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
   DeviceBuffer<int> row_ptr_, col_idx_, col_ptr_, row_idx_;  // block-sparse steps: the mask's lists
   BlockSparse sparse_;

@@ -53,14 +53,16 @@ IoCount io_tiled_forward(const Shape& s, bool causal, int Br, int Bc) {
   return per_head(s, reads, writes);
 }
 
-IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc) {
-  std::int64_t reads = 0, writes = 0;
+IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes) {
+  std::int64_t elems_read = 0, elems_written = 0, lse = 0;
   for (std::int64_t r0 = 0; r0 < s.N; r0 += Br) {
     const std::int64_t rows = std::min<std::int64_t>(Br, s.N - r0);
-    reads += rows * s.d + 2 * keys_for_rows(s, causal, r0 + rows, Bc) * s.d;  // Q; K, V
-    writes += rows * s.d + rows;                                             // O, LSE
+    elems_read += rows * s.d + 2 * keys_for_rows(s, causal, r0 + rows, Bc) * s.d;  // Q; K, V
+    elems_written += rows * s.d;                                                  // O
+    lse += rows;                                                                  // LSE
   }
-  return per_head(s, reads, writes);
+  const std::int64_t heads = s.heads(), f = sizeof(float);
+  return {elems_read * elem_bytes * heads, (elems_written * elem_bytes + lse * f) * heads};
 }
 
 IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc) {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/dtype.hpp"
 #include "common/errors.hpp"
 #include "common/files.hpp"
 
@@ -72,6 +73,7 @@ std::vector<std::int64_t> parse_shape(const std::string& text, const std::string
 // Bytes per element of the dtypes the readers can accept; 0 for any other.
 int item_size_of(const std::string& dtype) {
   if (dtype == "|b1" || dtype == "|u1") return 1;
+  if (dtype == "<f2") return 2;
   if (dtype == "<i4" || dtype == "<f4") return 4;
   if (dtype == "<i8" || dtype == "<f8") return 8;
   return 0;
@@ -214,12 +216,36 @@ double NpyRaw::value(std::int64_t index) const {
   if (dtype == "<i4") return load(std::int32_t{});
   if (dtype == "<i8") return load(std::int64_t{});
   if (dtype == "<f4") return load(float{});
+  if (dtype == "<f2") {
+    float x;
+    decode(DType::fp16, at, &x, 1);
+    return x;
+  }
   if (dtype == "<f8") return load(double{});
   throw std::logic_error("NpyRaw::value: dtype " + dtype + " is not one read_npy_raw reads");
 }
 
 void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape) {
   write_any(path, "<f4", sizeof(float), data, shape);
+}
+
+NpyArray read_npy_f16_or_f32(const std::string& path) {
+  const NpyRaw raw = read_npy_raw(path, {"<f2", "<f4"},
+                                  "is neither float16 nor float32; save it with arr.astype(np.float16)");
+  NpyArray arr;
+  arr.shape = raw.shape;
+  arr.data.resize(raw.elements());
+  decode(raw.dtype == "<f2" ? DType::fp16 : DType::fp32, raw.bytes.data(), arr.data.data(), arr.data.size());
+  return arr;
+}
+
+void write_npy_as(const std::string& path, DType dtype, const float* data, const std::vector<std::int64_t>& shape) {
+  if (dtype != DType::fp16) return write_npy(path, data, shape);  // bf16 values are float32 values
+  std::int64_t count = 1;
+  for (auto dim : shape) count *= dim;
+  std::vector<unsigned char> half(count * 2);
+  encode(DType::fp16, data, half.data(), count);
+  write_any(path, "<f2", 2, half.data(), shape);
 }
 
 void write_npy_u8(const std::string& path, const std::uint8_t* data, const std::vector<std::int64_t>& shape) {

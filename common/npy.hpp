@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.hpp"
+
 namespace fs {
 
 struct NpyArray {
@@ -22,6 +24,13 @@ NpyArray read_npy(const std::string& path);
 // Throws InputError when the file cannot be written.
 void write_npy(const std::string& path, const float* data, const std::vector<std::int64_t>& shape);
 
+// A tensor for an fp16 run: float16 (<f2) or float32 (<f4) data, as float32 values.
+NpyArray read_npy_f16_or_f32(const std::string& path);
+
+// A tensor of a run's dtype: fp16 as float16 (<f2); fp32 and bf16 (whose values float32 holds
+// exactly) as float32. As write_npy otherwise.
+void write_npy_as(const std::string& path, DType dtype, const float* data, const std::vector<std::int64_t>& shape);
+
 // Any C-order array, as its dtype, shape and raw little-endian bytes.
 struct NpyRaw {
   std::string dtype;                 // the header's descr without quotes: "<f4", "|u1", "|b1", ...
@@ -35,7 +44,7 @@ struct NpyRaw {
   double value(std::int64_t index) const;
 };
 
-// Reads a .npy file whose dtype is one of `accepted`: "|b1", "|u1", "<i4", "<i8", "<f4", "<f8".
+// Reads a .npy file whose dtype is one of `accepted`: "|b1", "|u1", "<i4", "<i8", "<f2", "<f4", "<f8".
 // Any other dtype fails with "<path>: dtype '<x>' <rejection>", so `rejection` says what was
 // expected and how to get it: "is not float32; save it with arr.astype(np.float32)". Every
 // other problem (missing, not .npy, Fortran order, truncated, ...) throws as read_npy does.

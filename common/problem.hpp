@@ -1,8 +1,9 @@
 // The problem every step solves, and the one interface every step implements.
 //
-// Layout (all steps): Q, K, V, O, dO, dQ, dK, dV are (B, H, N, d) float32, row-major and
-// contiguous; LSE is (B, H, N), natural log: LSE_i = m_i + log(ℓ_i) (docs/notation.md,
-// Symbols). Causal masks key j > query i (top-left aligned: N queries, N keys).
+// Layout (all steps): Q, K, V, O, dO, dQ, dK, dV are (B, H, N, d), row-major and contiguous,
+// of the run's dtype (fp32; bf16 or fp16 for the tensor-core steps); LSE is (B, H, N) float32,
+// natural log: LSE_i = m_i + log(ℓ_i) (docs/notation.md, Symbols). Causal masks key j > query
+// i (top-left aligned: N queries, N keys).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/dtype.hpp"
 
 namespace fs {
 
@@ -68,13 +71,20 @@ struct IoCount {
   std::int64_t total() const { return read_bytes + write_bytes; }
 };
 
-// Every forward launcher takes this.
+// A tensor of the params as its element type: as<float>(p.q), as<__nv_bfloat16>(p.o).
+template <typename T>
+__host__ __device__ inline const T* as(const void* p) { return static_cast<const T*>(p); }
+template <typename T>
+__host__ __device__ inline T* as(void* p) { return static_cast<T*>(p); }
+
+// Every forward launcher takes this. The tensors are of `dtype`, LSE float32.
 struct FwdParams {
-  const float* q = nullptr;  // (B, H, N, d)
-  const float* k = nullptr;  // (B, H, N, d)
-  const float* v = nullptr;  // (B, H, N, d)
-  float* o = nullptr;        // (B, H, N, d)
+  const void* q = nullptr;   // (B, H, N, d)
+  const void* k = nullptr;   // (B, H, N, d)
+  const void* v = nullptr;   // (B, H, N, d)
+  void* o = nullptr;         // (B, H, N, d)
   float* lse = nullptr;      // (B, H, N)
+  DType dtype = DType::fp32;
   Shape shape;
   float scale = 0.f;
   bool causal = false;
@@ -90,15 +100,16 @@ struct FwdParams {
 
 // Every backward launcher takes this. The forward's O and LSE are inputs.
 struct BwdParams {
-  const float* q = nullptr;     // (B, H, N, d)
-  const float* k = nullptr;     // (B, H, N, d)
-  const float* v = nullptr;     // (B, H, N, d)
-  const float* o = nullptr;     // (B, H, N, d)
+  const void* q = nullptr;      // (B, H, N, d)
+  const void* k = nullptr;      // (B, H, N, d)
+  const void* v = nullptr;      // (B, H, N, d)
+  const void* o = nullptr;      // (B, H, N, d)
   const float* lse = nullptr;   // (B, H, N)
-  const float* dout = nullptr;  // (B, H, N, d)  dO = ∂loss/∂O
-  float* dq = nullptr;          // (B, H, N, d)
-  float* dk = nullptr;          // (B, H, N, d)
-  float* dv = nullptr;          // (B, H, N, d)
+  const void* dout = nullptr;   // (B, H, N, d)  dO = ∂loss/∂O
+  void* dq = nullptr;           // (B, H, N, d)
+  void* dk = nullptr;           // (B, H, N, d)
+  void* dv = nullptr;           // (B, H, N, d)
+  DType dtype = DType::fp32;    // of every tensor but LSE
   Shape shape;
   float scale = 0.f;
   bool causal = false;
@@ -118,13 +129,14 @@ struct BlockMask;   // common/block_mask.hpp
 // traced run.
 struct PassSettings {
   PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {},
-               const BlockMask* mask_ = nullptr)
-      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_) {}
+               const BlockMask* mask_ = nullptr, DType dtype_ = DType::fp32)
+      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_), dtype(dtype_) {}
   float scale = 0.f;
   bool causal = false;
   int variant = 0;                  // index into StepInfo::variants
   Dropout dropout;                  // steps with StepInfo::dropout
   const BlockMask* mask = nullptr;  // block-sparse steps; null: every block (must outlive the run)
+  DType dtype = DType::fp32;        // of the tensors (StepInfo::dtypes)
 };
 
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
@@ -148,6 +160,7 @@ struct StepInfo {
   bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
   int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
+  std::vector<DType> dtypes{DType::fp32};  // the element types its kernels take
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
   // order the adds land in, so repeats are not bit-identical.
   std::vector<std::string> order_dependent;
@@ -158,6 +171,11 @@ struct StepInfo {
   std::size_t bwd_workspace(const Shape& s) const { return bwd_workspace_bytes ? bwd_workspace_bytes(s) : 0; }
   std::string refusal(const Shape& s, const PassSettings& settings) const {
     return unsupported ? unsupported(s, settings) : std::string();
+  }
+  bool takes(DType t) const {
+    for (DType d : dtypes)
+      if (d == t) return true;
+    return false;
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "common/parallel.hpp"
 #include "common/philox.hpp"
@@ -40,6 +41,14 @@ struct DropoutMask {
   bool on;
   T scale;
 };
+
+// Rounding to the run's dtype where a 16-bit kernel must round: in the float32 implementation
+// of a 16-bit run only. The double reference never rounds.
+template <typename T>
+T rounded(const AttnOptions& opt, T x) {
+  if constexpr (std::is_same_v<T, float>) return round_to(opt.dtype, x);
+  return x;
+}
 
 }  // namespace
 
@@ -80,11 +89,11 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
     if (srow[j] == neg_inf) continue;
     const T p = std::exp(srow[j] - m);
     l += p;
-    const T pz = p * z(bh, i, j);
+    const T pz = rounded(opt, p * z(bh, i, j));  // P̃ ∘ Z, as P·V reads it
     const float* vj = vh + std::int64_t(j) * d;
     for (int c = 0; c < d; ++c) o_row[c] += pz * T(vj[c]);
   }
-  for (int c = 0; c < d; ++c) o_row[c] /= l;
+  for (int c = 0; c < d; ++c) o_row[c] = rounded(opt, o_row[c] / l);
   *lse = m + std::log(l);
 }
 
@@ -119,7 +128,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     std::vector<T> o_row(d);
     reference_forward_row<T>(s, q, k, v, opt, bh * N + i, o_row.data(), &lse[i]);
     T acc = 0;
-    for (int c = 0; c < d; ++c) acc += T(doh[i * d + c]) * o_row[c];
+    for (int c = 0; c < d; ++c) acc += T(doh[i * d + c]) * o_row[c];  // O as the forward stored it
     D[i] = acc;
   });
 
@@ -129,8 +138,8 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
   auto grad_entry = [&](std::int64_t i, std::int64_t j, T& pz, T& ds) {
     const T p = std::exp(T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
     const T zij = z(bh, i, j);
-    pz = p * zij;
-    ds = p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]);
+    pz = rounded(opt, p * zij);                                          // for dV = (P ∘ Z)ᵀ dO
+    ds = rounded(opt, p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]));  // for dQ, dK
   };
 
   // dQ_i = τ Σ_j dS_ij k_j
@@ -145,7 +154,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
       grad_entry(i, j, p, ds);
       for (int c = 0; c < d; ++c) out[c] += ds * T(kh[j * d + c]);
     }
-    for (int c = 0; c < d; ++c) out[c] *= T(opt.scale);
+    for (int c = 0; c < d; ++c) out[c] = rounded(opt, out[c] * T(opt.scale));
   });
 
   // dV_j = Σ_i P_ij dO_i;  dK_j = τ Σ_i dS_ij q_i
@@ -164,7 +173,10 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
         dk_out[c] += ds * T(qh[i * d + c]);
       }
     }
-    for (int c = 0; c < d; ++c) dk_out[c] *= T(opt.scale);
+    for (int c = 0; c < d; ++c) {
+      dk_out[c] = rounded(opt, dk_out[c] * T(opt.scale));
+      dv_out[c] = rounded(opt, dv_out[c]);
+    }
   });
 }
 

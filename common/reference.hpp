@@ -3,8 +3,11 @@
 // One implementation, instantiated twice (docs/notation.md, Algorithms 0 and 3):
 //   T = double  the reference every kernel is checked against;
 //   T = float   a plain float32 implementation of the same math, whose own error against
-//               the double one sets the tolerance (DESIGN.md, "Numbers and checks").
-// Inputs are float32 (what the kernels read); everything after the load is T.
+//               the double one sets the tolerance (DESIGN.md, "Numbers and checks"). For a
+//               16-bit run (AttnOptions::dtype) it also rounds to that dtype where a 16-bit
+//               kernel must: P before P·V, dS and P before their products, and the outputs.
+// Inputs are float32 values (what the kernels read: of the run's dtype); everything after the
+// load is T.
 //
 // Row by row, so a check of a large problem can compute only a sample of rows: a forward
 // row costs O(N·d). A backward row of dQ needs only its own row's statistics, but a row of
@@ -30,12 +33,14 @@ struct BlockMaskView {
 };
 
 struct AttnOptions {
-  AttnOptions(float scale_ = 0.f, bool causal_ = false, Dropout dropout_ = {}, const BlockMaskView* mask_ = nullptr)
-      : scale(scale_), causal(causal_), dropout(dropout_), mask(mask_) {}
+  AttnOptions(float scale_ = 0.f, bool causal_ = false, Dropout dropout_ = {}, const BlockMaskView* mask_ = nullptr,
+              DType dtype_ = DType::fp32)
+      : scale(scale_), causal(causal_), dropout(dropout_), mask(mask_), dtype(dtype_) {}
   float scale = 0.f;
   bool causal = false;
   Dropout dropout;               // the kernels' mask, from the same generator (common/philox.hpp)
   const BlockMaskView* mask = nullptr;  // null: every block visible
+  DType dtype = DType::fp32;     // the kernel's: where the float32 version rounds (see above)
 };
 
 // Row `row` = bh·N + i of the forward: o_row[0..d) and its LSE (natural log).

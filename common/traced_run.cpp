@@ -51,6 +51,7 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   m.causal = settings.causal;
   m.scale = settings.scale;
   m.dropout = settings.dropout.p;
+  m.dtype = dtype_name(settings.dtype);
   if (settings.mask) m.block_mask = describe(*settings.mask);
   m.Br = sink.Br();
   m.Bc = sink.Bc();
@@ -88,7 +89,7 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
     trace::TensorInfo ti;
     ti.id = static_cast<Tensor>(i);
     ti.shape = trace::tensor_shape(ti.id, shape.B, shape.H, shape.N, shape.d);
-    ti.bytes = trace::shape_elems(ti.shape) * std::int64_t(sizeof(float));
+    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(ti.id, m.dtype);
     m.tensors.push_back(std::move(ti));
   }
   return t;

@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "common/files.hpp"
 #include "common/host_memory.hpp"
+#include "common/plan.hpp"
 #include "common/traced_run.hpp"
 
 namespace fs {
@@ -31,10 +32,8 @@ void validate_run(const StepInfo& step, const Options& opt) {
   }
 
   const Shape& s = opt.shape;
-  validate_shape(s);
+  check_features(step, opt);
   const std::string who = "step " + step.id;
-  if (opt.backward && !step.backward) throw InputError(who + " has no backward pass");
-  if (opt.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
 
   // Host memory: Q, K, V (and dO), and what comes back to check or save (O, LSE; dQ, dK, dV).
   const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float);
@@ -64,7 +63,7 @@ void validate_run(const StepInfo& step, const Options& opt) {
                        ": every query would attend to no key");
   }
   const PassSettings settings{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
-                              step.block_sparse ? &m : nullptr};
+                              step.block_sparse ? &m : nullptr, opt.dtype};
   if (std::string why = step.refusal(s, settings); !why.empty()) throw InputError(who + ": " + why);
 }
 

@@ -24,12 +24,12 @@ void ErrorStat::add(double got, double ref) {
 }
 
 TensorCheck judge(const std::string& name, const ErrorStat& kernel, const ErrorStat& fp32,
-                  double factor, double floor) {
+                  double factor, double floor, DType output) {
   TensorCheck t;
   t.name = name;
   t.err = kernel.max_abs;
   t.err_fp32 = fp32.max_abs;
-  t.tol = factor * fp32.max_abs + floor * std::max(1.0, kernel.ref_max_abs);
+  t.tol = factor * fp32.max_abs + std::max(floor * std::max(1.0, kernel.ref_max_abs), ulp(output, kernel.ref_max_abs));
   t.bad = kernel.bad;
   return t;
 }
@@ -92,7 +92,7 @@ CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* 
   }
   CheckReport report;
   report.coverage = coverage_text(static_cast<std::int64_t>(rows.size()), s.rows(), "rows");
-  report.tensors.push_back(judge("O", eo, eo32, kForwardFactor, kForwardFloor));
+  report.tensors.push_back(judge("O", eo, eo32, kForwardFactor, kForwardFloor, opt.dtype));
   report.tensors.push_back(judge("LSE", el, el32, kForwardFactor, kForwardFloor));
   return report;
 }
@@ -136,7 +136,8 @@ CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float*
     report.coverage += ", " + std::to_string(heads.size()) + " of " +
                        std::to_string(s.heads()) + " heads";
   const char* names[3] = {"dQ", "dK", "dV"};
-  for (int t = 0; t < 3; ++t) report.tensors.push_back(judge(names[t], e[t], e32[t], kBackwardFactor, kBackwardFloor));
+  for (int t = 0; t < 3; ++t)
+    report.tensors.push_back(judge(names[t], e[t], e32[t], kBackwardFactor, kBackwardFloor, opt.dtype));
   return report;
 }
 

@@ -6,6 +6,7 @@
 // H = 2048/d heads, so every N fills the GPU with about the same work per matmul.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -24,11 +25,15 @@ std::vector<T> parse_list(const std::string& text) {
   for (T x; in >> x;) out.push_back(x);
   return out;
 }
+bool contains(const std::vector<std::string>& list, const std::string& x) {
+  return std::find(list.begin(), list.end(), x) != list.end();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"flashsteps bench: time every step over a grid of shapes, append rows to a CSV"};
   std::string steps_arg, seqs = "512 1024 2048 4096 8192 16384", dims = "64 128", causals = "0 1", dropouts = "0";
+  std::string dtypes = "fp32", variants_arg;
   std::string csv;
   int batch = 0, heads = 0, reps = 10, warmup = 3;
   bool backward = false, check = false;
@@ -36,6 +41,9 @@ int main(int argc, char** argv) {
   app.add_option("--seqs", seqs, "sequence lengths")->capture_default_str();
   app.add_option("--dims", dims, "head dimensions")->capture_default_str();
   app.add_option("--causal", causals, "causal settings, 0 and/or 1")->capture_default_str();
+  app.add_option("--variants", variants_arg, "only these kernel variants, e.g. \"fa2 tuned\" (default: all)");
+  app.add_option("--dtypes", dtypes, "element types, e.g. \"bf16 fp16\" (each step runs those it has kernels for)")
+      ->capture_default_str();
   app.add_option("--dropout", dropouts, "dropout probabilities (steps with dropout; others run at 0 only)")
       ->capture_default_str();
   std::string patterns = "dense";
@@ -66,8 +74,18 @@ int main(int argc, char** argv) {
     }
     steps.push_back(s);
   }
+  std::vector<fs::DType> dtype_list;
+  for (const auto& name : parse_list<std::string>(dtypes)) {
+    const auto t = fs::parse_dtype(name);
+    if (!t) {
+      std::fprintf(stderr, "bench: error: no dtype %s (fp32, bf16, fp16)\n", name.c_str());
+      return fs::kExitBadInput;
+    }
+    dtype_list.push_back(*t);
+  }
   const fs::DeviceInfo dev = fs::query_device();
   int failures = 0;
+  for (fs::DType dtype : dtype_list)
   for (int d : parse_list<int>(dims))
     for (int N : parse_list<int>(seqs))
       for (int causal : parse_list<int>(causals))
@@ -76,20 +94,25 @@ int main(int argc, char** argv) {
         opt.shape = {batch ? batch : std::max(1, 16384 / N), heads ? heads : std::max(1, 2048 / d), N, d};
         opt.causal = causal != 0;
         opt.dropout = dropout;
+        opt.dtype = dtype;
         opt.bench = true;
         opt.check = check;
         opt.reps = reps;
         opt.warmup = warmup;
-        const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward);
+        const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, backward, dtype);
         for (const fs::StepInfo* step : steps)
+          if (step->takes(dtype))
           for (const std::string& pattern : step->block_sparse ? parse_list<std::string>(patterns) : std::vector<std::string>{""})
           for (std::size_t v = 0; v < step->variants.size() && (dropout == 0.f || step->dropout); ++v) {
+            if (!variants_arg.empty() && step->variants.size() > 1 &&
+                !contains(parse_list<std::string>(variants_arg), step->variants[v]))
+              continue;
             opt.pattern = pattern;
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
             const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern);
-            std::printf("%-34s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(), opt.shape.B,
-                        opt.shape.H, N, d, causal, dropout);
+            std::printf("%-34s %s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(),
+                        fs::dtype_name(dtype), opt.shape.B, opt.shape.H, N, d, causal, dropout);
             try {
               const fs::RunPlan plan(*step, opt);
               const fs::CaseReport r = fs::run_case(plan, problem, dev);

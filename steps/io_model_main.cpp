@@ -1,6 +1,7 @@
 // io_model: the HBM bytes each step's IO model counts for a shape (no GPU needed; tile sizes
 // that depend on shared memory use this GPU's, or the H200's 227 KiB without one). CSV out.
-//   io_model [shape] [--causal] [--pattern SPEC]   step,pass,...,read_bytes,write_bytes,mask
+//   io_model [shape] [--causal] [--pattern SPEC]   step,pass,...,read_bytes,write_bytes,mask,dtype
+//                                                  (each step in its first dtype: 08 in bf16)
 //   io_model --tiles [--seq N] [--dim d]           step,N,d,name,value: the tiles each kernel uses
 // The docs quote both; docs/benchmarks/prose_check.py holds the quotes to this program's output.
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include "steps/04_online_softmax/flash.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/06_block_sparse/block_sparse.hpp"
+#include "steps/08_tensor_cores/tensor_cores.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -54,6 +56,9 @@ void print_tiles(int N, int d) {
   row("05_recompute_backward", "threads_per_key", b.threads_per_row);
   row("05_recompute_backward", "cols_per_thread", b.threads_per_row ? d / b.threads_per_row : 0);
   row("06_block_sparse", "block", fs::default_mask_block(d));
+  const fs::TcTiles tc = fs::tc_forward_tiles(d, 0);
+  row("08_tensor_cores/fa2", "Br", tc.Br);
+  row("08_tensor_cores/fa2", "Bc", tc.Bc);
 }
 
 }  // namespace
@@ -82,7 +87,7 @@ int main(int argc, char** argv) {
     print_tiles(s.N, s.d);
     return 0;
   }
-  std::printf("step,pass,B,H,N,d,causal,read_bytes,write_bytes,mask\n");
+  std::printf("step,pass,B,H,N,d,causal,read_bytes,write_bytes,mask,dtype\n");
   try {
     for (const auto& step : fs::all_steps())
       for (std::size_t v = 0; v < step.variants.size(); ++v) {
@@ -90,11 +95,12 @@ int main(int argc, char** argv) {
         const std::string mask = !masked ? "" : pattern.find(',') == std::string::npos ? pattern : '"' + pattern + '"';
         std::optional<fs::BlockMask> m;
         if (masked) m = fs::make_pattern(pattern, s.N, block ? block : step.mask_block(s.d), seed);
-        const fs::PassSettings settings{fs::default_scale(s.d), causal, static_cast<int>(v), {}, m ? &*m : nullptr};
+        const fs::PassSettings settings{fs::default_scale(s.d), causal, static_cast<int>(v), {}, m ? &*m : nullptr,
+                                        step.dtypes.front()};
         auto row = [&](const char* pass, fs::IoCount io) {
-          std::printf("%s,%s,%d,%d,%d,%d,%d,%lld,%lld,%s\n", step.label(static_cast<int>(v)).c_str(), pass, s.B, s.H,
-                      s.N, s.d, causal ? 1 : 0, static_cast<long long>(io.read_bytes),
-                      static_cast<long long>(io.write_bytes), mask.c_str());
+          std::printf("%s,%s,%d,%d,%d,%d,%d,%lld,%lld,%s,%s\n", step.label(static_cast<int>(v)).c_str(), pass, s.B,
+                      s.H, s.N, s.d, causal ? 1 : 0, static_cast<long long>(io.read_bytes),
+                      static_cast<long long>(io.write_bytes), mask.c_str(), fs::dtype_name(settings.dtype));
         };
         row("fwd", step.io_forward(s, settings));
         if (step.backward) row("bwd", step.io_backward(s, settings));

@@ -54,10 +54,11 @@ bool record_traces(const std::string& dir, const std::string& only, const fs::De
   std::filesystem::create_directories(dir);
   fs::Options opt;
   opt.shape = fs::kTraceShape;
-  const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, true);
   int files = 0, invalid = 0;
   for (const fs::StepInfo& step : fs::all_steps()) {
     if (!only.empty() && fs::find_step(only) != &step) continue;
+    opt.dtype = step.dtypes.front();  // the step's first element type (fp32 up to step 06)
+    const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, true, opt.dtype);
     for (std::size_t v = 0; v < step.variants.size(); ++v) {
       fs::Options o = opt;
       o.variant = static_cast<int>(v);
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
   app.add_option("-n,--seq", opt.shape.N, "sequence length")->transform(fs::decimal<int>())->capture_default_str();
   app.add_option("-d,--dim", opt.shape.d, "head dimension")->transform(fs::decimal<int>())->capture_default_str();
   app.add_flag("--causal", opt.causal, "causal mask");
+  std::string dtype = "fp32";
+  app.add_option("--dtype", dtype, "element type: fp32, or bf16 / fp16 (the steps with tensor-core kernels)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--reps", opt.reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
   app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
   app.add_option("--step", only, "run only this step (e.g. 01)");
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
                  "also record a traced run of every step (B=H=1, N=256, d=64) into DIR, for the visualizer")
       ->type_name("DIR");
   CLI11_PARSE(app, argc, argv);
+  opt.dtype = *fs::parse_dtype(dtype);
 
   try {
     fs::validate_shape(opt.shape);
@@ -109,9 +115,9 @@ int main(int argc, char** argv) {
     }
     const fs::DeviceInfo dev = fs::query_device();
     const fs::Shape& s = opt.shape;
-    std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, fp32, median of %d runs, L2 flushed\n",
-                dev.name.c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", opt.reps);
-    const fs::HostProblem problem = fs::random_problem(s, opt.seed, true);
+    std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, %s, median of %d runs, L2 flushed\n",
+                dev.name.c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", fs::dtype_name(opt.dtype), opt.reps);
+    const fs::HostProblem problem = fs::random_problem(s, opt.seed, true, opt.dtype);
 
     print_rule();
     std::printf("%-26s %-4s %-5s %10s %9s %12s %12s %10s\n", "step", "pass", "check", "time ms",
@@ -120,6 +126,7 @@ int main(int argc, char** argv) {
     bool all_pass = true;
     for (const fs::StepInfo& step : fs::all_steps()) {
       if (!only.empty() && fs::find_step(only) != &step) continue;
+      if (!step.takes(opt.dtype)) continue;
       for (std::size_t v = 0; v < step.variants.size(); ++v) {
         fs::Options o = opt;
         o.variant = static_cast<int>(v);

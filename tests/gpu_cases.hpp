@@ -19,11 +19,16 @@ struct Case {
   int variant;
   Shape shape;
   bool causal;
+  DType dtype = DType::fp32;
   std::string name() const {
     std::ostringstream out;
     out << step->id << "/" << step->variants[variant] << " B=" << shape.B << " H=" << shape.H
         << " N=" << shape.N << " d=" << shape.d << (causal ? " causal" : "");
+    if (dtype != DType::fp32) out << " " << dtype_name(dtype);
     return out.str();
+  }
+  PassSettings settings(Dropout dropout = {}) const {
+    return {default_scale(shape.d), causal, variant, dropout, nullptr, dtype};
   }
   // The variant's backward adds dQ with atomics: not bit-identical run to run.
   bool order_dependent() const {
@@ -33,7 +38,8 @@ struct Case {
   }
   // Fresh inputs for every case: a seed from everything that names it.
   std::uint64_t seed() const {
-    return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1];
+    return 1000003ull * shape.N + 1009ull * shape.d + 17ull * variant + (causal ? 7 : 0) + step->id[1] +
+           131ull * static_cast<int>(dtype);
   }
 };
 
@@ -42,13 +48,15 @@ inline const DeviceInfo& test_device() {
   return dev;
 }
 
-// Steps × variants that support shape `s` on this device (with a backward, if asked).
-inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false) {
+// Steps × variants that support shape `s` in `dtype` (with a backward, if asked).
+inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false, DType dtype = DType::fp32) {
   std::vector<Case> out;
   for (const auto& step : all_steps()) {
-    if (need_backward && !step.backward) continue;
-    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v)
-      if (step.refusal(s, {default_scale(s.d), causal, v}).empty()) out.push_back({&step, v, s, causal});
+    if ((need_backward && !step.backward) || !step.takes(dtype)) continue;
+    for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) {
+      const Case c{&step, v, s, causal, dtype};
+      if (step.refusal(s, c.settings()).empty()) out.push_back(c);
+    }
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// sanitize_cases: every step × variant of the table of steps (steps/registry.cpp) at small,
+// sanitize_cases: every step × variant × dtype of the table of steps (steps/registry.cpp) at small,
 // odd shapes, forward and backward, causal and not, with dropout where a step has it, block
 // masks that skip blocks where a step is block-sparse, plain and traced — each checked against
 // the fp64 reference. tests/sanitize.sh runs it under compute-sanitizer's memcheck, racecheck,
@@ -32,8 +32,9 @@ struct SanitizeCase {
   std::string name() const {
     const fs::Shape& s = opt.shape;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s/%s B=%d H=%d N=%d d=%d%s%s%s%s%s", step->id.c_str(),
-                  step->variants[std::size_t(opt.variant)].c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "",
+    std::snprintf(buf, sizeof buf, "%s/%s %s B=%d H=%d N=%d d=%d%s%s%s%s%s", step->id.c_str(),
+                  step->variants[std::size_t(opt.variant)].c_str(), fs::dtype_name(opt.dtype), s.B, s.H, s.N,
+                  s.d, opt.causal ? " causal" : "",
                   opt.dropout > 0 ? " dropout" : "", opt.backward ? " fwd+bwd" : " fwd",
                   step->block_sparse ? (" mask " + opt.pattern).c_str() : "", traced ? " traced" : "");
     return buf;
@@ -46,9 +47,11 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
   std::vector<SanitizeCase> out;
   for (const fs::StepInfo& step : fs::all_steps()) {
     if (!only.empty() && step.id.rfind(only, 0) != 0) continue;
-    for (int v = 0; v < int(step.variants.size()); ++v) {
+    for (int v = 0; v < int(step.variants.size()); ++v)
+    for (fs::DType dtype : step.dtypes) {
       fs::Options base;
       base.variant = v;
+      base.dtype = dtype;
       base.check = true;
       base.backward = step.backward != nullptr;
       base.seed = 11;

@@ -58,3 +58,17 @@ TEST_CASE("a plan builds the block mask once and hands it to every pass", "[plan
   REQUIRE(dense.label() == "04_online_softmax/alg1");
   REQUIRE(dense.density() == 1.0);
 }
+
+TEST_CASE("a dtype a step has no kernel for is refused, naming the steps that have one", "[plan][dtype]") {
+  std::string with16, with32;
+  for (const auto& step : fs::all_steps()) {
+    if (step.takes(fs::DType::bf16)) with16 += (with16.empty() ? "" : ", ") + step.id.substr(0, 2);
+    if (step.takes(fs::DType::fp32)) with32 += (with32.empty() ? "" : ", ") + step.id.substr(0, 2);
+  }
+  REQUIRE(with16 == fs::kSteps16Bit);  // the messages' lists are the table's
+  REQUIRE(with32 == fs::kStepsFp32);
+  fs::Options opt = options({1, 1, 64, 64});
+  opt.dtype = fs::DType::bf16;
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("04"), opt),
+                      Catch::Contains("has no bf16 kernel; steps with one: ") && Catch::Contains(fs::kSteps16Bit));
+}

@@ -137,7 +137,7 @@ TEST_CASE("the validator names each way a trace fails to add up", "[trace][valid
   SECTION("a load moving more than its tile holds") {
     Trace t = fs::test::good_trace();
     find_event(t, Kind::Load, Tensor::Q).bytes = 1000;
-    REQUIRE_THAT(errors_of(t), Catch::Contains("moves 1000 bytes, more than its 4×2 float32 tile holds"));
+    REQUIRE_THAT(errors_of(t), Catch::Contains("moves 1000 bytes, more than its 4×2 tile of 4-byte elements holds"));
   }
   SECTION("a tensor of the wrong shape, and a CTA outside its grid") {
     Trace t = fs::test::good_trace();
@@ -294,7 +294,7 @@ TEST_CASE("a tile's size is compared with its bytes without overflow", "[trace][
   e.rows = e.cols = 2147483647;
   const std::string err = errors_of(t);  // the tile lies outside O: that is the error
   REQUIRE_THAT(err, Catch::Contains("is outside O"));
-  REQUIRE_THAT(err, !Catch::Contains("float32 tile holds"));
+  REQUIRE_THAT(err, !Catch::Contains("-byte elements holds"));
 }
 
 // Output coverage by a sweep over the stores: the same count and first gap as marking every

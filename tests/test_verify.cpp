@@ -2,6 +2,7 @@
 // rule fails, the exact answer passes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -108,4 +109,29 @@ TEST_CASE("verify_backward fails a wrong gradient", "[verify]") {
   const int t = GENERATE(0, 1, 2);
   g[t][s.elems() - 1] += 1e-3f;
   REQUIRE_FALSE(check().pass());
+}
+
+TEST_CASE("the 16-bit rule: the float32 CPU version rounds where a 16-bit kernel must, and the rule still catches a wrong element", "[verify][dtype]") {
+  const fs::Shape s{1, 2, 200, 64};
+  const fs::HostProblem p = fs::random_problem(s, 5, false, fs::DType::bf16);
+  for (float x : p.q) REQUIRE(x == fs::round_to(fs::DType::bf16, x));  // inputs are bf16 values
+  const fs::AttnOptions fp32{fs::default_scale(64)};
+  const fs::AttnOptions bf16{fs::default_scale(64), false, {}, nullptr, fs::DType::bf16};
+  const auto rows = fs::all_indices(s.rows());
+  std::vector<float> o16, l16, o32, l32;
+  fs::reference_forward<float>(s, p.q.data(), p.k.data(), p.v.data(), bf16, rows, o16, l16);
+  fs::reference_forward<float>(s, p.q.data(), p.k.data(), p.v.data(), fp32, rows, o32, l32);
+  for (float x : o16) REQUIRE(x == fs::round_to(fs::DType::bf16, x));  // O comes out as bf16
+  // The rounding version is the less accurate one: its error is what a bf16 kernel is held to.
+  auto err = [&](const std::vector<float>& o) {
+    std::vector<double> o64, l64;
+    fs::reference_forward<double>(s, p.q.data(), p.k.data(), p.v.data(), fp32, rows, o64, l64);
+    double e = 0;
+    for (std::size_t i = 0; i < o.size(); ++i) e = std::max(e, std::abs(o[i] - o64[i]));
+    return e;
+  };
+  REQUIRE(err(o16) > 10 * err(o32));
+  REQUIRE(fs::verify_forward(s, bf16, p.q.data(), p.k.data(), p.v.data(), o16.data(), l16.data(), 5).pass());
+  o16[123] += 0.05f;  // one element off by far more than bf16's rounding
+  REQUIRE_FALSE(fs::verify_forward(s, bf16, p.q.data(), p.k.data(), p.v.data(), o16.data(), l16.data(), 5).pass());
 }

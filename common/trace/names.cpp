@@ -58,6 +58,13 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d) {
   }
 }
 
+int element_bytes(Tensor t, const std::string& dtype) {
+  const bool stats = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L;
+  return !stats && (dtype == "bf16" || dtype == "fp16") ? 2 : 4;
+}
+
+bool valid_dtype(const std::string& dtype) { return dtype == "fp32" || dtype == "bf16" || dtype == "fp16"; }
+
 std::int64_t shape_elems(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,5 +29,11 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d);
 
 // Element count of a shape (1 for an empty shape).
 std::int64_t shape_elems(const std::vector<std::int64_t>& shape);
+
+// Bytes of one element of tensor `t` in a run of `dtype` ("fp32", "bf16", "fp16"): the row
+// statistics (LSE, D, m, l) are float32 always; the rest are of the run's dtype.
+int element_bytes(Tensor t, const std::string& dtype);
+// Whether `dtype` names an element type a trace can have.
+bool valid_dtype(const std::string& dtype);
 
 }  // namespace fs::trace

@@ -124,6 +124,7 @@ struct Meta {
   bool causal = false;
   float scale = 0;
   float dropout = 0;                     // dropout probability (steps 05+; optional in the file)
+  std::string dtype = "fp32";            // of Q..dV: fp32, bf16, fp16 (optional in the file: fp32)
   std::string block_mask;                // block-sparse steps: "8 × 8 blocks of 128 × 128, 24 nonzero
                                          // (density 0.375)"; empty when dense (optional in the file)
   int Br = 0, Bc = 0;                    // tile sizes (0 when the step does not tile)

@@ -77,6 +77,7 @@ ojson meta_json(const Trace& t) {
   o["causal"] = m.causal;
   o["scale"] = static_cast<double>(m.scale);
   if (m.dropout > 0) o["dropout"] = static_cast<double>(m.dropout);
+  if (m.dtype != "fp32") o["dtype"] = m.dtype;
   if (!m.block_mask.empty()) o["block_mask"] = m.block_mask;
   o["tiles"] = {{"Br", m.Br}, {"Bc", m.Bc}};
   o["sram_budget_bytes"] = m.sram_budget_bytes;
@@ -400,6 +401,7 @@ Meta read_meta(const json& o, const Reader& r) {
   m.causal = r.boolean(o, "causal", w);
   m.scale = static_cast<float>(r.number(o, "scale", w, -3.4e38, 3.4e38));
   if (r.optional(o, "dropout")) m.dropout = static_cast<float>(r.number(o, "dropout", w, 0, 1));
+  if (r.optional(o, "dtype")) m.dtype = r.string(o, "dtype", w);
   if (r.optional(o, "block_mask")) m.block_mask = r.string(o, "block_mask", w);
   const json& tiles = r.object(o, "tiles", w);
   m.Br = static_cast<int>(r.integer(tiles, "Br", w + ".tiles", 0, kMaxDim));

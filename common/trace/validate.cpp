@@ -217,6 +217,7 @@ ValidationReport validate(const Trace& t) {
     err.add("schema", "shape B=" + std::to_string(m.B) + " H=" + std::to_string(m.H) + " N=" + std::to_string(m.N) +
                           " d=" + std::to_string(m.d) + " has a size below 1 or is beyond any GPU");
   if (m.event_cap < 0 || m.events_dropped < 0) err.add("schema", "event_cap and events_dropped must not be negative");
+  if (!valid_dtype(m.dtype)) err.add("schema", "dtype is '" + m.dtype + "', not fp32, bf16 or fp16");
   const std::int64_t heads = std::int64_t(m.B) * m.H;
 
   // --- tensors ------------------------------------------------------------------------
@@ -234,9 +235,10 @@ ValidationReport validate(const Trace& t) {
     if (ti.shape != want)
       err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has shape " + shape_text(ti.shape) +
                             ", but the layout for this shape is " + shape_text(want));
-    else if (ti.bytes != shape_elems(want) * 4)
-      err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has " + std::to_string(ti.bytes) +
-                            " bytes, but " + shape_text(want) + " float32 is " + std::to_string(shape_elems(want) * 4));
+    else if (const int e = element_bytes(ti.id, m.dtype); ti.bytes != shape_elems(want) * e)
+      err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has " + std::to_string(ti.bytes) + " bytes, but " +
+                            shape_text(want) + " of " + std::to_string(e) + "-byte elements is " +
+                            std::to_string(shape_elems(want) * e));
   }
 
   // --- kernels and tracks ---------------------------------------------------------------
@@ -306,11 +308,13 @@ ValidationReport validate(const Trace& t) {
       }
       if (e.bytes < 0) err.add("bytes", what + " has negative bytes");
       if (e.cached && e.kind == Kind::Store) err.add("bytes", what + " is a store marked cached: only re-reads are");
-      // rows·cols fits in 62 bits, rows·cols·4 may not: compare in whole floats.
+      const int eb = element_bytes(e.tensor, m.dtype);
+      // rows·cols fits in 62 bits, rows·cols·eb may not: compare in whole elements.
       const std::int64_t tile_elems = std::int64_t(std::max(e.rows, 0)) * std::max(e.cols, 0);
-      if ((e.bytes + 3) / 4 > tile_elems)
+      if ((e.bytes + eb - 1) / eb > tile_elems)
         err.add("bytes", what + " moves " + std::to_string(e.bytes) + " bytes, more than its " +
-                             std::to_string(e.rows) + "×" + std::to_string(e.cols) + " float32 tile holds");
+                             std::to_string(e.rows) + "×" + std::to_string(e.cols) + " tile of " + std::to_string(eb) +
+                             "-byte elements holds");
       if (e.kind == Kind::Load)
         (e.cached ? rep.cached_bytes : rep.read_bytes) += e.bytes;
       else

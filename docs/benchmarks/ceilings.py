@@ -2,7 +2,8 @@
 """The GPU's measured ceilings, for the lessons' FLOPs-against-bytes arguments.
 
 HBM bandwidth: a 4 GiB device-to-device copy (4 GiB read + 4 GiB written). fp32 compute:
-torch.mm of 8192 × 8192 matrices in fp32 with TF32 off (cuBLAS SGEMM, 2·n³ FLOPs). Both timed as
+torch.mm of 8192 × 8192 matrices in fp32 with TF32 off (cuBLAS SGEMM, 2·n³ FLOPs); tensor-core
+compute: the same product in bf16 (cuBLAS, fp32 accumulate) on random data. All timed as
 torch_sdpa.py times PyTorch (CUDA events, warm-up, L2 flushed before each run, median of 10).
 Prints one line each and appends them to --out.
 """
@@ -31,8 +32,12 @@ def main():
     a, b = torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")
     ms_mm = time_ms(lambda: torch.mm(a, b), 10)
     tf = 2 * m ** 3 / (ms_mm * 1e-3) / 1e12
+    a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    ms_16 = time_ms(lambda: torch.mm(a16, b16), 10)
+    tf16 = 2 * m ** 3 / (ms_16 * 1e-3) / 1e12
     lines = [f"{gpu}: HBM copy {bw:.0f} GB/s (4 GiB read + 4 GiB written in {ms:.3f} ms)",
-             f"{gpu}: fp32 SGEMM {tf:.1f} TFLOP/s (8192^3, TF32 off, {ms_mm:.3f} ms)"]
+             f"{gpu}: fp32 SGEMM {tf:.1f} TFLOP/s (8192^3, TF32 off, {ms_mm:.3f} ms)",
+             f"{gpu}: bf16 GEMM {tf16:.1f} TFLOP/s (8192^3, fp32 accumulate, {ms_16:.3f} ms)"]
     with open(args.out, "a") as f:
         for line in lines:
             print(line)

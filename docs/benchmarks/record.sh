@@ -6,6 +6,7 @@
 #   docs/benchmarks/record.sh OUTDIR                  # the standard sweep
 #   SEQS="4096" DIMS=64 CAUSAL=0 STEPS="01 04" docs/benchmarks/record.sh OUTDIR
 #   DROPOUT="0 0.1" ...                              # dropout where a step has it (and PyTorch)
+#   DTYPES="bf16 fp16" STEPS=08 TORCH_BACKENDS="torch_flash torch_cudnn" ...   # 16-bit
 #
 # Expects a configured and built ./build (bash cmake/quickstart.sh does that).
 set -euo pipefail
@@ -20,6 +21,7 @@ REPS=${REPS:-10}
 WARMUP=${WARMUP:-3}
 BACKWARD=${BACKWARD:-1}
 DROPOUT=${DROPOUT:-0}
+DTYPES=${DTYPES:-fp32}
 TORCH_BACKENDS=${TORCH_BACKENDS-"torch_math torch_efficient"}
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -28,10 +30,10 @@ csv="$out/$slug.csv"
 bwd=(); [ "$BACKWARD" = 1 ] && bwd=(--backward)
 
 ./build/bin/bench ${STEPS:+--steps "$STEPS"} --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
-  --dropout "$DROPOUT" --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" --csv "$csv" 2>&1 | tee -a "$out/bench.log"
+  --dropout "$DROPOUT" --dtypes "$DTYPES" --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" --csv "$csv" 2>&1 | tee -a "$out/bench.log"
 if [ -n "$TORCH_BACKENDS" ] && python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   PYTHONUNBUFFERED=1 python3 docs/benchmarks/torch_sdpa.py --seqs "$SEQS" --dims "$DIMS" \
-    --causal "$CAUSAL" --dropout "$DROPOUT" --reps "$REPS" --backends "$TORCH_BACKENDS" "${bwd[@]}" --csv "$csv" 2>&1 \
+    --causal "$CAUSAL" --dropout "$DROPOUT" --dtypes "$DTYPES" --reps "$REPS" --backends "$TORCH_BACKENDS" "${bwd[@]}" --csv "$csv" 2>&1 \
     | tee -a "$out/bench.log"
 else
   echo "python3 with torch and a GPU not found: no PyTorch rows" | tee -a "$out/bench.log"

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's own attention on the same shapes, as rows of the same CSV as bin/bench.
 
-torch.nn.functional.scaled_dot_product_attention in fp32 with TF32 off, pinned to one backend
-per row: MATH (PyTorch's standard attention, S and P materialised) as `torch_math`, and
-EFFICIENT_ATTENTION (the memory-efficient kernel) as `torch_efficient`. Timed like the steps:
-CUDA events, warm-up, L2 flushed before each timed run, median of --reps.
+torch.nn.functional.scaled_dot_product_attention, pinned to one backend per row: MATH (PyTorch's
+standard attention, S and P materialised) as `torch_math`, EFFICIENT_ATTENTION (the
+memory-efficient kernel) as `torch_efficient`, and for bf16/fp16 FLASH_ATTENTION (the
+FlashAttention-2 kernels) as `torch_flash` and CUDNN_ATTENTION as `torch_cudnn`. --dtypes picks
+fp32 (TF32 off), bf16, fp16; a backend that does not take a dtype is skipped, saying why. Timed
+like the steps: CUDA events, warm-up, L2 flushed before each timed run, median of --reps.
 """
 import argparse
 import datetime
@@ -18,7 +20,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HEADER = ("gpu,step,pass,dtype,B,H,N,d,causal,dropout,mask,density,median_ms,tflops,peak_mem_bytes,"
           "hbm_bytes_model,max_err,commit,date")
-BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIENT_ATTENTION}
+BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "torch_flash": SDPBackend.FLASH_ATTENTION, "torch_cudnn": SDPBackend.CUDNN_ATTENTION}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def flops(B, H, N, d, causal, bwd):
@@ -50,6 +54,7 @@ def main():
     ap.add_argument("--dims", default="64 128")
     ap.add_argument("--causal", default="0 1")
     ap.add_argument("--backends", default="torch_math torch_efficient")
+    ap.add_argument("--dtypes", default="fp32", help="element types, e.g. \"bf16 fp16\"")
     ap.add_argument("--dropout", default="0", help="dropout probabilities, e.g. \"0 0.1\"")
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--batch", type=int, default=0)
@@ -69,15 +74,17 @@ def main():
     if new:
         out.write(HEADER + "\n")
 
-    for d in map(int, args.dims.split()):
+    for dtype_name, d in [(t, d) for t in args.dtypes.split() for d in map(int, args.dims.split())]:
+        dtype = DTYPES[dtype_name]
         for N in map(int, args.seqs.split()):
             for causal, drop in [(c, p) for c in map(int, args.causal.split()) for p in map(float, args.dropout.split())]:
                 B = args.batch or max(1, 16384 // N)
                 H = args.heads or max(1, 2048 // d)
                 gen = torch.Generator(device="cuda").manual_seed(1)
-                q, k, v, do = (torch.randn(B, H, N, d, device="cuda", generator=gen) for _ in range(4))
+                q, k, v, do = (torch.randn(B, H, N, d, device="cuda", generator=gen).to(dtype) for _ in range(4))
                 for name in args.backends.split():
-                    line = f"{name:26s} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal} dropout={drop:g}  "
+                    line = (f"{name:16s} {dtype_name} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal} "
+                            f"dropout={drop:g}  ")
                     try:
                         with sdpa_kernel(BACKENDS[name]):
                             qg, kg, vg = (t.clone().requires_grad_(args.backward) for t in (q, k, v))
@@ -95,7 +102,7 @@ def main():
                                 ms = time_ms(fn, args.reps)
                                 tf = flops(B, H, N, d, causal, p == "bwd") / (ms * 1e-3) / 1e12
                                 line += f"{p} {ms:9.3f} ms {tf:7.2f} TFLOP/s  "
-                                out.write(f"{gpu},{name},{p},fp32,{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
+                                out.write(f"{gpu},{name},{p},{dtype_name},{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
                                           f"{tf:.3f},{peak},,,{commit},{date}\n")
                             del o
                     except (RuntimeError, torch.cuda.OutOfMemoryError) as e:

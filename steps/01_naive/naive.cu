@@ -385,11 +385,11 @@ void naive_forward(const FwdParams& p) {
   }
 
   trace::launch(p.trace, "scores_kernel", scores_kernel<false>, scores_kernel<true>,
-                grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream, p.q, p.k, ws.s, sh.N, sh.d, p.scale,
+                grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream, as<float>(p.q), as<float>(p.k), ws.s, sh.N, sh.d, p.scale,
                 p.causal);
   trace::launch(p.trace, "softmax_kernel", softmax_kernel<false>, softmax_kernel<true>, row_blocks(sh.rows()),
                 kRowsPerBlock * kWarp, 0, p.stream, ws.s, ws.p, p.lse, sh.rows(), sh.N);
-  naive_pv(ws.p, p.v, p.o, sh, p.stream, p.trace);
+  naive_pv(ws.p, as<float>(p.v), as<float>(p.o), sh, p.stream, p.trace);
 }
 
 void naive_backward(const BwdParams& p) {
@@ -404,15 +404,15 @@ void naive_backward(const BwdParams& p) {
     names.add(ws.D, sh.rows() * sizeof(float), "D");
   }
 
-  naive_dv(P, p.dout, p.dv, sh, p.stream, p.trace);
+  naive_dv(P, as<float>(p.dout), as<float>(p.dv), sh, p.stream, p.trace);
   trace::launch(p.trace, "dp_kernel", dp_kernel<false>, dp_kernel<true>, grid2d(sh.N, sh.N, sh.heads()), block,
-                0, p.stream, p.dout, p.v, ws.dp, sh.N, sh.d);
+                0, p.stream, as<float>(p.dout), as<float>(p.v), ws.dp, sh.N, sh.d);
   trace::launch(p.trace, "rowdot_kernel", rowdot_kernel<false>, rowdot_kernel<true>, row_blocks(sh.rows()),
-                kRowsPerBlock * kWarp, 0, p.stream, p.dout, p.o, ws.D, sh.rows(), sh.d, sh.N);
+                kRowsPerBlock * kWarp, 0, p.stream, as<float>(p.dout), as<float>(p.o), ws.D, sh.rows(), sh.d, sh.N);
   trace::launch(p.trace, "ds_kernel", ds_kernel<false>, ds_kernel<true>, 4096, 256, 0, p.stream, P, ws.dp, ws.D,
                 sh.score_elems(), sh.N);
   const float* dS = ws.dp;  // (B, H, N, N), now holding dS
-  naive_dq_dk(dS, p.q, p.k, p.dq, p.dk, sh, p.scale, p.stream, p.trace);
+  naive_dq_dk(dS, as<float>(p.q), as<float>(p.k), as<float>(p.dq), as<float>(p.dk), sh, p.scale, p.stream, p.trace);
 }
 
 StepInfo step01_info() {

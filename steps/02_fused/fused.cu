@@ -193,7 +193,7 @@ void launch_scores_softmax(const FwdParams& p, float* P) {
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of S: R whole rows
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   trace::launch(p.trace, "scores_softmax_kernel", scores_softmax_kernel<R, false>, scores_softmax_kernel<R, true>,
-                grid, kThreads, smem, p.stream, p.q, p.k, P, p.lse, s.N, s.d, p.scale, p.causal);
+                grid, kThreads, smem, p.stream, as<float>(p.q), as<float>(p.k), P, p.lse, s.N, s.d, p.scale, p.causal);
 }
 
 std::size_t fwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // P
@@ -230,7 +230,7 @@ void fused_forward(const FwdParams& p) {
     case 2: launch_scores_softmax<2>(p, P); break;
     default: launch_scores_softmax<1>(p, P); break;
   }
-  naive_pv(P, p.v, p.o, s, p.stream, p.trace);
+  naive_pv(P, as<float>(p.v), as<float>(p.o), s, p.stream, p.trace);
 }
 
 void fused_backward(const BwdParams& p) {
@@ -242,14 +242,14 @@ void fused_backward(const BwdParams& p) {
     names.add(P, s.score_elems() * sizeof(float), "P");
     names.add(dS, s.score_elems() * sizeof(float), "dS");
   }
-  naive_dv(P, p.dout, p.dv, s, p.stream, p.trace);
+  naive_dv(P, as<float>(p.dout), as<float>(p.dv), s, p.stream, p.trace);
   constexpr int R = 8;
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   const std::size_t smem = (R * s.d + R) * sizeof(float);
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of dS: R whole rows
   trace::launch(p.trace, "ds_fused_kernel", ds_fused_kernel<R, false>, ds_fused_kernel<R, true>, grid, kThreads,
-                smem, p.stream, p.dout, p.o, p.v, P, dS, s.N, s.d);
-  naive_dq_dk(dS, p.q, p.k, p.dq, p.dk, s, p.scale, p.stream, p.trace);
+                smem, p.stream, as<float>(p.dout), as<float>(p.o), as<float>(p.v), P, dS, s.N, s.d);
+  naive_dq_dk(dS, as<float>(p.q), as<float>(p.k), as<float>(p.dq), as<float>(p.dk), s, p.scale, p.stream, p.trace);
 }
 
 StepInfo step02_info() {

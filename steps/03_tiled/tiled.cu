@@ -55,8 +55,8 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N * D;
-  const float* gK = p.k + head;  // (N, D)
-  const float* gV = p.v + head;  // (N, D)
+  const float* gK = as<float>(p.k) + head;  // (N, D)
+  const float* gV = as<float>(p.v) + head;  // (N, D)
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   auto keys = [&](int j0) { return min(BC, N - j0); };
 
   float q[R][DC];
-  load_q_rows<D, R, DC>(p.q + head, row, N, part, p.scale * kLog2e, q);
+  load_q_rows<D, R, DC>(as<float>(p.q) + head, row, N, part, p.scale * kLog2e, q);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
   // The key tiles this CTA visits. Causal: none past its last row.
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
     walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    store_row<D, DC>(p.o + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
+    store_row<D, DC>(as<float>(p.o) + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }

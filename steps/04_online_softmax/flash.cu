@@ -147,10 +147,10 @@ __global__ void __launch_bounds__(kAlg1Threads)
   float* sB = smem + L.stats() + L.Br;  // (Br) e^{m̃ − m_new} / ℓ_new        (weight of P̃_ij V_j)
   const int N = p.shape.N, Br = L.Br, Bc = L.Bc;
   const std::int64_t bh = blockIdx.x;
-  const float* gQ = p.q + bh * N * D;
-  const float* gK = p.k + bh * N * D;
-  const float* gV = p.v + bh * N * D;
-  float* gO = p.o + bh * N * D;
+  const float* gQ = as<float>(p.q) + bh * N * D;
+  const float* gK = as<float>(p.k) + bh * N * D;
+  const float* gV = as<float>(p.v) + bh * N * D;
+  float* gO = as<float>(p.o) + bh * N * D;
   gm += bh * N;
   gl += bh * N;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -282,7 +282,7 @@ void launch_alg1(const FwdParams& p) {
     p.trace->set_tiles(t.Br, t.Bc);
   }
   trace::launch(p.trace, "alg1_init_kernel", alg1_init_kernel<false>, alg1_init_kernel<true>, 1024, 256, 0,
-                p.stream, p.o, gl, gm, s.rows(), D, s.N);
+                p.stream, as<float>(p.o), gl, gm, s.rows(), D, s.N);
   trace::launch(p.trace, "alg1_forward_kernel", alg1_forward_kernel<D, false>, alg1_forward_kernel<D, true>,
                 static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
   trace::launch(p.trace, "alg1_lse_kernel", alg1_lse_kernel<false>, alg1_lse_kernel<true>, 256, 256, 0, p.stream,

@@ -65,13 +65,15 @@ __global__ void __launch_bounds__(kPreprocessRows * kWarpSize)
   const std::int64_t r0 = std::int64_t(blockIdx.x) * kPreprocessRows, r1 = min(rows, r0 + kPreprocessRows);
   const std::int64_t r = r0 + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
+  const float* dout = as<float>(p.dout);  // (B·H·N, d)
+  const float* o = as<float>(p.o);        // (B·H·N, d)
   if (r < rows) {
     float acc = 0.f;
-    for (int c = lane; c < d; c += kWarpSize) acc = fmaf(p.dout[r * d + c], p.o[r * d + c], acc);
+    for (int c = lane; c < d; c += kWarpSize) acc = fmaf(dout[r * d + c], o[r * d + c], acc);
     acc = warp_sum(acc);
     if (lane == 0) delta[r] = acc;
     if constexpr (kZeroDQ)
-      for (int c = lane; c < d; c += kWarpSize) p.dq[r * d + c] = 0.f;
+      for (int c = lane; c < d; c += kWarpSize) as<float>(p.dq)[r * d + c] = 0.f;
   }
   if constexpr (kTrace)
     if (tr.records())
@@ -115,8 +117,8 @@ template <int D, int kThreads>
 __device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_t head, const float* gDelta,
                                                  float* sQ, float* sdO, float* sL, float* sD, int i0) {
   const int N = p.shape.N;
-  load_rows_async<kBwdStage, D, kThreads>(sQ, p.q + head * D, i0, N);
-  load_rows_async<kBwdStage, D, kThreads>(sdO, p.dout + head * D, i0, N);
+  load_rows_async<kBwdStage, D, kThreads>(sQ, as<float>(p.q) + head * D, i0, N);
+  load_rows_async<kBwdStage, D, kThreads>(sdO, as<float>(p.dout) + head * D, i0, N);
   cp_async_commit();
   for (int i = threadIdx.x; i < kBwdStage; i += kThreads) {
     sL[i] = lse_log2(p.lse + head, i0 + i, N);
@@ -139,9 +141,9 @@ __global__ void __launch_bounds__(T::kThreads)
   const int n_keys = min(T::kBR, N - key0);
 
   float k[R][DC], v[R][DC];  // k scaled by τ·log2 e: k·q is S in log2 units
-  load_q_rows<D, R, DC>(p.k + head * D, key, N, part, p.scale * kLog2e, k);
-  load_q_rows<D, R, DC>(p.v + head * D, key, N, part, 1.f, v);
-  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), p.k + head * D, key0, N);
+  load_q_rows<D, R, DC>(as<float>(p.k) + head * D, key, N, part, p.scale * kLog2e, k);
+  load_q_rows<D, R, DC>(as<float>(p.v) + head * D, key, N, part, 1.f, v);
+  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), as<float>(p.k) + head * D, key0, N);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
 
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(T::kThreads)
             acc.w = fmaf(w, kx.w, acc.w);
           }
           if (i0 + c < N) {
-            float* dst = p.dq + (head + i0 + c) * D + x;
+            float* dst = as<float>(p.dq) + (head + i0 + c) * D + x;
             atomicAdd(dst, p.scale * acc.x);
             atomicAdd(dst + 1, p.scale * acc.y);
             atomicAdd(dst + 2, p.scale * acc.z);
@@ -248,8 +250,8 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (key + r >= N) continue;
-    float4* dst_k = reinterpret_cast<float4*>(p.dk + (head + key + r) * D + part * DC);
-    float4* dst_v = reinterpret_cast<float4*>(p.dv + (head + key + r) * D + part * DC);
+    float4* dst_k = reinterpret_cast<float4*>(as<float>(p.dk) + (head + key + r) * D + part * DC);
+    float4* dst_v = reinterpret_cast<float4*>(as<float>(p.dv) + (head + key + r) * D + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4) {
       dst_k[c / 4] = make_float4(p.scale * dk[r][c], p.scale * dk[r][c + 1], p.scale * dk[r][c + 2], p.scale * dk[r][c + 3]);
@@ -275,8 +277,8 @@ __global__ void __launch_bounds__(T::kThreads)
   const int n_rows = min(T::kBR, N - row0);
 
   float q[R][DC], dout[R][DC], lse2[R], delta[R];
-  load_q_rows<D, R, DC>(p.q + head * D, row, N, part, p.scale * kLog2e, q);
-  load_q_rows<D, R, DC>(p.dout + head * D, row, N, part, 1.f, dout);
+  load_q_rows<D, R, DC>(as<float>(p.q) + head * D, row, N, part, p.scale * kLog2e, q);
+  load_q_rows<D, R, DC>(as<float>(p.dout) + head * D, row, N, part, 1.f, dout);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     lse2[r] = lse_log2(p.lse + head, row + r, N);
@@ -297,15 +299,15 @@ __global__ void __launch_bounds__(T::kThreads)
 
   float dq[R][DC] = {};
   if (n_tiles > 0) {
-    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), p.k + head * D, walk.start(0), N);
-    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), p.v + head * D, walk.start(0), N);
+    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), as<float>(p.k) + head * D, walk.start(0), N);
+    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), as<float>(p.v) + head * D, walk.start(0), N);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, j_stage = walk.start(t), n_k = min(kBwdStage, N - j_stage);
     if (t + 1 < n_tiles) {
-      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), p.k + head * D, walk.start(t + 1), N);
-      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), p.v + head * D, walk.start(t + 1), N);
+      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), as<float>(p.k) + head * D, walk.start(t + 1), N);
+      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), as<float>(p.v) + head * D, walk.start(t + 1), N);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -345,7 +347,7 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (row + r >= N) continue;
-    float4* dst = reinterpret_cast<float4*>(p.dq + (head + row + r) * D + part * DC);
+    float4* dst = reinterpret_cast<float4*>(as<float>(p.dq) + (head + row + r) * D + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4)
       dst[c / 4] = make_float4(p.scale * dq[r][c], p.scale * dq[r][c + 1], p.scale * dq[r][c + 2], p.scale * dq[r][c + 3]);

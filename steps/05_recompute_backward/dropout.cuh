@@ -21,12 +21,14 @@ template <int R, int BC>
 struct KeepBits {
   unsigned bits;
   float scale;  // 1/(1 − p)
-  // p[r][c] ← p[r][c] · Z_rc: scaled if kept, 0 if dropped.
+  // p[r][c] ← p[r][c] · Z_rc: Z is the scale where kept, 0 where dropped. A product (not a
+  // select), so that the compiler may fuse it into the subtraction that follows in the backward
+  // (dS = P ∘ (dP ∘ Z − D)): one rounding, as the kernels of steps 05 and 06 always had.
   __device__ __forceinline__ void apply(float (&p)[R][BC]) const {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int c = 0; c < BC; ++c) p[r][c] = (bits >> (r * BC + c)) & 1u ? p[r][c] * scale : 0.f;
+      for (int c = 0; c < BC; ++c) p[r][c] *= (bits >> (r * BC + c)) & 1u ? scale : 0.f;
   }
 };
 

@@ -1,0 +1,360 @@
+// The tensor-core forward of step 08: step 04's FlashAttention-2 kernel with both matrix
+// products on mma.sync, bf16 or fp16 in, fp32 accumulate. The algorithm is unchanged — each
+// CTA owns a tile of kBlockM query rows, streams K_j, V_j tiles of kBlockN keys, keeps the
+// running max m, normaliser ℓ and the output accumulator O on chip, rescales O by
+// α = exp(m − m_new) when the max grows and divides by ℓ once at the end — what changes is
+// who holds which numbers (mma.cuh):
+//
+//   warp w of the CTA owns query rows [16·kMTiles·w, 16·kMTiles·(w+1)) of the tile; each lane
+//   holds, per 16-row tile, two rows (g and g+8) and two columns of every 8-column group: of
+//   S (the scores of its rows against the K tile) and of O. A row's max and sum are reduced
+//   over the 4 lanes of a group (two xor shuffles).
+//
+//   S = Q K_jᵀ   A = Q (16 rows × 16 of d) from shared memory or registers, B = K_j rows
+//   O += P V_j   A = P, straight from S's accumulator registers (rounded to bf16/fp16),
+//                B = V_j through ldmatrix.trans
+//
+// The variants are the rungs of the step's ladder (the lesson measures each): 
+//   r1_mma        the above with plain row-major shared memory, one stage (load, then compute),
+//                 P written to shared memory and read back as an A operand
+//   r2_swizzle    + the XOR swizzle: ldmatrix without bank conflicts
+//   r3_pipeline   + two stages: K_{j+1}, V_{j+1} arrive (cp.async) while tile j is computed
+//   r4_p_in_regs  + P from the accumulators, no shared-memory round trip
+//   fa2           + tiles chosen per head dimension (the default)
+#pragma once
+
+#include <cstdint>
+
+#include "common/cuda_utils.cuh"
+#include "common/flash_tile.cuh"
+#include "common/problem.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/tile_policies.cuh"
+#include "steps/08_tensor_cores/mma.cuh"
+
+namespace fs::tc {
+
+// One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
+template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
+          bool kQInRegs_>
+struct FwdConfig {
+  using E = E_;
+  static constexpr int D = D_;
+  static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
+  static constexpr bool kSwizzle = kSwizzle_, kPInRegs = kPInRegs_, kQInRegs = kQInRegs_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMTiles = kBlockM / (16 * kWarps);  // 16-row tiles per warp
+  static_assert(kMTiles >= 1 && kBlockM == 16 * kMTiles * kWarps, "every warp owns whole 16-row tiles");
+  static_assert(D % 16 == 0 && kBlockN % 16 == 0, "mma.sync m16n8k16 steps over 16 of d and 16 keys");
+  using QTile = SmemTile<kBlockM, D, kSwizzle>;   // Q_i
+  using KVTile = SmemTile<kBlockN, D, kSwizzle>;  // K_j, V_j: one per stage each
+  using PTile = SmemTile<kBlockM, kBlockN, kSwizzle>;  // P, when it goes through shared memory
+  static constexpr std::size_t kSmemBytes =
+      sizeof(E) * (QTile::kElems + 2 * kStages * KVTile::kElems + (kPInRegs ? 0 : PTile::kElems));
+};
+
+// Rows [row0, row0 + kRows) of a row-major (n_rows, kCols) matrix into a tile, 16 bytes per
+// cp.async, all threads; rows at or past n_rows are zero-filled. Commit and wait before use.
+// Thread i copies chunks i, i + kThreads, ...: with kThreads a multiple of 8 rows' chunks, they
+// lie at the same column and swizzle of rows 8 apart, so the unrolled loop's addresses are the
+// first one plus constants.
+template <typename Tile, int kThreads, typename E>
+__device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
+  constexpr int kChunks = Tile::kChunks, kCols = kChunks * 8, kPerThread = Tile::kElems / 8 / kThreads;
+  static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
+    const bool valid = row0 + r < n_rows;
+    cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * kCols + 8 * c, valid);
+  }
+}
+
+// The A fragment of rows [r0, r0 + 16) × columns [16kk, 16kk + 16) of a tile (Q, or P).
+template <typename Tile, typename E>
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const E* s, int r0, int kk) {
+  const int lane = threadIdx.x % 32;
+  ldmatrix_x4(a, s + Tile::offset(r0 + (lane & 15), 2 * kk + (lane >> 4)));
+}
+
+// B fragments of two 8-key tiles, keys [n0, n0 + 16), × columns [16kk, 16kk + 16) of K:
+// b[0], b[1] for keys n0.., b[2], b[3] for keys n0 + 8...
+template <typename Tile, typename E>
+__device__ __forceinline__ void load_b_k(std::uint32_t (&b)[4], const E* s, int n0, int kk) {
+  const int lane = threadIdx.x % 32;
+  ldmatrix_x4(b, s + Tile::offset(n0 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
+}
+
+// B fragments of V for keys [16kk, 16kk + 16) × two 8-column tiles of d, [c0, c0 + 16):
+// b[0], b[1] for columns c0.., b[2], b[3] for columns c0 + 8.. (transposed on the way in).
+template <typename Tile, typename E>
+__device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const E* s, int kk, int c0) {
+  const int lane = threadIdx.x % 32;
+  ldmatrix_x4_trans(b, s + Tile::offset(16 * kk + (lane & 15), c0 / 8 + (lane >> 4)));
+}
+
+template <typename Cfg, bool kCausal, bool kTrace>
+__global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdParams p, trace::Slices slices) {
+  using E = typename Cfg::E;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  using PTile = typename Cfg::PTile;
+  constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, MT = Cfg::kMTiles;
+  constexpr int NT = BN / 8;   // 8-key tiles of S per row tile
+  constexpr int KD = D / 16;   // 16-wide steps over d (S = QKᵀ)
+  constexpr int KN = BN / 16;  // 16-wide steps over the keys (O += PV)
+  constexpr int DT = D / 8;    // 8-column tiles of O
+  constexpr std::int64_t kE = sizeof(E);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ __align__(128) unsigned char smem[];
+  E* sQ = reinterpret_cast<E*>(smem);                       // (BM, D)
+  E* sK = sQ + QTile::kElems;                               // kStages × (BN, D)
+  E* sV = sK + Cfg::kStages * KVTile::kElems;               // kStages × (BN, D)
+  [[maybe_unused]] E* sP = sV + Cfg::kStages * KVTile::kElems;  // (BM, BN), P through shared memory
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N * D;
+  const E* gK = as<E>(p.k) + head;  // (N, D)
+  const E* gV = as<E>(p.v) + head;  // (N, D)
+  // Causal: the last query tiles have the most key tiles; launch them first.
+  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int row0 = tile * BM;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;  // this lane's row group and column pair (mma.cuh)
+  const int wrow0 = warp * 16 * MT;       // the warp's first row in the tile
+  // For the trace: the CTA's real rows, the real keys of the tile at j0. The sampled row is
+  // the tile's first, held by lane 0 of warp 0.
+  const int rows = min(BM, N - row0);
+  auto keys = [&](int j0) { return min(BN, N - j0); };
+  const float scale_log2 = p.scale * kLog2e;  // exp(τ s) = exp2(τ log2(e) s); τ > 0
+
+  // The key tiles this CTA visits. Causal: none past its last row.
+  const int last_row = min(N, row0 + BM) - 1;
+  const DenseWalk<BN> walk = DenseWalk<BN>::keys_of(p.sparse, N, row0, last_row, kCausal);
+  const int n_tiles = walk.size();
+  auto k_tile = [&](int stage) { return sK + stage * KVTile::kElems; };
+  auto v_tile = [&](int stage) { return sV + stage * KVTile::kElems; };
+
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head, row0, N);
+  cp_async_commit();
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
+  if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
+    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), N);
+    cp_async_commit();
+  }
+  [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
+  if constexpr (Cfg::kQInRegs) {
+    if (Cfg::kStages == 2 && n_tiles > 0) cp_async_wait<1>(); else cp_async_wait<0>();
+    __syncthreads();  // Q has landed for every warp
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) load_a<QTile>(qf[mt][kk], sQ, wrow0 + 16 * mt, kk);
+  }
+
+  float o[MT][DT][4] = {};  // O accumulators: rows g, g+8 of each row tile, columns 2·t4, +1
+  float m[MT][2], l[MT][2];  // running max (of τ-less scores) and this lane's part of ℓ, per row
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[mt][h] = -INFINITY;
+      l[mt][h] = 0.f;
+    }
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int j0 = walk.start(t);
+    const int stage = Cfg::kStages == 2 ? t & 1 : 0;
+    if constexpr (Cfg::kStages == 2) {
+      if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
+        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+    } else {  // one stage: load tile t, then compute it
+      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, N);
+      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, N);
+      cp_async_commit();
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+    const E* sKt = k_tile(stage);
+    const E* sVt = v_tile(stage);
+
+    // S = Q K_jᵀ: (16·MT rows of this warp) × (BN keys), fp32 accumulators.
+    float s[MT][NT][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[mt][i] = qf[mt][kk][i];
+        } else {
+          load_a<QTile>(a[mt], sQ, wrow0 + 16 * mt, kk);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += 2) {
+        std::uint32_t b[4];
+        load_b_k<KVTile>(b, sKt, 8 * nt, kk);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Element<E>::mma(s[mt][nt], a[mt], b[0], b[1]);
+          Element<E>::mma(s[mt][nt + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    // Keys past N, and (causal) keys after the query, get -inf: only in the tiles that need it.
+    if (j0 + BN > N || (kCausal && j0 + BN - 1 > row0)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = row0 + wrow0 + 16 * mt + g + 8 * (e >> 1), col = j0 + 8 * nt + 2 * t4 + (e & 1);
+            if (col >= N || (kCausal && col > row)) s[mt][nt][e] = -INFINITY;
+          }
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
+
+    // The online softmax, row by row (h: row g or g + 8 of the row tile).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = m[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's 4 lanes
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
+        // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
+        const float m_use = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+        const float alpha = exp2_fast(m[mt][h] * scale_log2 - m_use);  // e^{τ(m − m_new)}; 0 at first
+        m[mt][h] = mx;
+        l[mt][h] *= alpha;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][2 * h] *= alpha;
+          o[mt][dt][2 * h + 1] *= alpha;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], scale_log2, -m_use));  // P̃_ij = e^{τ s − τ m}
+            l[mt][h] += s[mt][nt][e];
+          }
+      }
+    if constexpr (kTrace) {  // the sampled row's m (natural log, with τ) and whole ℓ
+      float l_row = l[0][0];
+      l_row += __shfl_xor_sync(0xffffffffu, l_row, 1);
+      l_row += __shfl_xor_sync(0xffffffffu, l_row, 2);
+      FS_TRACE_STATS(tr, Kind::Softmax, Tensor::P, bh, row0, rows, j0, keys(j0), m[0][0] * p.scale, l_row, row0);
+      FS_TRACE_STATS(tr, Kind::Rescale, Tensor::O, bh, row0, rows, 0, D, m[0][0] * p.scale, l_row, row0);
+    }
+
+    // P̃ rounded to the input type, as the A operand of P̃V. In registers, the A fragment of keys
+    // [16kk, 16kk + 16) is S's accumulators of the 8-key tiles 2kk and 2kk + 1 (mma.cuh): no
+    // data moves, and S's fp32 registers are free from here on. Through shared memory, each warp
+    // writes its rows and reads them back with ldmatrix.
+    [[maybe_unused]] std::uint32_t pf[Cfg::kPInRegs ? MT : 1][Cfg::kPInRegs ? KN : 1][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (Cfg::kPInRegs) {
+#pragma unroll
+        for (int kk = 0; kk < KN; ++kk) {
+          pf[mt][kk][0] = Element<E>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);          // row g,   keys 2t4, +1
+          pf[mt][kk][1] = Element<E>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);          // row g+8
+          pf[mt][kk][2] = Element<E>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);  // row g,   keys 8+2t4, +1
+          pf[mt][kk][3] = Element<E>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);  // row g+8
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)  // keys 8nt + 2t4, +1 of row g + 8h: in chunk nt of the row
+            *reinterpret_cast<std::uint32_t*>(sP + PTile::offset(wrow0 + 16 * mt + g + 8 * h, nt) + 2 * t4) =
+                Element<E>::pack(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
+      }
+    }
+    if constexpr (!Cfg::kPInRegs) __syncwarp();  // each warp reads back only its own rows
+
+    // O += P̃ V_j.
+#pragma unroll
+    for (int kk = 0; kk < KN; ++kk) {
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Cfg::kPInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[mt][i] = pf[mt][kk][i];
+        } else {
+          load_a<PTile>(a[mt], sP, wrow0 + 16 * mt, kk);
+        }
+      }
+#pragma unroll
+      for (int dt = 0; dt < DT; dt += 2) {
+        std::uint32_t b[4];
+        load_b_v<KVTile>(b, sVt, kk, 8 * dt);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Element<E>::mma(o[mt][dt], a[mt], b[0], b[1]);
+          Element<E>::mma(o[mt][dt + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
+    __syncthreads();  // every warp is done with this stage before it is refilled
+  }
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
+
+  // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = τ m + ln ℓ.
+  E* gO = as<E>(p.o) + head;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float lr = l[mt][h];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      const int row = row0 + wrow0 + 16 * mt + g + 8 * h;
+      if (row >= N) continue;
+      // A row that saw no key (ℓ = 0) gets O = 0 and LSE = -inf, never 0/0.
+      const float inv = lr > 0.f ? 1.f / lr : 0.f;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+        *reinterpret_cast<std::uint32_t*>(gO + static_cast<long long>(row) * D + 8 * dt + 2 * t4) =
+            Element<E>::pack(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
+      if (t4 == 0) p.lse[bh * N + row] = lr > 0.f ? kLn2 * (m[mt][h] * scale_log2 + log2f(lr)) : -INFINITY;
+    }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
+}
+
+// Grid (query tiles, B·H).
+template <typename Cfg>
+void launch_tc_forward(const FwdParams& p) {
+  const dim3 grid((p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()));
+  if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
+  if (p.causal)
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, false>, tc_forward_kernel<Cfg, true, true>,
+                  grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+  else
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, false>,
+                  tc_forward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+}
+
+}  // namespace fs::tc

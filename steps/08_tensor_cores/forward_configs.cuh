@@ -1,0 +1,79 @@
+// Which tiles and techniques each variant of step 08's forward uses at each head dimension.
+//
+//   FwdConfig<E, D, kBlockM, kBlockN, kWarps, kSwizzle, kStages, kPInRegs, kQInRegs>
+//
+// The ladder's rungs share FlashAttention-2's tile for the H100 (128 query rows × 64 keys,
+// 4 warps of 32 rows each) and add one technique each; fa2 then picks its tiles per d.
+#pragma once
+
+#include <type_traits>
+
+#include "steps/08_tensor_cores/flash_tc_forward.cuh"
+
+namespace fs::tc {
+
+// StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
+enum FwdVariant : int { kFa2 = 0, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTune1, kTune2, kTune3, kFwdVariants };
+
+// The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
+constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
+
+template <typename E, int D>
+using R1Mma = FwdConfig<E, D, 128, 64, 4, /*swizzle*/ false, /*stages*/ 1, /*P in regs*/ false, /*Q in regs*/ false>;
+template <typename E, int D>
+using R2Swizzle = FwdConfig<E, D, 128, 64, 4, true, 1, false, false>;
+template <typename E, int D>
+using R3Pipeline = FwdConfig<E, D, 128, 64, 4, true, 2, false, false>;
+template <typename E, int D>
+using R4PInRegs = FwdConfig<E, D, 128, 64, 4, true, 2, true, false>;
+
+// fa2: every technique, tiles per d. Registers per thread bound the tiles: a lane holds
+// MT·(BN/8)·4 floats of S, MT·(d/8)·4 of O, and (Q in registers) MT·(d/16)·4 words of Q.
+template <typename E, int D>
+struct Fa2;
+template <typename E>
+struct Fa2<E, 32> { using Cfg = FwdConfig<E, 32, 128, 128, 4, true, 2, true, true>; };
+template <typename E>
+struct Fa2<E, 64> { using Cfg = FwdConfig<E, 64, 128, 64, 4, true, 2, true, true>; };
+template <typename E>
+struct Fa2<E, 96> { using Cfg = FwdConfig<E, 96, 128, 64, 4, true, 2, true, false>; };
+template <typename E>
+struct Fa2<E, 128> { using Cfg = FwdConfig<E, 128, 128, 64, 4, true, 2, true, false>; };
+template <typename E>
+struct Fa2<E, 256> { using Cfg = FwdConfig<E, 256, 64, 64, 4, true, 2, true, false>; };
+
+// Tile candidates for fa2, measured once on the H200 (docs/benchmarks/h200_tc_tiles.csv).
+template <typename E, int D>
+struct Tune;
+template <typename E>
+struct Tune<E, 64> {
+  using T1 = FwdConfig<E, 64, 128, 128, 4, true, 2, true, false>;
+  using T2 = FwdConfig<E, 64, 64, 64, 4, true, 2, true, true>;
+  using T3 = FwdConfig<E, 64, 128, 64, 8, true, 2, true, true>;
+};
+template <typename E>
+struct Tune<E, 128> {
+  using T1 = FwdConfig<E, 128, 128, 32, 4, true, 2, true, false>;
+  using T2 = FwdConfig<E, 128, 64, 64, 4, true, 2, true, false>;
+  using T3 = FwdConfig<E, 128, 128, 64, 8, true, 2, true, false>;
+};
+
+// The forward of p at head dimension D, element type E, variant p.variant.
+template <typename E, int D>
+void tc_forward_dispatch(const FwdParams& p) {
+  if constexpr (is_ladder_head_dim(D) && std::is_same_v<E, __nv_bfloat16>) {
+    switch (p.variant) {
+      case kR1Mma: return launch_tc_forward<R1Mma<E, D>>(p);
+      case kR2Swizzle: return launch_tc_forward<R2Swizzle<E, D>>(p);
+      case kR3Pipeline: return launch_tc_forward<R3Pipeline<E, D>>(p);
+      case kR4PInRegs: return launch_tc_forward<R4PInRegs<E, D>>(p);
+      case kTune1: return launch_tc_forward<typename Tune<E, D>::T1>(p);
+      case kTune2: return launch_tc_forward<typename Tune<E, D>::T2>(p);
+      case kTune3: return launch_tc_forward<typename Tune<E, D>::T3>(p);
+      default: break;
+    }
+  }
+  launch_tc_forward<typename Fa2<E, D>::Cfg>(p);
+}
+
+}  // namespace fs::tc

@@ -1,0 +1,125 @@
+// The tensor-core building blocks of step 08, each a few lines of PTX with the plain loop it
+// stands for: the mma.sync m16n8k16 instruction, ldmatrix, and a swizzled shared-memory layout.
+//
+// mma.sync.m16n8k16 (bf16 or fp16 in, fp32 accumulate): one warp computes D = A·B + C for
+// A (16×16), B (16×8), C and D (16×8). Every operand lives in the registers of the 32 lanes,
+// spread in a fixed pattern. With g = lane / 4 (the "group", 0..7) and t = lane % 4:
+//
+//   A, 4 registers of 2 elements:  a0 = A[g][2t, 2t+1]     a1 = A[g+8][2t, 2t+1]
+//                                  a2 = A[g][2t+8, 2t+9]   a3 = A[g+8][2t+8, 2t+9]
+//   B, 2 registers of 2 elements:  b0 = B[2t, 2t+1][g]     b1 = B[2t+8, 2t+9][g]
+//   C, D, 4 floats:                c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
+//
+// The element with the smaller column (A) or row (B) sits in the low 16 bits of a register.
+// Note that D's pattern, two consecutive columns of rows g and g+8, is A's pattern for one
+// 8-column half: the accumulator of S = QKᵀ can be fed straight back as the A operand of
+// P·V (FlashAttention-2 keeps P in registers this way).
+//
+// ldmatrix.x4: the warp loads four 8×8 matrices of 16-bit elements from shared memory; lanes
+// 0-7 give the addresses of matrix 0's eight rows (16 bytes each), lanes 8-15 matrix 1's, and
+// so on, and register i of every lane receives matrix i in the pattern above: lane l holds row
+// l/4, columns 2(l%4) and 2(l%4)+1. With .trans it receives the transposed matrix instead,
+// which is how a row-major V becomes the B operand of P·V.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace fs::tc {
+
+// What differs between bf16 and fp16: the instruction's type suffix and the conversion.
+template <typename E>
+struct Element;
+
+template <>
+struct Element<__nv_bfloat16> {
+  // Two floats rounded to one register: lo in the low half (the smaller column).
+  static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+  // d += a · b on the tensor cores.
+  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Element<__half> {
+  static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// 2^x in one special-function instruction (MUFU.EX2; inputs below -126 give 0). exp2f without
+// --use_fast_math adds a scale and two multiplies around it to keep denormal results: the
+// softmax needs none of them, P is rounded to 8 or 11 bits next.
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ std::uint32_t smem_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8×8 matrices; this lane gives the address of one row of one of them (see above).
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_address(row)));
+}
+
+// A tile of kRows rows × kCols 16-bit elements in shared memory, row-major, moved in 16-byte
+// chunks of 8 elements. ldmatrix reads one chunk from each of 8 consecutive rows at the same
+// column; in plain row-major order with rows of 128 bytes or a multiple, those 8 chunks all
+// fall in the same 4 of shared memory's 32 banks (an 8-way conflict: the read takes 8 times
+// as long). The XOR swizzle stores chunk c of row r at chunk c ^ (r mod 8) instead — a
+// permutation within each row, so every chunk still has one place — and the 8 rows' chunks
+// land in 8 different bank groups:
+//
+//   plain     offset(r, c) = r·kCols + 8c
+//   swizzled  offset(r, c) = r·kCols + 8·(c ^ (r & 7))          rows of 8·k chunks (d = 64, 128, 256)
+//             offset(r, c) = r·kCols + 8·(c ^ ((r >> 1) & 3))    rows of 4·k chunks (d = 32, 96):
+//             two rows fill 128 bytes, and pairs of rows take the 4 patterns
+template <int kRows, int kCols, bool kSwizzle>
+struct SmemTile {
+  static constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
+  static_assert(kCols % 8 == 0, "rows move in 16-byte chunks");
+  static_assert(!kSwizzle || kChunks % 4 == 0, "the swizzle permutes groups of 4 or 8 chunks");
+  static constexpr int kElems = kRows * kCols;
+
+  // Element offset of chunk c (columns 8c .. 8c+7) of row r.
+  static __device__ __forceinline__ int offset(int r, int c) {
+    if constexpr (!kSwizzle)
+      return r * kCols + 8 * c;
+    else if constexpr (kChunks % 8 == 0)
+      return r * kCols + 8 * (c ^ (r & 7));
+    else
+      return r * kCols + 8 * ((c & ~3) | ((c & 3) ^ ((r >> 1) & 3)));
+  }
+};
+
+}  // namespace fs::tc
