@@ -21,7 +21,9 @@ namespace fs {
 //             mask, --mask read and checked against the grid; a mask that keeps no block at all
 //             (with --causal: no block on or below the diagonal)
 // Cheap by design: it allocates nothing the size of the problem, so run_program calls it before
-// looking for a GPU and builds the RunPlan (which builds the mask, T² bytes) only after.
+// looking for a GPU and builds the RunPlan (which builds the mask, T² bytes) only after. For a
+// --pattern, StepInfo::refusal sees the mask's grid (block sizes, Tr, Tc) with no block filled
+// in: a step's check must judge the grid, not which blocks are on (step 06's does).
 void validate_run(const StepInfo& step, const Options& opt);
 
 // Throws InputError when an input of `problem` holds NaN or an infinity: "<dir>/v.npy: element
