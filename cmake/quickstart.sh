@@ -2,6 +2,9 @@
 # The README's two commands:
 #   bash cmake/quickstart.sh          set up, build, run the tour (every step, checked and timed)
 #   bash cmake/quickstart.sh test     set up, build, run the tests (ctest)
+# and what CI adds:
+#   bash cmake/quickstart.sh fuzz     set up clang, build the fuzz targets in build-fuzz/ and run
+#                                     each for FS_FUZZ_SECONDS (15) on its seeds (tests/fuzz/run.sh)
 # Set-up: the Debian packages the build needs are installed when run as root; otherwise the
 # exact apt-get line is printed. Extra arguments go to the tour or to ctest.
 # FS_DEPS_PREFIX=/opt/deps/usr uses packages unpacked there instead (machines without apt).
@@ -11,8 +14,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-tour}
 [ $# -gt 0 ] && shift
 case "$mode" in
-  tour|test) ;;
-  *) echo "usage: bash cmake/quickstart.sh [tour|test] [args...]" >&2; exit 2 ;;
+  tour|test|fuzz) ;;
+  *) echo "usage: bash cmake/quickstart.sh [tour|test|fuzz] [args...]" >&2; exit 2 ;;
 esac
 
 packages=(cmake ninja-build g++ catch2 nlohmann-json3-dev libcli11-dev)
@@ -21,6 +24,8 @@ packages+=(libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core xvfb xauth lib
 # The benchmark figures (docs/benchmarks/render.py, which CI runs with --check): Debian's matplotlib,
 # for /usr/bin/python3.
 packages+=(python3-matplotlib)
+# The fuzz targets: libFuzzer, AddressSanitizer and UBSan come with clang's runtime libraries.
+[ "$mode" = fuzz ] && packages+=(clang-14 libclang-rt-14-dev)
 
 if [ -z "${FS_DEPS_PREFIX:-}" ]; then
   missing=()
@@ -47,6 +52,11 @@ if [ -z "$nvcc" ]; then
   echo "The CUDA toolkit (nvcc) was not found on PATH or in /usr/local/cuda/bin."
   echo "Install it from https://developer.nvidia.com/cuda-downloads, then run this again."
   exit 1
+fi
+
+if [ "$mode" = fuzz ]; then
+  export PATH="$(dirname "$nvcc"):$PATH"  # the fuzz build finds the CUDA headers by nvcc's place
+  exec bash tests/fuzz/run.sh -max_total_time="${FS_FUZZ_SECONDS:-15}" "$@"
 fi
 
 config=(-S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc")

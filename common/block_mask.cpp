@@ -79,7 +79,10 @@ bool operator==(const BlockMask& a, const BlockMask& b) {
   return a.block_r == b.block_r && a.block_c == b.block_c && a.Tr == b.Tr && a.Tc == b.Tc && a.dense == b.dense;
 }
 
-BlockMask empty_mask(int N, int block_r, int block_c) {
+namespace {
+
+// The grid of a mask without the mask: the checks of empty_mask, nothing allocated.
+BlockMask grid_for(int N, int block_r, int block_c) {
   if (N < 1) throw InputError("block mask: N must be at least 1 (got " + std::to_string(N) + ")");
   if (block_r < 1 || block_c < 1)
     throw InputError("block mask: block sizes must be at least 1 (got " + std::to_string(block_r) + " × " +
@@ -93,6 +96,68 @@ BlockMask empty_mask(int N, int block_r, int block_c) {
     throw InputError("block mask: N=" + std::to_string(N) + " with " + std::to_string(block_r) + " × " +
                      std::to_string(block_c) + " blocks is a " + std::to_string(m.Tr) + " × " + std::to_string(m.Tc) +
                      " grid, more than 2^30 blocks; use larger blocks");
+  return m;
+}
+
+// The patterns' parameter checks, on the grid alone: the pattern functions and check_pattern
+// share them, so a bad spec is refused before any mask is allocated.
+void check_local(int window) {
+  if (window < 0) throw InputError("local pattern: window must be at least 0 blocks (got " + std::to_string(window) + ")");
+}
+
+void check_global(const BlockMask& grid, int N, int block, int n_global) {
+  if (n_global < 0 || n_global > grid.Tr)
+    throw InputError("global pattern: " + std::to_string(n_global) + " global blocks, but there are " +
+                     std::to_string(grid.Tr) + " block rows (N=" + std::to_string(N) + ", block " +
+                     std::to_string(block) + "); use 0.." + std::to_string(grid.Tr));
+}
+
+void check_random(double density) {
+  if (!(density >= 0.0 && density <= 1.0))
+    throw InputError("random pattern: density must be in [0, 1] (got " + number_text(density) + ")");
+}
+
+void check_butterfly(const BlockMask& grid, int N, int block, int group, int factors) {
+  const int T = grid.Tr;
+  if (group < 1 || group > T)
+    throw InputError("butterfly pattern: group of " + std::to_string(group) + " blocks, but there are " +
+                     std::to_string(T) + " blocks (N=" + std::to_string(N) + ", block " + std::to_string(block) +
+                     "); use 1.." + std::to_string(T));
+  // Group indices run below ⌈T/group⌉, so their XOR never reaches 2^max_factors.
+  const int max_factors = bits_for(blocks_for(T, group));
+  if (factors < 0 || factors > max_factors)
+    throw InputError("butterfly pattern: " + std::to_string(factors) + " factors on " + std::to_string(T) +
+                     " blocks in groups of " + std::to_string(group) + "; use 0.." + std::to_string(max_factors) +
+                     " (log2 of the number of groups)");
+}
+
+// The (group, factors) of the butterfly with density exactly `density` (pattern_butterfly_density).
+std::pair<int, int> butterfly_for_density(const BlockMask& grid, int N, int block, double density) {
+  const int T = grid.Tr;
+  if (!is_power_of_two(T))
+    throw InputError("butterfly@density needs a power-of-two number of blocks, but N=" + std::to_string(N) +
+                     " with block " + std::to_string(block) + " gives " + std::to_string(T));
+  if (!(density > 0.0 && density <= 1.0))
+    throw InputError("butterfly@density: density must be in (0, 1] (got " + number_text(density) + ")");
+  std::set<std::int64_t> reachable;  // w·(k+1): the nonzero blocks per row of each butterfly
+  for (int w = 1; w <= T; w *= 2) {
+    const int max_k = bits_for(T / w);
+    for (int k = 0; k <= max_k; ++k) reachable.insert(std::int64_t(w) * (k + 1));
+    const double k1 = density * T / w;  // k + 1
+    const double k1_int = std::round(k1);
+    if (k1_int >= 1 && std::fabs(k1 - k1_int) <= 1e-9 * k1 && k1_int - 1 <= max_k) return {w, int(k1_int) - 1};
+  }
+  std::string list;
+  for (auto n : reachable) list += (list.empty() ? "" : ", ") + std::to_string(n);
+  throw InputError("butterfly@density: no butterfly on " + std::to_string(T) + " blocks has density " +
+                   number_text(density) + "; the densities group·(factors+1)/T are n/" + std::to_string(T) +
+                   " for n in {" + list + "}");
+}
+
+}  // namespace
+
+BlockMask empty_mask(int N, int block_r, int block_c) {
+  BlockMask m = grid_for(N, block_r, block_c);
   m.dense.assign(std::size_t(m.Tr) * m.Tc, 0);
   return m;
 }
@@ -165,7 +230,7 @@ BlockMask pattern_dense(int N, int block) {
 }
 
 BlockMask pattern_local(int N, int block, int window) {
-  if (window < 0) throw InputError("local pattern: window must be at least 0 blocks (got " + std::to_string(window) + ")");
+  check_local(window);
   BlockMask m = empty_mask(N, block, block);
   for (int i = 0; i < m.Tr; ++i)
     for (int j = std::max(0, i - window); j <= std::min<std::int64_t>(m.Tc - 1, std::int64_t(i) + window); ++j)
@@ -174,11 +239,9 @@ BlockMask pattern_local(int N, int block, int window) {
 }
 
 BlockMask pattern_global_local(int N, int block, int window, int n_global) {
+  check_local(window);
+  check_global(grid_for(N, block, block), N, block, n_global);
   BlockMask m = pattern_local(N, block, window);
-  if (n_global < 0 || n_global > m.Tr)
-    throw InputError("global pattern: " + std::to_string(n_global) + " global blocks, but there are " +
-                     std::to_string(m.Tr) + " block rows (N=" + std::to_string(N) + ", block " +
-                     std::to_string(block) + "); use 0.." + std::to_string(m.Tr));
   for (int g = 0; g < n_global; ++g)
     for (int k = 0; k < m.Tr; ++k) {
       m.set(g, k, true);  // global query block: sees every key
@@ -195,8 +258,7 @@ BlockMask pattern_causal_block(int N, int block) {
 }
 
 BlockMask pattern_random(int N, int block, double density, std::uint64_t seed) {
-  if (!(density >= 0.0 && density <= 1.0))
-    throw InputError("random pattern: density must be in [0, 1] (got " + number_text(density) + ")");
+  check_random(density);
   BlockMask m = empty_mask(N, block, block);
   const int T = m.Tc;
   const int per_row = density > 0.0 ? std::max(1, int(std::llround(density * T))) : 0;
@@ -214,18 +276,9 @@ BlockMask pattern_random(int N, int block, double density, std::uint64_t seed) {
 }
 
 BlockMask pattern_butterfly(int N, int block, int group, int factors) {
+  check_butterfly(grid_for(N, block, block), N, block, group, factors);
   BlockMask m = empty_mask(N, block, block);
   const int T = m.Tr;
-  if (group < 1 || group > T)
-    throw InputError("butterfly pattern: group of " + std::to_string(group) + " blocks, but there are " +
-                     std::to_string(T) + " blocks (N=" + std::to_string(N) + ", block " + std::to_string(block) +
-                     "); use 1.." + std::to_string(T));
-  // Group indices run below ⌈T/group⌉, so their XOR never reaches 2^max_factors.
-  const int max_factors = bits_for(blocks_for(T, group));
-  if (factors < 0 || factors > max_factors)
-    throw InputError("butterfly pattern: " + std::to_string(factors) + " factors on " + std::to_string(T) +
-                     " blocks in groups of " + std::to_string(group) + "; use 0.." + std::to_string(max_factors) +
-                     " (log2 of the number of groups)");
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < T; ++j) {
       const int g = (i / group) ^ (j / group);
@@ -235,29 +288,17 @@ BlockMask pattern_butterfly(int N, int block, int group, int factors) {
 }
 
 BlockMask pattern_butterfly_density(int N, int block, double density) {
-  const int T = empty_mask(N, block, block).Tr;
-  if (!is_power_of_two(T))
-    throw InputError("butterfly@density needs a power-of-two number of blocks, but N=" + std::to_string(N) +
-                     " with block " + std::to_string(block) + " gives " + std::to_string(T));
-  if (!(density > 0.0 && density <= 1.0))
-    throw InputError("butterfly@density: density must be in (0, 1] (got " + number_text(density) + ")");
-  std::set<std::int64_t> reachable;  // w·(k+1): the nonzero blocks per row of each butterfly
-  for (int w = 1; w <= T; w *= 2) {
-    const int max_k = bits_for(T / w);
-    for (int k = 0; k <= max_k; ++k) reachable.insert(std::int64_t(w) * (k + 1));
-    const double k1 = density * T / w;  // k + 1
-    const double k1_int = std::round(k1);
-    if (k1_int >= 1 && std::fabs(k1 - k1_int) <= 1e-9 * k1 && k1_int - 1 <= max_k)
-      return pattern_butterfly(N, block, w, int(k1_int) - 1);
-  }
-  std::string list;
-  for (auto n : reachable) list += (list.empty() ? "" : ", ") + std::to_string(n);
-  throw InputError("butterfly@density: no butterfly on " + std::to_string(T) + " blocks has density " +
-                   number_text(density) + "; the densities group·(factors+1)/T are n/" + std::to_string(T) +
-                   " for n in {" + list + "}");
+  const auto [group, factors] = butterfly_for_density(grid_for(N, block, block), N, block, density);
+  return pattern_butterfly(N, block, group, factors);
 }
 
-BlockMask make_pattern(const std::string& spec, int N, int block, std::uint64_t seed) {
+namespace {
+
+// make_pattern and check_pattern in one: parses `spec` and checks its parameters on the grid;
+// with `build` returns the mask, without it only the grid (dense left empty) and whether the
+// pattern selects no block at all.
+BlockMask pattern_from_spec(const std::string& spec, int N, int block, std::uint64_t seed, bool build,
+                            bool* no_block) {
   const std::string forms = std::string("; valid forms: ") + kPatternForms;
   auto error = [&](const std::string& what) { return InputError("pattern '" + spec + "': " + what + forms); };
   const std::size_t cut = spec.find_first_of(":@");
@@ -303,23 +344,39 @@ BlockMask make_pattern(const std::string& spec, int N, int block, std::uint64_t 
   };
 
   try {
-    if (name == "dense" && sep == '\0') return pattern_dense(N, block);
-    if (name == "causal" && sep == '\0') return pattern_causal_block(N, block);
-    if (name == "local" && sep == ':') return pattern_local(N, block, ints(1, 1)[0]);
+    const BlockMask grid = grid_for(N, block, block);
+    if (no_block) *no_block = false;
+    if (name == "dense" && sep == '\0') return build ? pattern_dense(N, block) : grid;
+    if (name == "causal" && sep == '\0') return build ? pattern_causal_block(N, block) : grid;
+    if (name == "local" && sep == ':') {
+      const int window = ints(1, 1)[0];
+      check_local(window);
+      return build ? pattern_local(N, block, window) : grid;
+    }
     if (name == "global" && sep == ':') {
       const auto gw = ints(2, 2);
-      return pattern_global_local(N, block, gw[1], gw[0]);
+      check_local(gw[1]);
+      check_global(grid, N, block, gw[0]);
+      return build ? pattern_global_local(N, block, gw[1], gw[0]) : grid;
     }
-    if (name == "random" && sep == ':') return pattern_random(N, block, number(), seed);
-    if (name == "butterfly" && sep == '\0') {
-      const int T = empty_mask(N, block, block).Tr;
-      return pattern_butterfly(N, block, 1, bits_for(T));
+    if (name == "random" && sep == ':') {
+      const double density = number();
+      check_random(density);
+      if (no_block) *no_block = density == 0.0;
+      return build ? pattern_random(N, block, density, seed) : grid;
     }
+    if (name == "butterfly" && sep == '\0') return build ? pattern_butterfly(N, block, 1, bits_for(grid.Tr)) : grid;
     if (name == "butterfly" && sep == ':') {
       const auto kw = ints(1, 2);
-      return pattern_butterfly(N, block, kw.size() == 2 ? kw[1] : 1, kw[0]);
+      const int group = kw.size() == 2 ? kw[1] : 1;
+      check_butterfly(grid, N, block, group, kw[0]);
+      return build ? pattern_butterfly(N, block, group, kw[0]) : grid;
     }
-    if (name == "butterfly" && sep == '@') return pattern_butterfly_density(N, block, number());
+    if (name == "butterfly" && sep == '@') {
+      const double density = number();
+      butterfly_for_density(grid, N, block, density);
+      return build ? pattern_butterfly_density(N, block, density) : grid;
+    }
   } catch (const InputError& e) {
     const std::string what = e.what();
     if (what.rfind("pattern '", 0) == 0) throw;  // already ours
@@ -331,6 +388,18 @@ BlockMask make_pattern(const std::string& spec, int N, int block, std::uint64_t 
   throw error("unknown pattern");
 }
 
+}  // namespace
+
+BlockMask make_pattern(const std::string& spec, int N, int block, std::uint64_t seed) {
+  return pattern_from_spec(spec, N, block, seed, true, nullptr);
+}
+
+PatternGrid check_pattern(const std::string& spec, int N, int block) {
+  bool no_block = false;
+  const BlockMask grid = pattern_from_spec(spec, N, block, 0, false, &no_block);
+  return {grid.Tr, grid.Tc, no_block};
+}
+
 std::string describe(const BlockMask& m) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%d × %d blocks of %d × %d, %lld nonzero (density %.4g)", m.Tr, m.Tc, m.block_r,
@@ -339,7 +408,7 @@ std::string describe(const BlockMask& m) {
 }
 
 BlockMask read_block_mask(const std::string& path, int N, int block_r, int block_c) {
-  BlockMask m = empty_mask(N, block_r, block_c);
+  BlockMask m = grid_for(N, block_r, block_c);  // nothing allocated until the file matches it
   const NpyRaw raw = read_npy_raw(path, {"|b1", "|u1", "<i4", "<i8", "<f4"},
                                   "is not a block mask dtype (bool, uint8, int32, int64 or float32); "
                                   "save it with mask.astype(np.uint8)");
@@ -348,6 +417,7 @@ BlockMask read_block_mask(const std::string& path, int N, int block_r, int block
     throw InputError(path + ": shape " + shape_string(raw.shape) + (raw.shape.size() == 2 ? " but" : " is not 2-D:") +
                      " N=" + std::to_string(N) + " with " + std::to_string(block_r) + " × " +
                      std::to_string(block_c) + " blocks needs " + grid_text(m));
+  m.dense.assign(std::size_t(m.Tr) * m.Tc, 0);
   for (int i = 0; i < m.Tr; ++i)
     for (int j = 0; j < m.Tc; ++j) {
       const double v = raw.value(std::int64_t(i) * m.Tc + j);

@@ -90,6 +90,16 @@ BlockMask pattern_butterfly_density(int N, int block, double density);
 BlockMask make_pattern(const std::string& spec, int N, int block, std::uint64_t seed);
 extern const char* const kPatternForms;  // the valid forms, one line, for --help and errors
 
+// What make_pattern(spec, N, block, seed) would build, without building it: the spec parsed and
+// its parameters checked on the grid (the same InputError as make_pattern), then the grid's
+// size and whether the pattern selects no block at all (random:0). Allocates nothing, so a
+// program can refuse a bad spec before any GPU work however large the mask would be.
+struct PatternGrid {
+  int Tr = 0, Tc = 0;
+  bool no_block = false;
+};
+PatternGrid check_pattern(const std::string& spec, int N, int block);
+
 // One line: "32 × 32 blocks of 128 × 128, 192 nonzero (density 0.1875)".
 std::string describe(const BlockMask& m);
 

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "common/block_mask.hpp"
+#include "common/cli_numbers.hpp"
 #include "common/errors.hpp"
 
 namespace fs {
@@ -20,17 +21,17 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d;
   float scale = 0;
   std::string variant, dtype = dtype_name(o.dtype);
-  app.add_option("-b,--batch", B, "batch size B")->capture_default_str();
-  app.add_option("--heads", H, "heads H")->capture_default_str();
-  app.add_option("-n,--seq", N, "sequence length N")->capture_default_str();
-  app.add_option("-d,--dim", d, "head dimension d")->capture_default_str();
+  app.add_option("-b,--batch", B, "batch size B")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("--heads", H, "heads H")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("-n,--seq", N, "sequence length N")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("-d,--dim", d, "head dimension d")->transform(decimal<long long>())->capture_default_str();
   app.add_flag("--causal", o.causal, "mask key j > query i");
-  app.add_option("--scale", scale, "softmax scale (default 1/sqrt(d))");
-  app.add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app.add_option("--scale", scale, "softmax scale (default 1/sqrt(d))")->transform(decimal_real());
+  app.add_option("--seed", o.seed, "seed of the random inputs")->transform(decimal<std::uint64_t>())->capture_default_str();
   app.add_flag("--check", o.check, "compare against the fp64 CPU reference");
   app.add_flag("--bench", o.bench, "time with CUDA events (L2 flushed, median of --reps)");
-  app.add_option("--reps", o.reps, "timed runs for --bench")->capture_default_str();
-  app.add_flag("--backward", o.backward, "run the backward pass too");
+  app.add_option("--reps", o.reps, "timed runs for --bench")->transform(decimal<int>())->capture_default_str();
+  if (step.backward) app.add_flag("--backward", o.backward, "run the backward pass too");
   app.add_option("--dtype", dtype,
                  "element type of Q, K, V, O and the gradients: fp32, or bf16 / fp16 where the step has tensor-core "
                  "kernels (LSE is fp32 always)")
@@ -44,6 +45,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                  "size options the shape is B=1 H=1 N=256 d=64")
       ->type_name("FILE");
   app.add_option("--trace-cap", o.trace_cap, "device events recorded per CTA; more are counted as dropped")
+      ->transform(decimal<std::int64_t>())
       ->capture_default_str();
   if (step.variants.size() > 1)
     app.add_option("--variant", variant, "kernel to run")
@@ -60,6 +62,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                    "drop each attention probability with probability P, in the forward and the backward "
                    "(the mask is regenerated from --seed, never stored)")
         ->type_name("P")
+        ->transform(decimal_real())
         ->capture_default_str();
 
   long long block = o.block;
@@ -70,7 +73,8 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
         ->type_name("FILE");
     app.add_option("--block", block,
                    "mask block size in queries and keys, a multiple of the kernels' tiles (default: the smallest "
-                   "such size of at least 128 for --dim)");
+                   "such size of at least 128 for --dim)")
+        ->transform(decimal<long long>());
   }
 
   try {

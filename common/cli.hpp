@@ -1,7 +1,8 @@
 // The command line every step program shares:
-//   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps --backward
+//   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps
 //   --dtype --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
-//   (and --variant where a step holds several kernels; --dropout where a step has dropout;
+//   (--backward only where a step has a backward pass; --variant where a step holds several
+//   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
 //   step is block-sparse)
 #pragma once
@@ -45,7 +46,8 @@ struct Options {
 };
 
 // Parses and validates argv for `step`'s program. Returns std::nullopt when --help was
-// asked for (and printed). Throws InputError with one line on any bad input.
+// asked for (and printed). Throws InputError with one line on any bad input. Numbers are
+// decimal and range-checked (common/cli_numbers.hpp).
 std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv);
 
 }  // namespace fs

@@ -10,7 +10,8 @@ namespace fs {
 enum ExitCode : int {
   kExitOk = 0,
   kExitCheckFailed = 1,  // a check against the reference failed (or an unexpected CUDA error)
-  kExitBadInput = 2,     // bad options, sizes, or .npy files
+  kExitBadInput = 2,     // bad options, sizes, input files or output paths; a write that fails;
+                         // more host memory than is available
   kExitNoGpu = 3,        // no usable GPU, or not enough GPU memory for this problem
 };
 

@@ -10,6 +10,7 @@
 
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
+#include "common/files.hpp"
 
 namespace fs {
 
@@ -93,11 +94,9 @@ Header read_header(std::ifstream& in, const std::string& path, const std::vector
                    const std::string& rejection) {
   for (const auto& dtype : accepted)
     if (item_size_of(dtype) == 0) throw std::logic_error("read_npy_raw: cannot read dtype " + dtype);
+  const std::int64_t file_size = static_cast<std::int64_t>(require_input_file(path));
   in.open(path, std::ios::binary);
   if (!in) fail(path, "cannot open (" + std::string(std::strerror(errno)) + ")");
-  in.seekg(0, std::ios::end);
-  const std::int64_t file_size = in.tellg();
-  in.seekg(0);
 
   char magic[8] = {};
   in.read(magic, 8);
@@ -167,25 +166,12 @@ void write_any(const std::string& path, const std::string& descr, int item_size,
   std::int64_t count = 1;
   for (auto dim : shape) count *= dim;
 
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, "cannot write (" + std::string(std::strerror(errno)) + ")");
-    const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xFF),
-                                  static_cast<unsigned char>(header.size() >> 8)};
-    out.write("\x93NUMPY\x01\x00", 8);
-    out.write(reinterpret_cast<const char*>(len), 2);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(reinterpret_cast<const char*>(data), count * item_size);
-    if (!out) {
-      std::remove(tmp.c_str());
-      fail(path, "write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail(path, "cannot write (" + std::string(std::strerror(errno)) + ")");
-  }
+  const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xFF),
+                                static_cast<unsigned char>(header.size() >> 8)};
+  write_file_atomic(path, {{"\x93NUMPY\x01\x00", 8},
+                           {len, 2},
+                           {header.data(), header.size()},
+                           {data, static_cast<std::size_t>(count) * static_cast<std::size_t>(item_size)}});
 }
 
 }  // namespace

@@ -19,14 +19,19 @@ BlockMask block_mask_for(const StepInfo& step, const Options& opt) {
 
 }  // namespace
 
-RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(opt) {
-  validate_shape(opt_.shape);
+void check_features(const StepInfo& step, const Options& opt) {
+  validate_shape(opt.shape);
   const std::string who = "step " + step.id;
-  if (opt_.backward && !step.backward) throw InputError(who + " has no backward pass");
-  if (opt_.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
-  if (!step.takes(opt_.dtype))
-    throw InputError(who + " has no " + dtype_name(opt_.dtype) + " kernel; steps with one: " +
-                     (is_16bit(opt_.dtype) ? kSteps16Bit : kStepsFp32));
+  if (opt.backward && !step.backward) throw InputError(who + " has no backward pass");
+  if (opt.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
+  if (!step.takes(opt.dtype))
+    throw InputError(who + " has no " + dtype_name(opt.dtype) + " kernel; steps with one: " +
+                     (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
+}
+
+RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(opt) {
+  check_features(step, opt_);
+  const std::string who = "step " + step.id;
   if (step.block_sparse) mask_ = block_mask_for(step, opt_);
   if (std::string why = step.refusal(opt_.shape, settings()); !why.empty()) throw InputError(who + ": " + why);
 }

@@ -22,6 +22,11 @@ namespace fs {
 constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06";
 constexpr const char* kSteps16Bit = "08";
 
+// The checks of a run that need neither a GPU nor the block mask: sizes, and the features the
+// step lacks (a backward pass, dropout, the dtype). Throws InputError. (RunPlan makes them;
+// validate_run, common/validate_run.hpp, makes them before the GPU is looked for.)
+void check_features(const StepInfo& step, const Options& opt);
+
 class RunPlan {
  public:
   // Throws InputError, in one line, when `step` cannot run what `opt` asks for.

@@ -1,12 +1,13 @@
 #include "common/results.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 
-#include "common/errors.hpp"
+#include "common/files.hpp"
 
 namespace fs {
 
@@ -44,16 +45,9 @@ std::string csv_line(const ResultRow& r) {
 }
 
 void append_csv(const std::string& path, const ResultRow& row) {
-  bool need_header = true;
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    need_header = !in || in.tellg() == 0;
-  }
-  std::ofstream out(path, std::ios::app);
-  if (!out) throw InputError(path + ": cannot open for appending");
-  if (need_header) out << csv_header() << '\n';
-  out << csv_line(row) << '\n';
-  if (!out) throw InputError(path + ": write failed");
+  struct stat st {};
+  const bool need_header = ::stat(path.c_str(), &st) != 0 || st.st_size == 0;
+  append_file(path, (need_header ? csv_header() + '\n' : std::string()) + csv_line(row) + '\n');
 }
 
 }  // namespace fs

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_numbers.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "steps/registry.hpp"
@@ -49,10 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--patterns", patterns,
                  "block masks for block-sparse steps, e.g. \"butterfly@0.25 random:0.25\" (--pattern forms)")
       ->capture_default_str();
-  app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)");
-  app.add_option("--heads", heads, "heads (default 2048/d)");
-  app.add_option("--reps", reps, "timed runs per pass")->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed runs before them")->capture_default_str();
+  app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)")->transform(fs::decimal<int>());
+  app.add_option("--heads", heads, "heads (default 2048/d)")->transform(fs::decimal<int>());
+  app.add_option("--reps", reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed runs before them")->transform(fs::decimal<int>())->capture_default_str();
   app.add_flag("--backward", backward, "time the backward pass too (steps that have one)");
   app.add_flag("--check", check, "also check against the fp64 reference (sampled at large sizes)");
   app.add_option("--csv", csv, "append rows to FILE")->required();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/block_mask.hpp"
+#include "common/cli_numbers.hpp"
 #include "common/device.hpp"
 #include "common/errors.hpp"
 #include "steps/02_fused/fused.hpp"
@@ -69,15 +70,16 @@ int main(int argc, char** argv) {
   std::string pattern;
   int block = 0;
   std::uint64_t seed = 0;
-  app.add_option("-b,--batch", s.B, "batch size")->capture_default_str();
-  app.add_option("--heads", s.H, "heads")->capture_default_str();
-  app.add_option("-n,--seq", s.N, "sequence length")->capture_default_str();
-  app.add_option("-d,--dim", s.d, "head dimension")->capture_default_str();
+  app.add_option("-b,--batch", s.B, "batch size")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("--heads", s.H, "heads")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-n,--seq", s.N, "sequence length")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-d,--dim", s.d, "head dimension")->transform(fs::decimal<int>())->capture_default_str();
   app.add_flag("--causal", causal, "causal mask");
   app.add_option("--pattern", pattern,
                  std::string("block-sparse steps: the block mask (default: all ones): ") + fs::kPatternForms);
-  app.add_option("--block", block, "block-sparse steps: mask block size (default: the step's for --dim)");
-  app.add_option("--seed", seed, "seed of --pattern random")->capture_default_str();
+  app.add_option("--block", block, "block-sparse steps: mask block size (default: the step's for --dim)")
+      ->transform(fs::decimal<int>());
+  app.add_option("--seed", seed, "seed of --pattern random")->transform(fs::decimal<std::uint64_t>())->capture_default_str();
   app.add_flag("--tiles", tiles, "print the tile sizes of every tiled kernel at --seq, --dim instead");
   CLI11_PARSE(app, argc, argv);
   if (tiles) {

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/cli_numbers.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/reference.hpp"
@@ -86,16 +87,16 @@ int main(int argc, char** argv) {
   opt.check = opt.bench = opt.backward = true;
   opt.reps = 10;
   std::string only, trace_dir;
-  app.add_option("-b,--batch", opt.shape.B, "batch size")->capture_default_str();
-  app.add_option("--heads", opt.shape.H, "heads")->capture_default_str();
-  app.add_option("-n,--seq", opt.shape.N, "sequence length")->capture_default_str();
-  app.add_option("-d,--dim", opt.shape.d, "head dimension")->capture_default_str();
+  app.add_option("-b,--batch", opt.shape.B, "batch size")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("--heads", opt.shape.H, "heads")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-n,--seq", opt.shape.N, "sequence length")->transform(fs::decimal<int>())->capture_default_str();
+  app.add_option("-d,--dim", opt.shape.d, "head dimension")->transform(fs::decimal<int>())->capture_default_str();
   app.add_flag("--causal", opt.causal, "causal mask");
   std::string dtype = "fp32";
   app.add_option("--dtype", dtype, "element type: fp32, or bf16 / fp16 (the steps with tensor-core kernels)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
       ->capture_default_str();
-  app.add_option("--reps", opt.reps, "timed runs per pass")->capture_default_str();
+  app.add_option("--reps", opt.reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
   app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
   app.add_option("--step", only, "run only this step (e.g. 01)");
   app.add_option("--trace-dir", trace_dir,

@@ -8,15 +8,23 @@ namespace {
 
 float table[256];
 
+// As compute-sanitizer's guide has it: the table is a pool with one region, all of it.
 void name_table(nvtxDomainHandle_t domain) {
   nvtxMemVirtualRangeDesc_t range{};
   range.ptr = table;
   range.size = sizeof table;
+  nvtxMemHeapDesc_t pool{};
+  pool.extCompatID = NVTX_EXT_COMPATID_MEM;
+  pool.structSize = sizeof pool;
+  pool.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
+  pool.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+  pool.typeSpecificDescSize = sizeof range;
+  pool.typeSpecificDesc = &range;
   nvtxMemRegionsRegisterBatch_t reg{};
   reg.extCompatID = NVTX_EXT_COMPATID_MEM;
   reg.structSize = sizeof reg;
   reg.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-  reg.heap = NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE;
+  reg.heap = nvtxMemHeapRegister(domain, &pool);
   reg.regionCount = 1;
   reg.regionDescElementSize = sizeof range;
   reg.regionDescElements = &range;

@@ -128,3 +128,39 @@ TEST_CASE("a slice that overflowed keeps its first cap records", "[trace][decode
   REQUIRE(t.meta.events_dropped == 1000000 - 4);
   REQUIRE(t.events.size() == 7);
 }
+
+// Issue 14 (fuzz_decode): record buffers that no traced kernel writes but the decoder took, and
+// then wrote into traces the reader refuses, or decoded with signed overflow.
+TEST_CASE("the decoder refuses what it could only turn into an unreadable trace", "[trace][decode]") {
+  fs::trace::Trace t;
+  auto refused = [&](const KernelCapture& kc, std::int64_t t0, const std::string& what) {
+    INFO(what);
+    REQUIRE_THROWS_WITH(fs::trace::decode_kernels({kc}, t0, t), Catch::Contains(what));
+  };
+  KernelCapture bad = capture();
+  bad.kernel.grid[0] = -1;  // with grid[1] = -3 the unsigned product was 3: the headers' count
+  bad.kernel.grid[1] = -3;
+  refused(bad, 0, "a grid of -1 × -3 × 1 CTAs");
+  bad = capture();
+  bad.records[1].rows = -4;
+  refused(bad, 0, "record 1: a negative head, row or column");
+  bad = capture();
+  bad.headers[0].sm = 70000;
+  refused(bad, 0, "CTA 0: SM 70000 is not an SM of any GPU");
+  bad = capture();
+  bad.records[2].t_end = 5'000'000'000 + (std::uint64_t(1) << 62);  // a torn timestamp
+  refused(bad, 0, "record 2: a time more than 11.6 days");
+  bad = capture();
+  bad.launch_begin_ns = INT64_MAX;  // launch_begin - t0 overflowed int64
+  refused(bad, INT64_MIN, "launched more than 11.6 days");
+  bad = capture();
+  bad.cap = 0;  // records for slices of no records
+  refused(bad, 0, "12 records for 3 CTAs of 0");
+  // And what it does decode, the writer writes and the reader reads back.
+  t = {};
+  t.meta.pass = "fwd";
+  t.meta.B = t.meta.H = t.meta.d = 1;
+  t.meta.N = 128;
+  fs::trace::decode_kernels({capture()}, 0, t);
+  REQUIRE_NOTHROW(fs::trace::parse_trace(fs::trace::trace_to_json(t)));
+}

@@ -6,8 +6,11 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "common/recorder/nvtx.hpp"
 #include "common/nvtx_tool/nvtx_tool.hpp"
@@ -126,4 +129,73 @@ TEST_CASE("the tool's capture is a host trace that reads back and validates", "[
   const auto report = fs::trace::validate(t);
   INFO((report.errors.empty() ? "" : report.errors.front()));
   REQUIRE(report.ok());
+}
+
+// compute-sanitizer rejects a region on the process-wide heap ("one or more of the parameters
+// is invalid"), which is how NamedBuffers once named every buffer: no sanitizer run could pass.
+// The tool flags what compute-sanitizer would reject, so this is checked without a GPU.
+TEST_CASE("buffers are named as compute-sanitizer accepts them: a pool, its one region, a name", "[trace][nvtx]") {
+  static float ws[64], q[32];
+  const auto misuses_before = fs::nvtx_tool::misuses().size();
+  fs::nvtx_tool::start();
+  {
+    fs::nvtx::NamedBuffers names;
+    names.add(q, sizeof q, "Q");
+    names.add(ws, sizeof ws, "forward workspace");
+    fs::nvtx::NamedBuffers parts;  // what a launcher names inside the workspace in traced runs
+    parts.add(ws, 16 * sizeof(float), "S");
+    parts.add(ws + 16, 48 * sizeof(float), "P");
+  }
+  const auto c = fs::nvtx_tool::stop();
+  const auto misuses = fs::nvtx_tool::misuses();
+  INFO((misuses.size() > misuses_before ? misuses[misuses_before] : std::string("no misuse")));
+  REQUIRE(misuses.size() == misuses_before);
+  std::map<std::string, std::pair<std::uintptr_t, std::uint64_t>> listed;
+  for (const auto& b : c.buffers) listed[b.name] = {b.address, b.bytes};
+  REQUIRE(listed.count("Q"));
+  REQUIRE(listed["Q"] == std::make_pair(reinterpret_cast<std::uintptr_t>(q), std::uint64_t(sizeof q)));
+  // A part at the workspace's address takes its place in the list, as in a traced run of step 01.
+  REQUIRE(listed.count("S"));
+  REQUIRE(listed["S"] == std::make_pair(reinterpret_cast<std::uintptr_t>(ws), std::uint64_t(16 * sizeof(float))));
+  REQUIRE(listed["P"] == std::make_pair(reinterpret_cast<std::uintptr_t>(ws + 16), std::uint64_t(48 * sizeof(float))));
+  REQUIRE_FALSE(listed.count("forward workspace"));
+
+  // Once destroyed, nothing of them is left to list.
+  fs::nvtx_tool::start();
+  const auto after = fs::nvtx_tool::stop();
+  for (const auto& b : after.buffers) REQUIRE((b.name != "Q" && b.name != "S" && b.name != "P"));
+  REQUIRE(fs::nvtx_tool::misuses().size() == misuses_before);
+}
+
+TEST_CASE("the tool flags a region on the process-wide heap, as compute-sanitizer rejects it", "[trace][nvtx]") {
+  static float t[8];
+  const auto before = fs::nvtx_tool::misuses().size();
+  nvtxDomainHandle_t domain = nvtxDomainCreateA("flashsteps");
+  nvtxMemVirtualRangeDesc_t range{};
+  range.ptr = t;
+  range.size = sizeof t;
+  nvtxMemRegionsRegisterBatch_t reg{};
+  reg.extCompatID = NVTX_EXT_COMPATID_MEM;
+  reg.structSize = sizeof reg;
+  reg.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+  reg.heap = NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE;
+  reg.regionCount = 1;
+  reg.regionDescElementSize = sizeof range;
+  reg.regionDescElements = &range;
+  nvtxMemRegionsRegister(domain, &reg);
+  const auto misuses = fs::nvtx_tool::misuses();
+  REQUIRE(misuses.size() == before + 1);
+  REQUIRE_THAT(misuses.back(), Catch::Contains("process-wide heap"));
+
+  nvtxMemRegionRef_t ref{};
+  ref.pointer = t;
+  nvtxMemRegionsUnregisterBatch_t un{};
+  un.extCompatID = NVTX_EXT_COMPATID_MEM;
+  un.structSize = sizeof un;
+  un.refType = NVTX_MEM_REGION_REF_TYPE_POINTER;
+  un.refCount = 1;
+  un.refElementSize = sizeof ref;
+  un.refElements = &ref;
+  nvtxMemRegionsUnregister(domain, &un);
+  REQUIRE(fs::nvtx_tool::misuses().size() == before + 1);  // unregistering what was registered is fine
 }

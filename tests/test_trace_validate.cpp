@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <random>
 #include <iterator>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "common/trace/trace_io.hpp"
@@ -135,7 +137,7 @@ TEST_CASE("the validator names each way a trace fails to add up", "[trace][valid
   SECTION("a load moving more than its tile holds") {
     Trace t = fs::test::good_trace();
     find_event(t, Kind::Load, Tensor::Q).bytes = 1000;
-    REQUIRE_THAT(errors_of(t), Catch::Contains("moves 1000 bytes, more than its 4×2 float32 tile holds"));
+    REQUIRE_THAT(errors_of(t), Catch::Contains("moves 1000 bytes, more than its 4×2 tile of 4-byte elements holds"));
   }
   SECTION("a tensor of the wrong shape, and a CTA outside its grid") {
     Trace t = fs::test::good_trace();
@@ -284,6 +286,90 @@ TEST_CASE("corrupted in-memory traces never crash the validator or the writer", 
   SUCCEED("no crash");
 }
 
+// Issue 14: rows·cols·4 overflowed int64 for a 2^31 × 2^31 tile, and the validator then
+// reported a tile of "2147483647×2147483647 float32" as too small for its bytes.
+TEST_CASE("a tile's size is compared with its bytes without overflow", "[trace][validate]") {
+  Trace t = fs::test::good_trace();
+  Event& e = find_event(t, Kind::Store, Tensor::O);
+  e.rows = e.cols = 2147483647;
+  const std::string err = errors_of(t);  // the tile lies outside O: that is the error
+  REQUIRE_THAT(err, Catch::Contains("is outside O"));
+  REQUIRE_THAT(err, !Catch::Contains("-byte elements holds"));
+}
+
+// Output coverage by a sweep over the stores: the same count and first gap as marking every
+// element, for random stores on small tensors (the element-by-element count is the reference).
+TEST_CASE("the coverage check finds exactly the elements no store covers", "[trace][validate]") {
+  std::mt19937_64 rng(14);
+  for (int iter = 0; iter < 400; ++iter) {
+    Trace t;
+    t.meta.pass = "fwd";
+    t.meta.B = 1 + int(rng() % 2);
+    t.meta.H = 1 + int(rng() % 2);
+    t.meta.N = 1 + int(rng() % 12);
+    t.meta.d = 1 + int(rng() % 6);
+    const int heads = t.meta.B * t.meta.H, N = t.meta.N, d = t.meta.d;
+    for (Tensor id : {Tensor::O, Tensor::LSE}) {
+      fs::trace::TensorInfo ti;
+      ti.id = id;
+      ti.shape = fs::trace::tensor_shape(id, t.meta.B, t.meta.H, N, d);
+      ti.bytes = fs::trace::shape_elems(ti.shape) * 4;
+      t.meta.tensors.push_back(ti);
+    }
+    fs::test::TraceBuilder b(t);
+    const int track = b.track(b.kernel("k", 1, 0, 1e6), 0, 0);
+    std::vector<char> covered(std::size_t(heads) * N * d, 0);
+    const int stores = int(rng() % 7);
+    for (int k = 0; k < stores; ++k) {
+      const int r0 = int(rng() % N), c0 = int(rng() % d);
+      const int rows = 1 + int(rng() % (N - r0)), cols = 1 + int(rng() % (d - c0));
+      const int bh = int(rng() % heads);
+      b.event(track, Kind::Store, Tensor::O, r0, rows, c0, cols, 1).bh = bh;
+      for (int r = r0; r < r0 + rows; ++r)
+        for (int c = c0; c < c0 + cols; ++c) covered[(std::size_t(bh) * N + r) * d + c] = 1;
+    }
+    for (int bh = 0; bh < heads; ++bh) b.event(track, Kind::Store, Tensor::LSE, 0, N, 0, 1, 1).bh = bh;
+    const auto first = std::find(covered.begin(), covered.end(), 0);
+    const auto missing = std::count(covered.begin(), covered.end(), 0);
+    const std::string err = joined(fs::trace::validate(t));
+    INFO(err);
+    if (missing == 0) {
+      REQUIRE_THAT(err, !Catch::Contains("stored by no event"));
+    } else {
+      const std::int64_t at = first - covered.begin();
+      REQUIRE_THAT(err, Catch::Contains("O: " + std::to_string(missing) + " of " + std::to_string(covered.size()) +
+                                        " elements are stored by no event (the first: head " +
+                                        std::to_string(at / (N * d)) + ", row " + std::to_string(at / d % N) +
+                                        ", col " + std::to_string(at % d) + ")"));
+    }
+  }
+}
+
+// Issue 14: a 178 KB trace of stores each claiming all of a 2^28-element output took 10 s to
+// validate (the cost of an event was the area it claimed). Now it is the number of events.
+TEST_CASE("the coverage check costs the events, not the area they claim", "[trace][validate]") {
+  Trace t;
+  t.meta.pass = "fwd";
+  t.meta.B = t.meta.H = 1;
+  t.meta.N = t.meta.d = 16384;  // O: 2^28 elements
+  for (Tensor id : {Tensor::O, Tensor::LSE}) {
+    fs::trace::TensorInfo ti;
+    ti.id = id;
+    ti.shape = fs::trace::tensor_shape(id, 1, 1, 16384, 16384);
+    ti.bytes = fs::trace::shape_elems(ti.shape) * 4;
+    t.meta.tensors.push_back(ti);
+  }
+  fs::test::TraceBuilder b(t);
+  const int track = b.track(b.kernel("k", 1, 0, 1e9), 0, 0);
+  for (int k = 0; k < 4000; ++k) b.event(track, Kind::Store, Tensor::O, 0, 16384 - k % 2, 0, 16384, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string err = joined(fs::trace::validate(t));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE_THAT(err, !Catch::Contains("O: "));  // every element of O stored
+  REQUIRE_THAT(err, Catch::Contains("LSE: 16384 of 16384 elements are stored by no event"));
+  REQUIRE(seconds < 2.0);  // it was minutes: 4000 × 2^28 elements marked one by one
+}
+
 #ifdef FS_TRACE_VALIDATE_EXE
 namespace {
 // Runs the command; returns its exit code and puts its output in `out`.
@@ -314,5 +400,49 @@ TEST_CASE("trace_validate prints one line per file and exits 0 only when all are
   REQUIRE_THAT(out, Catch::Contains(cut + ": INVALID: truncated JSON"));
   REQUIRE_THAT(out, Catch::Contains(wrong + ": INVALID: stores move 120 bytes, but the IO model writes 176"));
   REQUIRE(run_command("", out) == 2);
+}
+
+// Issue 14: a missing file exited 1, the code of an invalid trace; it is bad input (2), and so
+// is a FIFO (which read_trace used to open and block on) or a folder.
+TEST_CASE("trace_validate exits 2 on a file it cannot read, 1 on one that is not a valid trace", "[trace][validate][command]") {
+  const std::string good = temp_path("cmd2_good.json"), cut = temp_path("cmd2_cut.json");
+  fs::trace::write_trace(fs::test::good_trace(), good);
+  std::ofstream(cut) << fs::trace::trace_to_json(fs::test::good_trace()).substr(0, 300);
+  const std::string missing = temp_path("no-such-trace.json"), fifo = temp_path("fifo.json");
+  std::filesystem::remove(fifo);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  std::string out;
+  REQUIRE(run_command(missing, out) == 2);
+  REQUIRE_THAT(out, Catch::Contains(missing + ": INVALID: cannot open (No such file or directory)"));
+  REQUIRE(run_command(fifo, out) == 2);
+  REQUIRE_THAT(out, Catch::Contains("is a pipe or FIFO, not a regular file"));
+  REQUIRE(run_command(temp_path(""), out) == 2);
+  REQUIRE(run_command(good + " " + cut, out) == 1);
+  REQUIRE(run_command(good + " " + cut + " " + missing, out) == 2);
+  std::filesystem::remove(fifo);
+}
+
+// Issue 14: reading takes ~20× the file in memory, and running out of it aborted both tools in
+// std::bad_alloc (exit 134). A file that needs more than is available is refused first, exit 2.
+TEST_CASE("trace_validate refuses a trace larger than the memory available, with exit code 2", "[trace][validate][command]") {
+  const std::string big = temp_path("cmd_big.json");
+  {
+    std::ofstream out(big);
+    out << fs::trace::trace_to_json(fs::test::good_trace());
+    out << std::string(std::size_t(24) << 20, ' ');  // 24 MiB of JSON whitespace: a valid file
+  }
+  std::string out;
+  REQUIRE(run_command(big, out) == 0);
+  // 24 MiB × 20 is more than the 300 MiB of address space `ulimit -v` leaves.
+  const std::string log = temp_path("cmd_big.log");
+  const int status = std::system(("sh -c 'ulimit -v 307200; exec " + std::string(FS_TRACE_VALIDATE_EXE) + " " + big +
+                                  "' > " + log + " 2>&1")
+                                     .c_str());
+  std::ifstream in(log);
+  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  INFO(out);
+  REQUIRE(WEXITSTATUS(status) == 2);
+  REQUIRE_THAT(out, Catch::Contains("reading this trace needs") && Catch::Contains("GiB of memory, but"));
+  std::filesystem::remove(big);
 }
 #endif

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli_numbers.hpp"
 #include "common/trace/trace_io.hpp"
 #include "visualizer/model/labels.hpp"
 #include "visualizer/render.hpp"
@@ -94,34 +95,6 @@ std::vector<std::string> default_folders(const std::string& exe) {
   return out;
 }
 
-bool parse_moment(const std::string& at, const Document& doc, Cursor& out, std::string& error) {
-  const auto colon = at.find(':');
-  const std::string kind = at.substr(0, colon), value = colon == std::string::npos ? "" : at.substr(colon + 1);
-  char* end = nullptr;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0') {
-    error = "--at " + at + ": expected seq:N, frac:F (0…1) or t:NS";
-    return false;
-  }
-  const Replay& r = *doc.replay;
-  if (kind == "seq") {
-    out = r.convert({Order::Logical, std::clamp(v, 0.0, double(r.event_count()))}, doc.playback.order());
-    return true;
-  }
-  if (kind == "t") {
-    out = r.convert({Order::Real, v}, doc.playback.order());
-    return true;
-  }
-  if (kind == "frac") {
-    Playback p = doc.playback;
-    p.seek_fraction(r, v);
-    out = p.cursor();
-    return true;
-  }
-  error = "--at " + at + ": expected seq:N, frac:F (0…1) or t:NS";
-  return false;
-}
-
 void seek(Document& doc, Cursor c) {
   doc.playback.set_playing(false);
   doc.playback.seek(*doc.replay, c);
@@ -161,7 +134,7 @@ int storyboard(Renderer& ren, App& app, const std::string& dir) {
     Playback p = s.doc->playback;
     p.seek_fraction(*s.doc->replay, f);
     seek(*s.doc, p.cursor());
-    if (!shot(name)) return fail(error);
+    if (!shot(name)) return fail(error, 1);
   }
   // Step 01 against step 04: a recorded pair if the browser has one, else synthetic.
   if (!s.other) {
@@ -177,9 +150,9 @@ int storyboard(Renderer& ren, App& app, const std::string& dir) {
   }
   s.panels = kPanelCompare | kPanelScores | kPanelCounters | kPanelTimeline;
   seek(*s.doc, cursor_at_progress(*s.doc->replay, 0.5, s.sync_by, s.doc->playback.order()));
-  if (!shot("4_compare.png")) return fail(error);
+  if (!shot("4_compare.png")) return fail(error, 1);
   s.panels = kPanelIo | kPanelTraces | kPanelCounters;
-  if (!shot("5_io_calculator.png")) return fail(error);
+  if (!shot("5_io_calculator.png")) return fail(error, 1);
   std::printf("storyboard: %zu frames in %s/:", written.size(), dir.c_str());
   for (const auto& w : written) std::printf(" %s", w.c_str());
   std::printf("\n");
@@ -270,26 +243,26 @@ int main(int argc, char** argv) {
   cli.add_option("traces", o.paths, "trace files or folders (default: docs/traces/)");
   cli.add_option("--compare", o.compare, "a second trace, shown side by side in step");
   cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal or pair (01 vs 04)");
-  cli.add_option("--N", o.N, "synthetic: sequence length")->check(CLI::Range(1, 1 << 20));
-  cli.add_option("--d", o.d, "synthetic: head dimension")->check(CLI::Range(1, 1024));
-  cli.add_option("--heads", o.heads, "synthetic: B·H")->check(CLI::Range(1, 4096));
-  cli.add_option("--tile", o.tile, "synthetic: Br = Bc of step 04")->check(CLI::Range(1, 1024));
-  cli.add_option("--sms", o.sms, "synthetic: SMs")->check(CLI::Range(1, 1024));
+  cli.add_option("--N", o.N, "synthetic: sequence length")->transform(fs::decimal<int>())->check(CLI::Range(1, 1 << 20));
+  cli.add_option("--d", o.d, "synthetic: head dimension")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
+  cli.add_option("--heads", o.heads, "synthetic: B·H")->transform(fs::decimal<int>())->check(CLI::Range(1, 4096));
+  cli.add_option("--tile", o.tile, "synthetic: Br = Bc of step 04")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
+  cli.add_option("--sms", o.sms, "synthetic: SMs")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
   cli.add_option("--screenshot", o.screenshot, "render one frame to this PNG and exit");
   cli.add_option("--frames", o.frames, "render an animation into this folder (frame_0000.png, …) and exit");
-  cli.add_option("--frame-count", o.frame_count, "frames of --frames")->check(CLI::Range(2, 100000));
+  cli.add_option("--frame-count", o.frame_count, "frames of --frames")->transform(fs::decimal<int>())->check(CLI::Range(2, 100000));
   cli.add_option("--storyboard", o.storyboard, "render a short storyboard into this folder and exit");
   cli.add_option("--at", o.at, "the moment: seq:N, frac:F (0…1) or t:NS")->capture_default_str();
   cli.add_option("--order", o.order, "real or logical")->check(CLI::IsMember({"real", "logical"}))->capture_default_str();
   cli.add_option("--panels", o.panels,
                  "comma-separated: memory,scores,sms,timeline,counters,softmax,compare,io,traces (or all, default)");
   cli.add_option("--size", o.size, "window and image size WxH")->capture_default_str();
-  cli.add_option("--cta", o.cta, "follow this CTA (block index) of --kernel");
-  cli.add_option("--kernel", o.kernel, "kernel of --cta (0 = the first launch)");
+  cli.add_option("--cta", o.cta, "follow this CTA (block index) of --kernel")->transform(fs::decimal<int>());
+  cli.add_option("--kernel", o.kernel, "kernel of --cta (0 = the first launch)")->transform(fs::decimal<int>());
   cli.add_option("--traces-dir", o.folders, "folders the trace browser lists (default: docs/traces)");
   cli.add_flag("--bench", o.bench, "load and frame time of a synthetic trace at 1280x800, then exit");
-  cli.add_option("--bench-events", o.bench_events, "events of the --bench trace")->check(CLI::Range(1000, 50000000));
-  cli.add_option("--bench-frames", o.bench_frames, "frames --bench renders");
+  cli.add_option("--bench-events", o.bench_events, "events of the --bench trace")->transform(fs::decimal<std::int64_t>())->check(CLI::Range(1000, 50000000));
+  cli.add_option("--bench-frames", o.bench_frames, "frames --bench renders")->transform(fs::decimal<int>());
   cli.add_flag("--bench-no-file", o.bench_no_file, "--bench indexes the generated trace without writing and reading a file");
   try {
     cli.parse(argc, argv);
@@ -351,6 +324,8 @@ int main(int argc, char** argv) {
   s.folders = o.folders.empty() ? default_folders(exe) : o.folders;
   s.command_line = o.paths;
   app.refresh_catalog();
+  const std::string command_line_error = command_line_problem(o.paths);
+  if (!command_line_error.empty() && o.headless()) return fail(command_line_error);
   if (o.panel_flags) s.panels = o.panel_flags;
 
   // What to open: the synthetic trace asked for, else the command line's first trace or the
@@ -360,6 +335,8 @@ int main(int argc, char** argv) {
     to_open = {{"synthetic:naive", false}, {"synthetic:flash", true}};
   else if (!o.synthetic.empty())
     to_open = {{"synthetic:" + o.synthetic, false}};
+  else if (!command_line_error.empty())
+    s.error = command_line_error;  // the browser lists what there is; nothing opens by itself
   else if (const int i = default_entry(s.catalog); i >= 0)
     to_open = {{s.catalog[std::size_t(i)].path, false}};
   else

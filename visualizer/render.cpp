@@ -8,8 +8,10 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
+#include "common/files.hpp"
 #include "visualizer/ui/app.hpp"
 #include "visualizer/ui/theme.hpp"
 
@@ -167,8 +169,21 @@ bool Renderer::save_png(const std::string& path, std::string& error) {
   for (int y = 0; y < h_; ++y)
     std::copy_n(&px[std::size_t(h_ - 1 - y) * row], row, &flipped[std::size_t(y) * row]);
   for (std::size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;
-  if (!stbi_write_png(path.c_str(), w_, h_, 4, flipped.data(), int(row))) {
-    error = path + ": cannot write the PNG";
+  // Encoded in memory, then written whole or not at all: stbi_write_png checks no write and
+  // no close, so a full disk would leave a truncated PNG behind a "wrote ...".
+  std::vector<unsigned char> png;
+  auto append = [](void* context, void* data, int size) {
+    auto* out = static_cast<std::vector<unsigned char>*>(context);
+    out->insert(out->end(), static_cast<unsigned char*>(data), static_cast<unsigned char*>(data) + size);
+  };
+  if (!stbi_write_png_to_func(append, &png, w_, h_, 4, flipped.data(), int(row))) {
+    error = path + ": cannot encode the PNG";
+    return false;
+  }
+  try {
+    write_file_atomic(path, {{png.data(), png.size()}});
+  } catch (const std::exception& e) {
+    error = e.what();
     return false;
   }
   return true;

@@ -54,6 +54,9 @@ struct State {
   std::vector<trace::HostRange> ranges;
   std::vector<trace::HostMark> marks;
   std::map<std::uintptr_t, Region> regions;            // registered memory, by address
+  std::map<std::uintptr_t, Region> parts;              // name_part: parts of regions, by address
+  std::map<nvtxMemHeapHandle_t, std::pair<std::uintptr_t, std::size_t>> pools;  // heap → its range
+  std::vector<std::string> misuses;                    // what compute-sanitizer would reject
   std::map<std::uintptr_t, trace::NamedBuffer> named;  // named before or during the recording
   std::unordered_map<nvtxRangeId_t, Open> started;     // nvtxRangeStart ... nvtxRangeEnd
   nvtxRangeId_t next_id = 1;
@@ -200,10 +203,36 @@ std::uintptr_t region_address(std::uint32_t ref_type, const nvtxMemRegionRef_t& 
                                                      : reinterpret_cast<std::uintptr_t>(ref.pointer);
 }
 
-nvtxMemHeapHandle_t NVTX_API mem_heap_register(nvtxDomainHandle_t, const nvtxMemHeapDesc_t*) {
+// A call compute-sanitizer rejects (see misuses() in nvtx_tool.hpp). Called with s.mu held.
+void misuse(State& s, std::string what) { s.misuses.push_back(std::move(what)); }
+
+nvtxMemHeapHandle_t NVTX_API mem_heap_register(nvtxDomainHandle_t, const nvtxMemHeapDesc_t* d) {
   State& s = state();
   const std::lock_guard<std::mutex> lock(s.mu);
-  return reinterpret_cast<nvtxMemHeapHandle_t>(s.next_heap++);
+  const auto heap = reinterpret_cast<nvtxMemHeapHandle_t>(s.next_heap++);
+  if (!d || d->extCompatID != NVTX_EXT_COMPATID_MEM || d->structSize < sizeof(nvtxMemHeapDesc_t)) {
+    misuse(s, "nvtxMemHeapRegister: a descriptor without extCompatID and structSize");
+    return heap;
+  }
+  if (d->usage != NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR || d->type != NVTX_MEM_TYPE_VIRTUAL_ADDRESS)
+    misuse(s, "nvtxMemHeapRegister: usage " + std::to_string(d->usage) + ", type " + std::to_string(d->type) +
+                  " (compute-sanitizer takes only SUB_ALLOCATOR pools of VIRTUAL_ADDRESS memory)");
+  if (!d->typeSpecificDesc || d->typeSpecificDescSize < sizeof(nvtxMemVirtualRangeDesc_t)) {
+    misuse(s, "nvtxMemHeapRegister: no virtual range for the pool");
+    return heap;
+  }
+  nvtxMemVirtualRangeDesc_t r;
+  std::memcpy(&r, d->typeSpecificDesc, sizeof r);
+  s.pools[heap] = {reinterpret_cast<std::uintptr_t>(r.ptr), r.size};
+  return heap;
+}
+
+void NVTX_API mem_heap_unregister(nvtxDomainHandle_t, nvtxMemHeapHandle_t heap) {
+  State& s = state();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.pools.erase(heap)) misuse(s, "nvtxMemHeapUnregister: a heap that is not a registered pool");
+  for (auto it = s.regions.begin(); it != s.regions.end();)  // its regions go with it
+    it = it->second.heap == heap ? s.regions.erase(it) : std::next(it);
 }
 
 void NVTX_API mem_heap_reset(nvtxDomainHandle_t, nvtxMemHeapHandle_t heap) {
@@ -217,12 +246,23 @@ void NVTX_API mem_regions_register(nvtxDomainHandle_t, const nvtxMemRegionsRegis
   if (!b || b->regionType != NVTX_MEM_TYPE_VIRTUAL_ADDRESS || !b->regionDescElements) return;
   State& s = state();
   const std::lock_guard<std::mutex> lock(s.mu);
+  const auto pool = s.pools.find(b->heap);
+  if (b->heap == NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE)
+    misuse(s, "nvtxMemRegionsRegister: a region on the process-wide heap (compute-sanitizer registers regions "
+              "only inside a pool from nvtxMemHeapRegister)");
+  else if (pool == s.pools.end())
+    misuse(s, "nvtxMemRegionsRegister: a region on a heap that is not a registered pool");
   const auto* base = static_cast<const unsigned char*>(b->regionDescElements);
   const std::size_t stride = std::max(b->regionDescElementSize, sizeof(nvtxMemVirtualRangeDesc_t));
   for (std::size_t i = 0; i < b->regionCount; ++i) {
     nvtxMemVirtualRangeDesc_t r;
     std::memcpy(&r, base + i * stride, sizeof r);
     const auto addr = reinterpret_cast<std::uintptr_t>(r.ptr);
+    if (pool != s.pools.end()) {
+      const auto [start, bytes] = pool->second;
+      if (addr < start || addr - start > bytes || r.size > bytes - (addr - start))
+        misuse(s, "nvtxMemRegionsRegister: a region outside its pool");
+    }
     s.regions[addr] = {r.size, "", b->heap};
     if (b->regionHandleElementsOut) b->regionHandleElementsOut[i] = reinterpret_cast<nvtxMemRegionHandle_t>(addr);
   }
@@ -251,7 +291,8 @@ void NVTX_API mem_regions_unregister(nvtxDomainHandle_t, const nvtxMemRegionsUnr
   for (std::size_t i = 0; i < b->refCount; ++i) {
     nvtxMemRegionRef_t ref;
     std::memcpy(&ref, base + i * stride, sizeof ref);
-    s.regions.erase(region_address(b->refType, ref));
+    if (!s.regions.erase(region_address(b->refType, ref)))
+      misuse(s, "nvtxMemRegionsUnregister: a region that is not registered");
   }
 }
 
@@ -260,14 +301,21 @@ void NVTX_API mem_regions_name(nvtxDomainHandle_t, const nvtxMemRegionsNameBatch
   std::vector<std::pair<std::uintptr_t, std::string>> names;
   const auto* base = reinterpret_cast<const unsigned char*>(b->regionElements);
   const std::size_t stride = std::max(b->regionElementSize, sizeof(nvtxMemRegionNameDesc_t));
+  std::vector<std::string> problems;
   for (std::size_t i = 0; i < b->regionCount; ++i) {
     nvtxMemRegionNameDesc_t d;
     std::memcpy(&d, base + i * stride, sizeof d);
     names.emplace_back(region_address(d.regionRefType, d.region),
                        message(static_cast<nvtxMessageType_t>(d.nameType), d.name));
+    const std::string& name = names.back().second;
+    const bool printable = std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+    if (d.nameType != NVTX_MESSAGE_TYPE_ASCII || name.empty() || name.size() > 49 || !printable)
+      problems.push_back("nvtxMemRegionsName: '" + name + "' (compute-sanitizer takes ASCII names of 1 to 49 printable "
+                         "characters)");
   }
   State& s = state();
   const std::lock_guard<std::mutex> lock(s.mu);
+  for (auto& p : problems) misuse(s, std::move(p));
   for (auto& [addr, name] : names) {
     const auto it = s.regions.find(addr);
     if (it == s.regions.end()) continue;  // naming memory that was never registered: ignored
@@ -320,7 +368,29 @@ void start() {
   s.named.clear();
   for (const auto& [addr, r] : s.regions)
     if (!r.name.empty()) s.named[addr] = {r.name, addr, r.bytes};
+  for (const auto& [addr, r] : s.parts) s.named[addr] = {r.name, addr, r.bytes};
   s.recording.store(true);
+}
+
+void name_part(const void* ptr, std::size_t bytes, const std::string& name) {
+  if (!attached()) return;
+  State& s = state();
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  const std::lock_guard<std::mutex> lock(s.mu);
+  s.parts[addr] = {bytes, name, nullptr};
+  if (s.recording.load(std::memory_order_relaxed)) s.named[addr] = {name, addr, bytes};
+}
+
+void forget_part(const void* ptr) {
+  State& s = state();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  s.parts.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+std::vector<std::string> misuses() {
+  State& s = state();
+  const std::lock_guard<std::mutex> lock(s.mu);
+  return s.misuses;
 }
 
 Capture stop() {
@@ -403,6 +473,7 @@ FS_NVTX_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
     if (id < seg.slotCount) seg.functionSlots[id] = reinterpret_cast<intptr_t>(fn);
   };
   slot(NVTX3EXT_CBID_nvtxMemHeapRegister, mem_heap_register);
+  slot(NVTX3EXT_CBID_nvtxMemHeapUnregister, mem_heap_unregister);
   slot(NVTX3EXT_CBID_nvtxMemHeapReset, mem_heap_reset);
   slot(NVTX3EXT_CBID_nvtxMemRegionsRegister, mem_regions_register);
   slot(NVTX3EXT_CBID_nvtxMemRegionsResize, mem_regions_resize);

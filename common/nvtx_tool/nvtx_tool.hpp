@@ -14,7 +14,9 @@
 // initialised and steps aside; attached() then says false and traces have no host ranges.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/trace/trace.hpp"
@@ -38,6 +40,20 @@ void start();
 
 // Stops recording and returns what was recorded.
 Capture stop();
+
+// A named part of a registered buffer (nvtx::NamedBuffers: the S and P inside a workspace),
+// told to this tool directly since no NVTX call describes it the way compute-sanitizer accepts
+// (common/recorder/nvtx.hpp). Listed among the capture's buffers like a named region; a part at a
+// region's address takes the region's place there. Nothing happens when the tool is not attached.
+void name_part(const void* ptr, std::size_t bytes, const std::string& name);
+void forget_part(const void* ptr);
+
+// The NVTX memory calls this tool has seen that compute-sanitizer rejects, one line each, in
+// order, since the process started: a region on the process-wide heap or on an unknown heap, a
+// pool of another usage or type than SUB_ALLOCATOR / VIRTUAL_ADDRESS, a region outside its pool,
+// unregistering what was never registered, a name that is not 1 to 49 printable ASCII
+// characters. The tests hold the project's own calls to none.
+std::vector<std::string> misuses();
 
 }  // namespace fs::nvtx_tool
 

@@ -3,6 +3,14 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtMem.h>
 
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/nvtx_tool/nvtx_tool.hpp"
+
 namespace fs::nvtx {
 
 namespace {
@@ -22,17 +30,32 @@ nvtxEventAttributes_t attributes(const char* name) {
   return a;
 }
 
-void unregister(const void* ptr) {
-  nvtxMemRegionRef_t ref{};
-  ref.pointer = ptr;
-  nvtxMemRegionsUnregisterBatch_t batch{};
-  batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-  batch.structSize = sizeof(batch);
-  batch.refType = NVTX_MEM_REGION_REF_TYPE_POINTER;
-  batch.refCount = 1;
-  batch.refElementSize = sizeof(ref);
-  batch.refElements = &ref;
-  nvtxMemRegionsUnregister(domain(), &batch);
+// Buffers registered as pools by live NamedBuffers: start → bytes. A buffer inside one of them
+// is a part (nvtx.hpp).
+struct Pools {
+  std::mutex mu;
+  std::map<std::uintptr_t, std::size_t> by_start;
+};
+Pools& pools() {
+  static Pools* p = new Pools;  // never destroyed: NamedBuffers can outlive static destructors
+  return *p;
+}
+
+bool inside_a_pool(const void* ptr, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(ptr);
+  Pools& p = pools();
+  const std::lock_guard<std::mutex> lock(p.mu);
+  auto it = p.by_start.upper_bound(a);
+  if (it == p.by_start.begin()) return false;
+  --it;
+  return a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
+// The Sanitizer guide's limit on names: 1 to 49 printable ASCII characters.
+std::string sanitizer_name(const char* name) {
+  std::string out;
+  for (const char* c = name; c && *c && out.size() < 49; ++c) out += std::isprint(static_cast<unsigned char>(*c)) ? *c : '?';
+  return out.empty() ? "buffer" : out;
 }
 
 }  // namespace
@@ -54,34 +77,48 @@ NamedBuffers::~NamedBuffers() { clear(); }
 NamedBuffers& NamedBuffers::operator=(NamedBuffers&& other) noexcept {
   if (this != &other) {
     clear();
-    pointers_ = std::move(other.pointers_);
-    other.pointers_.clear();
+    entries_ = std::move(other.entries_);
+    other.entries_.clear();
   }
   return *this;
 }
 
 void NamedBuffers::add(const void* ptr, std::size_t bytes, const char* name) {
   if (!ptr || bytes == 0) return;
+  const std::string label = sanitizer_name(name);
+  if (inside_a_pool(ptr, bytes)) {
+    nvtx_tool::name_part(ptr, bytes, label);
+    entries_.push_back({ptr, nullptr});
+    return;
+  }
   nvtxMemVirtualRangeDesc_t range{};
   range.ptr = ptr;
   range.size = bytes;
-  nvtxMemRegionHandle_t handle{};
-  nvtxMemRegionsRegisterBatch_t reg{};
+
+  nvtxMemHeapDesc_t pool{};
+  pool.extCompatID = NVTX_EXT_COMPATID_MEM;
+  pool.structSize = sizeof(pool);
+  pool.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
+  pool.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+  pool.typeSpecificDescSize = sizeof(range);
+  pool.typeSpecificDesc = &range;
+  const nvtxMemHeapHandle_t heap = nvtxMemHeapRegister(domain(), &pool);
+
+  nvtxMemRegionsRegisterBatch_t reg{};  // the pool's one region: all of it
   reg.extCompatID = NVTX_EXT_COMPATID_MEM;
   reg.structSize = sizeof(reg);
   reg.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-  reg.heap = NVTX_MEM_HEAP_HANDLE_PROCESS_WIDE;
+  reg.heap = heap;
   reg.regionCount = 1;
   reg.regionDescElementSize = sizeof(range);
   reg.regionDescElements = &range;
-  reg.regionHandleElementsOut = &handle;
   nvtxMemRegionsRegister(domain(), &reg);
 
   nvtxMemRegionNameDesc_t desc{};
   desc.regionRefType = NVTX_MEM_REGION_REF_TYPE_POINTER;
   desc.nameType = NVTX_MESSAGE_TYPE_ASCII;
   desc.region.pointer = ptr;
-  desc.name.ascii = name;
+  desc.name.ascii = label.c_str();
   nvtxMemRegionsNameBatch_t names{};
   names.extCompatID = NVTX_EXT_COMPATID_MEM;
   names.structSize = sizeof(names);
@@ -89,12 +126,31 @@ void NamedBuffers::add(const void* ptr, std::size_t bytes, const char* name) {
   names.regionElementSize = sizeof(desc);
   names.regionElements = &desc;
   nvtxMemRegionsName(domain(), &names);
-  pointers_.push_back(ptr);
+
+  {
+    Pools& p = pools();
+    const std::lock_guard<std::mutex> lock(p.mu);
+    p.by_start[reinterpret_cast<std::uintptr_t>(ptr)] = bytes;
+  }
+  entries_.push_back({ptr, heap});
 }
 
 void NamedBuffers::clear() {
-  for (const void* p : pointers_) unregister(p);
-  pointers_.clear();
+  // Parts first, then their pools: newest first.
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (!it->heap) {
+      nvtx_tool::forget_part(it->ptr);
+      continue;
+    }
+    {
+      Pools& p = pools();
+      const std::lock_guard<std::mutex> lock(p.mu);
+      p.by_start.erase(reinterpret_cast<std::uintptr_t>(it->ptr));
+    }
+    // Unregistering the pool unregisters its region too.
+    nvtxMemHeapUnregister(domain(), static_cast<nvtxMemHeapHandle_t>(it->heap));
+  }
+  entries_.clear();
 }
 
 }  // namespace fs::nvtx

@@ -50,6 +50,9 @@ Slices DeviceSink::begin_kernel(const char* name, dim3 grid, dim3 block, std::si
   FS_CUDA_CHECK(cudaMalloc(&records_, kc.records.size() * sizeof(DeviceRecord)));
   // Zeroed headers: a CTA that records nothing leaves count 0 and gets no track.
   FS_CUDA_CHECK(cudaMemsetAsync(headers_, 0, ctas * sizeof(CtaHeader), stream));
+  // Zeroed records too: the whole buffer is copied back, slots no CTA filled included, and
+  // compute-sanitizer's initcheck reports a copy of memory nothing wrote.
+  FS_CUDA_CHECK(cudaMemsetAsync(records_, 0, kc.records.size() * sizeof(DeviceRecord), stream));
   FS_CUDA_CHECK(cudaStreamSynchronize(stream));
   kc.launch_begin_ns = host_clock_ns();
   captures_.push_back(std::move(kc));

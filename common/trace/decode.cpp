@@ -1,6 +1,7 @@
 #include "common/trace/decode.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -9,6 +10,15 @@
 #include "common/trace/trace_io.hpp"
 
 namespace fs::trace {
+
+namespace {
+
+// A range a trace file can hold (kMaxTimeNs): begin and end within it, the length too.
+bool within_trace_time(double ts_ns, double dur_ns) {
+  return std::fabs(ts_ns) <= kMaxTimeNs && dur_ns >= 0 && dur_ns <= kMaxTimeNs && std::fabs(ts_ns + dur_ns) <= kMaxTimeNs;
+}
+
+}  // namespace
 
 void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_ns, Trace& out) {
   out.kernels.clear();
@@ -28,17 +38,33 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
   for (std::size_t k = 0; k < launches.size(); ++k) {
     const KernelCapture& kc = launches[k];
     const std::string what = "kernel " + std::to_string(k) + " (" + kc.kernel.name + ")";
-    const std::uint64_t ctas = std::uint64_t(kc.kernel.grid[0]) * kc.kernel.grid[1] * kc.kernel.grid[2];
-    if (kc.headers.size() != ctas)
+    const int* grid = kc.kernel.grid;
+    if (grid[0] < 1 || grid[1] < 1 || grid[2] < 1)
+      throw TraceError(what + ": a grid of " + std::to_string(grid[0]) + " × " + std::to_string(grid[1]) + " × " +
+                       std::to_string(grid[2]) + " CTAs");
+    // In double: exact for any real count of headers; a product past 2^53 matches none.
+    const double ctas = double(grid[0]) * double(grid[1]) * double(grid[2]);
+    if (double(kc.headers.size()) != ctas)
       throw TraceError(what + ": " + std::to_string(kc.headers.size()) + " CTA headers for a grid of " +
-                       std::to_string(ctas) + " CTAs");
-    if (kc.records.size() != kc.headers.size() * kc.cap)
-      throw TraceError(what + ": " + std::to_string(kc.records.size()) + " records for " + std::to_string(ctas) +
-                       " CTAs of " + std::to_string(kc.cap));
+                       std::to_string(grid[0]) + " × " + std::to_string(grid[1]) + " × " + std::to_string(grid[2]) +
+                       " CTAs");
+    // headers × cap records, checked without the product (it may wrap around).
+    const bool whole = kc.cap == 0 ? kc.records.empty()
+                                   : kc.records.size() % kc.cap == 0 && kc.records.size() / kc.cap == kc.headers.size();
+    if (!whole)
+      throw TraceError(what + ": " + std::to_string(kc.records.size()) + " records for " +
+                       std::to_string(kc.headers.size()) + " CTAs of " + std::to_string(kc.cap));
+    for (std::size_t c = 0; c < kc.headers.size(); ++c)
+      if (kc.headers[c].count > 0 && kc.headers[c].sm > std::uint32_t(kMaxSm))
+        throw TraceError(what + " CTA " + std::to_string(c) + ": SM " + std::to_string(kc.headers[c].sm) +
+                         " is not an SM of any GPU (at most " + std::to_string(kMaxSm) + ")");
 
     Kernel kn = kc.kernel;
-    kn.ts_ns = double(kc.launch_begin_ns - t0_ns);
-    kn.dur_ns = double(std::max<std::int64_t>(kc.launch_end_ns - kc.launch_begin_ns, 0));
+    // In double: the differences of arbitrary 64-bit clock readings may not fit in 64 bits.
+    kn.ts_ns = double(kc.launch_begin_ns) - double(t0_ns);
+    kn.dur_ns = std::max(double(kc.launch_end_ns) - double(kc.launch_begin_ns), 0.0);
+    if (!within_trace_time(kn.ts_ns, kn.dur_ns))
+      throw TraceError(what + ": launched more than 11.6 days (kMaxTimeNs) from t0");
     out.kernels.push_back(kn);
     const int kernel_index = static_cast<int>(out.kernels.size()) - 1;
 
@@ -78,6 +104,9 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
           throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": kind " +
                            std::to_string(r.kind) + ", tensor " + std::to_string(r.tensor) +
                            " are not values device.cuh writes");
+        if (r.bh < 0 || r.row0 < 0 || r.rows < 0 || r.col0 < 0 || r.cols < 0 || r.sample_row < -1)
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) +
+                           ": a negative head, row or column, which device.cuh never writes");
         const std::uint64_t end = std::max(r.t_end, prev);
         Event e;
         e.track = track;
@@ -92,6 +121,8 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
         e.cached = (r.flags & kRecordCached) != 0;
         e.ts_ns = host(prev);
         e.dur_ns = double(end - prev);
+        if (!within_trace_time(e.ts_ns, e.dur_ns))
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": a time more than 11.6 days (kMaxTimeNs) from t0, a torn record");
         e.m = r.m;
         e.l = r.l;
         e.sample_row = r.sample_row;

@@ -34,7 +34,8 @@ struct KernelCapture {
 //   dropped    count − cap for each CTA whose slice was full
 //
 // Throws TraceError on records that cannot come from device.cuh (an unknown kind or tensor, a
-// record buffer of the wrong size).
+// negative head, row or column, an SM id past kMaxSm, a grid below 1 CTA, a record buffer of
+// the wrong size).
 void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_ns, Trace& out);
 
 }  // namespace fs::trace

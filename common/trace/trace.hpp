@@ -59,6 +59,14 @@ struct Kernel {
 };
 
 // One CTA of one kernel: a track of the timeline.
+// Times in a trace lie within this many nanoseconds of its t0 (11.6 days): a time past it is a
+// torn record or a corrupt file, not a measurement.
+constexpr double kMaxTimeNs = 1e15;
+
+// The largest %smid a trace may hold (docs/trace-format.md): no GPU has as many SMs, and a
+// viewer draws one box per SM.
+constexpr int kMaxSm = 65535;
+
 struct Track {
   int kernel = 0;      // index into Trace::kernels
   int cta = 0;         // linear block index within the kernel's grid

@@ -10,9 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <new>
 #include <numeric>
 #include <sstream>
 
+#include "common/files.hpp"
+#include "common/host_memory.hpp"
 #include "common/trace/names.hpp"
 
 namespace fs::trace {
@@ -208,21 +211,10 @@ std::string trace_to_json(const Trace& t) {
 
 void write_trace(const Trace& trace, const std::string& path) {
   const std::string text = trace_to_json(trace);
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw TraceError(path + ": cannot write (" + std::strerror(errno) + ")");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw TraceError(path + ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw TraceError(path + ": cannot write (" + why + ")");
+  try {
+    write_file_atomic(path, text);
+  } catch (const InputError& e) {
+    throw TraceError(e.what());
   }
 }
 
@@ -236,7 +228,7 @@ constexpr std::int64_t kMaxDim = 0x7fffffff;
 constexpr std::int64_t kMaxElems = std::int64_t(1) << 40;  // as common/harness.cpp: beyond any GPU
 constexpr std::int64_t kMaxBytes = std::int64_t(1) << 50;
 constexpr std::int64_t kMaxCount = std::int64_t(1) << 62;
-constexpr double kMaxTimeUs = 1e12;  // 11.6 days after t0
+constexpr double kMaxTimeUs = kMaxTimeNs / 1000;  // 11.6 days after t0
 constexpr int kMaxJsonDepth = 32;    // our files nest 4 deep; deeper is not a trace
 
 const char* type_of(const json& j) {
@@ -520,7 +512,7 @@ Trace parse_trace(std::string_view text, const std::string& source) {
         r.fail(w + ".args.kernel", std::to_string(tr.kernel) + " names no kernel (otherData.kernels has " +
                                        std::to_string(t.kernels.size()) + ")");
       tr.cta = static_cast<int>(r.integer(args, "cta", w + ".args", 0, kMaxDim));
-      tr.sm = static_cast<int>(r.integer(args, "sm", w + ".args", -1, kMaxDim));
+      tr.sm = static_cast<int>(r.integer(args, "sm", w + ".args", -1, kMaxSm));
       tr.dropped = r.integer(args, "dropped", w + ".args", 0, kMaxCount);
       if (!tracks.emplace(tid, tr).second) r.fail(w, "a second thread_name for tid " + std::to_string(tid));
     } else if (ph == "X") {
@@ -601,18 +593,27 @@ Trace parse_trace(std::string_view text, const std::string& source) {
 }
 
 Trace read_trace(const std::string& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw TraceError(path + ": cannot open (" + ec.message() + ")");
-  if (size > std::uintmax_t(kMaxTraceFileBytes))
-    throw TraceError(path + ": " + std::to_string(size) + " bytes is larger than any trace this reader accepts (" +
-                     std::to_string(kMaxTraceFileBytes) + ")");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::string text(static_cast<std::size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (static_cast<std::uintmax_t>(in.gcount()) != size) throw TraceError(path + ": read failed");
-  return parse_trace(text, path);
+  std::uint64_t size = 0;
+  try {
+    size = require_input_file(path);
+    if (size > std::uint64_t(kMaxTraceFileBytes))
+      throw InputError(path + ": " + std::to_string(size) + " bytes is larger than any trace this reader accepts (" +
+                       std::to_string(kMaxTraceFileBytes) + ")");
+    require_host_memory(size * kReadBytesPerFileByte, path + ": reading this trace");
+  } catch (const InputError& e) {
+    throw TraceUnreadable(e.what());
+  }
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw TraceUnreadable(path + ": cannot open (" + std::strerror(errno) + ")");
+    std::string text(static_cast<std::size_t>(size), '\0');
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    if (static_cast<std::uint64_t>(in.gcount()) != size) throw TraceUnreadable(path + ": read failed");
+    return parse_trace(text, path);
+  } catch (const std::bad_alloc&) {
+    throw TraceUnreadable(path + ": not enough memory to read this trace (reading takes about " +
+                          std::to_string(kReadBytesPerFileByte) + "× the file's size)");
+  }
 }
 
 }  // namespace fs::trace

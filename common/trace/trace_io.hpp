@@ -10,6 +10,7 @@
 // seq without gaps, ranges inside their tensors) is the validator's job (validate.hpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,13 @@ class TraceError : public InputError {
   using InputError::InputError;
 };
 
+// The file could not be read at all: missing, not a regular file, or larger than the memory
+// available to read it. (A file that was read but is no valid trace is a plain TraceError.)
+class TraceUnreadable : public TraceError {
+ public:
+  using TraceError::TraceError;
+};
+
 // The file's JSON text. Timestamps are written in microseconds with nanosecond resolution.
 std::string trace_to_json(const Trace& trace);
 
@@ -36,12 +44,19 @@ void write_trace(const Trace& trace, const std::string& path);
 // Timestamps come back rounded to whole nanoseconds.
 Trace parse_trace(std::string_view text, const std::string& source = "trace");
 
-// Reads and parses a trace file. Throws TraceError (missing file, truncated or invalid JSON,
-// unknown schema version, missing fields, wrong types, absurd sizes).
+// Reads and parses a trace file. Throws TraceError (missing file, not a regular file, truncated
+// or invalid JSON, unknown schema version, missing fields, wrong types, absurd sizes, more
+// memory than is available).
 Trace read_trace(const std::string& path);
 
 // The largest trace file read_trace accepts: far above any trace a step writes at a shape a
 // person can follow, low enough that a corrupt size cannot exhaust memory.
 constexpr std::int64_t kMaxTraceFileBytes = std::int64_t(2) << 30;
+// Reading holds the text and its parsed JSON at once: about 10 bytes per byte of file for a
+// trace of device events alone, up to about 19 for the step programs' traces; this bound is the
+// larger, rounded up. read_trace refuses a file that would need more than
+// the memory available, with "needs X GiB" (TraceError, exit code 2), rather than dying in
+// std::bad_alloc; if memory still runs out while parsing, that is a TraceError too.
+constexpr std::uint64_t kReadBytesPerFileByte = 20;
 
 }  // namespace fs::trace

@@ -1,5 +1,7 @@
 // trace_validate FILE...: one line per trace file, OK with what it holds, or its first error.
-// Exit code 0 only when every file is valid; 1 when one is not; 2 on bad usage.
+// Exit code 0 only when every file is valid; 1 when one was read and is not a valid trace; 2 on
+// bad input: bad usage, or a file that cannot be read at all (missing, not a regular file, more
+// than the memory available can read), which wins over 1.
 //
 //   $ trace_validate good.json cut.json
 //   good.json: OK: 16 events on 4 tracks (3 kernels), 7 host ranges; HBM read 224 B = model, ...
@@ -25,10 +27,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  bool every_ok = true;
+  bool every_ok = true, every_readable = true;
   for (const auto& file : files) {
     const auto report = fs::trace::validate_file(file);
     every_ok = every_ok && report.ok();
+    every_readable = every_readable && !report.unreadable;
     if (report.ok()) {
       std::cout << file << ": OK: " << report.summary();
       if (!report.warnings.empty()) std::cout << " (" << report.warnings.size() << " warnings)";
@@ -47,5 +50,5 @@ int main(int argc, char** argv) {
       for (const auto& w : report.warnings) std::cout << "  warning: " << w << "\n";
     }
   }
-  return every_ok ? 0 : 1;
+  return !every_readable ? 2 : every_ok ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -20,8 +21,6 @@ constexpr int kPerKind = 5;
 // Events may stray this far outside their kernel's launch range before it is worth a warning:
 // %globaltimer ticks in 32 ns steps (1 µs on some GPUs) and launches are aligned, not measured.
 constexpr double kKernelSlackNs = 2000;
-// Output coverage is checked with one bit per element up to this many elements.
-constexpr std::int64_t kMaxCoverageElems = std::int64_t(1) << 28;
 
 std::string bytes_text(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -70,6 +69,114 @@ std::string event_text(const Event& e) {
   std::string s = "event seq " + std::to_string(e.seq) + " (" + kind_name(e.kind);
   if (e.tensor != Tensor::None) s += std::string(" ") + tensor_name(e.tensor);
   return s + ")";
+}
+
+// A half-open rectangle [y0, y1) × [x0, x1) of a grid, not empty.
+struct Rect {
+  std::int64_t y0, y1, x0, x1;
+};
+
+// The cells of [0, height) × [0, width) that no rectangle covers: how many, and the first in
+// row-major order (y, x), or -1. A sweep over y with a segment tree over the x breakpoints
+// counting how often each stretch of x is covered, so the cost grows with the number of
+// rectangles (the file), never with the area they claim.
+struct Gap {
+  std::int64_t missing = 0, y = -1, x = -1;
+};
+
+class CoverTree {
+ public:
+  explicit CoverTree(std::vector<std::int64_t> xs) : xs_(std::move(xs)), n_(xs_.size() - 1) {
+    add_.assign(4 * n_, 0);
+    min_.assign(4 * n_, 0);
+    min_len_.assign(4 * n_, 0);
+    build(1, 0, n_);
+  }
+  // Adds v to the cover count of [x0, x1), both breakpoints.
+  void add(std::int64_t x0, std::int64_t x1, int v) { update(1, 0, n_, index(x0), index(x1), v); }
+  // How much of the x range has count zero, and where the first such stretch begins.
+  std::int64_t zero_length() const { return min_[1] == 0 ? min_len_[1] : 0; }
+  std::int64_t first_zero() const {
+    std::size_t node = 1, lo = 0, hi = n_;
+    std::int64_t above = 0;  // the adds of the nodes above `node`
+    while (hi - lo > 1) {
+      above += add_[node];
+      const std::size_t mid = (lo + hi) / 2;
+      if (min_[2 * node] + above == 0) {
+        node = 2 * node, hi = mid;
+      } else {
+        node = 2 * node + 1, lo = mid;
+      }
+    }
+    return xs_[lo];
+  }
+
+ private:
+  std::size_t index(std::int64_t x) const {
+    return std::size_t(std::lower_bound(xs_.begin(), xs_.end(), x) - xs_.begin());
+  }
+  void build(std::size_t node, std::size_t lo, std::size_t hi) {
+    if (hi - lo == 1) {
+      min_len_[node] = xs_[hi] - xs_[lo];
+      return;
+    }
+    const std::size_t mid = (lo + hi) / 2;
+    build(2 * node, lo, mid);
+    build(2 * node + 1, mid, hi);
+    min_len_[node] = min_len_[2 * node] + min_len_[2 * node + 1];
+  }
+  void update(std::size_t node, std::size_t lo, std::size_t hi, std::size_t a, std::size_t b, int v) {
+    if (b <= lo || hi <= a) return;
+    if (a <= lo && hi <= b) {
+      add_[node] += v;
+      min_[node] += v;
+      return;
+    }
+    const std::size_t mid = (lo + hi) / 2;
+    update(2 * node, lo, mid, a, b, v);
+    update(2 * node + 1, mid, hi, a, b, v);
+    const std::int64_t l = min_[2 * node], r = min_[2 * node + 1], m = std::min(l, r);
+    min_[node] = m + add_[node];
+    min_len_[node] = (l == m ? min_len_[2 * node] : 0) + (r == m ? min_len_[2 * node + 1] : 0);
+  }
+
+  std::vector<std::int64_t> xs_;  // breakpoints, ascending; leaf i is [xs_[i], xs_[i+1])
+  std::size_t n_;                 // leaves
+  std::vector<std::int64_t> add_, min_, min_len_;
+};
+
+Gap uncovered(const std::vector<Rect>& rects, std::int64_t height, std::int64_t width) {
+  std::vector<std::int64_t> xs{0, width};
+  for (const Rect& r : rects) xs.insert(xs.end(), {r.x0, r.x1});
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  CoverTree tree(std::move(xs));
+  struct Edge {
+    std::int64_t y;
+    int v;
+    const Rect* r;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(2 * rects.size());
+  for (const Rect& r : rects) edges.insert(edges.end(), {{r.y0, +1, &r}, {r.y1, -1, &r}});
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.y < b.y; });
+  Gap gap;
+  std::int64_t y = 0;
+  auto span = [&](std::int64_t until) {  // rows [y, until) under the current cover
+    const std::int64_t zero = tree.zero_length();
+    if (until > y && zero > 0) {
+      gap.missing += zero * (until - y);
+      if (gap.y < 0) gap.y = y, gap.x = tree.first_zero();
+    }
+    y = std::max(y, until);
+  };
+  for (std::size_t i = 0; i < edges.size();) {
+    span(edges[i].y);
+    for (const std::int64_t at = edges[i].y; i < edges.size() && edges[i].y == at; ++i)
+      tree.add(edges[i].r->x0, edges[i].r->x1, edges[i].v);
+  }
+  span(height);
+  return gap;
 }
 
 }  // namespace
@@ -202,8 +309,9 @@ ValidationReport validate(const Trace& t) {
       if (e.bytes < 0) err.add("bytes", what + " has negative bytes");
       if (e.cached && e.kind == Kind::Store) err.add("bytes", what + " is a store marked cached: only re-reads are");
       const int eb = element_bytes(e.tensor, m.dtype);
-      const std::int64_t tile = std::int64_t(std::max(e.rows, 0)) * std::max(e.cols, 0) * eb;
-      if (e.bytes > tile)
+      // rows·cols fits in 62 bits, rows·cols·eb may not: compare in whole elements.
+      const std::int64_t tile_elems = std::int64_t(std::max(e.rows, 0)) * std::max(e.cols, 0);
+      if ((e.bytes + eb - 1) / eb > tile_elems)
         err.add("bytes", what + " moves " + std::to_string(e.bytes) + " bytes, more than its " +
                              std::to_string(e.rows) + "×" + std::to_string(e.cols) + " tile of " + std::to_string(eb) +
                              "-byte elements holds");
@@ -297,30 +405,21 @@ ValidationReport validate(const Trace& t) {
       }
       const auto shape = tensor_shape(out, m.B, m.H, m.N, m.d);
       const std::int64_t elems = shape_elems(shape), rows = shape[2], cols = shape.size() == 4 ? shape[3] : 1;
-      if (elems > kMaxCoverageElems) {
-        warn.add("coverage", std::string("coverage of ") + tensor_name(out) + " not checked: too large");
-        continue;
-      }
-      std::vector<bool> stored(static_cast<std::size_t>(elems), false);
+      std::vector<Rect> stores;  // in (head·rows + row, col)
       for (const Event& e : t.events) {
         if (e.kind != Kind::Store || e.tensor != out) continue;
-        if (e.bh < 0 || e.bh >= heads || e.row0 < 0 || e.col0 < 0 || e.rows < 0 || e.cols < 0 ||
+        if (e.bh < 0 || e.bh >= heads || e.row0 < 0 || e.col0 < 0 || e.rows <= 0 || e.cols <= 0 ||
             std::int64_t(e.row0) + e.rows > rows || std::int64_t(e.col0) + e.cols > cols)
-          continue;  // reported above
-        for (std::int64_t r = e.row0; r < std::int64_t(e.row0) + e.rows; ++r) {
-          const std::int64_t base = (e.bh * rows + r) * cols;
-          std::fill(stored.begin() + base + e.col0, stored.begin() + base + e.col0 + e.cols, true);
-        }
+          continue;  // empty, or reported above
+        const std::int64_t y0 = e.bh * rows + e.row0;
+        stores.push_back({y0, y0 + e.rows, e.col0, std::int64_t(e.col0) + e.cols});
       }
-      const auto first = std::find(stored.begin(), stored.end(), false);
-      if (first != stored.end()) {
-        const std::int64_t missing = std::count(stored.begin(), stored.end(), false);
-        const std::int64_t at = first - stored.begin();
-        err.add("coverage", std::string(tensor_name(out)) + ": " + std::to_string(missing) + " of " +
+      const Gap gap = uncovered(stores, heads * rows, cols);
+      if (gap.missing > 0)
+        err.add("coverage", std::string(tensor_name(out)) + ": " + std::to_string(gap.missing) + " of " +
                                 std::to_string(elems) + " elements are stored by no event (the first: head " +
-                                std::to_string(at / (rows * cols)) + ", row " + std::to_string(at / cols % rows) +
-                                ", col " + std::to_string(at % cols) + ")");
-      }
+                                std::to_string(gap.y / rows) + ", row " + std::to_string(gap.y % rows) + ", col " +
+                                std::to_string(gap.x) + ")");
     }
   }
 
@@ -332,9 +431,19 @@ ValidationReport validate(const Trace& t) {
 ValidationReport validate_file(const std::string& path) {
   try {
     return validate(read_trace(path));
+  } catch (const TraceUnreadable& e) {
+    ValidationReport rep;
+    rep.errors.push_back(e.what());
+    rep.unreadable = true;
+    return rep;
   } catch (const TraceError& e) {
     ValidationReport rep;
     rep.errors.push_back(e.what());
+    return rep;
+  } catch (const std::bad_alloc&) {
+    ValidationReport rep;
+    rep.errors.push_back(path + ": not enough memory to validate this trace");
+    rep.unreadable = true;
     return rep;
   }
 }

@@ -38,6 +38,7 @@ struct ValidationReport {
   std::int64_t cached_bytes = 0;                 // re-reads the IO model does not count
   std::int64_t model_read_bytes = 0, model_write_bytes = 0;
   std::int64_t dropped = 0;
+  bool unreadable = false;  // validate_file: the file could not be read at all (TraceUnreadable)
 
   bool ok() const { return errors.empty(); }
   // "1234 events on 352 tracks (3 kernels), 91 host ranges; HBM read 1.25 MiB = model,
@@ -48,7 +49,7 @@ struct ValidationReport {
 ValidationReport validate(const Trace& trace);
 
 // Reads `path` and validates it: a file the reader refuses gives a report whose one error is
-// the reader's message.
+// the reader's message (and `unreadable` when the file could not be read at all).
 ValidationReport validate_file(const std::string& path);
 
 }  // namespace fs::trace

@@ -45,6 +45,17 @@ std::vector<CatalogEntry> list_traces(const std::vector<std::string>& folders,
   return unique;
 }
 
+std::string command_line_problem(const std::vector<std::string>& command_line) {
+  for (const auto& p : command_line) {
+    std::error_code ec;
+    if (!stdfs::is_directory(p, ec)) continue;
+    std::vector<CatalogEntry> found;
+    add_folder(p, true, found);
+    if (found.empty()) return p + ": no trace files (*.json) in this folder";
+  }
+  return {};
+}
+
 int default_entry(const std::vector<CatalogEntry>& entries) {
   for (std::size_t i = 0; i < entries.size(); ++i)
     if (entries[i].named) return int(i);

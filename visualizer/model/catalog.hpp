@@ -21,6 +21,11 @@ struct CatalogEntry {
 std::vector<CatalogEntry> list_traces(const std::vector<std::string>& folders,
                                       const std::vector<std::string>& command_line);
 
+// Why the command line's paths give nothing to open, in one line: a folder on it that holds
+// no *.json trace ("<dir>: no trace files (*.json) in this folder"); empty when there is none.
+// (Opening a shipped trace instead would hide the mistake.)
+std::string command_line_problem(const std::vector<std::string>& command_line);
+
 // What to open on start: the first file named on the command line; otherwise the tour's
 // default step (a forward pass of step 04, then any step 04, then anything), looked for first
 // in the command line's folders, then in the shipped traces; -1 when the list is empty.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/host_memory.hpp"
+
 namespace fs::viz {
 
 namespace {
@@ -14,16 +16,30 @@ bool score_like(tr::Tensor t) {
 // The smallest extent events give a tensor along one axis, but no finer than kMaxCells
 // cells: tiles stay whole cells where they can, and a grid stays drawable.
 int cell_size(int extent, int smallest_tile) {
-  const int floor_size = (extent + Coverage::kMaxCells - 1) / Coverage::kMaxCells;
+  const int floor_size = int((std::int64_t(extent) + Coverage::kMaxCells - 1) / Coverage::kMaxCells);
   const int s = smallest_tile > 0 ? smallest_tile : extent;
   return std::clamp(std::max(s, floor_size), 1, std::max(1, extent));
 }
 
 }  // namespace
 
+const CellCounts& TensorGrid::at(int bh, int r, int c) const {
+  static const CellCounts zero;
+  const auto it = std::lower_bound(touched.begin(), touched.end(), bh);
+  if (it == touched.end() || *it != bh) return zero;
+  const std::size_t slot = std::size_t(it - touched.begin());
+  return cells[(slot * std::size_t(grid_rows) + std::size_t(r)) * std::size_t(grid_cols) + std::size_t(c)];
+}
+
+CellCounts* TensorGrid::head_cells(int bh) {
+  const auto it = std::lower_bound(touched.begin(), touched.end(), bh);
+  if (it == touched.end() || *it != bh) return nullptr;
+  return &cells[std::size_t(it - touched.begin()) * std::size_t(grid_rows) * std::size_t(grid_cols)];
+}
+
 std::int64_t TensorGrid::cell_area(int r, int c) const {
-  const std::int64_t h = std::min(cell_rows, rows - r * cell_rows);
-  const std::int64_t w = std::min(cell_cols, cols - c * cell_cols);
+  const std::int64_t h = std::min<std::int64_t>(cell_rows, rows - std::int64_t(r) * cell_rows);
+  const std::int64_t w = std::min<std::int64_t>(cell_cols, cols - std::int64_t(c) * cell_cols);
   return std::max<std::int64_t>(0, h) * std::max<std::int64_t>(0, w);
 }
 
@@ -48,7 +64,17 @@ Coverage::Coverage(const Replay& replay) {
   for (int r : min_rows)
     if (r > 0) common_rows = common_rows == 0 ? r : std::min(common_rows, r);
   const int N = std::max(1, meta.N), d = std::max(1, meta.d);
-  const int heads = std::max(1, meta.B * meta.H);
+  const std::int64_t heads = head_count(meta);
+  // The heads each tensor's grid keeps: those its events touch (what the file can hold).
+  std::vector<int> touched[tr::kTensorCount];
+  for (const auto& e : replay.trace().events) {
+    const tr::Tensor t = (e.kind == tr::Kind::ComputeS || e.kind == tr::Kind::Skip) ? tr::Tensor::S : e.tensor;
+    if (t != tr::Tensor::None && e.bh >= 0 && e.bh < heads) touched[int(t)].push_back(e.bh);
+  }
+  for (auto& list : touched) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+  }
   auto add = [&](tr::Tensor t, bool in_hbm) {
     TensorGrid g;
     g.tensor = t;
@@ -68,9 +94,9 @@ Coverage::Coverage(const Replay& replay) {
     // row i of S line up across the grids.
     g.cell_rows = cell_size(g.rows, common_rows);
     g.cell_cols = cell_size(g.cols, min_cols[int(t)]);
-    g.grid_rows = (g.rows + g.cell_rows - 1) / g.cell_rows;
-    g.grid_cols = (g.cols + g.cell_cols - 1) / g.cell_cols;
-    g.cells.assign(std::size_t(heads) * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {});
+    g.grid_rows = int((std::int64_t(g.rows) + g.cell_rows - 1) / g.cell_rows);
+    g.grid_cols = int((std::int64_t(g.cols) + g.cell_cols - 1) / g.cell_cols);
+    g.touched = touched[int(t)];
     grid_of_[int(t)] = int(grids_.size());
     grids_.push_back(std::move(g));
   };
@@ -87,6 +113,11 @@ Coverage::Coverage(const Replay& replay) {
     if ((e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) && e.tensor != tr::Tensor::None &&
         grid_of_[int(e.tensor)] < 0)
       add(e.tensor, true);
+  // Everything is sized; check what the cells need before allocating them.
+  std::uint64_t cells = 0;
+  for (const auto& g : grids_) cells += std::uint64_t(g.touched.size()) * std::uint64_t(g.grid_rows) * std::uint64_t(g.grid_cols);
+  require_host_memory(cells * sizeof(CellCounts), "the coverage of this trace's " + std::to_string(heads) + " heads");
+  for (auto& g : grids_) g.cells.assign(g.touched.size() * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {});
 }
 
 const TensorGrid* Coverage::grid(tr::Tensor t) const {
@@ -120,14 +151,19 @@ void Coverage::apply(const Replay& replay, int e, int sign) {
   if (gi < 0) return;
   auto& g = grids_[std::size_t(gi)];
   if (ev.bh < 0 || ev.bh >= g.heads || ev.rows <= 0 || ev.cols <= 0) return;
-  const int r0 = std::max(0, ev.row0), r1 = std::min(g.rows, ev.row0 + ev.rows);
-  const int c0 = std::max(0, ev.col0), c1 = std::min(g.cols, ev.col0 + ev.cols);
+  CellCounts* head = g.head_cells(ev.bh);
+  if (!head) return;
+  // 64-bit ends: row0 + rows may pass INT_MAX in a damaged file.
+  const int r0 = std::max(0, ev.row0), r1 = int(std::min<std::int64_t>(g.rows, std::int64_t(ev.row0) + ev.rows));
+  const int c0 = std::max(0, ev.col0), c1 = int(std::min<std::int64_t>(g.cols, std::int64_t(ev.col0) + ev.cols));
   if (r0 >= r1 || c0 >= c1) return;
   for (int gr = r0 / g.cell_rows; gr <= (r1 - 1) / g.cell_rows; ++gr) {
-    const int h = std::min(r1, (gr + 1) * g.cell_rows) - std::max(r0, gr * g.cell_rows);
-    auto* row = &g.cells[(std::size_t(ev.bh) * std::size_t(g.grid_rows) + std::size_t(gr)) * std::size_t(g.grid_cols)];
+    const int h = int(std::min<std::int64_t>(r1, std::int64_t(gr + 1) * g.cell_rows) -
+                      std::max<std::int64_t>(r0, std::int64_t(gr) * g.cell_rows));
+    auto* row = head + std::size_t(gr) * std::size_t(g.grid_cols);
     for (int gc = c0 / g.cell_cols; gc <= (c1 - 1) / g.cell_cols; ++gc) {
-      const int w = std::min(c1, (gc + 1) * g.cell_cols) - std::max(c0, gc * g.cell_cols);
+      const int w = int(std::min<std::int64_t>(c1, std::int64_t(gc + 1) * g.cell_cols) -
+                        std::max<std::int64_t>(c0, std::int64_t(gc) * g.cell_cols));
       row[gc].*field += sign * std::int64_t(h) * w;
     }
   }

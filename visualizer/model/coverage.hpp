@@ -4,7 +4,10 @@
 //
 // Each tensor of each head is cut into cells of a few tiles (at most kMaxCells a side, so that
 // a grid draws in a handful of rectangles); a cell counts elements, so an event that covers
-// part of a cell counts its part. Counts only add and subtract, so moving the cursor applies
+// part of a cell counts its part. Cells are kept only for the heads that some event touches
+// (the others read as zeros), so memory grows with what the file holds, not with the B·H it
+// declares; what that still needs is checked against the memory available (InputError,
+// "needs X GiB") before anything is allocated. Counts only add and subtract, so moving the cursor applies
 // or takes back just the events in between: playing costs the events played, and a jump
 // costs at most the shorter of "from here" and "from the start".
 #pragma once
@@ -27,15 +30,17 @@ struct CellCounts {
 struct TensorGrid {
   tr::Tensor tensor = tr::Tensor::None;
   bool in_hbm = true;         // false for a tensor the pass never moves (the ghost S of step 04)
-  int heads = 1;
+  std::int64_t heads = 1;
   int rows = 1, cols = 1;            // elements of one head
   int cell_rows = 1, cell_cols = 1;  // elements of one cell
   int grid_rows = 1, grid_cols = 1;  // cells of one head
-  std::vector<CellCounts> cells;     // [head][grid_row][grid_col]
+  std::vector<int> touched;          // the heads events touch, ascending: the heads `cells` holds
+  std::vector<CellCounts> cells;     // [touched head][grid_row][grid_col]
 
-  const CellCounts& at(int bh, int r, int c) const {
-    return cells[(std::size_t(bh) * std::size_t(grid_rows) + std::size_t(r)) * std::size_t(grid_cols) + std::size_t(c)];
-  }
+  // Cell (r, c) of head bh (zeros for a head no event touches).
+  const CellCounts& at(int bh, int r, int c) const;
+  // The cells of head bh, or nullptr when no event touches it.
+  CellCounts* head_cells(int bh);
   // Elements in cell (r, c): edge cells are smaller when a tile size does not divide N.
   std::int64_t cell_area(int r, int c) const;
 };

@@ -1,5 +1,7 @@
 #include "visualizer/model/document.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace fs::viz {
@@ -15,6 +17,41 @@ std::string describe(const tr::Meta& m) {
   }
   if (!m.block_mask.empty()) out += " · mask " + m.block_mask;
   return out + " · " + m.gpu;
+}
+
+bool parse_moment(const std::string& at, const Document& doc, Cursor& out, std::string& error) {
+  const auto colon = at.find(':');
+  const std::string kind = at.substr(0, colon), value = colon == std::string::npos ? "" : at.substr(colon + 1);
+  const Replay& r = *doc.replay;
+  auto bad = [&](const std::string& why) {
+    error = "--at " + at + ": " + why;
+    return false;
+  };
+  if (kind != "seq" && kind != "frac" && kind != "t") return bad("expected seq:N, frac:F (0…1) or t:NS");
+  double v = 0;
+  const char* end = value.data() + value.size();
+  if (kind == "seq") {
+    long long n = -1;
+    const auto [p, ec] = std::from_chars(value.data(), end, n);
+    if (value.empty() || ec != std::errc() || p != end || n < 0 || n > r.event_count())
+      return bad("seq must be a decimal integer from 0 to " + std::to_string(r.event_count()) + ", the events of this trace");
+    v = double(n);
+  } else {
+    const auto [p, ec] = std::from_chars(value.data(), end, v);
+    if (value.empty() || ec != std::errc() || p != end || !std::isfinite(v))
+      return bad("'" + value + "' is not a finite decimal number");
+    if (kind == "frac" && !(v >= 0.0 && v <= 1.0)) return bad("frac must be between 0 and 1");
+  }
+  if (kind == "seq") {
+    out = r.convert({Order::Logical, v}, doc.playback.order());
+  } else if (kind == "t") {
+    out = r.convert({Order::Real, v}, doc.playback.order());
+  } else {
+    Playback p = doc.playback;
+    p.seek_fraction(r, v);
+    out = p.cursor();
+  }
+  return true;
 }
 
 void Document::follow() {

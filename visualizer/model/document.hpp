@@ -46,6 +46,12 @@ std::unique_ptr<Document> make_document(fs::trace::Trace trace, std::string path
 // line naming the file and what is wrong with it. Never throws.
 std::unique_ptr<Document> load_document(const std::string& path, std::string& error);
 
+// The moment "--at" names, as a cursor in the document's order: seq:N (N events done, a
+// decimal integer from 0 to the event count), frac:F (the fraction F of the run, 0 to 1) or
+// t:NS (a time on the trace's clock, finite). False, with one line in `error`, for anything
+// else: another form, a number that is not decimal, out of range, NaN or infinite.
+bool parse_moment(const std::string& at, const Document& doc, Cursor& out, std::string& error);
+
 // "04_online_softmax fa2 fwd · B=1 H=1 N=1024 d=64 · causal · NVIDIA H200"
 std::string describe(const fs::trace::Meta& m);
 

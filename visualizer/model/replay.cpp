@@ -85,6 +85,10 @@ const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t) {
   return nullptr;
 }
 
+std::int64_t head_count(const tr::Meta& meta) {
+  return std::max<std::int64_t>(1, std::int64_t(meta.B) * std::int64_t(meta.H));
+}
+
 int element_bytes(const tr::Meta& meta, tr::Tensor t) {
   if (const auto* ti = find_tensor(meta, t)) {
     std::int64_t elems = 1;

@@ -184,6 +184,8 @@ class Replay {
 int element_bytes(const tr::Meta& meta, tr::Tensor t);
 // The TensorInfo of `t`, or nullptr.
 const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t);
+// B·H of the trace, at least 1 (64-bit: a file may declare sizes whose product overflows int).
+std::int64_t head_count(const tr::Meta& meta);
 bool is_matmul(tr::Kind k);
 
 }  // namespace fs::viz

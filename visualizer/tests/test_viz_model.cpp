@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <utility>
 #include <filesystem>
 #include <fstream>
 
@@ -480,5 +482,62 @@ TEST_CASE("synthetic traces survive the file format and pass the validator", "[v
     REQUIRE(!load_document((dir / "missing.json").string(), error));
     REQUIRE(!error.empty());
   }
+  stdfs::remove_all(dir);
+}
+
+// Issue 14: a 67 KB trace declaring H = 1048576 made the visualizer allocate 14.6 GB (43 s): its
+// cells were sized by the heads the file declares. They are sized by the heads its events touch.
+TEST_CASE("a trace declaring a million heads opens with cells for the heads its events touch", "[viz][coverage]") {
+  for (const auto& [B, H] : {std::pair<int, int>{1, 1 << 20}, {65536, 65536}}) {  // B·H past INT_MAX too
+    tr::Trace t = make_synthetic_trace(flash_spec(64, 32));
+    t.meta.B = B;
+    t.meta.H = H;
+    const auto start = std::chrono::steady_clock::now();
+    auto doc = make_document(std::move(t), "declared heads");
+    REQUIRE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0);
+    for (const auto& g : doc->coverage->grids()) {
+      REQUIRE(g.heads == std::int64_t(B) * H);
+      REQUIRE(g.touched.size() <= 2);  // the synthetic trace's two heads
+      REQUIRE(g.cells.size() == g.touched.size() * std::size_t(g.grid_rows) * std::size_t(g.grid_cols));
+    }
+    // An untouched head reads as zeros.
+    const auto* q = doc->coverage->grid(tr::Tensor::Q);
+    REQUIRE(q);
+    REQUIRE(q->at(1 << 19, 0, 0).read == 0);
+  }
+}
+
+TEST_CASE("the moment to show is seq, frac or t with a finite decimal number in range, and nothing else", "[viz][document]") {
+  auto doc = make_document(make_synthetic_trace(naive_spec()), "synthetic:naive");
+  Cursor c;
+  std::string error;
+  for (const char* good : {"seq:0", "seq:10", "frac:0", "frac:0.5", "frac:1", "t:1000", "t:-5"}) {
+    INFO(good);
+    REQUIRE(parse_moment(good, *doc, c, error));
+  }
+  REQUIRE(parse_moment("seq:" + std::to_string(doc->replay->event_count()), *doc, c, error));
+  for (const char* bad : {"frac:nan", "frac:-nan", "frac:inf", "frac:1.5", "frac:-0.1", "t:nan", "t:inf", "seq:-1",
+                          "seq:0x10", "seq:1.5", "seq:99999999999999999999", "frac:", "frac:0x1p-1", "frac:0.5x",
+                          "when:3", "frac"}) {
+    INFO(bad);
+    error.clear();
+    REQUIRE_FALSE(parse_moment(bad, *doc, c, error));
+    REQUIRE_THAT(error, Catch::StartsWith(std::string("--at ") + bad + ": "));
+  }
+  REQUIRE_FALSE(parse_moment("seq:" + std::to_string(doc->replay->event_count() + 1), *doc, c, error));
+}
+
+// Issue 14: an empty folder on the command line silently opened a shipped trace instead.
+TEST_CASE("a folder on the command line without traces is named as the problem", "[viz][catalog]") {
+  namespace stdfs = std::filesystem;
+  const auto dir = stdfs::temp_directory_path() / "fs_viz_empty_test";
+  stdfs::remove_all(dir);
+  stdfs::create_directories(dir / "empty");
+  stdfs::create_directories(dir / "full");
+  std::ofstream(dir / "full" / "t.json") << "{}";
+  REQUIRE(command_line_problem({(dir / "empty").string()}) ==
+          (dir / "empty").string() + ": no trace files (*.json) in this folder");
+  REQUIRE(command_line_problem({(dir / "full").string()}).empty());
+  REQUIRE(command_line_problem({(dir / "full" / "t.json").string(), "missing.json"}).empty());  // files: opened, or refused when opened
   stdfs::remove_all(dir);
 }

@@ -139,7 +139,7 @@ void io_calculator_panel(UiState& s) {
   // The open trace's IO model, per head.
   if (s.doc) {
     const auto& m = s.doc->replay->meta();
-    const double heads = std::max(1, m.B * m.H);
+    const double heads = double(head_count(m));
     const double total = double(m.io_read_bytes + m.io_write_bytes) / heads;
     if (m.N > 0 && total > 0) {
       const double lx = std::log2(double(m.N));

@@ -124,7 +124,7 @@ void memory_panel(UiState& s) {
 
   // Headings.
   char buf[256];
-  std::snprintf(buf, sizeof buf, "HBM · head %d of %d", bh, std::max(1, meta.B * meta.H));
+  std::snprintf(buf, sizeof buf, "HBM · head %d of %lld", bh, static_cast<long long>(head_count(meta)));
   dl->AddText(f.title, f.title->FontSize, p0, theme::kText, buf);
   std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d", tinfo.sm, tinfo.cta);
   dl->AddText(f.title, f.title->FontSize, ImVec2(chip_area.min.x, p0.y), theme::kText, buf);

@@ -1,0 +1,154 @@
+// sanitize_cases: every step × variant × dtype of the table of steps (steps/registry.cpp) at small,
+// odd shapes, forward and backward, causal and not, with dropout where a step has it, block
+// masks that skip blocks where a step is block-sparse, plain and traced — each checked against
+// the fp64 reference. tests/sanitize.sh runs it under compute-sanitizer's memcheck, racecheck,
+// synccheck and initcheck; a new step is covered by adding it to the registry.
+//
+//   sanitize_cases            run every case (one process: the sanitizer starts once per tool)
+//   sanitize_cases --list     name the cases, without a GPU
+//   sanitize_cases --probe    exit 0 with a usable GPU, 77 (CTest's "skipped") without one
+//   sanitize_cases --only 06  only the cases of steps whose id starts with "06"
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/block_mask.hpp"
+#include "common/driver.hpp"
+#include "common/errors.hpp"
+#include "common/plan.hpp"
+#include "common/traced_run.hpp"
+#include "steps/registry.hpp"
+
+namespace {
+
+struct SanitizeCase {
+  const fs::StepInfo* step;
+  fs::Options opt;
+  bool traced = false;
+
+  std::string name() const {
+    const fs::Shape& s = opt.shape;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s/%s %s B=%d H=%d N=%d d=%d%s%s%s%s%s", step->id.c_str(),
+                  step->variants[std::size_t(opt.variant)].c_str(), fs::dtype_name(opt.dtype), s.B, s.H, s.N,
+                  s.d, opt.causal ? " causal" : "",
+                  opt.dropout > 0 ? " dropout" : "", opt.backward ? " fwd+bwd" : " fwd",
+                  step->block_sparse ? (" mask " + opt.pattern).c_str() : "", traced ? " traced" : "");
+    return buf;
+  }
+};
+
+// The cases, from the table of steps. Shapes are small (the sanitizers slow kernels down by
+// orders of magnitude) and odd, so that every kernel's tail handling runs.
+std::vector<SanitizeCase> all_cases(const std::string& only) {
+  std::vector<SanitizeCase> out;
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    if (!only.empty() && step.id.rfind(only, 0) != 0) continue;
+    for (int v = 0; v < int(step.variants.size()); ++v)
+    for (fs::DType dtype : step.dtypes) {
+      fs::Options base;
+      base.variant = v;
+      base.dtype = dtype;
+      base.check = true;
+      base.backward = step.backward != nullptr;
+      base.seed = 11;
+      auto add = [&](fs::Shape shape, bool causal, float dropout, const std::string& pattern, bool traced) {
+        SanitizeCase c{&step, base, traced};
+        c.opt.shape = shape;
+        c.opt.causal = causal;
+        c.opt.dropout = step.dropout ? dropout : 0.f;
+        if (step.block_sparse) c.opt.pattern = pattern;
+        out.push_back(c);
+      };
+      // The full grid at one shape: causal × dropout.
+      for (bool causal : {false, true})
+        for (float dropout : step.dropout ? std::vector<float>{0.f, 0.2f} : std::vector<float>{0.f})
+          add({2, 3, 97, 64}, causal, dropout, "dense", false);
+      // Other head dimensions (other template instantiations), odd N, every feature on.
+      add({1, 2, 45, 32}, true, 0.2f, "dense", false);
+      add({1, 1, 71, 128}, true, 0.2f, "dense", false);
+      add({1, 2, 33, 16}, false, 0.f, "dense", false);
+      // Block masks that skip blocks: N = 301 spans three 128-blocks, the last one cut.
+      if (step.block_sparse)
+        for (const char* pattern : {"local:0", "random:0.5"})
+          for (bool causal : {false, true}) add({1, 2, 301, 64}, causal, 0.2f, pattern, false);
+      // The traced kernels (a compile-time switch: other instantiations, which write records).
+      add({1, 1, 97, 64}, true, 0.f, step.block_sparse ? "local:0" : "dense", true);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool list = false, probe = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--list") list = true;
+    else if (a == "--probe") probe = true;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "sanitize_cases: unknown argument '%s' (--list, --probe, --only STEP)\n", a.c_str());
+      return fs::kExitBadInput;
+    }
+  }
+  const std::vector<SanitizeCase> cases = all_cases(only);
+  if (list) {
+    for (const auto& c : cases) std::printf("%s\n", c.name().c_str());
+    std::printf("%zu cases\n", cases.size());
+    return fs::kExitOk;
+  }
+  if (const std::string why = fs::gpu_unavailable_reason(); !why.empty()) {
+    std::printf("SKIPPED (needs a GPU): %s\n", why.c_str());
+    return 77;
+  }
+  if (probe) return fs::kExitOk;
+
+  const fs::DeviceInfo dev = fs::query_device();
+  const std::string trace_dir =
+      (std::filesystem::temp_directory_path() / ("flashsteps_sanitize_" + std::to_string(::getpid()))).string();
+  int failed = 0, skipped = 0;
+  for (const SanitizeCase& c : cases) {
+    try {
+      const fs::HostProblem problem = fs::random_problem(c.opt.shape, c.opt.seed, c.opt.backward);
+      bool ok = true;
+      std::string what;
+      if (c.traced) {
+        std::filesystem::create_directories(trace_dir);
+        fs::Options o = c.opt;
+        o.trace_path = trace_dir + "/" + c.step->id + "_" + std::to_string(o.variant) + ".json";
+        const fs::RunPlan plan(*c.step, o);
+        for (const fs::TraceFile& f : fs::trace_case(plan, problem, dev))
+          if (!f.report.ok()) ok = false, what = f.report.errors.front();
+      } else {
+        const fs::RunPlan plan(*c.step, c.opt);
+        const fs::CaseReport r = fs::run_case(plan, problem, dev);
+        ok = r.pass();
+        for (const auto& p : r.passes)
+          if (p.check && !p.check->pass()) what = p.check->summary();
+      }
+      std::printf("%-4s %s\n", ok ? "ok" : "FAIL", c.name().c_str());
+      if (!ok) std::printf("%s\n", what.c_str());
+      failed += !ok;
+    } catch (const fs::InputError& e) {  // a shape this step does not run on this GPU
+      std::printf("skip %s: %s\n", c.name().c_str(), e.what());
+      ++skipped;
+    } catch (const fs::ResourceError& e) {
+      std::printf("skip %s: %s\n", c.name().c_str(), e.what());
+      ++skipped;
+    } catch (const fs::CudaError& e) {
+      std::printf("FAIL %s: CUDA error: %s\n", c.name().c_str(), e.what());
+      ++failed;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(trace_dir, ec);
+  std::printf("%zu cases: %zu passed, %d failed, %d skipped\n", cases.size(), cases.size() - failed - skipped, failed,
+              skipped);
+  return failed ? fs::kExitCheckFailed : fs::kExitOk;
+}
