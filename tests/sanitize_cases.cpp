@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   int failed = 0, skipped = 0;
   for (const SanitizeCase& c : cases) {
     try {
-      const fs::HostProblem problem = fs::random_problem(c.opt.shape, c.opt.seed, c.opt.backward);
+      const fs::HostProblem problem = fs::random_problem(c.opt.shape, c.opt.seed, c.opt.backward, c.opt.dtype);
       bool ok = true;
       std::string what;
       if (c.traced) {
