@@ -20,7 +20,8 @@
 //   r2_swizzle    + the XOR swizzle: ldmatrix without bank conflicts
 //   r3_pipeline   + two stages: K_{j+1}, V_{j+1} arrive (cp.async) while tile j is computed
 //   r4_p_in_regs  + P from the accumulators, no shared-memory round trip
-//   fa2           + tiles chosen per head dimension (the default)
+//   fa2           + tiles chosen per head dimension, Q's fragments in registers where they fit
+//                 (the default)
 #pragma once
 
 #include <cstdint>
@@ -37,13 +38,12 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_, bool kFragPipe_ = false>
+          bool kQInRegs_>
 struct FwdConfig {
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
   static constexpr bool kSwizzle = kSwizzle_, kPInRegs = kPInRegs_, kQInRegs = kQInRegs_;
-  static constexpr bool kFragPipe = kFragPipe_;  // K's next B fragments loaded before this one's mma
   static constexpr int kStages = kStages_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMTiles = kBlockM / (16 * kWarps);  // 16-row tiles per warp
@@ -190,38 +190,30 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     const E* sKt = k_tile(stage);
     const E* sVt = v_tile(stage);
 
-    // S = Q K_jᵀ: (16·MT rows of this warp) × (BN keys), fp32 accumulators. The B fragments of
-    // K come one ldmatrix.x4 (two 8-key tiles) at a time; with kFragPipe the next one is asked
-    // for before the four mma of this one, so that its latency overlaps them.
+    // S = Q K_jᵀ: (16·MT rows of this warp) × (BN keys), fp32 accumulators. Per 16 columns of d,
+    // the warp's A fragments of Q, then K's B fragments one ldmatrix.x4 (two 8-key tiles) at a
+    // time, each used by MT row tiles.
     float s[MT][NT][4] = {};
-    {
-      constexpr int kPairs = NT / 2, kSteps = KD * kPairs;
-      std::uint32_t a[MT][4], b[2][4];
-      if constexpr (Cfg::kFragPipe) load_b_k<KVTile>(b[0], sKt, 0, 0);
 #pragma unroll
-      for (int i = 0; i < kSteps; ++i) {
-        const int kk = i / kPairs, nt = 2 * (i % kPairs);
-        if (i % kPairs == 0) {  // Q's A fragments of columns [16kk, 16kk + 16)
+    for (int kk = 0; kk < KD; ++kk) {
+      std::uint32_t a[MT][4];
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (Cfg::kQInRegs) {
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (Cfg::kQInRegs) {
 #pragma unroll
-              for (int j = 0; j < 4; ++j) a[mt][j] = qf[mt][kk][j];
-            } else {
-              load_a<QTile>(a[mt], sQ, wrow0 + 16 * mt, kk);
-            }
-          }
-        }
-        const int cur = Cfg::kFragPipe ? i & 1 : 0;
-        if constexpr (Cfg::kFragPipe) {
-          if (i + 1 < kSteps) load_b_k<KVTile>(b[cur ^ 1], sKt, 16 * ((i + 1) % kPairs), (i + 1) / kPairs);
+          for (int i = 0; i < 4; ++i) a[mt][i] = qf[mt][kk][i];
         } else {
-          load_b_k<KVTile>(b[0], sKt, 8 * nt, kk);
+          load_a<QTile>(a[mt], sQ, wrow0 + 16 * mt, kk);
         }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += 2) {
+        std::uint32_t b[4];
+        load_b_k<KVTile>(b, sKt, 8 * nt, kk);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(s[mt][nt], a[mt], b[cur][0], b[cur][1]);
-          Element<E>::mma(s[mt][nt + 1], a[mt], b[cur][2], b[cur][3]);
+          Element<E>::mma(s[mt][nt], a[mt], b[0], b[1]);
+          Element<E>::mma(s[mt][nt + 1], a[mt], b[2], b[3]);
         }
       }
     }

@@ -13,7 +13,7 @@
 namespace fs::tc {
 
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
-enum FwdVariant : int { kFa2 = 0, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTune1, kTune2, kTune3, kFwdVariants };
+enum FwdVariant : int { kFa2 = 0, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kFwdVariants };
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
@@ -28,7 +28,8 @@ template <typename E, int D>
 using R4PInRegs = FwdConfig<E, D, 128, 64, 4, true, 2, true, false>;
 
 // fa2: every technique, tiles per d. Registers per thread bound the tiles: a lane holds
-// MT·(BN/8)·4 floats of S, MT·(d/8)·4 of O, and (Q in registers) MT·(d/16)·4 words of Q.
+// MT·(BN/8)·4 floats of S, MT·(d/8)·4 of O, and (Q in registers) MT·(d/16)·4 words of Q. The
+// candidates measured at d = 64 and 128 (docs/benchmarks/h200_tc_tiles.csv) are in the lesson.
 template <typename E, int D>
 struct Fa2;
 template <typename E>
@@ -42,22 +43,6 @@ struct Fa2<E, 128> { using Cfg = FwdConfig<E, 128, 128, 64, 4, true, 2, true, fa
 template <typename E>
 struct Fa2<E, 256> { using Cfg = FwdConfig<E, 256, 64, 64, 4, true, 2, true, false>; };
 
-// Tile candidates for fa2, measured once on the H200 (docs/benchmarks/h200_tc_tiles.csv).
-template <typename E, int D>
-struct Tune;
-template <typename E>
-struct Tune<E, 64> {
-  using T1 = FwdConfig<E, 64, 128, 128, 4, true, 2, true, false>;
-  using T2 = FwdConfig<E, 64, 128, 64, 4, true, 2, true, true, true>;
-  using T3 = FwdConfig<E, 64, 128, 96, 4, true, 2, true, true>;
-};
-template <typename E>
-struct Tune<E, 128> {
-  using T1 = FwdConfig<E, 128, 128, 48, 4, true, 2, true, false>;
-  using T2 = FwdConfig<E, 128, 128, 64, 4, true, 2, true, false, true>;
-  using T3 = FwdConfig<E, 128, 128, 48, 4, true, 2, true, false, true>;
-};
-
 // The forward of p at head dimension D, element type E, variant p.variant.
 template <typename E, int D>
 void tc_forward_dispatch(const FwdParams& p) {
@@ -67,9 +52,6 @@ void tc_forward_dispatch(const FwdParams& p) {
       case kR2Swizzle: return launch_tc_forward<R2Swizzle<E, D>>(p);
       case kR3Pipeline: return launch_tc_forward<R3Pipeline<E, D>>(p);
       case kR4PInRegs: return launch_tc_forward<R4PInRegs<E, D>>(p);
-      case kTune1: return launch_tc_forward<typename Tune<E, D>::T1>(p);
-      case kTune2: return launch_tc_forward<typename Tune<E, D>::T2>(p);
-      case kTune3: return launch_tc_forward<typename Tune<E, D>::T3>(p);
       default: break;
     }
   }

@@ -42,14 +42,6 @@ TcTiles tiles_of() {
 
 TcTiles tc_forward_tiles(int d, int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
-  if (variant >= tc::kTune1 && d == 64) {
-    if (variant == tc::kTune1) return tiles_of<tc::Tune<E, 64>::T1>();
-    return variant == tc::kTune2 ? tiles_of<tc::Tune<E, 64>::T2>() : tiles_of<tc::Tune<E, 64>::T3>();
-  }
-  if (variant >= tc::kTune1 && d == 128) {
-    if (variant == tc::kTune1) return tiles_of<tc::Tune<E, 128>::T1>();
-    return variant == tc::kTune2 ? tiles_of<tc::Tune<E, 128>::T2>() : tiles_of<tc::Tune<E, 128>::T3>();
-  }
   if (variant != tc::kFa2) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
   switch (d) {
     case 32: return tiles_of<tc::Fa2<E, 32>::Cfg>();
@@ -78,7 +70,7 @@ StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: the FlashAttention-2 forward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "tune1", "tune2", "tune3"};
+  s.variants = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
   s.forward = tc_forward;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
