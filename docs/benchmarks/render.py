@@ -802,7 +802,7 @@ def recorded_version():
 
 def stale_files(texts, svgs):
     """(texts out of date, figures out of date, figures render.py no longer draws)."""
-    return ([p for p, t in texts.items() if open(p).read() != t],
+    return ([p for p, t in texts.items() if not os.path.exists(p) or open(p).read() != t],
             [p for p, svg in svgs.items() if not os.path.exists(p) or open(p, "rb").read() != svg],
             sorted(set(glob.glob(os.path.join(FIGURES, "*.svg"))) - set(svgs)))
 
