@@ -16,7 +16,8 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 
 # Per-step arguments: step 06 traces a flat butterfly (2 factors) over 8 × 8 blocks of 128, so
 # that the blocks it skips show (the default N = 256 would be 2 × 2 blocks).
-declare -A EXTRA=([06]="--seq 1024 --pattern butterfly:2 --trace-cap 2048")
+# Step 08 runs in bf16 (it has no fp32 kernel).
+declare -A EXTRA=([06]="--seq 1024 --pattern butterfly:2 --trace-cap 2048" [08]="--dtype bf16")
 
 recorded=()
 for exe in "$bin"/step[0-9][0-9]_*; do
