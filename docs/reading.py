@@ -65,6 +65,16 @@ READING = {
         ("steps/05_recompute_backward/backward.cuh", ["launch_backward", "run_backward"], "the launchers"),
         ("common/philox.hpp", ["philox4x32_10", "dropout_bits"], "the counter-based generator behind Z"),
     ],
+    "08_tensor_cores": [
+        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["tc_forward_kernel"],
+         "the kernel: step 04's fa2 with S = QKᵀ and O += P̃V on mma.sync, P̃ kept in registers"),
+        ("steps/08_tensor_cores/mma.cuh", ["Element", "ldmatrix_x4", "ldmatrix_x4_trans", "SmemTile"],
+         "the instructions: mma.sync and its fragment layout, ldmatrix, the XOR swizzle"),
+        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["load_tile", "load_a", "load_b_k", "load_b_v"],
+         "tiles into shared memory (cp.async) and fragments out of it (ldmatrix)"),
+        ("steps/08_tensor_cores/forward_configs.cuh", ["Fa2", "tc_forward_dispatch"],
+         "the ladder's variants and fa2's tiles per head dimension"),
+    ],
     "06_block_sparse": [
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
          "the step's addition: a walk over the nonzero blocks of the mask"),
@@ -98,6 +108,11 @@ DIFFS = {
         ("the forward: step 04's kernel with step 05's dropout policy",
          [("steps/04_online_softmax/flash.cu", "launch")],
          [("steps/05_recompute_backward/backward.cu", "recompute_forward")]),
+    ],
+    "08_tensor_cores": [
+        ("step 04's fa2 kernel → step 08's tensor-core kernel",
+         [("steps/04_online_softmax/flash2_forward.cuh", "flash2_forward_kernel")],
+         [("steps/08_tensor_cores/flash_tc_forward.cuh", "tc_forward_kernel")]),
     ],
     "06_block_sparse": [
         ("the forward: step 05's launch → step 06's (the walk is the difference)",

@@ -47,3 +47,7 @@ t06=docs/traces/06_block_sparse_atomic.fwd.json
   --screenshot "$out/viz_overview_05.png"
 [ -f "$t06" ] && "$viz" "$t06" --order logical --at frac:0.98 --panels memory,scores,counters,timeline \
   --screenshot "$out/viz_overview_06.png"
+# Step 08: the tensor-core forward in bf16 (tensors drawn at 2 bytes an element).
+t08=docs/traces/08_tensor_cores_fa2.fwd.json
+[ -f "$t08" ] && "$viz" "$t08" --order logical --at frac:0.55 --panels memory,scores,counters,timeline \
+  --screenshot "$out/viz_overview_08.png"
