@@ -37,7 +37,7 @@ struct Options {
   std::string mask_path;
   int block = 0;  // 0: the step's default (StepInfo::mask_block)
   std::string load_dir, save_dir, csv_path;
-  std::string trace_path;          // --trace FILE: record a traced run (common/trace/traced_run.hpp)
+  std::string trace_path;          // --trace FILE: record a traced run (common/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
 
 
