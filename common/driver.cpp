@@ -10,7 +10,6 @@
 #include "common/npy.hpp"
 #include "common/recorder/nvtx.hpp"
 #include "common/traced_run.hpp"
-#include "common/validate_run.hpp"
 
 namespace fs {
 
@@ -148,15 +147,13 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   if (!opt.load_dir.empty()) {
     problem = load_problem(opt.load_dir, opt.backward, opt.dtype);
     opt.shape = problem.shape;
-    require_finite(problem, opt.load_dir);
   }
-  // Every check that needs no GPU and no large allocation: bad input is exit code 2, GPU or not.
-  validate_run(step, opt);
+  // Decided once, with every check that needs no GPU: bad input is exit code 2, GPU or not.
+  const RunPlan plan(step, opt);
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
   }
-  const RunPlan plan(step, opt);  // decided once; builds the block mask (validate_run checked it)
   const DeviceInfo dev = query_device();
   if (opt.load_dir.empty()) problem = random_problem(opt.shape, opt.seed, opt.backward, opt.dtype);
 
@@ -229,7 +226,7 @@ int step_main(const StepInfo& step, int argc, char** argv) {
   } catch (const CudaError& e) {
     std::cerr << prog << ": CUDA error: " << e.what() << "\n";
     return e.code() == cudaErrorMemoryAllocation ? kExitNoGpu : kExitCheckFailed;
-  } catch (const std::bad_alloc&) {  // validate_run checks host memory first; this is the rest
+  } catch (const std::bad_alloc&) {  // the plan checks host memory first; this is the rest
     std::cerr << prog << ": error: not enough host memory for this problem\n";
     return kExitBadInput;
   }

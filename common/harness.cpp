@@ -1,7 +1,9 @@
 #include "common/harness.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "common/npy.hpp"
@@ -60,6 +62,22 @@ HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
   if (with_dout) load("do.npy", p.dout);
   p.shape = {int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])};
   validate_shape(p.shape);
+  // NaN or an infinity in an input (or a value past fp16's range, once rounded) would make every
+  // output NaN, and a check against the reference would fail for a reason that is not the
+  // kernel's (README, "Using a step").
+  const std::pair<const char*, const std::vector<float>*> inputs[] = {
+      {"q.npy", &p.q}, {"k.npy", &p.k}, {"v.npy", &p.v}, {"do.npy", &p.dout}};
+  for (const auto& [name, data] : inputs)
+    for (std::size_t i = 0; i < data->size(); ++i) {
+      const float x = (*data)[i];
+      if (std::isfinite(x)) continue;
+      const std::int64_t d = p.shape.d, n = p.shape.N, h = p.shape.H, at = std::int64_t(i);
+      throw InputError(dir + "/" + name + ": element (" + std::to_string(at / (d * n * h)) + ", " +
+                       std::to_string(at / (d * n) % h) + ", " + std::to_string(at / d % n) + ", " +
+                       std::to_string(at % d) + ") is " + (std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf") +
+                       (dtype == DType::fp32 ? "" : std::string(" in ") + dtype_name(dtype)) +
+                       "; the inputs must be finite");
+    }
   return p;
 }
 

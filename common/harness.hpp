@@ -27,7 +27,8 @@ HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout, D
 
 // q.npy, k.npy, v.npy (and do.npy when with_dout) from `dir`, each (B, H, N, d) and all the
 // same shape: float32 files, or float16 ones for fp16; values are rounded to `dtype` (and
-// counted in `rounded`). Throws InputError naming the file and what is wrong.
+// counted in `rounded`). Throws InputError naming the file and what is wrong, NaN and infinite
+// values (by element) included.
 HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype = DType::fp32);
 
 // Problems whose byte counts overflow or are absurd are rejected before anything else.

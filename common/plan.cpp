@@ -1,39 +1,80 @@
 #include "common/plan.hpp"
 
+#include <cstdint>
 #include <filesystem>
 
 #include "common/errors.hpp"
+#include "common/files.hpp"
 #include "common/harness.hpp"
+#include "common/host_memory.hpp"
+#include "common/traced_run.hpp"
 
 namespace fs {
 
 namespace {
 
-// The block mask `opt` asks a block-sparse step for: --mask FILE, else --pattern, over blocks
-// of --block elements (default: the step's). Throws InputError on a bad mask or pattern.
-BlockMask block_mask_for(const StepInfo& step, const Options& opt) {
-  const int block = opt.block ? opt.block : step.mask_block(opt.shape.d);
-  if (!opt.mask_path.empty()) return read_block_mask(opt.mask_path, opt.shape.N, block, block);
-  return make_pattern(opt.pattern, opt.shape.N, block, opt.seed);
+void check_output(const std::string& option, const std::string& problem) {
+  if (!problem.empty()) throw InputError(option + ": " + problem);
 }
+
+int mask_block(const StepInfo& step, const Options& opt) { return opt.block ? opt.block : step.mask_block(opt.shape.d); }
 
 }  // namespace
 
-void check_features(const StepInfo& step, const Options& opt) {
-  validate_shape(opt.shape);
+RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(opt) {
+  // Outputs first: the cheapest mistake to make and the most annoying to find after the work.
+  if (!opt.save_dir.empty()) check_output("--save " + opt.save_dir, output_dir_problem(opt.save_dir));
+  if (!opt.csv_path.empty()) check_output("--csv " + opt.csv_path, output_file_problem(opt.csv_path));
+  if (!opt.trace_path.empty()) {
+    check_output("--trace " + opt.trace_path, output_file_problem(opt.trace_path));
+    if (opt.backward) check_output("--trace", output_file_problem(backward_trace_path(opt.trace_path)));
+  }
+
+  const Shape& s = opt.shape;
+  validate_shape(s);
   const std::string who = "step " + step.id;
   if (opt.backward && !step.backward) throw InputError(who + " has no backward pass");
   if (opt.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
   if (!step.takes(opt.dtype))
     throw InputError(who + " has no " + dtype_name(opt.dtype) + " kernel; steps with one: " +
                      (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
+
+  // Host memory: Q, K, V (and dO), and what comes back to check or save (O, LSE; dQ, dK, dV).
+  const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float);
+  const std::uint64_t host = tensor * (opt.backward ? 8 : 4) + std::uint64_t(s.rows()) * sizeof(float);
+  require_host_memory(host, "B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) + " N=" + std::to_string(s.N) +
+                                " d=" + std::to_string(s.d) + " on the host");
+
+  // The step's own check (StepInfo::refusal): for a block-sparse step on the mask its file holds,
+  // or on a pattern's grid alone.
+  BlockMask grid;
+  if (step.block_sparse) {
+    const int block = mask_block(step, opt);
+    bool keeps_none = false;
+    if (opt.mask_path.empty()) {
+      const PatternGrid g = check_pattern(opt.pattern, s.N, block);
+      grid.block_r = grid.block_c = block;
+      grid.Tr = g.Tr;
+      grid.Tc = g.Tc;
+      keeps_none = g.no_block;
+      require_host_memory(std::uint64_t(g.Tr) * std::uint64_t(g.Tc) * 2, "the block mask '" + opt.pattern + "'");
+    } else {  // what the file holds: reading it costs what the file is
+      mask_ = read_block_mask(opt.mask_path, s.N, block, block);
+      keeps_none = to_lists(*mask_, opt.causal).nonzero() == 0;
+    }
+    if (keeps_none)
+      throw InputError("the block mask keeps no block" + std::string(opt.causal ? " on or below the diagonal" : "") +
+                       ": every query would attend to no key");
+  }
+  const PassSettings checked{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
+                             !step.block_sparse ? nullptr : mask_ ? &*mask_ : &grid, opt.dtype};
+  if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
 }
 
-RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(opt) {
-  check_features(step, opt_);
-  const std::string who = "step " + step.id;
-  if (step.block_sparse) mask_ = block_mask_for(step, opt_);
-  if (std::string why = step.refusal(opt_.shape, settings()); !why.empty()) throw InputError(who + ": " + why);
+const BlockMask* RunPlan::mask() const {
+  if (step_->block_sparse && !mask_)
+    mask_ = make_pattern(opt_.pattern, opt_.shape.N, mask_block(*step_, opt_), opt_.seed);
+  return mask_ ? &*mask_ : nullptr;
 }
 
 PassSettings RunPlan::settings() const {
@@ -41,7 +82,7 @@ PassSettings RunPlan::settings() const {
 }
 
 std::string RunPlan::mask_label() const {
-  if (!mask_) return {};
+  if (!step_->block_sparse) return {};
   return opt_.mask_path.empty() ? opt_.pattern : std::filesystem::path(opt_.mask_path).filename().string();
 }
 

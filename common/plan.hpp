@@ -1,11 +1,15 @@
-// A run of a step, decided once. From the options (whose shape is the problem's) the plan
-// builds the block mask and the pass settings and makes every check that needs no GPU, so a bad
-// input is refused, with exit code 2, before any GPU work or large allocation. The timed run
-// (run_case, common/driver.hpp), the traced run (trace_case, common/traced_run.hpp), the IO
-// model and the result rows all read the plan; nothing below it decides again.
+// A run of a step, decided once. From the options (whose shape is the problem's) the plan makes
+// every check that needs no GPU — output paths, sizes, features the step lacks, host memory,
+// the block mask's pattern or file, the step's own support check — so a bad input is refused,
+// with exit code 2, on any machine and before any large allocation. The timed run (run_case,
+// common/driver.hpp), the traced run (trace_case, common/traced_run.hpp), the IO model and the
+// result rows all read the plan; nothing below it decides again.
 //
 //   const fs::RunPlan plan(step, opt);                       // throws InputError
 //   const fs::CaseReport r = fs::run_case(plan, problem, dev);
+//
+// The checks are cheap by design: a --pattern is checked on its grid, and the mask itself
+// (T_r·T_c bytes, 1 GiB at N = 4194304) is built when a pass first asks for it.
 #pragma once
 
 #include <optional>
@@ -22,14 +26,19 @@ namespace fs {
 constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06";
 constexpr const char* kSteps16Bit = "08";
 
-// The checks of a run that need neither a GPU nor the block mask: sizes, and the features the
-// step lacks (a backward pass, dropout, the dtype). Throws InputError. (RunPlan makes them;
-// validate_run, common/validate_run.hpp, makes them before the GPU is looked for.)
-void check_features(const StepInfo& step, const Options& opt);
-
 class RunPlan {
  public:
-  // Throws InputError, in one line, when `step` cannot run what `opt` asks for.
+  // Throws InputError, in one line, when `step` cannot run what `opt` asks for:
+  //   outputs   --save DIR, --trace FILE (and its backward file), --csv FILE: a folder that
+  //             does not exist or cannot be written, checked without creating anything
+  //   shape     sizes whose byte counts overflow, features the step lacks (a backward pass,
+  //             dropout, the dtype), what its kernels cannot run (StepInfo::refusal: a head
+  //             dimension without kernels, B·H past the grid, a mask's blocks off the tiles)
+  //   memory    host memory for the inputs and the outputs read back
+  //   mask      block-sparse steps: --pattern checked on its grid, --mask read (and kept); a
+  //             mask that keeps no block (with --causal: none on or below the diagonal).
+  //             StepInfo::refusal sees a --pattern's grid with no block filled in: a step's
+  //             check must judge the grid, not which blocks are on (step 06's does).
   RunPlan(const StepInfo& step, const Options& opt);
 
   const StepInfo& step() const { return *step_; }
@@ -37,8 +46,9 @@ class RunPlan {
   const Shape& shape() const { return opt_.shape; }
   // The settings of every pass; their mask is the plan's own (the plan must outlive them).
   PassSettings settings() const;
-  const BlockMask* mask() const { return mask_ ? &*mask_ : nullptr; }
-  double density() const { return mask_ ? mask_->density() : 1.0; }  // fraction of blocks computed
+  // Block-sparse steps: the mask, built from --pattern at the first call; null for other steps.
+  const BlockMask* mask() const;
+  double density() const { return mask() ? mask()->density() : 1.0; }  // fraction of blocks computed
   // What the results and the output call the run: "04_online_softmax/fa2"; the mask's pattern
   // spec or file name (empty for steps without one).
   std::string label() const { return step_->label(opt_.variant); }
@@ -49,7 +59,7 @@ class RunPlan {
  private:
   const StepInfo* step_;
   Options opt_;
-  std::optional<BlockMask> mask_;
+  mutable std::optional<BlockMask> mask_;  // --mask: read by the checks; --pattern: on demand
 };
 
 }  // namespace fs

@@ -24,7 +24,7 @@
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/npy.hpp"
-#include "common/validate_run.hpp"
+#include "common/plan.hpp"
 #include "steps/registry.hpp"
 
 namespace stdfs = std::filesystem;
@@ -179,10 +179,10 @@ TEST_CASE("checking a large block-sparse run allocates no mask", "[cli][validate
   getrusage(RUSAGE_SELF, &before);
   for (const char* pattern : {"butterfly", "local:1", "random:0.01", "dense"}) {
     opt.pattern = pattern;
-    fs::validate_run(*fs::find_step("06"), opt);
+    const fs::RunPlan plan(*fs::find_step("06"), opt);  // checked, the mask not built
   }
   getrusage(RUSAGE_SELF, &after);
   REQUIRE(after.ru_maxrss - before.ru_maxrss < 64 * 1024);  // KiB: well under the mask's 1 GiB
   opt.pattern = "global:40000,1";  // and a bad spec is still found, on the grid alone
-  REQUIRE_THROWS_WITH(fs::validate_run(*fs::find_step("06"), opt), Catch::Contains("40000 global blocks"));
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("06"), opt), Catch::Contains("40000 global blocks"));
 }
