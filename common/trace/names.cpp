@@ -12,7 +12,7 @@ constexpr const char* kKindNames[kKindCount] = {
 
 // Indexed by the Tensor value; "none" is never written to a file.
 constexpr const char* kTensorNames[kTensorCount] = {
-    "none", "Q", "K", "V", "O", "LSE", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D", "m", "l",
+    "none", "Q", "K", "V", "O", "LSE", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D", "m", "l", "dQacc",
 };
 
 }  // namespace
@@ -59,8 +59,8 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d) {
 }
 
 int element_bytes(Tensor t, const std::string& dtype) {
-  const bool stats = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L;
-  return !stats && (dtype == "bf16" || dtype == "fp16") ? 2 : 4;
+  const bool fp32 = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L || t == Tensor::dQacc;
+  return !fp32 && (dtype == "bf16" || dtype == "fp16") ? 2 : 4;
 }
 
 bool valid_dtype(const std::string& dtype) { return dtype == "fp32" || dtype == "bf16" || dtype == "fp16"; }

@@ -31,7 +31,8 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d);
 std::int64_t shape_elems(const std::vector<std::int64_t>& shape);
 
 // Bytes of one element of tensor `t` in a run of `dtype` ("fp32", "bf16", "fp16"): the row
-// statistics (LSE, D, m, l) are float32 always; the rest are of the run's dtype.
+// statistics (LSE, D, m, l) and the dQ accumulator (dQacc) are float32 always; the rest are of
+// the run's dtype.
 int element_bytes(Tensor t, const std::string& dtype);
 // Whether `dtype` names an element type a trace can have.
 bool valid_dtype(const std::string& dtype);

@@ -36,9 +36,10 @@ const char* kind_name(Kind k);  // "load", "store", "compute_s", ...
 // kept in HBM between its outer-loop iterations.
 enum class Tensor : std::uint8_t {
   None = 0, Q, K, V, O, LSE, S, P, dO, dQ, dK, dV, dP, dS, D, M, L,
+  dQacc,  // float32 (B, H, N, d): where a 16-bit backward adds dQ up with atomics
 };
-constexpr int kTensorCount = 17;
-const char* tensor_name(Tensor t);  // "Q", "K", ..., "dS", "D", "m", "l"
+constexpr int kTensorCount = 18;
+const char* tensor_name(Tensor t);  // "Q", "K", ..., "dS", "D", "m", "l", "dQacc"
 
 // One HBM tensor of the run, for drawing it at its true size. Shapes are per the layouts in
 // common/problem.hpp: (B, H, N, d) for Q..dV, (B, H, N, N) for S, P, dP, dS, (B, H, N) for

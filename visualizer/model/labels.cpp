@@ -9,7 +9,7 @@ namespace tr = fs::trace;
 
 const char* tensor_label(tr::Tensor t) {
   static const char* const names[tr::kTensorCount] = {"-",  "Q",  "K",  "V",  "O",  "LSE", "S", "P", "dO",
-                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "l"};
+                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "l", "dQacc"};
   const int i = int(t);
   return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
 }

@@ -25,6 +25,7 @@ int rank(tr::Tensor t) {
     case tr::Tensor::dO: return 3;
     case tr::Tensor::O: return 4;
     case tr::Tensor::dQ: return 5;
+    case tr::Tensor::dQacc: return 16;
     case tr::Tensor::dK: return 6;
     case tr::Tensor::dV: return 7;
     case tr::Tensor::LSE: return 8;
@@ -35,7 +36,7 @@ int rank(tr::Tensor t) {
     case tr::Tensor::P: return 13;
     case tr::Tensor::dP: return 14;
     case tr::Tensor::dS: return 15;
-    default: return 16;
+    default: return 17;
   }
 }
 

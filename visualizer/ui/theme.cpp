@@ -28,7 +28,8 @@ Rgb tensor_rgb(tr::Tensor t) {
     case tr::Tensor::S: return {240, 98, 98};     // coral: the matrix FlashAttention never writes
     case tr::Tensor::P: return {240, 138, 190};   // pink
     case tr::Tensor::dO: return {133, 222, 174};
-    case tr::Tensor::dQ: return {150, 190, 255};
+    case tr::Tensor::dQ:
+    case tr::Tensor::dQacc: return {150, 190, 255};
     case tr::Tensor::dK: return {255, 200, 120};
     case tr::Tensor::dV: return {212, 176, 255};
     case tr::Tensor::dP: return {255, 150, 120};
@@ -87,7 +88,7 @@ const char* tensor_display(tr::Tensor t) {
     default: break;
   }
   static const char* const names[tr::kTensorCount] = {"-",  "Q",  "K",  "V",  "O",  "LSE", "S", "P", "dO",
-                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "ℓ"};
+                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "ℓ", "dQacc"};
   return names[int(t)];
 }
 
