@@ -71,6 +71,7 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       add({1, 2, 45, 32}, true, 0.2f, "dense", false);
       add({1, 1, 71, 128}, true, 0.2f, "dense", false);
       add({1, 2, 33, 16}, false, 0.f, "dense", false);
+      add({1, 1, 50, 256}, true, 0.2f, "dense", false);
       // Block masks that skip blocks: N = 301 spans three 128-blocks, the last one cut.
       if (step.block_sparse)
         for (const char* pattern : {"local:0", "random:0.5"})

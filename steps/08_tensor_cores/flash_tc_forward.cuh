@@ -33,6 +33,7 @@
 #include "common/recorder/launch.cuh"
 #include "common/tile_policies.cuh"
 #include "steps/08_tensor_cores/mma.cuh"
+#include "steps/08_tensor_cores/tc_dropout.cuh"
 
 namespace fs::tc {
 
@@ -96,7 +97,7 @@ __device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const E* s, int 
   ldmatrix_x4_trans(b, s + Tile::offset(16 * kk + (lane & 15), c0 / 8 + (lane >> 4)));
 }
 
-template <typename Cfg, bool kCausal, bool kTrace>
+template <typename Cfg, bool kCausal, bool kDropout, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdParams p, trace::Slices slices) {
   using E = typename Cfg::E;
   using QTile = typename Cfg::QTile;
@@ -136,6 +137,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   const DenseWalk<BN> walk = DenseWalk<BN>::keys_of(p.sparse, N, row0, last_row, kCausal);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return sK + stage * KVTile::kElems; };
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
   auto v_tile = [&](int stage) { return sV + stage * KVTile::kElems; };
 
   load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head, row0, N);
@@ -256,10 +258,25 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], scale_log2, -m_use));  // P̃_ij = e^{τ s − τ m}
+            // P̃_ij = e^{τ s − τ m}. Rounded as τ log2(e)·s, then the difference, not fused: the
+            // top score's exponent is then exactly 0 (P̃ = 1), so that a one-hot row has ℓ = 1,
+            // LSE = fl(τ m) and the backward recomputes exactly this P (flash_tc_backward.cuh).
+            s[mt][nt][e] = exp2_fast(__fmul_rn(s[mt][nt][e], scale_log2) - m_use);
             l[mt][h] += s[mt][nt][e];
           }
       }
+    if constexpr (kDropout) {  // P̃ ∘ Z for P̃V; ℓ has summed P̃ before it (Algorithm 2, line 14)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const Z2 z = dropout.along_keys(row0 + wrow0 + 16 * mt + g + 8 * h, j0 + 8 * nt + 2 * t4);
+            s[mt][nt][2 * h] *= z.z0;
+            s[mt][nt][2 * h + 1] *= z.z1;
+          }
+    }
     if constexpr (kTrace) {  // the sampled row's m (natural log, with τ) and whole ℓ
       float l_row = l[0][0];
       l_row += __shfl_xor_sync(0xffffffffu, l_row, 1);
@@ -324,7 +341,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
     walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 
-  // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = τ m + ln ℓ.
+  // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
+  // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
   E* gO = as<E>(p.o) + head;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -341,23 +359,31 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       for (int dt = 0; dt < DT; ++dt)
         *reinterpret_cast<std::uint32_t*>(gO + static_cast<long long>(row) * D + 8 * dt + 2 * t4) =
             Element<E>::pack(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
-      if (t4 == 0) p.lse[bh * N + row] = lr > 0.f ? kLn2 * (m[mt][h] * scale_log2 + log2f(lr)) : -INFINITY;
+      if (t4 == 0) p.lse[bh * N + row] = lr > 0.f ? __fadd_rn(__fmul_rn(m[mt][h], p.scale), logf(lr)) : -INFINITY;
     }
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
 }
 
 // Grid (query tiles, B·H).
-template <typename Cfg>
-void launch_tc_forward(const FwdParams& p) {
+template <typename Cfg, bool kDropout>
+void launch_tc_forward_as(const FwdParams& p) {
   const dim3 grid((p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, false>, tc_forward_kernel<Cfg, true, true>,
-                  grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, false>,
+                  tc_forward_kernel<Cfg, true, kDropout, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
   else
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, false>,
-                  tc_forward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, kDropout, false>,
+                  tc_forward_kernel<Cfg, false, kDropout, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+}
+
+// kWithDropout: the configuration is also compiled with dropout (fa2's; the rungs refuse it).
+template <typename Cfg, bool kWithDropout = false>
+void launch_tc_forward(const FwdParams& p) {
+  if constexpr (kWithDropout)
+    if (p.dropout.on()) return launch_tc_forward_as<Cfg, true>(p);
+  launch_tc_forward_as<Cfg, false>(p);
 }
 
 }  // namespace fs::tc

@@ -13,7 +13,10 @@
 namespace fs::tc {
 
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
-enum FwdVariant : int { kFa2 = 0, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kFwdVariants };
+// fa2 and deterministic run the same forward and differ in the backward (dQ by atomics, or by a
+// kernel of its own); every rung's backward is fa2's.
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTcVariants };
+constexpr bool is_rung(int variant) { return variant >= kR1Mma; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
@@ -55,7 +58,7 @@ void tc_forward_dispatch(const FwdParams& p) {
       default: break;
     }
   }
-  launch_tc_forward<typename Fa2<E, D>::Cfg>(p);
+  launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true>(p);
 }
 
 }  // namespace fs::tc

@@ -40,6 +40,10 @@ struct Element<__nv_bfloat16> {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
+  // The two elements of a register, as floats (exact).
+  static __device__ __forceinline__ float2 unpack(std::uint32_t r) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+  }
   // d += a · b on the tensor cores.
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
@@ -56,6 +60,9 @@ struct Element<__half> {
   static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ float2 unpack(std::uint32_t r) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&r));
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {

@@ -1,15 +1,19 @@
-// Step 08 — tensor cores: step 04's FlashAttention-2 forward with its two matrix products on
-// the tensor cores (mma.sync m16n8k16: bf16 or fp16 in, fp32 accumulate), as FlashAttention-2
-// itself runs on A100 and H100. The algorithm, the tiling and the HBM traffic are step 04's
-// (Θ(N²d²/M), now in 2-byte elements); what changes is who computes the products and how the
-// tiles reach them: flash_tc_forward.cuh has the kernel and its ladder of variants, mma.cuh the
-// instructions, forward_configs.cuh the tiles of each variant.
+// Step 08 — tensor cores: step 04's FlashAttention-2 forward and step 05's recomputation backward
+// with their matrix products on the tensor cores (mma.sync m16n8k16: bf16 or fp16 in, fp32
+// accumulate), as FlashAttention-2 itself runs on A100 and H100. The algorithms, the tiling and
+// the HBM traffic are those steps' (Θ(N²d²/M), now in 2-byte elements); what changes is who
+// computes the products and how the tiles reach them: flash_tc_forward.cuh has the forward and
+// its ladder of variants, flash_tc_backward.cuh the backward, mma.cuh the instructions,
+// forward_configs.cuh and backward_configs.cuh the tiles.
 #include "steps/08_tensor_cores/tensor_cores.hpp"
 
 #include <string>
 
 #include "common/check.hpp"
 #include "common/io_model.hpp"
+#include <algorithm>
+
+#include "steps/08_tensor_cores/backward_configs.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
 
 namespace fs {
@@ -21,8 +25,10 @@ bool is_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128 ||
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_tc_head_dim(s.d))
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
-  if (settings.variant != tc::kFa2 && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
-    return "the ladder's rungs (every variant but fa2) are compiled for bf16 at d = 64 and 128";
+  if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
+    return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
+  if (tc::is_rung(settings.variant) && settings.dropout.on())
+    return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (!(settings.scale > 0.f)) return "the tensor-core kernels take a positive softmax scale";
   return {};
@@ -38,11 +44,70 @@ TcTiles tiles_of() {
   return {Cfg::kBlockM, Cfg::kBlockN};
 }
 
+std::size_t bwd_ws_bytes(const Shape& s) { return tc::tc_bwd_workspace_bytes(s); }
+
+IoCount io_backward(const Shape& s, const PassSettings& settings) {
+  return io_tc_backward(s, settings.causal, settings.variant != tc::kDeterministic, static_cast<int>(dtype_bytes(settings.dtype)));
+}
+
+template <int D>
+TcBwdTiles bwd_tiles_of() {
+  using B = tc::Bwd<__nv_bfloat16, D>;  // the tiles do not depend on the element type
+  return {B::Dkdv::kKeys, B::Dkdv::kQueries, B::Dkdv::kSplit, B::Dq::kRows, B::Dq::kKeys};
+}
+
 }  // namespace
+
+TcBwdTiles tc_backward_tiles(int d) {
+  switch (d) {
+    case 32: return bwd_tiles_of<32>();
+    case 64: return bwd_tiles_of<64>();
+    case 96: return bwd_tiles_of<96>();
+    case 128: return bwd_tiles_of<128>();
+    case 256: return bwd_tiles_of<256>();
+    default: return {};
+  }
+}
+
+IoCount io_tc_backward(const Shape& s, bool causal, bool atomic_dq, int elem_bytes) {
+  const TcBwdTiles t = tc_backward_tiles(s.d);
+  const std::int64_t N = s.N, d = s.d, e = elem_bytes, f = sizeof(float);
+  auto real = [&](std::int64_t start, std::int64_t n) { return std::max<std::int64_t>(0, std::min(n, N - start)); };
+  std::int64_t reads = 2 * N * d * e, writes = N * f;  // preprocess: O, dO; D
+  if (atomic_dq) writes += N * d * f;                  // dQacc = 0
+  // dK/dV: each of a key tile's kSplit CTAs reads the tile and every query stage it visits in
+  // full, and writes (and, atomic, adds to dQacc) its share of the columns.
+  for (std::int64_t key0 = 0; key0 < N; key0 += t.keys) {
+    const std::int64_t keys = real(key0, t.keys);
+    reads += t.split * 2 * keys * d * e;  // K_j, V_j
+    writes += 2 * keys * d * e;           // dK_j, dV_j
+    for (std::int64_t i0 = causal ? key0 / t.queries * t.queries : 0; i0 < N; i0 += t.queries) {
+      const std::int64_t q = real(i0, t.queries);
+      reads += t.split * (2 * q * d * e + 2 * q * f);  // Q_i, dO_i, LSE_i, D_i
+      if (atomic_dq) {  // dQacc_i, read and written by the atomic adds
+        reads += q * d * f;
+        writes += q * d * f;
+      }
+    }
+  }
+  if (atomic_dq) {  // dQ = τ dQacc
+    reads += N * d * f;
+    writes += N * d * e;
+  } else {
+    for (std::int64_t row0 = 0; row0 < N; row0 += t.dq_rows) {
+      const std::int64_t rows = real(row0, t.dq_rows);
+      reads += 2 * rows * d * e + 2 * rows * f;  // Q_i, dO_i, LSE_i, D_i
+      writes += rows * d * e;                    // dQ_i
+      const std::int64_t end = causal ? std::min(N, row0 + t.dq_rows) : N;
+      for (std::int64_t j0 = 0; j0 < end; j0 += t.dq_keys) reads += 2 * real(j0, t.dq_keys) * d * e;  // K_j, V_j
+    }
+  }
+  return {reads * s.heads(), writes * s.heads()};
+}
 
 TcTiles tc_forward_tiles(int d, int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
-  if (variant != tc::kFa2) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
+  if (tc::is_rung(variant)) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
   switch (d) {
     case 32: return tiles_of<tc::Fa2<E, 32>::Cfg>();
     case 64: return tiles_of<tc::Fa2<E, 64>::Cfg>();
@@ -66,15 +131,33 @@ void tc_forward(const FwdParams& p) {
   }
 }
 
+void tc_backward(const BwdParams& p) {
+  const bool bf16 = p.dtype == DType::bf16;
+  if (!is_tc_head_dim(p.shape.d) || !is_16bit(p.dtype))
+    throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
+  switch (p.shape.d) {
+    case 32: return bf16 ? tc::backward_bf16_d32(p) : tc::backward_fp16_d32(p);
+    case 64: return bf16 ? tc::backward_bf16_d64(p) : tc::backward_fp16_d64(p);
+    case 96: return bf16 ? tc::backward_bf16_d96(p) : tc::backward_fp16_d96(p);
+    case 128: return bf16 ? tc::backward_bf16_d128(p) : tc::backward_fp16_d128(p);
+    default: return bf16 ? tc::backward_bf16_d256(p) : tc::backward_fp16_d256(p);
+  }
+}
+
 StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
-  s.title = "tensor cores: the FlashAttention-2 forward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
+  s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate";
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
   s.forward = tc_forward;
+  s.backward = tc_backward;
+  s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
+  s.io_backward = io_backward;
+  s.dropout = true;
   s.dtypes = {DType::bf16, DType::fp16};
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
   return s;
 }
 

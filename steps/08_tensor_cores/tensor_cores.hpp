@@ -1,18 +1,29 @@
-// Step 08: tensor cores. The FlashAttention-2 forward of step 04 on mma.sync, bf16 or fp16 in,
-// fp32 accumulate, with the ladder of techniques that makes it fast as its variants.
+// Step 08: tensor cores. The FlashAttention-2 forward of step 04 and the recomputation backward of
+// step 05 on mma.sync, bf16 or fp16 in, fp32 accumulate, with the ladder of techniques that makes
+// the forward fast as its variants.
 #pragma once
 
 #include "common/problem.hpp"
 
 namespace fs {
 
-void tc_forward(const FwdParams& p);  // p.dtype: bf16 or fp16; p.variant: a rung or fa2
+void tc_forward(const FwdParams& p);   // p.dtype: bf16 or fp16; p.variant: a rung or fa2
+void tc_backward(const BwdParams& p);  // p.variant: deterministic, or dQ by atomics (the others)
 
 // The query rows per CTA (Br) and keys per tile (Bc) of a variant at head dimension d.
 struct TcTiles {
   int Br = 0, Bc = 0;
 };
 TcTiles tc_forward_tiles(int d, int variant);
+
+// The backward's tiles at head dimension d: keys per dK/dV CTA, queries per stage, the CTAs a
+// key tile's columns are split over; rows per deterministic dQ CTA, keys per stage.
+struct TcBwdTiles {
+  int keys = 0, queries = 0, split = 1, dq_rows = 0, dq_keys = 0;
+};
+TcBwdTiles tc_backward_tiles(int d);
+// The backward's HBM bytes (atomic dQ or the deterministic dQ kernel), elem_bytes per element.
+IoCount io_tc_backward(const Shape& s, bool causal, bool atomic_dq, int elem_bytes);
 
 StepInfo step08_info();
 
@@ -27,6 +38,15 @@ namespace tc {
 FS_TC_FORWARD(bf16)
 FS_TC_FORWARD(fp16)
 #undef FS_TC_FORWARD
+#define FS_TC_BACKWARD(type)                       \
+  void backward_##type##_d32(const BwdParams& p);  \
+  void backward_##type##_d64(const BwdParams& p);  \
+  void backward_##type##_d96(const BwdParams& p);  \
+  void backward_##type##_d128(const BwdParams& p); \
+  void backward_##type##_d256(const BwdParams& p);
+FS_TC_BACKWARD(bf16)
+FS_TC_BACKWARD(fp16)
+#undef FS_TC_BACKWARD
 }  // namespace tc
 
 }  // namespace fs

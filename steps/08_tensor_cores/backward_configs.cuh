@@ -1,0 +1,56 @@
+// The tiles of step 08's backward at each head dimension.
+//
+//   DkdvConfig<E, D, kWarps, kQueries, kSplit, kKVInRegs>   keys per CTA = 16·kWarps
+//   DqConfig<E, D, kWarps, kMTiles, kKeys>                  rows per CTA = 16·kMTiles·kWarps
+//
+// A dK/dV lane holds 2 × 16 × (d / kSplit) / 32 floats of dK and dV, and 2 × 16 × kQueries / 32
+// of Sᵀ and dPᵀ while a stage is computed: at d = 128 that is 128 + 64 registers, about all that
+// leaves room for addresses and fragments. d = 256 splits its columns over two CTAs. The
+// candidates measured once (docs/benchmarks/h200_tc_bwd_tiles.csv: bf16, N = 4096 and 16384,
+// causal and not; tuneA-C there are 4 × 64, 8 × 128, 8 × 32 warps × queries at d = 64 and
+// 4 × 64, 8 × 32, 4 × 32 at d = 128): at d = 64, 4 × 64 is 6-7% faster than 8 × 64, within 1%
+// of 8 × 128 (which spills) and 25-30% faster than 8 × 32; at d = 128, 8 × 64 is 6-19% faster
+// than each of the others.
+#pragma once
+
+#include "steps/08_tensor_cores/flash_tc_backward.cuh"
+#include "steps/08_tensor_cores/forward_configs.cuh"
+
+namespace fs::tc {
+
+template <typename E, int D>
+struct Bwd;
+template <typename E>
+struct Bwd<E, 32> {
+  using Dkdv = DkdvConfig<E, 32, 4, 64, 1, true>;
+  using Dq = DqConfig<E, 32, 4, 1, 64>;
+};
+template <typename E>
+struct Bwd<E, 64> {
+  using Dkdv = DkdvConfig<E, 64, 4, 64, 1, true>;
+  using Dq = DqConfig<E, 64, 4, 1, 64>;
+};
+template <typename E>
+struct Bwd<E, 96> {
+  using Dkdv = DkdvConfig<E, 96, 8, 64, 1, false>;
+  using Dq = DqConfig<E, 96, 4, 1, 64>;
+};
+template <typename E>
+struct Bwd<E, 128> {
+  using Dkdv = DkdvConfig<E, 128, 8, 64, 1, false>;
+  using Dq = DqConfig<E, 128, 4, 1, 64>;
+};
+template <typename E>
+struct Bwd<E, 256> {
+  using Dkdv = DkdvConfig<E, 256, 4, 64, 2, false>;
+  using Dq = DqConfig<E, 256, 4, 1, 32>;
+};
+
+// The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
+// by its own kernel (deterministic).
+template <typename E, int D>
+void tc_backward_dispatch(const BwdParams& p) {
+  launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
+}
+
+}  // namespace fs::tc

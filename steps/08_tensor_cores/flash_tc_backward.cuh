@@ -1,0 +1,607 @@
+// The tensor-core backward of step 08: step 05's recomputation backward (the same algorithm, the
+// same order of passes) with its five matrix products on mma.sync, bf16 or fp16 in, fp32
+// accumulate.
+//
+//   tc_bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i) in fp32, once per row; the atomic
+//                             variant also zeroes dQacc, a float32 copy of dQ's shape
+//   tc_dkdv_kernel            one CTA per K_j, V_j tile (kKeys keys: 16 per warp), streaming
+//                             Q_i, dO_i, LSE_i, D_i tiles through a two-stage cp.async pipeline.
+//                             Each warp computes the transposed tiles of its 16 keys,
+//                               Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ      (keys × queries)
+//                             so that P_ijᵀ and dS_ijᵀ come out in the accumulator registers of
+//                             the very warp that owns those keys' dV and dK rows, and feed
+//                               dV_j += (P ∘ Z)ᵀ dO_i,   dK_j += dSᵀ Q_i
+//                             as A operands with no data movement — the forward's "P stays in
+//                             registers", turned around. Atomic variant: dS goes to shared
+//                             memory once (rounded to 16 bits, as every product reads it), and
+//                             the warps compute dQ_i's share τ dS_ij K_j, each a 16-row × (d/…)
+//                             block, and add it to dQacc with fp32 atomics.
+//   tc_dq_kernel              the deterministic dQ: one CTA per Q_i tile streams every K_j,
+//                             V_j, recomputes S and dP in the forward's orientation (a warp owns
+//                             16 query rows) and sums dQ_i += dS_ij K_j in registers, dS again
+//                             straight from the accumulators. Two more matrix products, no
+//                             atomics: bit-identical runs.
+//   tc_dq_convert_kernel      atomic variant: dQ = τ · dQacc, rounded to the run's element type.
+//
+// d = 256 does not fit a warp's 16 rows of dK and dV (2 × 16 × 256 floats) in registers beside S
+// and dP: its dK/dV CTAs come in pairs (kSplit = 2) that share a key tile, both computing S and
+// dP over all of d (their cost doubled) and each accumulating half of dK's, dV's and dQ's columns.
+#pragma once
+
+#include <cstdint>
+
+#include "common/cuda_utils.cuh"
+#include "common/flash_tile.cuh"
+#include "common/problem.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/tile_policies.cuh"
+#include "steps/08_tensor_cores/flash_tc_forward.cuh"
+#include "steps/08_tensor_cores/mma.cuh"
+#include "steps/08_tensor_cores/tc_dropout.cuh"
+
+namespace fs::tc {
+
+// The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
+// the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
+// kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_>
+struct DkdvConfig {
+  using E = E_;
+  static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
+  static constexpr bool kKVInRegs = kKVInRegs_;
+  static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
+  // dQ's share (atomic): kQueries / 16 row groups × kDqGroups column groups of the CTA's columns.
+  static constexpr int kRowGroups = kQueries / 16, kDqGroups = kWarps / kRowGroups, kDqCols = kCols / kDqGroups;
+  static_assert(kQueries % 16 == 0 && kWarps % kRowGroups == 0 && kCols % (16 * kDqGroups) == 0,
+                "every warp takes 16 rows × a multiple of 16 columns of dQ");
+  static_assert(D % 16 == 0 && kCols % 16 == 0, "mma.sync steps over 16 of d");
+  using KTile = SmemTile<kKeys, D, true>;     // K_j, V_j
+  using QTile = SmemTile<kQueries, D, true>;  // Q_i, dO_i: two stages each
+  using DsTile = SmemTile<kKeys, kQueries, true>;  // dS_ijᵀ (atomic dQ)
+  static constexpr std::size_t smem_bytes(bool atomic) {
+    return sizeof(E) * (2 * KTile::kElems + 4 * QTile::kElems + (atomic ? DsTile::kElems : 0)) +
+           sizeof(float) * 4 * kQueries;  // LSE, D: two stages each
+  }
+};
+
+// The deterministic dQ kernel's tiles: kRows query rows per CTA (16·kMTiles per warp), kKeys keys
+// per pipeline stage.
+template <typename E_, int D_, int kWarps_, int kMTiles_, int kKeys_>
+struct DqConfig {
+  using E = E_;
+  static constexpr int D = D_, kWarps = kWarps_, kMTiles = kMTiles_, kKeys = kKeys_;
+  static constexpr int kThreads = 32 * kWarps, kRows = 16 * kMTiles * kWarps;
+  static_assert(kKeys % 16 == 0, "mma.sync steps over 16 keys");
+  using QTile = SmemTile<kRows, D, true>;   // Q_i, dO_i
+  using KVTile = SmemTile<kKeys, D, true>;  // K_j, V_j: two stages each
+  static constexpr std::size_t kSmemBytes = sizeof(E) * (2 * QTile::kElems + 4 * KVTile::kElems);
+};
+
+// LSE of row i; a row that saw no key (−inf) or lies past N gets +inf, so that every P of it is
+// exactly 0.
+__device__ __forceinline__ float tc_lse(const float* lse, int i, int N) {
+  if (i >= N) return INFINITY;
+  const float x = lse[i];
+  return x == -INFINITY ? INFINITY : x;
+}
+
+// P = exp(τ s − LSE), the exponent rounded as the forward rounded LSE = fl(τ m) + ln ℓ
+// (flash_tc_forward.cuh): two separate roundings, fl(fl(τ s) − LSE), never a fused τ s − LSE.
+// Where a row's softmax is one-hot (ℓ = 1: scores far apart, as inputs of magnitude 1e3 give),
+// the top score's exponent is then exactly 0 and its P exactly 1, as in the forward. The
+// forward's own exp2(τ log2(e) s − τ log2(e) m), recomputed from a stored LSE, would instead be
+// off by the roundings of τ m log2(e) and LSE log2(e) — at scores of 1e5 that is 1e-2 in the
+// exponent, every row's Σ_j P_ij misses 1 by that much, and dS = P ∘ (dP − D), which relies on
+// D_i = Σ_j P_ij dP_ij, is wrong by that much times |D|.
+__device__ __forceinline__ float tc_prob(float s, float scale, float lse) {
+  return exp2_fast(__fsub_rn(__fmul_rn(s, scale), lse) * kLog2e);
+}
+
+constexpr int kTcPreprocessRows = 8;  // rows per CTA of the preprocess kernel, one warp each
+
+template <typename E, bool kZeroDQ, bool kTrace>
+__global__ void __launch_bounds__(kTcPreprocessRows * 32)
+    tc_bwd_preprocess_kernel(const BwdParams p, float* __restrict__ delta, float* __restrict__ dq_acc,
+                             trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
+  const int d = p.shape.d, N = p.shape.N;
+  const std::int64_t rows = std::int64_t(p.shape.B) * p.shape.H * N;
+  const std::int64_t r0 = std::int64_t(blockIdx.x) * kTcPreprocessRows, r1 = min(rows, r0 + kTcPreprocessRows);
+  const std::int64_t r = r0 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r < rows) {
+    const auto* o = reinterpret_cast<const std::uint32_t*>(as<E>(p.o) + r * d);  // two elements each
+    const auto* dout = reinterpret_cast<const std::uint32_t*>(as<E>(p.dout) + r * d);
+    float acc = 0.f;
+    for (int c = lane; c < d / 2; c += 32) {
+      const float2 a = Element<E>::unpack(o[c]), b = Element<E>::unpack(dout[c]);
+      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) delta[r] = acc;
+    if constexpr (kZeroDQ)
+      for (int c = 4 * lane; c < d; c += 128) *reinterpret_cast<float4*>(dq_acc + r * d + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  if constexpr (kTrace)
+    if (tr.records()) {
+      constexpr std::int64_t kE = sizeof(E);
+      trace::for_each_head(r0, r1, N, [&](std::int64_t bh, std::int64_t i, std::int64_t n) {
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i, n, 0, d, n * d * kE);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i, n, 0, d, n * d * kE);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::D, bh, i, n, 0, 1, n * kF);
+        if (kZeroDQ) FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i, n, 0, d, n * d * kF);
+      });
+    }
+}
+
+// dQ = τ · dQacc in the run's element type, 8 elements per thread.
+template <typename E, bool kTrace>
+__global__ void __launch_bounds__(256)
+    tc_dq_convert_kernel(const BwdParams p, const float* __restrict__ dq_acc, trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
+  const std::int64_t elems = std::int64_t(p.shape.B) * p.shape.H * p.shape.N * p.shape.d;
+  const std::int64_t n8 = elems / 8, i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n8) {
+    const float4 a = reinterpret_cast<const float4*>(dq_acc)[2 * i], b = reinterpret_cast<const float4*>(dq_acc)[2 * i + 1];
+    const float t = p.scale;
+    const uint4 out = {Element<E>::pack(t * a.x, t * a.y), Element<E>::pack(t * a.z, t * a.w),
+                       Element<E>::pack(t * b.x, t * b.y), Element<E>::pack(t * b.z, t * b.w)};
+    reinterpret_cast<uint4*>(as<E>(p.dq))[i] = out;
+  }
+  if constexpr (kTrace)
+    if (tr.records()) {  // this CTA's rows: blockDim.x · 8 elements from its first
+      const int d = p.shape.d, N = p.shape.N;
+      const std::int64_t e0 = std::int64_t(blockIdx.x) * blockDim.x * 8, e1 = min(elems, e0 + blockDim.x * 8);
+      trace::for_each_head(e0 / d, (e1 + d - 1) / d, N, [&](std::int64_t bh, std::int64_t row, std::int64_t n) {
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, row, n, 0, d, n * d * kF);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row, n, 0, d, n * d * std::int64_t(sizeof(E)));
+      });
+    }
+}
+
+template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    tc_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc, trace::Slices slices) {
+  using E = typename Cfg::E;
+  using KTile = typename Cfg::KTile;
+  using QTile = typename Cfg::QTile;
+  using DsTile = typename Cfg::DsTile;
+  constexpr int D = Cfg::D, BN = Cfg::kKeys, BM = Cfg::kQueries, DP = Cfg::kCols;
+  constexpr int NT = BM / 8;   // 8-query tiles of a warp's Sᵀ
+  constexpr int KD = D / 16;   // 16-wide steps over d (Sᵀ, dPᵀ)
+  constexpr int KQ = BM / 16;  // 16-wide steps over the queries (dV, dK)
+  constexpr int CT = DP / 8;   // 8-column tiles of the warp's dK, dV rows
+  constexpr std::int64_t kE = sizeof(E);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ __align__(128) unsigned char smem[];
+  E* sK = reinterpret_cast<E*>(smem);  // (BN, D)
+  E* sV = sK + KTile::kElems;          // (BN, D)
+  E* sQ = sV + KTile::kElems;          // 2 stages × (BM, D)
+  E* sdO = sQ + 2 * QTile::kElems;     // 2 stages × (BM, D)
+  E* sdS = sdO + 2 * QTile::kElems;    // (BN, BM), atomic dQ only
+  float* sL = reinterpret_cast<float*>(sdS + (kAtomicDQ ? DsTile::kElems : 0));  // 2 stages × BM: LSE
+  float* sD = sL + 2 * BM;                                                        // 2 stages × BM: D
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N;  // the head's first row
+  const int key0 = blockIdx.x / Cfg::kSplit * BN, c0 = blockIdx.x % Cfg::kSplit * DP;
+  const int n_keys = min(BN, N - key0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int wkey = 16 * warp;  // the warp's first key in the tile
+  const E* gQ = as<E>(p.q) + head * D;
+  const E* gdO = as<E>(p.dout) + head * D;
+
+  load_tile<KTile, Cfg::kThreads>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads>(sV, as<E>(p.v) + head * D, key0, N);
+  cp_async_commit();
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
+
+  // The query tiles this CTA visits. Causal: none before its first key.
+  const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
+  const int n_tiles = walk.size();
+  auto load_stage = [&](int s, int i0) {  // Q_i, dO_i (cp.async), LSE_i, D_i (plain loads)
+    load_tile<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads>(sdO + s * QTile::kElems, gdO, i0, N);
+    cp_async_commit();
+    for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
+      sL[s * BM + i] = tc_lse(p.lse + head, i0 + i, N);
+      sD[s * BM + i] = i0 + i < N ? gDelta[head + i0 + i] : 0.f;
+    }
+  };
+  if (n_tiles > 0) load_stage(0, walk.start(0));
+
+  [[maybe_unused]] std::uint32_t kf[Cfg::kKVInRegs ? KD : 1][4], vf[Cfg::kKVInRegs ? KD : 1][4];
+  float dk[CT][4] = {}, dv[CT][4] = {};  // this warp's 16 keys × the CTA's DP columns
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
+    if (t + 1 < n_tiles) {  // the next stage is under way while this one is computed
+      load_stage(s ^ 1, walk.start(t + 1));
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // the stage (and, the first time, K_j and V_j) has landed for everyone
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
+    if constexpr (Cfg::kKVInRegs) {
+      if (t == 0)
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+          load_a<KTile>(kf[kk], sK, wkey, kk);
+          load_a<KTile>(vf[kk], sV, wkey, kk);
+        }
+    }
+    const E* sQs = sQ + s * QTile::kElems;
+    const E* sdOs = sdO + s * QTile::kElems;
+    const float* sLs = sL + s * BM;
+    const float* sDs = sD + s * BM;
+
+    // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warp's 16 keys × BM queries.
+    float st[NT][4] = {}, dpt[NT][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      std::uint32_t ak[4], av[4];
+      if constexpr (Cfg::kKVInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ak[i] = kf[kk][i], av[i] = vf[kk][i];
+      } else {
+        load_a<KTile>(ak, sK, wkey, kk);
+        load_a<KTile>(av, sV, wkey, kk);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += 2) {
+        std::uint32_t bq[4], bo[4];
+        load_b_k<QTile>(bq, sQs, 8 * nt, kk);
+        load_b_k<QTile>(bo, sdOs, 8 * nt, kk);
+        Element<E>::mma(st[nt], ak, bq[0], bq[1]);
+        Element<E>::mma(st[nt + 1], ak, bq[2], bq[3]);
+        Element<E>::mma(dpt[nt], av, bo[0], bo[1]);
+        Element<E>::mma(dpt[nt + 1], av, bo[2], bo[3]);
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
+
+    // P = exp(S − LSE), 0 where causal hides the key and for keys past N (their rows of K are
+    // zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative); dS =
+    // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
+    // warp, query 8nt + 2t4 + e%2. Queries past N have LSE = +inf: P = 0.
+    const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);
+      const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
+        float p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
+        float p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
+        if (edge) {
+          if (key >= N || (p.causal && key > q)) p0 = 0.f;
+          if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
+        }
+        Z2 z{1.f, 1.f};
+        if constexpr (kDropout) z = dropout.along_queries(q, key);
+        dpt[nt][2 * h] = p0 * (dpt[nt][2 * h] * z.z0 - dd.x);
+        dpt[nt][2 * h + 1] = p1 * (dpt[nt][2 * h + 1] * z.z1 - dd.y);
+        st[nt][2 * h] = p0 * z.z0;
+        st[nt][2 * h + 1] = p1 * z.z1;
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
+
+    // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the A fragment of queries [16kq, 16kq + 16) is
+    // the accumulators of the 8-query tiles 2kq and 2kq + 1 (mma.cuh), rounded to 16 bits.
+#pragma unroll
+    for (int kq = 0; kq < KQ; ++kq) {
+      std::uint32_t ap[4], ads[4];
+      ap[0] = Element<E>::pack(st[2 * kq][0], st[2 * kq][1]);
+      ap[1] = Element<E>::pack(st[2 * kq][2], st[2 * kq][3]);
+      ap[2] = Element<E>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
+      ap[3] = Element<E>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
+      ads[0] = Element<E>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
+      ads[1] = Element<E>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
+      ads[2] = Element<E>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
+      ads[3] = Element<E>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
+      if constexpr (kAtomicDQ) {  // dSᵀ to shared memory, as dQ's products read it: (key, query)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            *reinterpret_cast<std::uint32_t*>(sdS + DsTile::offset(wkey + g + 8 * h, 2 * kq + half) + 2 * t4) =
+                ads[2 * half + h];
+      }
+#pragma unroll
+      for (int ct = 0; ct < CT; ct += 2) {
+        std::uint32_t bo[4], bq[4];
+        load_b_v<QTile>(bo, sdOs, kq, c0 + 8 * ct);
+        load_b_v<QTile>(bq, sQs, kq, c0 + 8 * ct);
+        Element<E>::mma(dv[ct], ap, bo[0], bo[1]);
+        Element<E>::mma(dv[ct + 1], ap, bo[2], bo[3]);
+        Element<E>::mma(dk[ct], ads, bq[0], bq[1]);
+        Element<E>::mma(dk[ct + 1], ads, bq[2], bq[3]);
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, c0, DP, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, c0, DP, 0);
+
+    if constexpr (kAtomicDQ) {
+      // dQ_i += dS_ij K_j (τ in the convert kernel): warp w adds rows qr.. qr + 16 of the tile ×
+      // kDqCols columns from cq. A = dS, read transposed out of the (key, query) tile.
+      constexpr int DQT = Cfg::kDqCols / 8;
+      const int qr = 16 * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
+      __syncthreads();  // every warp's dS rows are in
+      float dq[DQT][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        std::uint32_t a[4];
+        ldmatrix_x4_trans(a, sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3), qr / 8 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int ct = 0; ct < DQT; ct += 2) {
+          std::uint32_t b[4];
+          load_b_v<KTile>(b, sK, kk, cq + 8 * ct);
+          Element<E>::mma(dq[ct], a, b[0], b[1]);
+          Element<E>::mma(dq[ct + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = i0 + qr + g + 8 * h;
+        if (row >= N) continue;
+        float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
+#pragma unroll
+        for (int ct = 0; ct < DQT; ++ct) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[ct][2 * h], dq[ct][2 * h + 1]));
+#else
+          atomicAdd(dst + 8 * ct, dq[ct][2 * h]);
+          atomicAdd(dst + 8 * ct + 1, dq[ct][2 * h + 1]);
+#endif
+        }
+      }
+      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
+    }
+    __syncthreads();  // everyone is done with stage s (and dS) before they are refilled
+  }
+  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
+    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
+  if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
+
+  // dK_j = τ dK, dV_j → HBM (line 24).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + wkey + g + 8 * h;
+    if (key >= N) continue;
+    E* dst_k = as<E>(p.dk) + (head + key) * D + c0 + 2 * t4;
+    E* dst_v = as<E>(p.dv) + (head + key) * D + c0 + 2 * t4;
+#pragma unroll
+    for (int ct = 0; ct < CT; ++ct) {
+      *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
+          Element<E>::pack(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dst_v + 8 * ct) = Element<E>::pack(dv[ct][2 * h], dv[ct][2 * h + 1]);
+    }
+  }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
+}
+
+template <typename Cfg, bool kDropout, bool kTrace>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    tc_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
+  using E = typename Cfg::E;
+  using QTile = typename Cfg::QTile;
+  using KVTile = typename Cfg::KVTile;
+  constexpr int D = Cfg::D, BM = Cfg::kRows, BN = Cfg::kKeys, MT = Cfg::kMTiles;
+  constexpr int NT = BN / 8, KD = D / 16, KN = BN / 16, DT = D / 8;
+  constexpr std::int64_t kE = sizeof(E);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ __align__(128) unsigned char smem[];
+  E* sQ = reinterpret_cast<E*>(smem);  // (BM, D)
+  E* sdO = sQ + QTile::kElems;         // (BM, D)
+  E* sK = sdO + QTile::kElems;         // 2 stages × (BN, D)
+  E* sV = sK + 2 * KVTile::kElems;     // 2 stages × (BN, D)
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N;
+  const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
+  const int row0 = tile * BM, n_rows = min(BM, N - row0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int wrow0 = warp * 16 * MT;
+  const E* gK = as<E>(p.k) + head * D;
+  const E* gV = as<E>(p.v) + head * D;
+
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head * D, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + head * D, row0, N);
+  cp_async_commit();
+  float lse[MT][2], delta[MT][2];  // rows g and g + 8 of each row tile
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + wrow0 + 16 * mt + g + 8 * h;
+      lse[mt][h] = tc_lse(p.lse + head, row, N);
+      delta[mt][h] = row < N ? gDelta[head + row] : 0.f;
+    }
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, n_rows, 0, D, n_rows * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, row0, n_rows, 0, D, n_rows * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
+
+  // The key tiles this CTA visits. Causal: none past its last row.
+  const int last_row = min(N, row0 + BM) - 1;
+  const DenseWalk<BN> walk = DenseWalk<BN>::keys_of(p.sparse, N, row0, last_row, p.causal);
+  const int n_tiles = walk.size();
+  auto load_kv = [&](int s, int j0) {
+    load_tile<KVTile, Cfg::kThreads>(sK + s * KVTile::kElems, gK, j0, N);
+    load_tile<KVTile, Cfg::kThreads>(sV + s * KVTile::kElems, gV, j0, N);
+    cp_async_commit();
+  };
+  if (n_tiles > 0) load_kv(0, walk.start(0));
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+
+  float dq[MT][DT][4] = {};
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t & 1, j0 = walk.start(t), n_k = min(BN, N - j0);
+    if (t + 1 < n_tiles) {
+      load_kv(s ^ 1, walk.start(t + 1));
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, n_k, 0, D, n_k * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, n_k, 0, D, n_k * D * kE);
+    const E* sKs = sK + s * KVTile::kElems;
+    const E* sVs = sV + s * KVTile::kElems;
+
+    // S = Q_i K_jᵀ and dP = dO_i V_jᵀ, the forward's orientation: rows are this warp's queries.
+    float sc[MT][NT][4] = {}, dp[MT][NT][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      std::uint32_t aq[MT][4], ao[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        load_a<QTile>(aq[mt], sQ, wrow0 + 16 * mt, kk);
+        load_a<QTile>(ao[mt], sdO, wrow0 + 16 * mt, kk);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += 2) {
+        std::uint32_t bk[4], bv[4];
+        load_b_k<KVTile>(bk, sKs, 8 * nt, kk);
+        load_b_k<KVTile>(bv, sVs, 8 * nt, kk);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Element<E>::mma(sc[mt][nt], aq[mt], bk[0], bk[1]);
+          Element<E>::mma(sc[mt][nt + 1], aq[mt], bk[2], bk[3]);
+          Element<E>::mma(dp[mt][nt], ao[mt], bv[0], bv[1]);
+          Element<E>::mma(dp[mt][nt + 1], ao[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, n_rows, j0, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, n_rows, j0, n_k, 0);
+
+    // dS = P ∘ (dP ∘ Z − D), in sc; P = 0 where causal hides the key and for keys past N.
+    const bool edge = (p.causal && j0 + BN - 1 > row0) || j0 + BN > N;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row0 + wrow0 + 16 * mt + g + 8 * h, col = j0 + 8 * nt + 2 * t4;
+          float p0 = tc_prob(sc[mt][nt][2 * h], p.scale, lse[mt][h]);
+          float p1 = tc_prob(sc[mt][nt][2 * h + 1], p.scale, lse[mt][h]);
+          if (edge) {
+            if (col >= N || (p.causal && col > row)) p0 = 0.f;
+            if (col + 1 >= N || (p.causal && col + 1 > row)) p1 = 0.f;
+          }
+          Z2 z{1.f, 1.f};
+          if constexpr (kDropout) z = dropout.along_keys(row, col);
+          sc[mt][nt][2 * h] = p0 * (dp[mt][nt][2 * h] * z.z0 - delta[mt][h]);
+          sc[mt][nt][2 * h + 1] = p1 * (dp[mt][nt][2 * h + 1] * z.z1 - delta[mt][h]);
+        }
+    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, n_rows, j0, n_k, 0);
+
+    // dQ_i += dS_ij K_j (τ at the end), dS straight from the accumulators as the A operand.
+#pragma unroll
+    for (int kk = 0; kk < KN; ++kk) {
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = Element<E>::pack(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+        a[mt][1] = Element<E>::pack(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+        a[mt][2] = Element<E>::pack(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+        a[mt][3] = Element<E>::pack(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dt = 0; dt < DT; dt += 2) {
+        std::uint32_t b[4];
+        load_b_v<KVTile>(b, sKs, kk, 8 * dt);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Element<E>::mma(dq[mt][dt], a[mt], b[0], b[1]);
+          Element<E>::mma(dq[mt][dt + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
+    __syncthreads();  // everyone is done with stage s before it is refilled
+  }
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
+    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
+  if (n_tiles == 0) cp_async_wait<0>();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + wrow0 + 16 * mt + g + 8 * h;
+      if (row >= N) continue;
+      E* dst = as<E>(p.dq) + (head + row) * D + 2 * t4;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+        *reinterpret_cast<std::uint32_t*>(dst + 8 * dt) =
+            Element<E>::pack(p.scale * dq[mt][dt][2 * h], p.scale * dq[mt][dt][2 * h + 1]);
+    }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, n_rows, 0, D, n_rows * D * kE);
+}
+
+// The backward's workspace: D (B·H·N floats, padded to 256 bytes), then dQacc (B·H·N·d floats).
+inline std::size_t tc_delta_bytes(const Shape& s) { return (s.rows() * sizeof(float) + 255) / 256 * 256; }
+inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
+  return tc_delta_bytes(s) + s.elems() * sizeof(float);
+}
+
+// The backward: preprocess, dK/dV with atomic dQ and the convert, or (deterministic) preprocess,
+// dK/dV, then the dQ kernel.
+template <typename Dkdv, typename Dq, bool kDropout>
+void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
+  using E = typename Dkdv::E;
+  const Shape& s = p.shape;
+  float* delta = static_cast<float*>(p.workspace);
+  float* dq_acc = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + tc_delta_bytes(s));
+  if (p.trace) p.trace->set_tiles(Dkdv::kQueries, Dkdv::kKeys);
+  const unsigned pre_grid = static_cast<unsigned>((s.rows() + kTcPreprocessRows - 1) / kTcPreprocessRows);
+  const dim3 grid(static_cast<unsigned>((s.N + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
+                  static_cast<unsigned>(s.heads()));
+  if (atomic_dq) {
+    trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
+                  tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessRows * 32, 0, p.stream, p, delta,
+                  dq_acc);
+    trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, true, false>,
+                  tc_dkdv_kernel<Dkdv, kDropout, true, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
+                  p, delta, dq_acc);
+    const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
+    trace::launch(p.trace, "tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>,
+                  cvt_grid, 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
+    return;
+  }
+  trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
+                tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessRows * 32, 0, p.stream, p, delta,
+                dq_acc);
+  trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, false, false>,
+                tc_dkdv_kernel<Dkdv, kDropout, false, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,
+                p, delta, dq_acc);
+  const dim3 dq_grid(static_cast<unsigned>((s.N + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()));
+  trace::launch(p.trace, "tc_dq_kernel", tc_dq_kernel<Dq, kDropout, false>, tc_dq_kernel<Dq, kDropout, true>, dq_grid,
+                Dq::kThreads, Dq::kSmemBytes, p.stream, p, static_cast<const float*>(delta));
+}
+
+template <typename Dkdv, typename Dq>
+void launch_tc_backward(const BwdParams& p, bool atomic_dq) {
+  if (p.dropout.on())
+    launch_tc_backward_with<Dkdv, Dq, true>(p, atomic_dq);
+  else
+    launch_tc_backward_with<Dkdv, Dq, false>(p, atomic_dq);
+}
+
+}  // namespace fs::tc
