@@ -46,6 +46,7 @@ SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
   L.Bc = m.Bc;
   L.d = m.d;
   L.elem_bytes = 2;
+  L.variant = m.variant;
   L.smem_bytes = k.smem_bytes > 0 ? k.smem_bytes : m.smem_per_cta_bytes;
   const std::int64_t threads = std::int64_t(k.block[0]) * k.block[1] * k.block[2];
   if (L.Br <= 0 || L.Bc <= 0 || L.d <= 0) {

@@ -34,6 +34,7 @@ struct SmemPipeline {
   bool p_in_smem = false;
   int q_in_regs = -1;     // Q's A fragments kept in registers: 1, 0, or -1 when the trace cannot say
   bool from_variant = false;  // the variant's table entry settled an ambiguous shared-memory size
+  std::string variant;        // the trace's (meta.variant)
   std::int64_t smem_bytes = 0;
 
   std::int64_t q_bytes() const { return std::int64_t(elem_bytes) * Br * d; }
