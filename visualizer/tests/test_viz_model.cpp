@@ -22,6 +22,7 @@
 #include "visualizer/model/running_stats.hpp"
 #include "visualizer/model/smem_pipeline.hpp"
 #include "visualizer/model/synthetic.hpp"
+#include "visualizer/tests/dqacc_trace.hpp"
 
 using namespace fs::viz;
 namespace tr = fs::trace;
@@ -786,5 +787,54 @@ TEST_CASE("step 08's stages in flight: the tile computed, the tile loading, from
     // Not started: empty.
     v = pipeline_at(r, L, 0, r.track_cursor(0, Cursor{Order::Real, 500}));
     check_stage(v, 0, StageState::Empty, -1);
+  }
+}
+
+// dQacc (trace tensor 17): the float32 (B, H, N, d) buffer a 16-bit backward adds dQ up in.
+TEST_CASE("a 16-bit backward's dQacc: a float32 N×d grid in HBM with its own bytes", "[viz][coverage][dqacc]") {
+  namespace stdfs = std::filesystem;
+  const int N = 64, d = 16, tiles = 2;
+  const auto dir = stdfs::temp_directory_path() / "fs_viz_dqacc_test";
+  stdfs::create_directories(dir);
+  const auto path = (dir / "dqacc.bwd.json").string();
+  tr::write_trace(test::dqacc_trace(N, d, 32), path);  // the file format names it too
+  std::string error;
+  auto doc = load_document(path, error);
+  REQUIRE(doc);
+  INFO((doc->warnings.empty() ? std::string() : doc->warnings.front()));
+  REQUIRE(doc->warnings.empty());
+  const Replay& r = *doc->replay;
+  REQUIRE(element_bytes(r.meta(), tr::Tensor::dQacc) == 4);
+  REQUIRE(element_bytes(r.meta(), tr::Tensor::dQ) == 2);
+  const auto* g = doc->coverage->grid(tr::Tensor::dQacc);
+  REQUIRE(g);
+  REQUIRE(g->in_hbm);
+  REQUIRE(g->rows == N);
+  REQUIRE(g->cols == d);
+  doc->playback.seek(r, Cursor{Order::Logical, double(r.event_count())});
+  doc->sync();
+  // Every K tile's CTA adds into every row of dQacc; the rounding kernel reads it once.
+  for (int gr = 0; gr < g->grid_rows; ++gr)
+    for (int gc = 0; gc < g->grid_cols; ++gc) {
+      REQUIRE(g->at(0, gr, gc).written == tiles * g->cell_area(gr, gc));
+      REQUIRE(g->at(0, gr, gc).read == g->cell_area(gr, gc));
+    }
+  const auto& all = r.grand_totals();
+  REQUIRE(all.written[std::size_t(tr::Tensor::dQacc)] == std::int64_t(tiles) * N * d * 4);
+  REQUIRE(all.read[std::size_t(tr::Tensor::dQacc)] == std::int64_t(N) * d * 4);
+  REQUIRE(all.written[std::size_t(tr::Tensor::dQ)] == std::int64_t(N) * d * 2);
+  stdfs::remove_all(dir);
+
+  SECTION("a trace whose meta leaves tensors out: sizes from the dtype, dQacc float32 still") {
+    tr::Trace t = test::dqacc_trace(N, d, 32);
+    t.meta.tensors.clear();
+    const Replay bare(std::move(t));
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::dQacc) == 4);
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::dQ) == 2);
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::LSE) == 4);
+    const Coverage cov(bare);
+    const auto* gb = cov.grid(tr::Tensor::dQacc);
+    REQUIRE(gb);  // named by its events
+    REQUIRE(gb->cols == d);
   }
 }

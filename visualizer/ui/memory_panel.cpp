@@ -392,6 +392,10 @@ void memory_panel(UiState& s) {
       const tr::Tensor chip_t = on_chip_tensor(e, &w);
       const Slot* sl = e.kind == tr::Kind::Load ? slot_of(chip_t, Residence::Smem) : slot_of(chip_t, Residence::Regs);
       if (!sl) sl = slot_of(chip_t, Residence::Smem);
+      // A 16-bit backward adds dQ up in float32 dQacc: what it stores there leaves from the dQ
+      // accumulator in registers, and the pass that rounds dQacc into dQ stores the dQacc tile it loaded.
+      if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQacc) sl = slot_of(tr::Tensor::dQ, Residence::Regs);
+      if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQ) sl = slot_of(tr::Tensor::dQacc, Residence::Smem);
       const HbmItem* it = layout.find(e.tensor);
       // With the kernel's slots, a load lands in its own: Q's, or the stage its tile goes to.
       const Rect* pslot = nullptr;
