@@ -94,12 +94,15 @@ void draw_warp_bands(ImDrawList* dl, const SmemPipeline& L, Rect r, bool labels)
     dl->AddLine(ImVec2(r.min.x + 1, y), ImVec2(r.max.x - 1, y), theme::kPanel, 2);
   }
   if (!labels || band < f.small->FontSize) return;
+  // Every band says the same: the rows too where the widest of them fits.
+  const std::string widest = "rows " + std::to_string(L.warp_row0(L.warps - 1)) + "–" + std::to_string(L.Br - 1);
+  const bool with_rows = band >= 2 * f.small->FontSize + 2 && text_w(f.small, widest) + 4 <= r.w();
   for (int w = 0; w < L.warps; ++w) {
     const Rect b{ImVec2(r.min.x, r.min.y + band * float(w)), ImVec2(r.max.x, r.min.y + band * float(w + 1))};
     const int r0 = L.warp_row0(w), r1 = r0 + L.rows_per_warp - 1;
     const std::string one = "warp " + std::to_string(w);
     const std::string rows = "rows " + std::to_string(r0) + "–" + std::to_string(r1);
-    if (band >= 2 * f.small->FontSize + 2 && text_w(f.small, rows) + 4 <= b.w()) {
+    if (with_rows) {
       const Rect top{b.min, ImVec2(b.max.x, b.min.y + b.h() * 0.5f + 1)};
       const Rect bottom{ImVec2(b.min.x, b.min.y + b.h() * 0.5f - 1), b.max};
       centered_text(dl, {top.min, ImVec2(top.max.x, top.max.y + f.small->FontSize * 0.25f)}, kInk, one.c_str(), f.small);
