@@ -51,3 +51,8 @@ t06=docs/traces/06_block_sparse_atomic.fwd.json
 t08=docs/traces/08_tensor_cores_fa2.fwd.json
 [ -f "$t08" ] && "$viz" "$t08" --order logical --at frac:0.55 --panels memory,scores,counters,timeline \
   --screenshot "$out/viz_overview_08.png"
+# Step 08's shared memory as the kernel's slots: r3_pipeline (two K/V stages, P through SRAM) while
+# CTA 0 computes key tile 2 and tile 3 is in flight.
+t08p=docs/traces/08_tensor_cores_r3_pipeline.fwd.json
+[ -f "$t08p" ] && "$viz" "$t08p" --order logical --at frac:0.55 --panels memory --size 1300x760 \
+  --screenshot "$out/viz_pipeline_08.png"

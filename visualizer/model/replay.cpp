@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "common/problem.hpp"
+#include "common/trace/names.hpp"
 
 namespace fs::viz {
 
@@ -95,7 +96,8 @@ int element_bytes(const tr::Meta& meta, tr::Tensor t) {
     for (auto s : ti->shape) elems *= s;
     if (elems > 0 && ti->bytes > 0 && ti->bytes % elems == 0) return int(ti->bytes / elems);
   }
-  return 4;
+  // Not listed: the format's rule (the row statistics and dQacc are float32, the rest the dtype's).
+  return tr::element_bytes(t, meta.dtype);
 }
 
 bool is_matmul(tr::Kind k) {

@@ -180,7 +180,8 @@ class Replay {
   Totals grand_;
 };
 
-// Element size of a tensor in this trace (bytes / elements from Meta::tensors; 4 if unknown).
+// Element size of a tensor in this trace: bytes / elements from Meta::tensors; for a tensor it
+// does not list, the format's rule for its dtype (float32 for LSE, D, m, l and dQacc).
 int element_bytes(const tr::Meta& meta, tr::Tensor t);
 // The TensorInfo of `t`, or nullptr.
 const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 #include <utility>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,9 @@
 #include "visualizer/model/playback.hpp"
 #include "visualizer/model/replay.hpp"
 #include "visualizer/model/running_stats.hpp"
+#include "visualizer/model/smem_pipeline.hpp"
 #include "visualizer/model/synthetic.hpp"
+#include "visualizer/tests/dqacc_trace.hpp"
 
 using namespace fs::viz;
 namespace tr = fs::trace;
@@ -540,4 +543,298 @@ TEST_CASE("a folder on the command line without traces is named as the problem",
   REQUIRE(command_line_problem({(dir / "full").string()}).empty());
   REQUIRE(command_line_problem({(dir / "full" / "t.json").string(), "missing.json"}).empty());  // files: opened, or refused when opened
   stdfs::remove_all(dir);
+}
+
+namespace {
+
+std::string shipped_trace(const std::string& name) { return std::string(FS_SOURCE_DIR) + "/docs/traces/" + name; }
+
+// A tensor-core forward CTA by hand: Load Q, then per K tile at `keys` (its walk) Load K, Load V,
+// compute S, softmax, rescale, P̃V; then Store O and LSE. One CTA, 100 ns an event.
+tr::Trace tc_trace(int Br, int Bc, int d, int threads, std::int64_t smem, const std::string& variant,
+                   const std::vector<int>& keys, const std::string& dtype = "bf16") {
+  tr::Trace t;
+  auto& m = t.meta;
+  m.step = "08_tensor_cores";
+  m.variant = variant;
+  m.pass = "fwd";
+  m.dtype = dtype;
+  m.B = m.H = 1;
+  m.N = 256;
+  m.d = d;
+  m.Br = Br;
+  m.Bc = Bc;
+  m.smem_per_cta_bytes = smem;
+  tr::Kernel k;
+  k.name = "tc_forward_kernel";
+  k.grid[0] = m.N / Br;
+  k.block[0] = threads;
+  k.smem_bytes = smem;
+  t.kernels.push_back(k);
+  t.tracks.push_back(tr::Track{0, 0, 0, 0});
+  auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int cols) {
+    tr::Event e;
+    e.kind = kind;
+    e.tensor = tensor;
+    e.row0 = row0;
+    e.rows = rows;
+    e.col0 = col0;
+    e.cols = cols;
+    e.bytes = kind == tr::Kind::Load || kind == tr::Kind::Store ? std::int64_t(rows) * cols * 2 : 0;
+    e.seq = std::int64_t(t.events.size());
+    e.ts_ns = 1000 + 100.0 * double(e.seq);
+    e.dur_ns = 100;
+    t.events.push_back(e);
+  };
+  add(tr::Kind::Load, tr::Tensor::Q, 0, Br, 0, d);
+  for (int j0 : keys) {
+    add(tr::Kind::Load, tr::Tensor::K, j0, Bc, 0, d);
+    add(tr::Kind::Load, tr::Tensor::V, j0, Bc, 0, d);
+    add(tr::Kind::ComputeS, tr::Tensor::S, 0, Br, j0, Bc);
+    add(tr::Kind::Softmax, tr::Tensor::P, 0, Br, j0, Bc);
+    add(tr::Kind::Rescale, tr::Tensor::O, 0, Br, 0, d);
+    add(tr::Kind::AccumulateO, tr::Tensor::O, 0, Br, 0, d);
+  }
+  add(tr::Kind::Store, tr::Tensor::O, 0, Br, 0, d);
+  add(tr::Kind::Store, tr::Tensor::LSE, 0, Br, 0, 1);
+  return t;
+}
+
+// Track `track` with its event number `i` (its position in the track's list) in progress.
+TrackCursor during(const Replay& r, int track, int i) {
+  const int e = r.track_events(track)[std::size_t(i)];
+  return r.track_cursor(track, Cursor{Order::Logical, double(e) + 0.5});
+}
+
+// The position in track `track`'s list of its n-th event of this kind (and tensor, for loads).
+int nth(const Replay& r, int track, tr::Kind kind, int n, tr::Tensor tensor = tr::Tensor::None) {
+  const auto& list = r.track_events(track);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& e = r.trace().events[std::size_t(list[i])];
+    if (e.kind == kind && (tensor == tr::Tensor::None || e.tensor == tensor) && n-- == 0) return int(i);
+  }
+  FAIL("no such event");
+  return -1;
+}
+
+void check_stage(const PipelineView& v, int stage, StageState state, int tile, int key0 = -1) {
+  INFO("stage " << stage);
+  REQUIRE(std::size_t(stage) < v.stages.size());
+  const auto& s = v.stages[std::size_t(stage)];
+  REQUIRE(int(s.state) == int(state));
+  REQUIRE(s.tile == tile);
+  if (key0 >= 0) REQUIRE(s.key0 == key0);
+}
+
+}  // namespace
+
+TEST_CASE("step 08's shared memory: stages, P's place and the warps' rows, from the trace", "[viz][pipeline]") {
+  struct Expect {
+    const char* variant;
+    int stages;
+    bool p_in_smem;
+    bool from_variant;  // 48 KiB fits both 1 stage + P in SRAM and 2 stages + P in registers at d = 64
+    int q_in_regs;
+  };
+  for (const auto& x : {Expect{"r1_mma", 1, true, true, 0}, Expect{"r2_swizzle", 1, true, true, 0},
+                        Expect{"r3_pipeline", 2, true, false, 0}, Expect{"r4_p_in_regs", 2, false, true, 0},
+                        Expect{"fa2", 2, false, true, 1}}) {
+    INFO(x.variant);
+    const auto t = tr::read_trace(shipped_trace(std::string("08_tensor_cores_") + x.variant + ".fwd.json"));
+    const SmemPipeline L = derive_smem_pipeline(t, 0);
+    INFO(L.why_not);
+    REQUIRE(L.valid);
+    REQUIRE(L.stages == x.stages);
+    REQUIRE(L.p_in_smem == x.p_in_smem);
+    REQUIRE(L.from_variant == x.from_variant);
+    REQUIRE(L.q_in_regs == x.q_in_regs);
+    REQUIRE(L.warps == 4);  // 128 threads
+    REQUIRE(L.rows_per_warp == 32);
+    REQUIRE(L.warp_row0(3) == 96);
+    REQUIRE(L.total_bytes() == t.kernels[0].smem_bytes);
+  }
+  SECTION("a size only one layout fits needs no variant") {
+    // Br = 64, d = 64: 1 stage + P in SRAM is 32 KiB, 2 stages + P in registers 40 KiB.
+    for (const auto& [smem, stages, p] : {std::tuple<int, int, bool>{32768, 1, true}, {40960, 2, false},
+                                          {24576, 1, false}, {49152, 2, true}}) {
+      const SmemPipeline L = derive_smem_pipeline(tc_trace(64, 64, 64, 128, smem, "tomorrow", {0}), 0);
+      INFO(smem << " " << L.why_not);
+      REQUIRE(L.valid);
+      REQUIRE(L.stages == stages);
+      REQUIRE(L.p_in_smem == p);
+      REQUIRE_FALSE(L.from_variant);
+      REQUIRE(L.q_in_regs == -1);
+      REQUIRE(L.rows_per_warp == 16);
+    }
+    // A variant whose table entry the trace contradicts: the trace wins.
+    const SmemPipeline L = derive_smem_pipeline(tc_trace(64, 64, 64, 128, 40960, "r1_mma", {0}), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.stages == 2);
+    REQUIRE_FALSE(L.p_in_smem);
+    REQUIRE(L.q_in_regs == -1);
+  }
+  SECTION("what the trace cannot settle is not guessed") {
+    // 48 KiB at Br = 2d, an unknown variant: one stage or two?
+    auto L = derive_smem_pipeline(tc_trace(128, 64, 64, 128, 49152, "tomorrow", {0}), 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("does not say") != std::string::npos);
+    L = derive_smem_pipeline(tc_trace(128, 64, 64, 128, 50000, "fa2", {0}), 0);  // no layout
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("fits no layout") != std::string::npos);
+    L = derive_smem_pipeline(tc_trace(64, 64, 64, 96, 40960, "fa2", {0}), 0);  // 3 warps: 64 rows do not split
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("warp") != std::string::npos);
+    // fp32 steps keep their own drawing, whatever their size.
+    L = derive_smem_pipeline(tc_trace(64, 64, 64, 128, 40960, "fa2", {0}, "fp32"), 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.empty());
+  }
+}
+
+TEST_CASE("step 08's stages in flight: the tile computed, the tile loading, from the CTA's events", "[viz][pipeline]") {
+  SECTION("two stages (r3_pipeline on the H200): tile t+1 lands while tile t is computed") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_r3_pipeline.fwd.json")));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+    REQUIRE(L.stages == 2);
+    const int tr0 = 0;
+    // Loading Q: nothing issued into the stages yet.
+    auto v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::Load, 0, tr::Tensor::Q)));
+    REQUIRE(v.tiles == 4);
+    REQUIRE_FALSE(v.q_loaded);
+    check_stage(v, 0, StageState::Empty, -1);
+    check_stage(v, 1, StageState::Empty, -1);
+    // Waiting for tile 0, with tile 1 already issued into stage 1.
+    v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::Load, 0, tr::Tensor::K)));
+    REQUIRE(v.q_loaded);
+    REQUIRE(v.computing == -1);
+    check_stage(v, 0, StageState::Loading, 0, 0);
+    REQUIRE(v.stages[0].waited_on);
+    check_stage(v, 1, StageState::Loading, 1, 64);
+    REQUIRE_FALSE(v.stages[1].waited_on);
+    REQUIRE(v.in_flight == 1);
+    // S of tile 1 (keys 64..127) from stage 1, while tile 2 (keys 128..191) arrives in stage 0.
+    v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::ComputeS, 1)));
+    REQUIRE(v.computing == 1);
+    REQUIRE(v.in_flight == 2);
+    check_stage(v, 1, StageState::Computing, 1, 64);
+    check_stage(v, 0, StageState::Loading, 2, 128);
+    REQUIRE_FALSE(v.stages[0].waited_on);
+    // P̃ of tile 1 through shared memory: written and read back during P̃V.
+    v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::AccumulateO, 1)));
+    REQUIRE(v.p_tile == 1);
+    REQUIRE(v.p_live);
+    REQUIRE(v.computing == 1);
+    // The last tile: nothing left to prefetch; stage 0 keeps tile 2's spent bytes.
+    v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::ComputeS, 3)));
+    REQUIRE(v.computing == 3);
+    REQUIRE(v.in_flight == -1);
+    check_stage(v, 1, StageState::Computing, 3, 192);
+    check_stage(v, 0, StageState::Free, 2, 128);
+    REQUIRE(v.p_tile == 2);
+    REQUIRE_FALSE(v.p_live);
+    // Storing O: the loop is over.
+    v = pipeline_at(r, L, tr0, during(r, tr0, nth(r, tr0, tr::Kind::Store, 0)));
+    REQUIRE(v.computing == -1);
+    check_stage(v, 1, StageState::Free, 3);
+    // The second CTA (query rows 128..255) walks the same keys.
+    v = pipeline_at(r, L, 1, during(r, 1, nth(r, 1, tr::Kind::Softmax, 0)));
+    check_stage(v, 0, StageState::Computing, 0, 0);
+    check_stage(v, 1, StageState::Loading, 1, 64);
+    // Retired: its shared memory is gone.
+    v = pipeline_at(r, L, tr0, r.track_cursor(tr0, Cursor{Order::Logical, double(r.event_count())}));
+    check_stage(v, 0, StageState::Empty, -1);
+    check_stage(v, 1, StageState::Empty, -1);
+  }
+  SECTION("one stage (r1_mma): load, then compute; nothing in flight while computing") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_r1_mma.fwd.json")));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+    REQUIRE(L.stages == 1);
+    auto v = pipeline_at(r, L, 0, during(r, 0, nth(r, 0, tr::Kind::ComputeS, 1)));
+    REQUIRE(v.stages.size() == 1);
+    check_stage(v, 0, StageState::Computing, 1, 64);
+    REQUIRE(v.in_flight == -1);
+    v = pipeline_at(r, L, 0, during(r, 0, nth(r, 0, tr::Kind::Load, 2, tr::Tensor::K)));
+    check_stage(v, 0, StageState::Loading, 2, 128);
+    REQUIRE(v.stages[0].waited_on);
+    REQUIRE(v.computing == -1);
+  }
+  SECTION("P in registers (fa2): no P tile in shared memory") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_fa2.fwd.json")));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+    const auto v = pipeline_at(r, L, 0, during(r, 0, nth(r, 0, tr::Kind::AccumulateO, 2)));
+    REQUIRE(v.p_tile == -1);
+    REQUIRE_FALSE(v.p_live);
+    check_stage(v, 0, StageState::Computing, 2, 128);
+    check_stage(v, 1, StageState::Loading, 3, 192);
+  }
+  SECTION("a walk that leaves tiles out, in real time: tiles are the CTA's Load K events") {
+    // Keys 0, 128, 192 (a block-sparse row), two stages (40 KiB at Br = d = 64).
+    const Replay r(tc_trace(64, 64, 64, 128, 40960, "tomorrow", {0, 128, 192}));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+    REQUIRE(L.stages == 2);
+    // Event i spans [1000 + 100 i, 1100 + 100 i): event 3 (S of tile 0) at 1350.
+    auto v = pipeline_at(r, L, 0, r.track_cursor(0, Cursor{Order::Real, 1350}));
+    REQUIRE(v.tiles == 3);
+    check_stage(v, 0, StageState::Computing, 0, 0);
+    check_stage(v, 1, StageState::Loading, 1, 128);
+    // Event 7 is Load K of tile 1: tile 2 (keys 192..) goes into stage 0 as tile 0 is done.
+    v = pipeline_at(r, L, 0, r.track_cursor(0, Cursor{Order::Real, 1750}));
+    check_stage(v, 1, StageState::Loading, 1, 128);
+    REQUIRE(v.stages[1].waited_on);
+    check_stage(v, 0, StageState::Loading, 2, 192);
+    REQUIRE(v.in_flight == 2);
+    REQUIRE(v.p_tile == -1);  // 40 KiB here is P in registers
+    // Not started: empty.
+    v = pipeline_at(r, L, 0, r.track_cursor(0, Cursor{Order::Real, 500}));
+    check_stage(v, 0, StageState::Empty, -1);
+  }
+}
+
+// dQacc (trace tensor 17): the float32 (B, H, N, d) buffer a 16-bit backward adds dQ up in.
+TEST_CASE("a 16-bit backward's dQacc: a float32 N×d grid in HBM with its own bytes", "[viz][coverage][dqacc]") {
+  namespace stdfs = std::filesystem;
+  const int N = 64, d = 16, tiles = 2;
+  const auto dir = stdfs::temp_directory_path() / "fs_viz_dqacc_test";
+  stdfs::create_directories(dir);
+  const auto path = (dir / "dqacc.bwd.json").string();
+  tr::write_trace(test::dqacc_trace(N, d, 32), path);  // the file format names it too
+  std::string error;
+  auto doc = load_document(path, error);
+  REQUIRE(doc);
+  INFO((doc->warnings.empty() ? std::string() : doc->warnings.front()));
+  REQUIRE(doc->warnings.empty());
+  const Replay& r = *doc->replay;
+  REQUIRE(element_bytes(r.meta(), tr::Tensor::dQacc) == 4);
+  REQUIRE(element_bytes(r.meta(), tr::Tensor::dQ) == 2);
+  const auto* g = doc->coverage->grid(tr::Tensor::dQacc);
+  REQUIRE(g);
+  REQUIRE(g->in_hbm);
+  REQUIRE(g->rows == N);
+  REQUIRE(g->cols == d);
+  doc->playback.seek(r, Cursor{Order::Logical, double(r.event_count())});
+  doc->sync();
+  // Every K tile's CTA adds into every row of dQacc; the rounding kernel reads it once.
+  for (int gr = 0; gr < g->grid_rows; ++gr)
+    for (int gc = 0; gc < g->grid_cols; ++gc) {
+      REQUIRE(g->at(0, gr, gc).written == tiles * g->cell_area(gr, gc));
+      REQUIRE(g->at(0, gr, gc).read == g->cell_area(gr, gc));
+    }
+  const auto& all = r.grand_totals();
+  REQUIRE(all.written[std::size_t(tr::Tensor::dQacc)] == std::int64_t(tiles) * N * d * 4);
+  REQUIRE(all.read[std::size_t(tr::Tensor::dQacc)] == std::int64_t(N) * d * 4);
+  REQUIRE(all.written[std::size_t(tr::Tensor::dQ)] == std::int64_t(N) * d * 2);
+  stdfs::remove_all(dir);
+
+  SECTION("a trace whose meta leaves tensors out: sizes from the dtype, dQacc float32 still") {
+    tr::Trace t = test::dqacc_trace(N, d, 32);
+    t.meta.tensors.clear();
+    const Replay bare(std::move(t));
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::dQacc) == 4);
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::dQ) == 2);
+    REQUIRE(element_bytes(bare.meta(), tr::Tensor::LSE) == 4);
+    const Coverage cov(bare);
+    const auto* gb = cov.grid(tr::Tensor::dQacc);
+    REQUIRE(gb);  // named by its events
+    REQUIRE(gb->cols == d);
+  }
 }

@@ -7,8 +7,13 @@
 #include <imgui_internal.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "visualizer/model/document.hpp"
 #include "visualizer/model/synthetic.hpp"
+#include "visualizer/tests/dqacc_trace.hpp"
 #include "visualizer/ui/app.hpp"
 #include "visualizer/ui/theme.hpp"
 
@@ -95,6 +100,36 @@ TEST_CASE("every panel draws with no backend, in both orders, with one trace or 
   app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Naive)), "synthetic:naive"), true);
   REQUIRE((app.state().panels & kPanelCompare));
   REQUIRE(h.frame(app) > 1000);
+}
+
+// A 16-bit backward that adds dQ up in float32 dQacc (trace tensor 17), and step 08's shipped
+// tensor-core traces (their SRAM drawn as the kernel's stages), through every panel.
+TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui][dqacc][pipeline]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.state().panels = parse_panels("all", bad);
+  std::vector<std::unique_ptr<Document>> docs;
+  docs.push_back(make_document(test::dqacc_trace(), "test:dqacc"));
+  for (const char* v : {"fa2", "r1_mma", "r3_pipeline"}) {
+    std::string error;
+    auto doc = load_document(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_" + v + ".fwd.json", error);
+    INFO(error);
+    REQUIRE(doc);
+    docs.push_back(std::move(doc));
+  }
+  for (auto& doc : docs) {
+    INFO(doc->path);
+    app.set_document(std::move(doc), false);
+    for (Order o : {Order::Real, Order::Logical})
+      for (double f : {0.0, 0.2, 0.5, 0.8, 1.0}) {
+        Document& d = *app.state().doc;
+        d.playback.set_order(*d.replay, o);
+        d.playback.seek_fraction(*d.replay, f);
+        d.sync();
+        REQUIRE(h.frame(app) > 1000);
+      }
+  }
 }
 
 TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[viz][ui]") {

@@ -8,6 +8,7 @@
 #include "visualizer/model/labels.hpp"
 #include "visualizer/ui/hbm_view.hpp"
 #include "visualizer/ui/panels.hpp"
+#include "visualizer/ui/pipeline_view.hpp"
 #include "visualizer/ui/theme.hpp"
 
 namespace fs::viz {
@@ -67,7 +68,8 @@ const char* step_caption(const std::string& step, const std::string& pass) {
   return nullptr;
 }
 
-void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double scale, bool fresh) {
+// Draws a tile in its slot; returns where.
+Rect draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double scale, bool fresh) {
   const auto& f = theme::fonts();
   const float w = std::max(3.0f, float(t.cols * scale)), h = std::max(3.0f, float(t.rows * scale));
   const ImVec2 c((slot.min.x + slot.max.x) * 0.5f, slot.min.y + (slot.h() - f.small->FontSize * 2) * 0.5f);
@@ -93,6 +95,7 @@ void draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double sca
   std::snprintf(sz, sizeof sz, "%s", format_bytes(double(t.bytes)).c_str());
   centered_text(dl, {ImVec2(slot.min.x, ty + f.small->FontSize), ImVec2(slot.max.x, ty + 2 * f.small->FontSize + 2)},
                 theme::kTextDim, sz, f.small);
+  return r;
 }
 
 }  // namespace
@@ -113,6 +116,9 @@ void memory_panel(UiState& s) {
   const int bh = list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
   const auto& tinfo = r.trace().tracks.empty() ? tr::Track{} : r.trace().tracks[std::size_t(track)];
   const std::string kname = tinfo.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tinfo.kernel)].name : "?";
+  // A tensor-core forward (step 08): its shared memory drawn as the kernel's slots.
+  const SmemPipeline pipe = r.track_count() > 0 ? derive_smem_pipeline(r.trace(), tinfo.kernel) : SmemPipeline{};
+  const PipelineView pview = pipe.valid ? pipeline_at(r, pipe, track, tc) : PipelineView{};
 
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -145,6 +151,15 @@ void memory_panel(UiState& s) {
       dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), theme::kAccent, 0, 0, 1.5f);
     }
   }
+  // And, with stages, where the tiles in flight come from.
+  for (const auto& st : pview.stages) {
+    if (st.state != StageState::Loading) continue;
+    for (tr::Tensor t : {tr::Tensor::K, tr::Tensor::V})
+      if (const HbmItem* it = layout.find(t)) {
+        const Rect er = element_rect(*it->grid, it->rect, st.key0, st.keys, 0, pipe.d);
+        dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), IM_COL32(255, 255, 255, 170), 0, 0, 1.5f);
+      }
+  }
 
   // What this step does with HBM, under the picture.
   float hbm_bottom = hbm_area.min.y;
@@ -173,8 +188,9 @@ void memory_panel(UiState& s) {
     const Rect bar{ImVec2(chip_area.min.x, y), ImVec2(chip_area.max.x, y + bar_h)};
     dl->AddRectFilled(bar.min, bar.max, IM_COL32(40, 44, 54, 255), 3);
     float x = bar.min.x;
+    if (pipe.valid) draw_smem_map(dl, pipe, pview, bar, budget);
     for (const auto& t : tiles) {
-      if (t.where != Residence::Smem || budget <= 0) continue;
+      if (pipe.valid || t.where != Residence::Smem || budget <= 0) continue;
       const float w = float(double(t.bytes) / budget * bar.w());
       dl->AddRectFilled(ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y), theme::tensor_color(t.tensor, 0.9f));
       x += w;
@@ -187,8 +203,14 @@ void memory_panel(UiState& s) {
     y += bar_h + 3;
     std::snprintf(buf, sizeof buf, "%s loaded · kernel's shared memory %s · budget %s", format_bytes(double(smem_now)).c_str(),
                   kernel_smem > 0 ? format_bytes(kernel_smem).c_str() : "0 B", format_bytes(budget).c_str());
-    dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, buf);
+    dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim,
+                pipe.valid ? smem_map_caption(pipe, budget, chip_area.w()).c_str() : buf);
     y += f.small->FontSize + 8;
+    if (!pipe.valid && !pipe.why_not.empty()) {  // a tensor-core trace whose slots cannot be told
+      dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y - 4), theme::kWarning,
+                  ("stages unknown: " + pipe.why_not).c_str(), nullptr, chip_area.w());
+      y += f.small->CalcTextSizeA(f.small->FontSize, 1e9f, chip_area.w(), ("stages unknown: " + pipe.why_not).c_str()).y + 4;
+    }
   }
 
   // Slots: every tensor this CTA ever holds, in a stable place (tiles arrive where the next
@@ -200,6 +222,7 @@ void memory_panel(UiState& s) {
     Residence w;
     const tr::Tensor t = on_chip_tensor(ev, &w);
     if (t == tr::Tensor::None || ev.kind == tr::Kind::Store || ev.rows <= 0 || ev.cols <= 0) continue;
+    if (pipe.valid && w == Residence::Smem) continue;  // drawn as the kernel's slots instead
     auto it = std::find_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.tensor == t && sl.where == w; });
     if (it == slots.end()) {
       slots.push_back({t, w, {}, 0, 0});
@@ -212,34 +235,101 @@ void memory_panel(UiState& s) {
     return a.where != b.where ? a.where < b.where : int(a.tensor) < int(b.tensor);
   });
   const float row_gap = f.regular->FontSize + 10, slot_gap = 6, pad = 10;
-  // A slot is at least wide enough for its label, unless the row cannot hold that many.
-  float min_slot = 2 * f.small->FontSize * 2.6f;
-  for (Residence w : {Residence::Smem, Residence::Regs}) {
-    const auto n = std::count_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.where == w; });
-    if (n > 0) min_slot = std::min(min_slot, (chip_area.w() - slot_gap * float(n - 1)) / float(n));
-  }
   const float label_h = f.small->FontSize * 2 + 8;
-  const float rows_h = std::max(40.0f, (chip_area.max.y - y - 2 * row_gap - f.small->FontSize * 2 - 10) / 2);
-  double scale = 1e9;
-  for (const auto& sl : slots) scale = std::min(scale, double(rows_h - label_h - pad) / sl.max_rows);
-  for (Residence w : {Residence::Smem, Residence::Regs})
-    for (int iter = 0; iter < 4; ++iter) {
-      double fixed = 0, cols = 0, gaps = 0;
-      for (const auto& sl : slots) {
-        if (sl.where != w) continue;
-        gaps += gaps > 0 || fixed > 0 || cols > 0 ? slot_gap : 0;
-        if (sl.max_cols * scale + pad < min_slot)
-          fixed += min_slot;
-        else
-          cols += sl.max_cols;
-      }
-      if (cols > 0) scale = std::min(scale, (chip_area.w() - gaps - fixed) / cols - 1e-9);
+  // A slot is at least wide enough for its label, unless the row cannot hold that many.
+  auto min_slot_in = [&](float width) {
+    float m = 2 * f.small->FontSize * 2.6f;
+    for (Residence w : {Residence::Smem, Residence::Regs}) {
+      const auto n = std::count_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.where == w; });
+      if (n > 0) m = std::min(m, (width - slot_gap * float(n - 1)) / float(n));
     }
+    return m;
+  };
+  // The scale at which every slot fits a row `row_h` tall and `width` wide.
+  auto fit_slots = [&](float row_h, float width) {
+    const float min_slot = min_slot_in(width);
+    double sc = 1e9;
+    for (const auto& sl : slots) sc = std::min(sc, double(row_h - label_h - pad) / sl.max_rows);
+    for (Residence w : {Residence::Smem, Residence::Regs})
+      for (int iter = 0; iter < 4; ++iter) {
+        double fixed = 0, cols = 0, gaps = 0;
+        for (const auto& sl : slots) {
+          if (sl.where != w) continue;
+          gaps += gaps > 0 || fixed > 0 || cols > 0 ? slot_gap : 0;
+          if (sl.max_cols * sc + pad < min_slot)
+            fixed += min_slot;
+          else
+            cols += sl.max_cols;
+        }
+        if (cols > 0) sc = std::min(sc, (width - gaps - fixed) / cols - 1e-9);
+      }
+    return sc;
+  };
+  // Two rows of equal height, SRAM above registers. With the kernel's slots, SRAM gets the
+  // height (or, where the chip is wide, the width beside the registers) that draws both at the
+  // largest common scale.
+  const float both_h = std::max(80.0f, chip_area.max.y - y - 2 * row_gap - f.small->FontSize * 2 - 10);
+  float smem_h = both_h * 0.5f, rows_h = smem_h;
+  float regs_x0 = chip_area.min.x, regs_w = chip_area.w();
+  const float smem_y = y + row_gap;
+  float regs_y = smem_y + smem_h + row_gap, regs_title_y = smem_y + smem_h + 4;
+  Rect pipe_area{};
+  double scale = 1e9;
+  if (!pipe.valid) {
+    scale = fit_slots(rows_h, chip_area.w());
+  } else {
+    const float sep = 16;
+    auto bisect = [](float lo, float hi, auto&& first_minus_second) {
+      for (int i = 0; i < 24; ++i) {
+        const float mid = (lo + hi) * 0.5f;
+        (first_minus_second(mid) < 0 ? lo : hi) = mid;
+      }
+      return (lo + hi) * 0.5f;
+    };
+    auto sram = [&](float w, float h) { return pipeline_scale(pipe, Rect{ImVec2(0, 0), ImVec2(w, h)}); };
+    // fit_slots leaves out the slots' padding (the fp32 drawing keeps that as it was): here it counts.
+    auto regs = [&](float h, float w) { return fit_slots(h, w - pad * float(slots.size())); };
+    // Stacked: the SRAM row's height where both rows draw at one scale.
+    const float h_a = std::floor(bisect(40, both_h - 40, [&](float h) { return sram(chip_area.w(), h) - regs(both_h - h, chip_area.w()); }));
+    const double s_a = std::min(sram(chip_area.w(), h_a), regs(both_h - h_a, chip_area.w()));
+    // Side by side: the SRAM's width, the registers beside it, both the full height.
+    const float full_h = both_h + row_gap;
+    const float w_b = std::floor(bisect(60, chip_area.w() - sep - 60, [&](float w) { return sram(w, full_h) - regs(full_h, chip_area.w() - sep - w); }));
+    const double s_b = std::min(sram(w_b, full_h), regs(full_h, chip_area.w() - sep - w_b));
+    if (s_a >= s_b) {
+      scale = s_a;
+      smem_h = h_a;
+      rows_h = both_h - h_a;
+      regs_y = smem_y + smem_h + row_gap;
+      regs_title_y = smem_y + smem_h + 4;
+      pipe_area = {ImVec2(chip_area.min.x, smem_y), ImVec2(chip_area.max.x, smem_y + smem_h)};
+    } else {
+      scale = s_b;
+      pipe_area = {ImVec2(chip_area.min.x, smem_y), ImVec2(chip_area.min.x + w_b, smem_y + full_h)};
+      regs_x0 = pipe_area.max.x + sep;
+      regs_w = chip_area.max.x - regs_x0;
+      regs_y = smem_y;
+      regs_title_y = y;
+      double tallest = 0;
+      for (const auto& sl : slots) tallest = std::max(tallest, double(sl.max_rows));
+      rows_h = std::min(full_h, float(tallest * scale) + label_h + pad + 8);
+    }
+  }
   if (scale > 1e8 || scale <= 0) scale = 1;
-  const float smem_y = y + row_gap, regs_y = smem_y + rows_h + row_gap;
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, "Loaded from HBM (SRAM)");
-  dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, smem_y + rows_h + 4), theme::kTextDim, "Computed on chip (registers)");
-  float x_smem = chip_area.min.x, x_regs = chip_area.min.x;
+  const float min_slot = min_slot_in(regs_w);
+  {
+    const float title_w = (pipe.valid ? pipe_area.w() : chip_area.w()) - 4;
+    const char* smem_title = !pipe.valid ? "Loaded from HBM (SRAM)"
+                             : f.regular->CalcTextSizeA(f.regular->FontSize, 1e9f, 0, "Shared memory (SRAM), as the kernel lays it out").x <= title_w
+                                 ? "Shared memory (SRAM), as the kernel lays it out"
+                                 : f.regular->CalcTextSizeA(f.regular->FontSize, 1e9f, 0, "Shared memory (SRAM)").x <= title_w ? "Shared memory (SRAM)" : "SRAM";
+    dl->AddText(f.regular, f.regular->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim, smem_title);
+    const char* regs_title = f.regular->CalcTextSizeA(f.regular->FontSize, 1e9f, 0, "Computed on chip (registers)").x <= regs_w
+                                 ? "Computed on chip (registers)" : "Registers";
+    dl->AddText(f.regular, f.regular->FontSize, ImVec2(regs_x0, regs_title_y), theme::kTextDim, regs_title);
+  }
+  const PipelineRects prects = pipe.valid ? draw_smem_pipeline(dl, pipe, pview, pipe_area, scale) : PipelineRects{};
+  float x_smem = chip_area.min.x, x_regs = regs_x0;
   for (auto& sl : slots) {
     float& x = sl.where == Residence::Smem ? x_smem : x_regs;
     const float sy = sl.where == Residence::Smem ? smem_y : regs_y;
@@ -256,11 +346,17 @@ void memory_panel(UiState& s) {
     return nullptr;
   };
   const int last_event = tc.done > 0 ? list[std::size_t(tc.done) - 1] : -1;
-  for (const auto& t : tiles)
-    if (const Slot* sl = slot_of(t.tensor, t.where)) draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
+  for (const auto& t : tiles) {
+    if (pipe.valid && t.where == Residence::Smem) continue;
+    const Slot* sl = slot_of(t.tensor, t.where);
+    if (!sl) continue;
+    const Rect card = draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
+    // Each warp holds its rows of S, P̃ and O as mma accumulators.
+    if (pipe.valid && t.rows == pipe.Br) draw_warp_bands(dl, pipe, card, false);
+  }
 
   // Running statistics of the sampled row, next to the registers.
-  float stats_y = regs_y + rows_h + 6;
+  float stats_y = pipe.valid ? smem_y + both_h + row_gap + 6 : regs_y + rows_h + 6;
   for (int k = tc.done - 1; k >= 0; --k) {
     const auto& e = r.trace().events[std::size_t(list[std::size_t(k)])];
     if (!std::isfinite(e.m)) continue;
@@ -296,11 +392,26 @@ void memory_panel(UiState& s) {
       const tr::Tensor chip_t = on_chip_tensor(e, &w);
       const Slot* sl = e.kind == tr::Kind::Load ? slot_of(chip_t, Residence::Smem) : slot_of(chip_t, Residence::Regs);
       if (!sl) sl = slot_of(chip_t, Residence::Smem);
+      // A 16-bit backward adds dQ up in float32 dQacc: what it stores there leaves from the dQ
+      // accumulator in registers, and the pass that rounds dQacc into dQ stores the dQacc tile it loaded.
+      if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQacc) sl = slot_of(tr::Tensor::dQ, Residence::Regs);
+      if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQ) sl = slot_of(tr::Tensor::dQacc, Residence::Smem);
       const HbmItem* it = layout.find(e.tensor);
-      if (sl && it) {
+      // With the kernel's slots, a load lands in its own: Q's, or the stage its tile goes to.
+      const Rect* pslot = nullptr;
+      if (pipe.valid && e.kind == tr::Kind::Load) {
+        if (e.tensor == tr::Tensor::Q) pslot = &prects.q;
+        for (std::size_t st = 0; st < pview.stages.size() && !pslot; ++st)
+          if (pview.stages[st].tile >= 0 && pview.stages[st].key0 == e.row0 &&
+              (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V))
+            pslot = e.tensor == tr::Tensor::K ? &prects.k[st] : &prects.v[st];
+      }
+      if ((sl || pslot) && it) {
         const Rect hr = element_rect(*it->grid, it->rect, e.row0, e.rows, e.col0, e.cols);
         const float w2 = std::max(3.0f, float(e.cols * scale)), h2 = std::max(3.0f, float(e.rows * scale));
-        const ImVec2 sc((sl->rect.min.x + sl->rect.max.x) * 0.5f, sl->rect.min.y + (sl->rect.h() - f.small->FontSize * 2) * 0.5f);
+        const ImVec2 sc = pslot ? ImVec2((pslot->min.x + pslot->max.x) * 0.5f, (pslot->min.y + pslot->max.y) * 0.5f)
+                                : ImVec2((sl->rect.min.x + sl->rect.max.x) * 0.5f,
+                                         sl->rect.min.y + (sl->rect.h() - f.small->FontSize * 2) * 0.5f);
         const Rect cr{ImVec2(sc.x - w2 * 0.5f, sc.y - h2 * 0.5f), ImVec2(sc.x + w2 * 0.5f, sc.y + h2 * 0.5f)};
         const Rect from = e.kind == tr::Kind::Load ? hr : cr, to = e.kind == tr::Kind::Load ? cr : hr;
         const float t = smooth(float(std::clamp(tc.frac, 0.0, 1.0)));
