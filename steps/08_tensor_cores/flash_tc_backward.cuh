@@ -201,14 +201,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // The query tiles this CTA visits. Causal: none before its first key.
   const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
   const int n_tiles = walk.size();
-  auto load_stage = [&](int s, int i0) {  // Q_i, dO_i (cp.async), LSE_i, D_i (plain loads)
+  // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
+  // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
+  auto load_stage = [&](int s, int i0) {
     load_tile<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, gQ, i0, N);
     load_tile<QTile, Cfg::kThreads>(sdO + s * QTile::kElems, gdO, i0, N);
-    cp_async_commit();
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
-      sL[s * BM + i] = tc_lse(p.lse + head, i0 + i, N);
-      sD[s * BM + i] = i0 + i < N ? gDelta[head + i0 + i] : 0.f;
+      const bool valid = i0 + i < N;
+      cp_async_4(sL + s * BM + i, p.lse + head + (valid ? i0 + i : 0), valid);
+      cp_async_4(sD + s * BM + i, gDelta + head + (valid ? i0 + i : 0), valid);
     }
+    cp_async_commit();
   };
   if (n_tiles > 0) load_stage(0, walk.start(0));
 
@@ -218,13 +221,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
-    if (t + 1 < n_tiles) {  // the next stage is under way while this one is computed
-      load_stage(s ^ 1, walk.start(t + 1));
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // the stage (and, the first time, K_j and V_j) has landed for everyone
+    cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
+    __syncthreads();     // for everyone; and everyone is done with stage t − 1 and its dS
+    if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
@@ -275,7 +274,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);
+      float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);
+      lse.x = lse.x == -INFINITY ? INFINITY : lse.x;  // a row that saw no key: P = 0
+      lse.y = lse.y == -INFINITY ? INFINITY : lse.y;
       const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -370,7 +371,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
     }
-    __syncthreads();  // everyone is done with stage s (and dS) before they are refilled
   }
   if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
     walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
@@ -451,13 +451,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float dq[MT][DT][4] = {};
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, j0 = walk.start(t), n_k = min(BN, N - j0);
-    if (t + 1 < n_tiles) {
-      load_kv(s ^ 1, walk.start(t + 1));
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    cp_async_wait<0>();  // tile t has landed for this thread,
+    __syncthreads();     // for everyone; and everyone is done with tile t − 1's stage
+    if (t + 1 < n_tiles) load_kv(s ^ 1, walk.start(t + 1));  // in flight while t is computed
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, n_k, 0, D, n_k * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, n_k, 0, D, n_k * D * kE);
     const E* sKs = sK + s * KVTile::kElems;
@@ -535,7 +531,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       }
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
-    __syncthreads();  // everyone is done with stage s before it is refilled
   }
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
     walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });

@@ -172,21 +172,20 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     const int j0 = walk.start(t);
     const int stage = Cfg::kStages == 2 ? t & 1 : 0;
     if constexpr (Cfg::kStages == 2) {
-      if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
+      cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
+      __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
+      if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
         load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
         load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
         cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
       }
     } else {  // one stage: load tile t, then compute it
       load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, N);
       load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, N);
       cp_async_commit();
       cp_async_wait<0>();
+      __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
     }
-    __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
     const E* sKt = k_tile(stage);
@@ -336,7 +335,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       }
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
-    __syncthreads();  // every warp is done with this stage before it is refilled
+    // One stage: every warp is done with it before it is refilled. (Two: the barrier at the
+    // top of the next tile says so, before the prefetch that refills it.)
+    if constexpr (Cfg::kStages == 1) __syncthreads();
   }
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
     walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });

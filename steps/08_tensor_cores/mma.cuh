@@ -88,6 +88,13 @@ __device__ __forceinline__ std::uint32_t smem_address(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 4 bytes global → shared without passing through registers, zero-filled when !valid (the address
+// must still be a valid one). Commit and wait as for 16-byte copies (common/cuda_utils.cuh).
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address(smem)), "l"(gmem),
+               "r"(valid ? 4 : 0));
+}
+
 // Four 8×8 matrices; this lane gives the address of one row of one of them (see above).
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
