@@ -311,17 +311,21 @@ def density_table(rows, all_rows):
 
 def fwdbwd_table(rows):
     """Forward + backward time (ms) by N (rows) and step (columns), one table per causal and
-    dropout setting, with step 05's speed-up over the materialising baseline."""
+    dropout setting, with one speed-up: step 05's over the materialising baseline, or step 08's
+    fa2 over FlashAttention-2 (torch_flash), when the table has that pair."""
     out = []
     both = [r for r in with_fwdbwd(rows) if r["pass"] == "fwdbwd"]
     for c, p in groups(both, "causal", "dropout"):
         sub = {(r["step"], int(r["N"]), int(r["B"]), int(r["H"])): float(r["median_ms"])
                for r in both if (r["causal"], r["dropout"]) == (c, p)}
         steps = sorted({k[0] for k in sub}, key=step_key)
-        base = "01_naive" if "01_naive" in steps else "torch_math"
-        fast = "05_recompute_backward/atomic"
+        if "08_tensor_cores/fa2" in steps and "torch_flash" in steps:
+            base, fast, label = "torch_flash", "08_tensor_cores/fa2", "torch_flash / 08 fa2"
+        else:
+            base = "01_naive" if "01_naive" in steps else "torch_math"
+            fast, label = "05_recompute_backward/atomic", f"{base} / 05 atomic"
         out.append(f"**forward + backward, {'causal' if c == '1' else 'not causal'}, dropout {p}** — ms\n")
-        out.append("| N | B×H | " + " | ".join(steps) + f" | {base} / 05 atomic |")
+        out.append("| N | B×H | " + " | ".join(steps) + f" | {label} |")
         out.append("|---:|---:|" + "---:|" * (len(steps) + 1))
         for N, B, H in sorted({k[1:] for k in sub}):
             cells = [f"{sub[(s, N, B, H)]:.2f}" if (s, N, B, H) in sub else "" for s in steps]
