@@ -74,6 +74,11 @@ READING = {
          "tiles into shared memory (cp.async) and fragments out of it (ldmatrix)"),
         ("steps/08_tensor_cores/forward_configs.cuh", ["Fa2", "tc_forward_dispatch"],
          "the ladder's variants and fa2's tiles per head dimension"),
+        ("steps/08_tensor_cores/flash_tc_backward.cuh", ["tc_dkdv_kernel"],
+         "the backward's main kernel: Sᵀ and dPᵀ per warp's keys, Pᵀ and dSᵀ fed to dV and dK from the accumulators, dQ by atomics"),
+        ("steps/08_tensor_cores/flash_tc_backward.cuh", ["tc_prob", "tc_dq_kernel"],
+         "P recomputed as the forward rounded it; the deterministic dQ in the forward's orientation"),
+        ("steps/08_tensor_cores/tc_dropout.cuh", ["TcDropout"], "step 05's dropout mask in the mma layouts"),
     ],
     "06_block_sparse": [
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
@@ -113,6 +118,9 @@ DIFFS = {
         ("step 04's fa2 kernel → step 08's tensor-core kernel",
          [("steps/04_online_softmax/flash2_forward.cuh", "flash2_forward_kernel")],
          [("steps/08_tensor_cores/flash_tc_forward.cuh", "tc_forward_kernel")]),
+        ("step 05's dQ kernel → step 08's (the deterministic dQ on tensor cores)",
+         [("steps/05_recompute_backward/backward.cuh", "bwd_dq_kernel")],
+         [("steps/08_tensor_cores/flash_tc_backward.cuh", "tc_dq_kernel")]),
     ],
     "06_block_sparse": [
         ("the forward: step 05's launch → step 06's (the walk is the difference)",
