@@ -215,7 +215,7 @@ TEST_CASE("16-bit dropout drops exactly the entries step 05's fp32 kernels drop"
   }
 }
 
-TEST_CASE("16-bit deterministic backward is bit-identical over repeats; atomic dQ stays within tolerance",
+TEST_CASE("16-bit deterministic backward is bit-identical over repeats, atomic dQ stays within tolerance",
           "[gpu][tc][determinism]") {
   const DType dtype = GENERATE(DType::bf16, DType::fp16);
   const bool causal = GENERATE(false, true);
