@@ -37,7 +37,7 @@ TEST_CASE("every step's IO model is wired into the table of steps", "[io]") {
   }
 }
 
-TEST_CASE("fused forward: 3Nd + N² read, N² + Nd + N written (no S); backward drops dP and D", "[io]") {
+TEST_CASE("fused forward: 3Nd + N² read, N² + Nd + N written (no S), and the backward drops dP and D", "[io]") {
   // N = 2, d = 3: reads Q, K (12) + P (4) + V (6) = 22 floats; writes P (4) + O (6) + LSE (2) = 12.
   const fs::IoCount f = fs::io_fused_forward({1, 1, 2, 3});
   REQUIRE(f.read_bytes == 22 * 4);
@@ -65,7 +65,7 @@ TEST_CASE("FlashAttention-2 order: Q once, each needed K/V tile once per query t
   REQUIRE(fs::io_flash2_forward(s, true, 2, 2).write_bytes == 25 * 4);
 }
 
-TEST_CASE("Algorithm 1: K, V once; Q, O, l, m read and O, l, m written for every (i, j)", "[io]") {
+TEST_CASE("Algorithm 1: K, V once, and Q, O, l, m read and O, l, m written for every (i, j)", "[io]") {
   const fs::Shape s{1, 1, 5, 4};
   // Non-causal: 3 key tiles × 5 query rows = 15 row visits.
   //   reads  K, V (40) + 15·(Q, O: 8 + l, m: 2) + finalize m, l (10) = 200

@@ -164,7 +164,7 @@ TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[
   REQUIRE(bad == "frobnicate");
 }
 
-TEST_CASE("the wheel zooms the timeline at the cursor; dragging pans it", "[viz][ui][timeline]") {
+TEST_CASE("the wheel zooms the timeline at the cursor, dragging pans it", "[viz][ui][timeline]") {
   Headless h;
   App app;
   with_flash(app);
@@ -194,7 +194,7 @@ TEST_CASE("the wheel zooms the timeline at the cursor; dragging pans it", "[viz]
   REQUIRE(v.span() == Approx(zoomed.span()));
 }
 
-TEST_CASE("right-drag selects a range of the timeline; Escape clears it", "[viz][ui][timeline]") {
+TEST_CASE("right-drag selects a range of the timeline, Escape clears it", "[viz][ui][timeline]") {
   Headless h;
   App app;
   with_flash(app);
