@@ -157,7 +157,7 @@ TEST_CASE("SMYRF with one cluster of every key is dense attention, forward and b
   }
 }
 
-TEST_CASE("one SMYRF round is dense attention restricted to the clusters; rounds merge by the LSE rule",
+TEST_CASE("one SMYRF round is dense attention restricted to the clusters, and rounds merge by the LSE rule",
           "[smyrf]") {
   const int N = GENERATE(64, 77);
   const Shape s{1, 2, N, 16};
