@@ -9,6 +9,7 @@
 #include "common/block_mask.hpp"
 #include "common/cli_numbers.hpp"
 #include "common/errors.hpp"
+#include "common/smyrf.hpp"
 
 namespace fs {
 
@@ -77,6 +78,23 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
         ->transform(decimal<long long>());
   }
 
+  long long hashes = kSmyrfDefault.hashes, cluster = kSmyrfDefault.q_cluster, q_cluster = kSmyrfDefault.q_cluster,
+            k_cluster = kSmyrfDefault.k_cluster;
+  float lsh_r = kSmyrfDefault.r;
+  if (step.clustered) {
+    app.add_option("--hashes", hashes, "SMYRF rounds of hashing, merged by the LSE rule (1-16)")
+        ->transform(decimal<long long>())
+        ->capture_default_str();
+    app.add_option("--cluster", cluster, "queries and keys per cluster")->transform(decimal<long long>())->capture_default_str();
+    app.add_option("--q-cluster", q_cluster, "queries per cluster (instead of --cluster)")->transform(decimal<long long>());
+    app.add_option("--k-cluster", k_cluster,
+                   "keys per cluster (instead of --cluster): the keys whose ranks are centred on the cluster's queries'")
+        ->transform(decimal<long long>());
+    app.add_option("--r", lsh_r, "E2LSH width: the offset beta ~ U(0, r) (shifts every hash of a round alike)")
+        ->transform(decimal_real())
+        ->capture_default_str();
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -127,6 +145,16 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);
   o.dtype = *parse_dtype(dtype);
+  if (step.clustered) {
+    if (app.count("--cluster") && (app.count("--q-cluster") || app.count("--k-cluster")))
+      throw InputError("--cluster sets both cluster sizes: give it or --q-cluster/--k-cluster, not both");
+    const bool split = app.count("--q-cluster") || app.count("--k-cluster");
+    o.smyrf.hashes = positive("--hashes", hashes, kMaxInt);
+    o.smyrf.q_cluster = positive(split ? "--q-cluster" : "--cluster", split ? q_cluster : cluster, kMaxInt);
+    o.smyrf.k_cluster = positive(split ? "--k-cluster" : "--cluster", split ? k_cluster : cluster, kMaxInt);
+    o.smyrf.r = lsh_r;
+    o.smyrf_given = app.count("--hashes") || app.count("--cluster") || split;
+  }
   return o;
 }
 

@@ -4,7 +4,7 @@
 //   (--backward only where a step has a backward pass; --variant where a step holds several
 //   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
-//   step is block-sparse)
+//   step is block-sparse; --hashes --cluster --q-cluster --k-cluster --r where a step is clustered)
 #pragma once
 
 #include <cstdint>
@@ -37,12 +37,21 @@ struct Options {
   std::string mask_path;
   int block = 0;  // 0: the step's default (StepInfo::mask_block)
   std::string load_dir, save_dir, csv_path;
+  // Clustered steps (SMYRF, step 07): --hashes, --cluster (or --q-cluster, --k-cluster), --r;
+  // --seed draws the projections too. Off (hashes 0) for the other steps.
+  SmyrfParams smyrf;
+  bool smyrf_given = false;        // one of those options was given (else --load's clusters.npy may say)
   std::string trace_path;          // --trace FILE: record a traced run (common/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
 
 
   float effective_scale() const { return scale ? *scale : default_scale(shape.d); }
   Dropout effective_dropout() const { return {dropout, seed}; }
+  SmyrfParams effective_smyrf() const {
+    SmyrfParams p = smyrf;
+    p.seed = seed;
+    return p;
+  }
 };
 
 // Parses and validates argv for `step`'s program. Returns std::nullopt when --help was

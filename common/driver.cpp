@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <sstream>
 
 #include "common/errors.hpp"
@@ -21,12 +22,13 @@ bool CaseReport::pass() const {
 
 namespace {
 
-void require_fits(const StepInfo& step, const Shape& s, bool backward, DType dtype, const DeviceInfo& dev) {
-  const std::size_t need = device_bytes_needed(step, s, backward, dtype);
+void require_fits(const StepInfo& step, const Shape& s, const PassSettings& settings, bool backward,
+                  const DeviceInfo& dev) {
+  const std::size_t need = device_bytes_needed(step, s, settings, backward);
   // Leave room for the L2 flush buffer and the CUDA context's own allocations.
   const std::size_t slack = 2 * dev.l2_bytes + (std::size_t(256) << 20);
   if (need + slack <= dev.free_bytes) return;
-  const std::size_t ws = step.fwd_workspace(s) + (backward ? step.bwd_workspace(s) : 0);
+  const std::size_t ws = step.fwd_workspace(s, settings) + (backward ? step.bwd_workspace(s, settings) : 0);
   std::ostringstream msg;
   msg << "step " << step.id << " needs " << format_bytes(double(need)) << " of GPU memory for B=" << s.B
       << " H=" << s.H << " N=" << s.N << " d=" << s.d;
@@ -42,17 +44,20 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   const StepInfo& step = plan.step();
   const Options& opt = plan.options();
   const Shape& s = problem.shape;
-  require_fits(step, s, opt.backward, opt.dtype, dev);
   const PassSettings settings = plan.settings();
+  require_fits(step, s, settings, opt.backward, dev);
   BlockMaskView view;
   if (const BlockMask* mask = plan.mask()) view = {mask->dense.data(), mask->block_r, mask->block_c, mask->Tc};
-  const AttnOptions attn{settings.scale, settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
-                         settings.dtype};
 
   memory::reset_peak();
   DeviceRun run(step, problem, settings, opt.backward);
   run.forward();
   run.sync();
+  // A clustered step is checked against the attention of the clusters it used.
+  std::optional<SmyrfClusters> clusters;
+  if (step.clustered) clusters = run.clusters();
+  const AttnOptions attn{settings.scale,  settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
+                         settings.dtype, clusters ? &*clusters : nullptr};
   PassReport fwd;
   fwd.pass = "fwd";
   fwd.io = plan.io("fwd");
@@ -73,6 +78,10 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     const auto o = run.o(), lse = run.lse();
     fwd.check = verify_forward(s, attn, problem.q.data(), problem.k.data(), problem.v.data(),
                                o.data(), lse.data(), opt.seed);
+    // Clusters hashed on the GPU: a sort of the fp64 hashes? (Given ones were checked when read.)
+    if (clusters && !settings.clusters)
+      fwd.check->tensors.push_back(
+          judge_orders(smyrf_check_orders(s, problem.q.data(), problem.k.data(), settings.smyrf, *clusters)));
     if (opt.backward) {
       const auto dq = run.dq(), dk = run.dk(), dv = run.dv();
       bwd.check = verify_backward(s, attn, problem.q.data(), problem.k.data(), problem.v.data(),
@@ -92,6 +101,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
       write_npy_as(opt.save_dir + "/dv.npy", opt.dtype, run.dv().data(), t);
     }
     if (plan.mask()) write_block_mask(opt.save_dir + "/mask.npy", *plan.mask());
+    if (clusters) write_smyrf_clusters(opt.save_dir, s, *clusters);
   }
 
   if (opt.bench) {
@@ -128,7 +138,7 @@ ResultRow result_row(const RunPlan& plan, const PassReport& pass, const DeviceIn
   row.d = opt.shape.d;
   row.causal = opt.causal;
   row.dropout = opt.dropout;
-  if (plan.mask()) {
+  if (!plan.mask_label().empty()) {
     row.mask = plan.mask_label();
     row.density = pass.density;
   }
@@ -169,6 +179,17 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     std::cout << "  " << problem.rounded << " input values were not " << dtype_name(opt.dtype)
               << " numbers: each was rounded to the nearest one\n";
   if (plan.mask()) std::cout << "  block mask " << plan.mask_label() << ": " << describe(*plan.mask()) << "\n";
+  if (step.clustered) {
+    const SmyrfParams& c = plan.settings().smyrf;
+    std::cout << "  SMYRF: " << c.hashes << (c.hashes == 1 ? " round" : " rounds") << " of clusters of " << c.q_cluster
+              << " queries × " << c.k_cluster << " keys, ";
+    if (plan.given_clusters())
+      std::cout << "the clusters saved in " << opt.load_dir;
+    else
+      std::cout << "hashed on the GPU (r = " << c.r << ", seed " << c.seed << ")";
+    std::cout << "; " << std::setprecision(3) << 100 * plan.density() << std::defaultfloat
+              << "% of the scores computed\n";
+  }
 
   const CaseReport report = run_case(plan, problem, dev);
   for (const auto& p : report.passes) {

@@ -27,9 +27,9 @@
 
 namespace fs {
 
-template <int D, int BC, int R = 1, int DC = (D > 64 ? 64 : D)>
+template <int D, int BC, int R = 1, int DC = (D > 64 ? 64 : D), int Threads = 128>
 struct RowTile {
-  static constexpr int kThreads = 128;
+  static constexpr int kThreads = Threads;
   static constexpr int kSplit = D / DC;                 // threads sharing a group of rows
   static constexpr int kRows = R;                       // rows per thread group
   static constexpr int kDC = DC;                        // q, o columns held by one thread
@@ -38,6 +38,7 @@ struct RowTile {
   static constexpr int kTileFloats = BC * D;            // one K or V tile in shared memory
   static_assert(D % DC == 0 && DC % 4 == 0, "rows move in 16-byte pieces");
   static_assert((kSplit & (kSplit - 1)) == 0 && kSplit <= 8, "the row's threads are 1-8 adjacent lanes");
+  static_assert(kThreads % 32 == 0, "whole warps: the row's threads add their sums with full-warp shuffles");
 
   // The first of this thread's R query rows, and which DC columns of them it holds.
   static __device__ int first_row(int row0) { return row0 + static_cast<int>(threadIdx.x) / kSplit * R; }

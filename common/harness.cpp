@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <utility>
 
 #include "common/errors.hpp"
@@ -81,10 +82,10 @@ HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
   return p;
 }
 
-std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward, DType dtype) {
-  const std::size_t t = s.elems() * dtype_bytes(dtype), row = s.rows() * sizeof(float);
-  std::size_t bytes = 4 * t + row + step.fwd_workspace(s);  // q k v o, lse
-  if (backward) bytes += 4 * t + step.bwd_workspace(s);     // dO dq dk dv
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, const PassSettings& settings, bool backward) {
+  const std::size_t t = s.elems() * dtype_bytes(settings.dtype), row = s.rows() * sizeof(float);
+  std::size_t bytes = 4 * t + row + step.fwd_workspace(s, settings);  // q k v o, lse
+  if (backward) bytes += 4 * t + step.bwd_workspace(s, settings);     // dO dq dk dv
   return bytes;
 }
 
@@ -113,6 +114,14 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
     upload(row_idx_, l.row_idx);
     sparse_ = {mask.block_r, mask.block_c, mask.Tr, mask.Tc, row_ptr_.get(), col_idx_.get(), col_ptr_.get(), row_idx_.get()};
   }
+  if (settings.clusters) {  // given clusters (--load), once, for every pass
+    const SmyrfClusters& c = *settings.clusters;
+    given_orders_ = DeviceBuffer<std::int32_t>(c.q_order.size() + c.k_order.size());
+    FS_CUDA_CHECK(cudaMemcpy(given_orders_.get(), c.q_order.data(), c.q_order.size() * sizeof(std::int32_t),
+                             cudaMemcpyHostToDevice));
+    FS_CUDA_CHECK(cudaMemcpy(given_orders_.get() + c.q_order.size(), c.k_order.data(),
+                             c.k_order.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+  }
   const std::size_t n = shape_.elems();
   {
     FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
@@ -121,7 +130,7 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
     v_ = DeviceTensor(n, settings.dtype);
     o_ = DeviceTensor(n, settings.dtype);
     lse_ = DeviceBuffer<float>(shape_.rows());
-    fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace(shape_));
+    fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace(shape_, settings));
   }
   names_.add(q_.get(), q_.bytes(), "Q");
   names_.add(k_.get(), k_.bytes(), "K");
@@ -155,6 +164,8 @@ FwdParams DeviceRun::fwd_params() const {
   p.variant = settings_.variant;
   p.dropout = settings_.dropout;
   p.sparse = sparse_;
+  p.smyrf = settings_.smyrf;
+  p.smyrf_orders = given_orders_.get();
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
   p.trace = trace_;
@@ -179,6 +190,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.variant = settings_.variant;
   p.dropout = settings_.dropout;
   p.sparse = sparse_;
+  p.smyrf = settings_.smyrf;
   p.fwd_workspace = fwd_ws_.get();
   p.workspace = bwd_ws_.get();
   p.stream = stream_;
@@ -206,7 +218,7 @@ void DeviceRun::backward() {
       dq_ = DeviceTensor(n, settings_.dtype);
       dk_ = DeviceTensor(n, settings_.dtype);
       dv_ = DeviceTensor(n, settings_.dtype);
-      bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace(shape_));
+      bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace(shape_, settings_));
     }
     names_.add(dout_.get(), dout_.bytes(), "dO");
     names_.add(dq_.get(), dq_.bytes(), "dQ");
@@ -234,6 +246,23 @@ void DeviceRun::sync() const {
 std::vector<float> DeviceRun::to_host(const DeviceTensor& t, const char* what) {
   FS_NVTX_RANGE(what);
   return t.download();
+}
+
+SmyrfClusters DeviceRun::clusters() const {
+  FS_NVTX_RANGE("download the clusters");
+  if (!step_.cluster_orders) throw std::logic_error("step " + step_.id + " has no clusters");
+  SmyrfClusters c;
+  c.hashes = settings_.smyrf.hashes;
+  c.N = shape_.N;
+  c.heads = shape_.heads();
+  c.geo = smyrf_geometry(shape_.N, settings_.smyrf);
+  const std::size_t n = std::size_t(c.heads) * c.hashes * c.N;
+  c.q_order.resize(n);
+  c.k_order.resize(n);
+  const std::int32_t* orders = step_.cluster_orders(fwd_ws_.get(), shape_, settings_);
+  FS_CUDA_CHECK(cudaMemcpy(c.q_order.data(), orders, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  FS_CUDA_CHECK(cudaMemcpy(c.k_order.data(), orders + n, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  return c;
 }
 
 std::vector<float> DeviceRun::lse() const {

@@ -11,6 +11,7 @@
 #include "common/buffer.hpp"
 #include "common/problem.hpp"
 #include "common/recorder/nvtx.hpp"
+#include "common/smyrf.hpp"
 
 namespace fs {
 
@@ -42,7 +43,7 @@ BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* 
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass);
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
-std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, bool backward, DType dtype = DType::fp32);
+std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, const PassSettings& settings, bool backward);
 
 // The device side of one problem. Construct, then forward() (and backward()). The backward's
 // buffers are allocated at the first backward(), so memory::peak_bytes() after a forward is
@@ -69,6 +70,8 @@ class DeviceRun {
   std::vector<float> dq() const { return to_host(dq_, "download dQ"); }
   std::vector<float> dk() const { return to_host(dk_, "download dK"); }
   std::vector<float> dv() const { return to_host(dv_, "download dV"); }
+  // Clustered steps, after a forward: the clusters it used (StepInfo::cluster_orders).
+  SmyrfClusters clusters() const;
 
  private:
   static std::vector<float> to_host(const DeviceTensor& t, const char* what);
@@ -83,6 +86,7 @@ class DeviceRun {
   DeviceTensor dout_, dq_, dk_, dv_;
   DeviceBuffer<unsigned char> fwd_ws_, bwd_ws_;
   DeviceBuffer<int> row_ptr_, col_idx_, col_ptr_, row_idx_;  // block-sparse steps: the mask's lists
+  DeviceBuffer<std::int32_t> given_orders_;  // clustered steps with given clusters: q orders, then k orders
   BlockSparse sparse_;
   nvtx::NamedBuffers names_;  // after the buffers: unregistered before they are freed
   trace::DeviceSink* trace_ = nullptr;

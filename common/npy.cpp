@@ -252,4 +252,8 @@ void write_npy_u8(const std::string& path, const std::uint8_t* data, const std::
   write_any(path, "|u1", 1, data, shape);
 }
 
+void write_npy_i32(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape) {
+  write_any(path, "<i4", sizeof(std::int32_t), data, shape);
+}
+
 }  // namespace fs

@@ -53,6 +53,8 @@ NpyRaw read_npy_raw(const std::string& path, const std::vector<std::string>& acc
 
 // write_npy for uint8 (dtype |u1): all of the file or none of it.
 void write_npy_u8(const std::string& path, const std::uint8_t* data, const std::vector<std::int64_t>& shape);
+// ... and for int32 (dtype <i4).
+void write_npy_i32(const std::string& path, const std::int32_t* data, const std::vector<std::int64_t>& shape);
 
 std::string shape_string(const std::vector<std::int64_t>& shape);  // "(2, 4, 128, 64)"
 

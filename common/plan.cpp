@@ -66,8 +66,35 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
       throw InputError("the block mask keeps no block" + std::string(opt.causal ? " on or below the diagonal" : "") +
                        ": every query would attend to no key");
   }
-  const PassSettings checked{opt.effective_scale(), opt.causal, opt.variant, opt.effective_dropout(),
-                             !step.block_sparse ? nullptr : mask_ ? &*mask_ : &grid, opt.dtype};
+  if (!opt.trace_path.empty() && !step.traceable) throw InputError(who + " records no trace (--trace) yet");
+  if (step.clustered) {
+    if (!opt.load_dir.empty() && has_smyrf_clusters(opt.load_dir)) {
+      clusters_ = read_smyrf_clusters(opt.load_dir, s);
+      const SmyrfParams& given = opt.smyrf;
+      const SmyrfGeometry& g = clusters_->geo;
+      if (opt.smyrf_given && (given.hashes != clusters_->hashes || given.q_cluster != g.q_cluster ||
+                              given.k_cluster != g.k_cluster))
+        throw InputError("--load " + opt.load_dir + ": its clusters are " + std::to_string(clusters_->hashes) +
+                         " rounds of " + std::to_string(g.q_cluster) + " queries × " + std::to_string(g.k_cluster) +
+                         " keys, the options ask for " + std::to_string(given.hashes) + " of " +
+                         std::to_string(given.q_cluster) + " × " + std::to_string(given.k_cluster) +
+                         " (leave them out to use the files')");
+      opt_.smyrf.hashes = clusters_->hashes;
+      opt_.smyrf.q_cluster = g.q_cluster;
+      opt_.smyrf.k_cluster = g.k_cluster;
+    }
+    if (std::string why = smyrf_params_error(s, opt_.smyrf); !why.empty()) throw InputError(who + ": " + why);
+    // The clusters' orders: two int32 arrays of (B·H, hashes, N) on the host.
+    require_host_memory(std::uint64_t(s.rows()) * std::uint64_t(opt_.smyrf.hashes) * 8, "the SMYRF clusters");
+  }
+  const PassSettings checked{opt.effective_scale(),
+                             opt.causal,
+                             opt.variant,
+                             opt.effective_dropout(),
+                             !step.block_sparse ? nullptr : mask_ ? &*mask_ : &grid,
+                             opt.dtype,
+                             opt_.effective_smyrf(),
+                             given_clusters()};
   if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
 }
 
@@ -78,10 +105,23 @@ const BlockMask* RunPlan::mask() const {
 }
 
 PassSettings RunPlan::settings() const {
-  return {opt_.effective_scale(), opt_.causal, opt_.variant, opt_.effective_dropout(), mask(), opt_.dtype};
+  return {opt_.effective_scale(), opt_.causal,  opt_.variant,           opt_.effective_dropout(),
+          mask(),                 opt_.dtype,   opt_.effective_smyrf(), given_clusters()};
+}
+
+double RunPlan::density() const {
+  if (mask()) return mask()->density();
+  if (!step_->clustered) return 1.0;
+  // Every round, each cluster's queries × its keys, of the N × N scores.
+  const SmyrfGeometry g = smyrf_geometry(opt_.shape.N, opt_.smyrf);
+  double computed = 0;
+  for (int c = 0; c < g.clusters(); ++c)
+    computed += double(g.query_end(c) - g.query_begin(c)) * double(g.key_end(c) - g.key_begin(c));
+  return opt_.smyrf.hashes * computed / (double(opt_.shape.N) * opt_.shape.N);
 }
 
 std::string RunPlan::mask_label() const {
+  if (step_->clustered) return "smyrf:" + smyrf_spec(opt_.smyrf);  // "smyrf:8x32": rounds × cluster size
   if (!step_->block_sparse) return {};
   return opt_.mask_path.empty() ? opt_.pattern : std::filesystem::path(opt_.mask_path).filename().string();
 }

@@ -18,6 +18,7 @@
 #include "common/block_mask.hpp"
 #include "common/cli.hpp"
 #include "common/problem.hpp"
+#include "common/smyrf.hpp"
 
 namespace fs {
 
@@ -39,6 +40,10 @@ class RunPlan {
   //             mask that keeps no block (with --causal: none on or below the diagonal).
   //             StepInfo::refusal sees a --pattern's grid with no block filled in: a step's
   //             check must judge the grid, not which blocks are on (step 06's does).
+  //   clusters  clustered steps: the SMYRF parameters; with --load, a DIR holding q_order.npy,
+  //             k_order.npy and clusters.npy gives the clusters (read and kept), whose rounds
+  //             and cluster sizes must agree with --hashes and --cluster where those are given
+  //   trace     --trace for a step that records none
   RunPlan(const StepInfo& step, const Options& opt);
 
   const StepInfo& step() const { return *step_; }
@@ -48,7 +53,10 @@ class RunPlan {
   PassSettings settings() const;
   // Block-sparse steps: the mask, built from --pattern at the first call; null for other steps.
   const BlockMask* mask() const;
-  double density() const { return mask() ? mask()->density() : 1.0; }  // fraction of blocks computed
+  // Clustered steps with --load's clusters: those; else null (the step hashes on the GPU).
+  const SmyrfClusters* given_clusters() const { return clusters_ ? &*clusters_ : nullptr; }
+  // The fraction of the N × N scores a pass computes: the mask's blocks, SMYRF's clusters.
+  double density() const;
   // What the results and the output call the run: "04_online_softmax/fa2"; the mask's pattern
   // spec or file name (empty for steps without one).
   std::string label() const { return step_->label(opt_.variant); }
@@ -60,6 +68,7 @@ class RunPlan {
   const StepInfo* step_;
   Options opt_;
   mutable std::optional<BlockMask> mask_;  // --mask: read by the checks; --pattern: on demand
+  std::optional<SmyrfClusters> clusters_;   // --load's clusters
 };
 
 }  // namespace fs

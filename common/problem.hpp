@@ -64,6 +64,18 @@ struct BlockSparse {
   bool on() const { return row_ptr != nullptr; }
 };
 
+// SMYRF's clustering (step 07; common/smyrf.hpp): `hashes` rounds of asymmetric LSH, each
+// sorting the queries and the keys by their hash and cutting the orders into balanced clusters;
+// a query attends only to its cluster's keys, and the rounds are merged by the LSE rule.
+struct SmyrfParams {
+  int hashes = 0;          // rounds; 0: no clustering (dense attention)
+  int q_cluster = 64;      // queries per cluster
+  int k_cluster = 64;      // keys per cluster
+  float r = 1.f;           // E2LSH width: β ~ U(0, r)
+  std::uint64_t seed = 0;  // draws the projections α and β
+  bool on() const { return hashes > 0; }
+};
+
 // HBM traffic of one pass, as a step's IO model counts it.
 struct IoCount {
   std::int64_t read_bytes = 0;
@@ -91,7 +103,11 @@ struct FwdParams {
   int variant = 0;              // index into StepInfo::variants
   Dropout dropout;              // steps with StepInfo::dropout only
   BlockSparse sparse;           // steps with StepInfo::block_sparse only; off: dense
-  void* workspace = nullptr;    // StepInfo::fwd_workspace_bytes(shape) bytes; kept for the backward
+  SmyrfParams smyrf;            // steps with StepInfo::clustered only
+  // Clustered steps: the clusters to use instead of hashing (--load), on the device: the query
+  // orders (B·H, hashes, N), then the key orders likewise; null: the step hashes and sorts.
+  const std::int32_t* smyrf_orders = nullptr;
+  void* workspace = nullptr;    // StepInfo::fwd_workspace_bytes(shape, settings) bytes; kept for the backward
   cudaStream_t stream = nullptr;
   // Tracing (common/recorder/launch.cuh): null runs the plain kernels; set, the launcher runs
   // their traced instantiations and the sink collects what each CTA recorded.
@@ -116,27 +132,33 @@ struct BwdParams {
   int variant = 0;
   Dropout dropout;              // as the forward's: the same mask is regenerated
   BlockSparse sparse;           // as the forward's
+  SmyrfParams smyrf;            // as the forward's (its clusters are in fwd_workspace)
   const void* fwd_workspace = nullptr;  // what the forward left there (step 01: S and P)
-  void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape) bytes
+  void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape, settings) bytes
   cudaStream_t stream = nullptr;
   trace::DeviceSink* trace = nullptr;   // as FwdParams::trace
 };
 
-struct BlockMask;   // common/block_mask.hpp
+struct BlockMask;      // common/block_mask.hpp
+struct SmyrfClusters;  // common/smyrf.hpp
 
 // How a run passes over its problem, beside the shape: decided once per run (RunPlan,
 // common/plan.hpp) and handed to the step's support check and IO model, the timed run and the
 // traced run.
 struct PassSettings {
   PassSettings(float scale_ = 0.f, bool causal_ = false, int variant_ = 0, Dropout dropout_ = {},
-               const BlockMask* mask_ = nullptr, DType dtype_ = DType::fp32)
-      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_), dtype(dtype_) {}
+               const BlockMask* mask_ = nullptr, DType dtype_ = DType::fp32, SmyrfParams smyrf_ = {},
+               const SmyrfClusters* clusters_ = nullptr)
+      : scale(scale_), causal(causal_), variant(variant_), dropout(dropout_), mask(mask_), dtype(dtype_),
+        smyrf(smyrf_), clusters(clusters_) {}
   float scale = 0.f;
   bool causal = false;
   int variant = 0;                  // index into StepInfo::variants
   Dropout dropout;                  // steps with StepInfo::dropout
   const BlockMask* mask = nullptr;  // block-sparse steps; null: every block (must outlive the run)
   DType dtype = DType::fp32;        // of the tensors (StepInfo::dtypes)
+  SmyrfParams smyrf;                // clustered steps: the clustering
+  const SmyrfClusters* clusters = nullptr;  // clustered steps: clusters given (--load); null: hashed on the GPU
 };
 
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
@@ -147,8 +169,9 @@ struct StepInfo {
   std::vector<std::string> variants;  // kernels the step holds; variant 0 is the default
   void (*forward)(const FwdParams&) = nullptr;
   void (*backward)(const BwdParams&) = nullptr;  // nullptr: the step has no backward
-  std::size_t (*fwd_workspace_bytes)(const Shape&) = nullptr;  // device memory beyond inputs, outputs
-  std::size_t (*bwd_workspace_bytes)(const Shape&) = nullptr;
+  // Device memory beyond inputs and outputs.
+  std::size_t (*fwd_workspace_bytes)(const Shape&, const PassSettings&) = nullptr;
+  std::size_t (*bwd_workspace_bytes)(const Shape&, const PassSettings&) = nullptr;
   // Empty when the step's kernels run this shape with these settings (on the GPU of this
   // machine, or an H200's shared memory without one); otherwise why not, in one line.
   std::string (*unsupported)(const Shape&, const PassSettings&) = nullptr;
@@ -164,11 +187,22 @@ struct StepInfo {
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
   // order the adds land in, so repeats are not bit-identical.
   std::vector<std::string> order_dependent;
+  // Clustered steps (SMYRF, step 07): approximate attention inside the clusters of
+  // PassSettings::smyrf, checked against the reference of those clusters. The hook finds, in
+  // the forward's workspace, the clusters the pass used: the query orders (B·H, hashes, N), then
+  // the key orders (device memory).
+  bool clustered = false;
+  const std::int32_t* (*cluster_orders)(const void* fwd_workspace, const Shape&, const PassSettings&) = nullptr;
+  bool traceable = true;  // --trace records its kernels' tile events
 
   // "04_online_softmax/fa2"; the id alone for a step of one kernel.
   std::string label(int variant) const { return variants.size() > 1 ? id + "/" + variants[variant] : id; }
-  std::size_t fwd_workspace(const Shape& s) const { return fwd_workspace_bytes ? fwd_workspace_bytes(s) : 0; }
-  std::size_t bwd_workspace(const Shape& s) const { return bwd_workspace_bytes ? bwd_workspace_bytes(s) : 0; }
+  std::size_t fwd_workspace(const Shape& s, const PassSettings& settings) const {
+    return fwd_workspace_bytes ? fwd_workspace_bytes(s, settings) : 0;
+  }
+  std::size_t bwd_workspace(const Shape& s, const PassSettings& settings) const {
+    return bwd_workspace_bytes ? bwd_workspace_bytes(s, settings) : 0;
+  }
   std::string refusal(const Shape& s, const PassSettings& settings) const {
     return unsupported ? unsupported(s, settings) : std::string();
   }

@@ -1,11 +1,13 @@
 #include "common/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "common/parallel.hpp"
 #include "common/philox.hpp"
+#include "common/smyrf.hpp"
 
 namespace fs {
 
@@ -101,6 +103,7 @@ template <typename T>
 void reference_forward(const Shape& s, const float* q, const float* k, const float* v,
                        const AttnOptions& opt, const std::vector<std::int64_t>& rows,
                        std::vector<T>& o, std::vector<T>& lse) {
+  if (opt.clusters) return smyrf_reference_forward<T>(s, q, k, v, opt.scale, *opt.clusters, rows, o, lse);
   o.assign(rows.size() * s.d, T(0));
   lse.assign(rows.size(), T(0));
   parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t r) {
@@ -114,6 +117,19 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
                              const std::vector<std::int64_t>& q_rows,
                              const std::vector<std::int64_t>& kv_rows, std::vector<T>& dq,
                              std::vector<T>& dk, std::vector<T>& dv) {
+  if (opt.clusters) {  // SMYRF: every row of the head, then the rows asked for
+    std::vector<T> g[3];
+    smyrf_reference_backward_head<T>(s, q, k, v, dout, opt.scale, *opt.clusters, bh, g[0], g[1], g[2]);
+    auto pick = [&](const std::vector<T>& all, const std::vector<std::int64_t>& rows, std::vector<T>& out) {
+      out.resize(rows.size() * s.d);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        std::copy_n(&all[std::size_t(rows[r]) * s.d], s.d, &out[r * s.d]);
+    };
+    pick(g[0], q_rows, dq);
+    pick(g[1], kv_rows, dk);
+    pick(g[2], kv_rows, dv);
+    return;
+  }
   const int N = s.N, d = s.d;
   const std::int64_t base = bh * N * std::int64_t(d);
   const float* qh = q + base;      // (N, d)

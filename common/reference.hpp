@@ -34,13 +34,16 @@ struct BlockMaskView {
 
 struct AttnOptions {
   AttnOptions(float scale_ = 0.f, bool causal_ = false, Dropout dropout_ = {}, const BlockMaskView* mask_ = nullptr,
-              DType dtype_ = DType::fp32)
-      : scale(scale_), causal(causal_), dropout(dropout_), mask(mask_), dtype(dtype_) {}
+              DType dtype_ = DType::fp32, const SmyrfClusters* clusters_ = nullptr)
+      : scale(scale_), causal(causal_), dropout(dropout_), mask(mask_), dtype(dtype_), clusters(clusters_) {}
   float scale = 0.f;
   bool causal = false;
   Dropout dropout;               // the kernels' mask, from the same generator (common/philox.hpp)
   const BlockMaskView* mask = nullptr;  // null: every block visible
   DType dtype = DType::fp32;     // the kernel's: where the float32 version rounds (see above)
+  // SMYRF (common/smyrf.hpp): attention inside these clusters, merged over their rounds, instead
+  // of dense attention; fp32, not causal, no dropout or block mask.
+  const SmyrfClusters* clusters = nullptr;
 };
 
 // Row `row` = bh·N + i of the forward: o_row[0..d) and its LSE (natural log).

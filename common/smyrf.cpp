@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
+#include "common/errors.hpp"
+#include "common/npy.hpp"
 #include "common/parallel.hpp"
 #include "common/philox.hpp"
 #include "common/random.hpp"
@@ -16,100 +19,94 @@ namespace {
 constexpr std::uint64_t kAlphaStream = 0x5A17;  // fill_normal's stream for α
 constexpr std::uint32_t kBetaTag = 0xB37A;      // Philox counter word for β
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-// The max row norm of one head's (N, d) rows.
-double max_norm(const float* x, int N, int d) {
-  double m = 0;
-  for (int i = 0; i < N; ++i) {
-    double n2 = 0;
-    for (int c = 0; c < d; ++c) n2 += double(x[std::int64_t(i) * d + c]) * x[std::int64_t(i) * d + c];
-    m = std::max(m, std::sqrt(n2));
-  }
-  return m;
-}
-
-// position[round · N + i] of query (or key) i in the sorted order of each round of head bh.
-std::vector<std::int32_t> positions(const std::int32_t* (SmyrfClusters::*order)(std::int64_t, int) const,
-                                    const SmyrfClusters& c, std::int64_t bh, std::int64_t slots) {
+// position[round · N + i] of query i in the sorted order of each round of head bh.
+std::vector<std::int32_t> query_positions(const SmyrfClusters& c, std::int64_t bh) {
   std::vector<std::int32_t> pos(std::size_t(c.hashes) * c.N, -1);
   for (int r = 0; r < c.hashes; ++r) {
-    const std::int32_t* o = (c.*order)(bh, r);
-    for (std::int64_t slot = 0; slot < slots; ++slot)
-      if (o[slot] >= 0) pos[std::size_t(r) * c.N + o[slot]] = static_cast<std::int32_t>(slot);
+    const std::int32_t* o = c.queries(bh, r);
+    for (int slot = 0; slot < c.N; ++slot) pos[std::size_t(r) * c.N + o[slot]] = slot;
   }
   return pos;
-}
-
-// The keys query i met over all rounds, each with the number of rounds it met it in (c_ij),
-// ascending by key.
-std::vector<std::pair<std::int32_t, int>> met_keys(const SmyrfClusters& c, std::int64_t bh,
-                                                   const std::vector<std::int32_t>& q_pos, int i) {
-  std::vector<std::int32_t> all;
-  all.reserve(std::size_t(c.hashes) * c.k_cluster);
-  for (int r = 0; r < c.hashes; ++r) {
-    const int cluster = q_pos[std::size_t(r) * c.N + i] / c.q_cluster;
-    const std::int32_t* keys = c.keys(bh, r) + std::int64_t(cluster) * c.k_cluster;
-    for (int s = 0; s < c.k_cluster; ++s)
-      if (keys[s] >= 0) all.push_back(keys[s]);
-  }
-  std::sort(all.begin(), all.end());
-  std::vector<std::pair<std::int32_t, int>> out;
-  for (std::size_t a = 0; a < all.size();) {
-    std::size_t b = a;
-    while (b < all.size() && all[b] == all[a]) ++b;
-    out.emplace_back(all[a], int(b - a));
-    a = b;
-  }
-  return out;
 }
 
 template <typename T>
 T dot(const float* a, const float* b, int d) {
   T acc = 0;
-  for (int c = 0; c < d; ++c) acc += T(a[c]) * T(b[c]);
+  for (int x = 0; x < d; ++x) acc += T(a[x]) * T(b[x]);
   return acc;
 }
 
-// One query row: the keys it met, their scores, LSE and O (in T).
+// log(e^a + e^b), with −inf on either side.
 template <typename T>
-struct Row {
-  std::vector<std::pair<std::int32_t, int>> keys;
-  std::vector<T> s;  // τ q·k of each met key
-  T lse = -std::numeric_limits<T>::infinity();
-};
+T log_add_exp(T a, T b) {
+  const T m = std::max(a, b);
+  if (m == -std::numeric_limits<T>::infinity()) return m;
+  return m + std::log1p(std::exp(-std::abs(a - b)));
+}
 
+// One query row of one head: its O and LSE, round by round, merged by the LSE rule.
 template <typename T>
-Row<T> forward_row(const Shape& s, const float* qh, const float* kh, const float* vh, float scale,
-                   const SmyrfClusters& c, std::int64_t bh, const std::vector<std::int32_t>& q_pos, int i, T* o) {
+T forward_row(const Shape& s, const float* qh, const float* kh, const float* vh, float scale, const SmyrfClusters& c,
+              std::int64_t bh, const std::vector<std::int32_t>& q_pos, int i, T* o) {
   const int d = s.d;
-  Row<T> row;
-  row.keys = met_keys(c, bh, q_pos, i);
+  T lse = -std::numeric_limits<T>::infinity();
   for (int x = 0; x < d; ++x) o[x] = 0;
-  if (row.keys.empty()) return row;
-  T m = -std::numeric_limits<T>::infinity();
-  for (const auto& [j, n] : row.keys) {
-    row.s.push_back(T(scale) * dot<T>(qh + std::int64_t(i) * d, kh + std::int64_t(j) * d, d));
-    m = std::max(m, row.s.back());
+  std::vector<T> sc, o_r(d);
+  for (int r = 0; r < c.hashes; ++r) {
+    const int cluster = q_pos[std::size_t(r) * c.N + i] / c.geo.q_cluster;
+    const std::int32_t* keys = c.keys(bh, r);
+    const int j0 = c.geo.key_begin(cluster), j1 = c.geo.key_end(cluster);
+    sc.clear();
+    T m = -std::numeric_limits<T>::infinity();
+    for (int slot = j0; slot < j1; ++slot) {
+      sc.push_back(T(scale) * dot<T>(qh + std::int64_t(i) * d, kh + std::int64_t(keys[slot]) * d, d));
+      m = std::max(m, sc.back());
+    }
+    T l = 0;
+    std::fill(o_r.begin(), o_r.end(), T(0));
+    for (int slot = j0; slot < j1; ++slot) {
+      const T p = std::exp(sc[std::size_t(slot - j0)] - m);
+      l += p;
+      const float* vj = vh + std::int64_t(keys[slot]) * d;
+      for (int x = 0; x < d; ++x) o_r[x] += p * T(vj[x]);
+    }
+    const T lse_r = m + std::log(l);  // every cluster has a key: l ≥ 1
+    const T merged = log_add_exp(lse, lse_r);
+    const T w_acc = r == 0 ? T(0) : std::exp(lse - merged), w_r = std::exp(lse_r - merged) / l;
+    for (int x = 0; x < d; ++x) o[x] = w_acc * o[x] + w_r * o_r[x];
+    lse = merged;
   }
-  T l = 0;
-  for (std::size_t a = 0; a < row.keys.size(); ++a) {
-    const T p = T(row.keys[a].second) * std::exp(row.s[a] - m);
-    l += p;
-    const float* vj = vh + std::int64_t(row.keys[a].first) * d;
-    for (int x = 0; x < d; ++x) o[x] += p * T(vj[x]);
-  }
-  for (int x = 0; x < d; ++x) o[x] /= l;
-  row.lse = m + std::log(l);
-  return row;
+  return lse;
 }
 
 }  // namespace
 
-int SmyrfParams::clusters(int N) const { return std::max(ceil_div(N, q_cluster), ceil_div(N, k_cluster)); }
+std::string smyrf_spec(const SmyrfParams& p) {
+  return std::to_string(p.hashes) + "x" + std::to_string(p.q_cluster) +
+         (p.k_cluster != p.q_cluster ? "x" + std::to_string(p.k_cluster) : std::string());
+}
+
+std::optional<SmyrfParams> parse_smyrf_spec(const std::string& spec) {
+  std::vector<int> parts;
+  std::size_t at = 0;
+  while (at <= spec.size()) {
+    const std::size_t x = std::min(spec.find('x', at), spec.size());
+    const std::string digits = spec.substr(at, x - at);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return {};
+    parts.push_back(std::stoi(digits));
+    at = x + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return {};
+  SmyrfParams p = kSmyrfDefault;
+  p.hashes = parts[0];
+  p.q_cluster = parts[1];
+  p.k_cluster = parts.size() == 3 ? parts[2] : parts[1];
+  return p;
+}
 
 std::string smyrf_params_error(const Shape& s, const SmyrfParams& p) {
-  if (p.hashes < 1) return "--hashes must be at least 1";
+  if (p.hashes < 1 || p.hashes > kSmyrfMaxHashes)
+    return "--hashes must be in 1.." + std::to_string(kSmyrfMaxHashes) + " (got " + std::to_string(p.hashes) + ")";
   if (p.q_cluster < 1 || p.k_cluster < 1) return "cluster sizes must be at least 1";
   if (!(p.r > 0.f) || !std::isfinite(p.r)) return "--r (the E2LSH width) must be a positive number";
   if (s.N < 1 || s.d < 1) return "N and d must be at least 1";
@@ -132,29 +129,32 @@ SmyrfProjections smyrf_projections(const SmyrfParams& p, int d) {
 }
 
 std::string SmyrfClusters::error() const {
+  const std::int64_t orders = heads * hashes;
+  if (q_order.size() != std::size_t(orders * N) || k_order.size() != std::size_t(orders * N))
+    return "the orders hold " + std::to_string(q_order.size()) + " and " + std::to_string(k_order.size()) +
+           " slots; (B·H, hashes, N) is " + std::to_string(orders * N);
+  std::vector<char> seen(N);
   for (std::int64_t bh = 0; bh < heads; ++bh)
     for (int r = 0; r < hashes; ++r)
       for (int which = 0; which < 2; ++which) {
         const std::int32_t* o = which ? keys(bh, r) : queries(bh, r);
-        const std::int64_t slots = which ? k_slots() : q_slots();
-        std::vector<char> seen(N, 0);
-        bool padding = false;
-        for (std::int64_t slot = 0; slot < slots; ++slot) {
+        std::fill(seen.begin(), seen.end(), 0);
+        for (int slot = 0; slot < N; ++slot) {
           const std::int32_t x = o[slot];
-          const std::string where = std::string(which ? "key" : "query") + " order of head " + std::to_string(bh) +
-                                    ", round " + std::to_string(r) + ", slot " + std::to_string(slot);
-          if (x < 0) {
-            padding = true;
-            continue;
-          }
-          if (padding) return "the " + where + " holds an index after padding";
-          if (x >= N || seen[x]) return "the " + where + " holds " + std::to_string(x) + ", out of range or twice";
+          if (x < 0 || x >= N || seen[x])
+            return std::string("the ") + (which ? "key" : "query") + " order of head " + std::to_string(bh) +
+                   ", round " + std::to_string(r) + " holds " + std::to_string(x) + " at slot " +
+                   std::to_string(slot) + ": out of range or twice";
           seen[x] = 1;
         }
-        if (std::count(seen.begin(), seen.end(), 1) != N)
-          return std::string("a ") + (which ? "key" : "query") + " order of head " + std::to_string(bh) + " misses an index";
       }
   return {};
+}
+
+double smyrf_max_norm(const float* x, int N, int d) {
+  double m = 0;
+  for (int i = 0; i < N; ++i) m = std::max(m, std::sqrt(dot<double>(x + std::int64_t(i) * d, x + std::int64_t(i) * d, d)));
+  return m;
 }
 
 std::vector<double> xbox_plus(const float* x, int N, int d, double mq, double mk, bool query) {
@@ -184,36 +184,81 @@ std::vector<double> smyrf_hashes(const std::vector<double>& xt, int N, const Smy
   return h;
 }
 
+namespace {
+
+// The transformed queries and keys of head bh: (N, d + 2) each.
+std::pair<std::vector<double>, std::vector<double>> transformed(const Shape& s, const float* q, const float* k,
+                                                                std::int64_t bh) {
+  const std::int64_t head = std::int64_t(s.N) * s.d;
+  const float *qh = q + bh * head, *kh = k + bh * head;
+  const double mq = smyrf_max_norm(qh, s.N, s.d), mk = smyrf_max_norm(kh, s.N, s.d);
+  return {xbox_plus(qh, s.N, s.d, mq, mk, true), xbox_plus(kh, s.N, s.d, mq, mk, false)};
+}
+
+}  // namespace
+
 SmyrfClusters smyrf_cluster(const Shape& s, const float* q, const float* k, const SmyrfParams& p) {
   const SmyrfProjections proj = smyrf_projections(p, s.d);
   SmyrfClusters c;
   c.hashes = p.hashes;
-  c.n_clusters = p.clusters(s.N);
-  c.q_cluster = p.q_cluster;
-  c.k_cluster = p.k_cluster;
   c.N = s.N;
   c.heads = s.heads();
-  c.q_order.assign(std::size_t(c.heads * c.hashes * c.q_slots()), -1);
-  c.k_order.assign(std::size_t(c.heads * c.hashes * c.k_slots()), -1);
-  const std::int64_t head = std::int64_t(s.N) * s.d;
+  c.geo = smyrf_geometry(s.N, p);
+  c.q_order.resize(std::size_t(c.heads * c.hashes) * s.N);
+  c.k_order.resize(c.q_order.size());
   parallel_for(c.heads, [&](std::int64_t bh) {
-    const float* qh = q + bh * head;
-    const float* kh = k + bh * head;
-    const double mq = max_norm(qh, s.N, s.d), mk = max_norm(kh, s.N, s.d);
-    const std::vector<double> xq = xbox_plus(qh, s.N, s.d, mq, mk, true);
-    const std::vector<double> xk = xbox_plus(kh, s.N, s.d, mq, mk, false);
+    const auto [xq, xk] = transformed(s, q, k, bh);
     for (int r = 0; r < c.hashes; ++r)
       for (int which = 0; which < 2; ++which) {
         const std::vector<double> h = smyrf_hashes(which ? xk : xq, s.N, proj, r);
-        std::vector<std::int32_t> order(s.N);
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return h[a] < h[b]; });
-        std::int32_t* dst = which ? &c.k_order[(bh * c.hashes + r) * c.k_slots()]
-                                  : &c.q_order[(bh * c.hashes + r) * c.q_slots()];
-        std::copy(order.begin(), order.end(), dst);  // the padding slots after them stay −1
+        std::int32_t* order = which ? &c.k_order[(bh * c.hashes + r) * s.N] : &c.q_order[(bh * c.hashes + r) * s.N];
+        std::iota(order, order + s.N, 0);
+        std::stable_sort(order, order + s.N, [&](std::int32_t a, std::int32_t b) { return h[a] < h[b]; });
       }
   });
   return c;
+}
+
+OrderCheck smyrf_check_orders(const Shape& s, const float* q, const float* k, const SmyrfParams& p,
+                              const SmyrfClusters& c) {
+  OrderCheck out;
+  if (std::string e = c.error(); !e.empty()) {
+    out.broken = 1;
+    out.first_error = e;
+    return out;
+  }
+  const SmyrfProjections proj = smyrf_projections(p, s.d);
+  std::vector<double> worst(std::size_t(c.heads), 0.0);
+  std::vector<std::int64_t> pairs(std::size_t(c.heads), 0);
+  parallel_for(c.heads, [&](std::int64_t bh) {
+    const auto [xq, xk] = transformed(s, q, k, bh);
+    for (int r = 0; r < c.hashes; ++r)
+      for (int which = 0; which < 2; ++which) {
+        const std::vector<double>& xt = which ? xk : xq;
+        const std::vector<double> h = smyrf_hashes(xt, s.N, proj, r);
+        // Each hash's allowance: half a float ulp at its magnitude (the sort's keys are floats),
+        // and 1e-12 of the sum of the magnitudes of its terms (another order of the double sum).
+        const float* a = &proj.alpha[std::size_t(r) * proj.dim];
+        auto allowance = [&](std::int32_t i) {
+          double mag = std::abs(proj.beta[r]);
+          for (int x = 0; x < proj.dim; ++x) mag += std::abs(double(a[x]) * xt[std::size_t(i) * proj.dim + x]);
+          const float f = static_cast<float>(std::abs(h[i]));
+          const double ulp = double(std::nextafter(f, std::numeric_limits<float>::infinity())) - double(f);
+          return 0.5 * ulp + 1e-12 * mag;
+        };
+        const std::int32_t* o = which ? c.keys(bh, r) : c.queries(bh, r);
+        for (int slot = 1; slot < s.N; ++slot) {
+          const double excess = h[o[slot - 1]] - h[o[slot]];
+          if (excess > 0) worst[bh] = std::max(worst[bh], excess / (allowance(o[slot - 1]) + allowance(o[slot])));
+        }
+        pairs[bh] += s.N - 1;
+      }
+  });
+  for (std::int64_t bh = 0; bh < c.heads; ++bh) {
+    out.worst = std::max(out.worst, worst[bh]);
+    out.pairs += pairs[bh];
+  }
+  return out;
 }
 
 template <typename T>
@@ -231,12 +276,12 @@ void smyrf_reference_forward(const Shape& s, const float* q, const float* k, con
     const std::int64_t bh = rows[idx[a]] / s.N;
     std::size_t b = a;
     while (b < idx.size() && rows[idx[b]] / s.N == bh) ++b;
-    const std::vector<std::int32_t> q_pos = positions(&SmyrfClusters::queries, c, bh, c.q_slots());
+    const std::vector<std::int32_t> q_pos = query_positions(c, bh);
     const std::int64_t base = bh * s.N * std::int64_t(d);
     parallel_for(std::int64_t(b - a), [&](std::int64_t x) {
       const std::size_t r = idx[a + x];
       const int i = static_cast<int>(rows[r] % s.N);
-      lse[r] = forward_row<T>(s, q + base, k + base, v + base, scale, c, bh, q_pos, i, &o[r * d]).lse;
+      lse[r] = forward_row<T>(s, q + base, k + base, v + base, scale, c, bh, q_pos, i, &o[r * d]);
     });
     a = b;
   }
@@ -249,37 +294,40 @@ void smyrf_reference_backward_head(const Shape& s, const float* q, const float* 
   const int N = s.N, d = s.d;
   const std::int64_t base = bh * N * std::int64_t(d);
   const float *qh = q + base, *kh = k + base, *vh = v + base, *doh = dout + base;
-  const std::vector<std::int32_t> q_pos = positions(&SmyrfClusters::queries, c, bh, c.q_slots());
+  const std::vector<std::int32_t> q_pos = query_positions(c, bh);
   dq.assign(std::size_t(N) * d, T(0));
   dk.assign(std::size_t(N) * d, T(0));
   dv.assign(std::size_t(N) * d, T(0));
-  // Per query: P_ij = c_ij e^{s_ij − LSE_i} and dS_ij = P_ij (dO_i·v_j − D_i), and dQ_i.
-  std::vector<Row<T>> rows(N);
-  std::vector<std::vector<T>> p(N), ds(N);
+  // The forward's LSE_i and D_i = dO_i · O_i of every query.
+  std::vector<T> lse(N), delta(N);
   parallel_for(N, [&](std::int64_t i) {
     std::vector<T> o(d);
-    rows[i] = forward_row<T>(s, qh, kh, vh, scale, c, bh, q_pos, static_cast<int>(i), o.data());
+    lse[i] = forward_row<T>(s, qh, kh, vh, scale, c, bh, q_pos, static_cast<int>(i), o.data());
     T D = 0;
     for (int x = 0; x < d; ++x) D += T(doh[i * d + x]) * o[x];
-    const auto& keys = rows[i].keys;
-    p[i].resize(keys.size());
-    ds[i].resize(keys.size());
-    for (std::size_t a = 0; a < keys.size(); ++a) {
-      const std::int32_t j = keys[a].first;
-      p[i][a] = T(keys[a].second) * std::exp(rows[i].s[a] - rows[i].lse);
-      ds[i][a] = p[i][a] * (dot<T>(doh + i * d, vh + std::int64_t(j) * d, d) - D);
-      for (int x = 0; x < d; ++x) dq[i * d + x] += T(scale) * ds[i][a] * T(kh[std::int64_t(j) * d + x]);
-    }
+    delta[i] = D;
   });
-  // dK_j = τ Σ_i dS_ij q_i, dV_j = Σ_i P_ij dO_i: serial over i, a fixed order.
-  for (int i = 0; i < N; ++i)
-    for (std::size_t a = 0; a < rows[i].keys.size(); ++a) {
-      const std::int64_t j = rows[i].keys[a].first;
-      for (int x = 0; x < d; ++x) {
-        dk[j * d + x] += T(scale) * ds[i][a] * T(qh[std::int64_t(i) * d + x]);
-        dv[j * d + x] += p[i][a] * T(doh[std::int64_t(i) * d + x]);
+  // Round by round, cluster by cluster: P^ρ_ij = e^{s_ij − LSE_i}, dS^ρ_ij = P^ρ_ij (dO_i·v_j − D_i);
+  // dQ_i += τ dS k_j, dK_j += τ dS q_i, dV_j += P dO_i. Serial: a fixed order.
+  const SmyrfGeometry& g = c.geo;
+  for (int r = 0; r < c.hashes; ++r) {
+    const std::int32_t* queries = c.queries(bh, r);
+    const std::int32_t* keys = c.keys(bh, r);
+    for (int cl = 0; cl < g.clusters(); ++cl)
+      for (int qs = g.query_begin(cl); qs < g.query_end(cl); ++qs) {
+        const std::int64_t i = queries[qs];
+        for (int ks = g.key_begin(cl); ks < g.key_end(cl); ++ks) {
+          const std::int64_t j = keys[ks];
+          const T p = std::exp(T(scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
+          const T ds = p * (dot<T>(doh + i * d, vh + j * d, d) - delta[i]);
+          for (int x = 0; x < d; ++x) {
+            dq[i * d + x] += T(scale) * ds * T(kh[j * d + x]);
+            dk[j * d + x] += T(scale) * ds * T(qh[i * d + x]);
+            dv[j * d + x] += p * T(doh[i * d + x]);
+          }
+        }
       }
-    }
+  }
 }
 
 template void smyrf_reference_forward<double>(const Shape&, const float*, const float*, const float*, float,
@@ -294,5 +342,54 @@ template void smyrf_reference_backward_head<double>(const Shape&, const float*, 
 template void smyrf_reference_backward_head<float>(const Shape&, const float*, const float*, const float*,
                                                    const float*, float, const SmyrfClusters&, std::int64_t,
                                                    std::vector<float>&, std::vector<float>&, std::vector<float>&);
+
+// --- Files -------------------------------------------------------------------------------------
+
+void write_smyrf_clusters(const std::string& dir, const Shape& s, const SmyrfClusters& c) {
+  const std::vector<std::int64_t> shape{s.B, s.H, c.hashes, s.N};
+  write_npy_i32(dir + "/q_order.npy", c.q_order.data(), shape);
+  write_npy_i32(dir + "/k_order.npy", c.k_order.data(), shape);
+  const std::int32_t sizes[3] = {c.hashes, c.geo.q_cluster, c.geo.k_cluster};
+  write_npy_i32(dir + "/clusters.npy", sizes, {3});
+}
+
+bool has_smyrf_clusters(const std::string& dir) {
+  return std::filesystem::exists(dir + "/q_order.npy") || std::filesystem::exists(dir + "/k_order.npy") ||
+         std::filesystem::exists(dir + "/clusters.npy");
+}
+
+SmyrfClusters read_smyrf_clusters(const std::string& dir, const Shape& s) {
+  const char* why = "is not int32 or int64; save it with arr.astype(np.int32)";
+  const NpyRaw sizes = read_npy_raw(dir + "/clusters.npy", {"<i4", "<i8"}, why);
+  if (sizes.shape != std::vector<std::int64_t>{3})
+    throw InputError(dir + "/clusters.npy: shape " + shape_string(sizes.shape) +
+                     " is not (3,): hashes, q_cluster, k_cluster");
+  auto in = [](double v, double lo, double hi) { return v >= lo && v <= hi; };
+  if (!in(sizes.value(0), 1, kSmyrfMaxHashes) || !in(sizes.value(1), 1, 2147483647.0) ||
+      !in(sizes.value(2), 1, 2147483647.0))
+    throw InputError(dir + "/clusters.npy: hashes must be in 1.." + std::to_string(kSmyrfMaxHashes) +
+                     " and the cluster sizes at least 1");
+  SmyrfClusters c;
+  c.hashes = static_cast<int>(sizes.value(0));
+  c.N = s.N;
+  c.heads = s.heads();
+  c.geo = {s.N, static_cast<int>(sizes.value(1)), static_cast<int>(sizes.value(2))};
+  const std::vector<std::int64_t> want{s.B, s.H, c.hashes, s.N};
+  for (const char* name : {"q_order.npy", "k_order.npy"}) {
+    const std::string path = dir + "/" + name;
+    const NpyRaw raw = read_npy_raw(path, {"<i4", "<i8"}, why);
+    if (raw.shape != want)
+      throw InputError(path + ": shape " + shape_string(raw.shape) + " is not (B, H, hashes, N) = " +
+                       shape_string(want));
+    std::vector<std::int32_t>& into = name[0] == 'q' ? c.q_order : c.k_order;
+    into.resize(std::size_t(raw.elements()));
+    for (std::int64_t x = 0; x < raw.elements(); ++x) {
+      const double v = raw.value(x);
+      into[std::size_t(x)] = v >= 0 && v < s.N ? static_cast<std::int32_t>(v) : -1;
+    }
+  }
+  if (std::string e = c.error(); !e.empty()) throw InputError(dir + ": " + e);
+  return c;
+}
 
 }  // namespace fs

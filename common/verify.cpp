@@ -58,7 +58,23 @@ std::string CheckReport::summary() const {
   return out.str();
 }
 
+TensorCheck judge_orders(const OrderCheck& c) {
+  TensorCheck t;
+  t.name = "order";
+  t.err = c.worst;
+  t.tol = 1.0;
+  t.bad = c.broken;
+  return t;
+}
+
 namespace {
+
+// Keys each query's row of the reference sums over: N, or SMYRF's rounds × cluster keys.
+std::int64_t keys_per_query(const Shape& s, const AttnOptions& opt) {
+  if (!opt.clusters) return s.N;
+  return std::min<std::int64_t>(s.N, std::int64_t(opt.clusters->hashes) * opt.clusters->geo.k_cluster);
+}
+
 std::string coverage_text(std::int64_t checked, std::int64_t total, const char* what) {
   std::ostringstream out;
   if (checked == total)
@@ -72,7 +88,7 @@ std::string coverage_text(std::int64_t checked, std::int64_t total, const char* 
 CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* q,
                            const float* k, const float* v, const float* o, const float* lse,
                            std::uint64_t seed, std::int64_t budget) {
-  const std::int64_t per_row = std::int64_t(s.N) * s.d;
+  const std::int64_t per_row = keys_per_query(s, opt) * s.d;
   const std::int64_t n_rows = std::max<std::int64_t>(64, budget / std::max<std::int64_t>(1, per_row));
   const auto rows = sample_indices(s.rows(), n_rows, seed);
 
@@ -101,15 +117,16 @@ CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float*
                             const float* k, const float* v, const float* dout, const float* dq,
                             const float* dk, const float* dv, std::uint64_t seed,
                             std::int64_t budget) {
-  // Per head: LSE and D for all rows cost ~2·N²·d; each dQ row ~3·N·d, each dK/dV row ~4·N·d.
-  const std::int64_t Nd = std::int64_t(s.N) * s.d;
-  const std::int64_t head_stats = 2 * Nd * s.N;
-  const std::int64_t head_full = head_stats + 7 * Nd * s.N;
+  // Per head: LSE and D for all rows cost ~2·N·K·d for K keys per query (N: dense); each dQ row
+  // ~3·K·d, each dK/dV row ~4·K·d. SMYRF's reference computes every row of a head.
+  const std::int64_t Kd = keys_per_query(s, opt) * s.d;
+  const std::int64_t head_stats = 2 * Kd * s.N;
+  const std::int64_t head_full = head_stats + 7 * Kd * s.N;
   const std::int64_t n_heads = std::clamp<std::int64_t>(budget / head_full, 1, s.heads());
   const auto heads = sample_indices(s.heads(), n_heads, seed);
   // When one head alone is over budget, check a sample of its rows.
-  const std::int64_t row_budget = std::max<std::int64_t>(budget - head_stats, 7 * Nd * 64);
-  const std::int64_t n_rows = std::clamp<std::int64_t>(row_budget / (7 * Nd), 64, s.N);
+  const std::int64_t row_budget = std::max<std::int64_t>(budget - head_stats, 7 * Kd * 64);
+  const std::int64_t n_rows = opt.clusters ? s.N : std::clamp<std::int64_t>(row_budget / (7 * Kd), 64, s.N);
 
   ErrorStat e[3], e32[3];
   std::int64_t rows_checked = 0;

@@ -25,6 +25,7 @@
 
 #include "common/problem.hpp"
 #include "common/reference.hpp"
+#include "common/smyrf.hpp"
 
 namespace fs {
 
@@ -62,6 +63,11 @@ constexpr double kBackwardFloor = 1e-5;
 
 TensorCheck judge(const std::string& name, const ErrorStat& kernel, const ErrorStat& fp32,
                   double factor, double floor, DType output = DType::fp32);
+
+// SMYRF: the clusters a GPU made (smyrf_check_orders) as a line of the report, "order": its err
+// is how far the orders stray from a sort of the fp64 hashes, as a fraction of what float keys
+// allow (tolerance 1); an order that is no permutation is `bad`.
+TensorCheck judge_orders(const OrderCheck& c);
 
 // Budgets in multiply-adds of the reference, so a check takes seconds at any size.
 constexpr std::int64_t kForwardCheckBudget = std::int64_t(1) << 31;

@@ -29,15 +29,20 @@
 
 namespace fs::trace {
 
+// Above the 48 KiB of dynamic shared memory a kernel gets by default, it must opt in to more.
+template <typename... Params>
+void allow_dynamic_smem(void (*kernel)(Params...), std::size_t smem) {
+  constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
+  if (smem > kDefaultSmemLimit)
+    FS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+}
+
 template <typename... Params, typename... Args>
 void launch(DeviceSink* sink, const char* name, void (*plain)(Params...), void (*traced)(Params...), dim3 grid,
             dim3 block, std::size_t smem, cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args) + 1, "the kernel's last parameter is its fs::trace::Slices");
   const nvtx::Range range(name);
-  constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
-  if (smem > kDefaultSmemLimit)
-    FS_CUDA_CHECK(cudaFuncSetAttribute(sink ? traced : plain, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+  allow_dynamic_smem(sink ? traced : plain, smem);
   if (!sink) {
     plain<<<grid, block, smem, stream>>>(std::forward<Args>(args)..., Slices{});
     FS_CHECK_LAUNCH();
@@ -47,6 +52,17 @@ void launch(DeviceSink* sink, const char* name, void (*plain)(Params...), void (
   traced<<<grid, block, smem, stream>>>(std::forward<Args>(args)..., slices);
   FS_CHECK_LAUNCH();
   sink->end_kernel(stream);
+}
+
+// A kernel that records nothing (a step whose kernels have no tracing switch yet): the NVTX range
+// and the shared-memory opt-in alone.
+template <typename... Params, typename... Args>
+void launch_untraced(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                     cudaStream_t stream, Args&&... args) {
+  const nvtx::Range range(name);
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  FS_CHECK_LAUNCH();
 }
 
 }  // namespace fs::trace

@@ -336,8 +336,8 @@ unsigned row_blocks(std::int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.score_elems() * sizeof(float); }
-std::size_t bwd_ws_bytes(const Shape& s) { return (s.score_elems() + s.rows()) * sizeof(float); }
+std::size_t fwd_ws_bytes(const Shape& s, const PassSettings&) { return 2 * s.score_elems() * sizeof(float); }
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return (s.score_elems() + s.rows()) * sizeof(float); }
 
 std::string unsupported(const Shape& s, const PassSettings&) {
   // The grids put B·H in z (at most 65535 blocks) and ⌈N/16⌉ in y (at most 65535).

@@ -196,8 +196,8 @@ void launch_scores_softmax(const FwdParams& p, float* P) {
                 grid, kThreads, smem, p.stream, as<float>(p.q), as<float>(p.k), P, p.lse, s.N, s.d, p.scale, p.causal);
 }
 
-std::size_t fwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // P
-std::size_t bwd_ws_bytes(const Shape& s) { return s.score_elems() * sizeof(float); }  // dS
+std::size_t fwd_ws_bytes(const Shape& s, const PassSettings&) { return s.score_elems() * sizeof(float); }  // P
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.score_elems() * sizeof(float); }  // dS
 
 std::string unsupported(const Shape& s, const PassSettings&) {
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";

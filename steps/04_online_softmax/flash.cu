@@ -297,7 +297,7 @@ void launch(const FwdParams& p) {
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
 }
 
-std::size_t fwd_ws_bytes(const Shape& s) { return 2 * s.rows() * sizeof(float); }  // alg1's m, ℓ
+std::size_t fwd_ws_bytes(const Shape& s, const PassSettings&) { return 2 * s.rows() * sizeof(float); }  // alg1's m, ℓ
 
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (std::string why = tiled_unsupported(s); !why.empty()) return why;

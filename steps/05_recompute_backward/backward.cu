@@ -26,7 +26,7 @@ namespace fs {
 
 namespace {
 
-std::size_t bwd_ws_bytes(const Shape& s) { return s.rows() * sizeof(float); }  // D
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.rows() * sizeof(float); }  // D
 
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const Flash2Tiles t = flash2_tiles(s.d);

@@ -66,7 +66,7 @@ void list_tiles(const std::vector<int>& ptr, const std::vector<int>& idx, int b,
       if (idx[e] * block + u * stage < n) f(idx[e] * block + u * stage);
 }
 
-std::size_t bwd_ws_bytes(const Shape& s) { return s.rows() * sizeof(float); }  // D
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.rows() * sizeof(float); }  // D
 
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (std::string why = tiled_unsupported(s); !why.empty()) return why;

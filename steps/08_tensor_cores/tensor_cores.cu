@@ -44,7 +44,7 @@ TcTiles tiles_of() {
   return {Cfg::kBlockM, Cfg::kBlockN};
 }
 
-std::size_t bwd_ws_bytes(const Shape& s) { return tc::tc_bwd_workspace_bytes(s); }
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return tc::tc_bwd_workspace_bytes(s); }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
   return io_tc_backward(s, settings.causal, settings.variant != tc::kDeterministic, static_cast<int>(dtype_bytes(settings.dtype)));
