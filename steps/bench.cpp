@@ -15,6 +15,7 @@
 #include "common/cli_numbers.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
+#include "common/smyrf.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
   app.add_option("--patterns", patterns,
                  "block masks for block-sparse steps, e.g. \"butterfly@0.25 random:0.25\" (--pattern forms)")
       ->capture_default_str();
+  std::string smyrfs = "8x32";
+  app.add_option("--smyrf", smyrfs,
+                 "clusterings for clustered steps (SMYRF): rounds x cluster size, or rounds x queries x keys, "
+                 "e.g. \"8x32 2x64 1x128x256\"")
+      ->capture_default_str();
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)")->transform(fs::decimal<int>());
   app.add_option("--heads", heads, "heads (default 2048/d)")->transform(fs::decimal<int>());
   app.add_option("--reps", reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
@@ -59,10 +65,6 @@ int main(int argc, char** argv) {
   app.add_option("--csv", csv, "append rows to FILE")->required();
   CLI11_PARSE(app, argc, argv);
 
-  if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {
-    std::printf("%s Nothing to benchmark.\n", why.c_str());
-    return fs::kExitNoGpu;
-  }
   std::vector<const fs::StepInfo*> steps;
   if (steps_arg.empty())
     for (const auto& s : fs::all_steps()) steps.push_back(&s);
@@ -82,6 +84,19 @@ int main(int argc, char** argv) {
       return fs::kExitBadInput;
     }
     dtype_list.push_back(*t);
+  }
+  std::vector<fs::SmyrfParams> smyrf_list;
+  for (const auto& spec : parse_list<std::string>(smyrfs)) {
+    const auto p = fs::parse_smyrf_spec(spec);
+    if (!p) {
+      std::fprintf(stderr, "bench: error: --smyrf %s is not HASHESxCLUSTER or HASHESxQxK\n", spec.c_str());
+      return fs::kExitBadInput;
+    }
+    smyrf_list.push_back(*p);
+  }
+  if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {  // after the arguments: bad ones are exit 2 anywhere
+    std::printf("%s Nothing to benchmark.\n", why.c_str());
+    return fs::kExitNoGpu;
   }
   const fs::DeviceInfo dev = fs::query_device();
   int failures = 0;
@@ -103,14 +118,17 @@ int main(int argc, char** argv) {
         for (const fs::StepInfo* step : steps)
           if (step->takes(dtype))
           for (const std::string& pattern : step->block_sparse ? parse_list<std::string>(patterns) : std::vector<std::string>{""})
+          for (const fs::SmyrfParams& clustering : step->clustered ? smyrf_list : std::vector<fs::SmyrfParams>{{}})
           for (std::size_t v = 0; v < step->variants.size() && (dropout == 0.f || step->dropout); ++v) {
             if (!variants_arg.empty() && step->variants.size() > 1 &&
                 !contains(parse_list<std::string>(variants_arg), step->variants[v]))
               continue;
             opt.pattern = pattern;
+            opt.smyrf = clustering;
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
-            const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern);
+            const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern) +
+                                     (step->clustered ? " " + fs::smyrf_spec(clustering) : "");
             std::printf("%-34s %s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(),
                         fs::dtype_name(dtype), opt.shape.B, opt.shape.H, N, d, causal, dropout);
             try {

@@ -1,7 +1,9 @@
 // io_model: the HBM bytes each step's IO model counts for a shape (no GPU needed; tile sizes
 // that depend on shared memory use this GPU's, or the H200's 227 KiB without one). CSV out.
-//   io_model [shape] [--causal] [--pattern SPEC]   step,pass,...,read_bytes,write_bytes,mask,dtype
-//                                                  (each step in its first dtype: 08 in bf16)
+//   io_model [shape] [--causal] [--pattern SPEC] [--smyrf SPEC]
+//                                                  step,pass,...,read_bytes,write_bytes,mask,dtype
+//                                                  (each step in its first dtype: 08 in bf16; 07 at
+//                                                  --smyrf's clusters, mask smyrf:SPEC, not causal)
 //   io_model --tiles [--seq N] [--dim d]           step,N,d,name,value: the tiles each kernel uses
 // The docs quote both; docs/benchmarks/prose_check.py holds the quotes to this program's output.
 #include <CLI/CLI.hpp>
@@ -14,6 +16,7 @@
 #include "common/cli_numbers.hpp"
 #include "common/device.hpp"
 #include "common/errors.hpp"
+#include "common/smyrf.hpp"
 #include "steps/02_fused/fused.hpp"
 #include "steps/03_tiled/tiled.hpp"
 #include "steps/04_online_softmax/flash.hpp"
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
                  std::string("block-sparse steps: the block mask (default: all ones): ") + fs::kPatternForms);
   app.add_option("--block", block, "block-sparse steps: mask block size (default: the step's for --dim)")
       ->transform(fs::decimal<int>());
+  std::string smyrf = fs::smyrf_spec(fs::kSmyrfDefault);
+  app.add_option("--smyrf", smyrf, "clustered steps: rounds x cluster size (or rounds x queries x keys)")
+      ->capture_default_str();
   app.add_option("--seed", seed, "seed of --pattern random")->transform(fs::decimal<std::uint64_t>())->capture_default_str();
   app.add_flag("--tiles", tiles, "print the tile sizes of every tiled kernel at --seq, --dim instead");
   CLI11_PARSE(app, argc, argv);
@@ -87,16 +93,23 @@ int main(int argc, char** argv) {
     print_tiles(s.N, s.d);
     return 0;
   }
+  const std::optional<fs::SmyrfParams> clustering = fs::parse_smyrf_spec(smyrf);
+  if (!clustering) {
+    std::fprintf(stderr, "io_model: --smyrf %s is not HASHESxCLUSTER or HASHESxQxK\n", smyrf.c_str());
+    return 2;
+  }
   std::printf("step,pass,B,H,N,d,causal,read_bytes,write_bytes,mask,dtype\n");
   try {
     for (const auto& step : fs::all_steps())
       for (std::size_t v = 0; v < step.variants.size(); ++v) {
         const bool masked = step.block_sparse && !pattern.empty();
-        const std::string mask = !masked ? "" : pattern.find(',') == std::string::npos ? pattern : '"' + pattern + '"';
+        std::string mask = !masked ? "" : pattern.find(',') == std::string::npos ? pattern : '"' + pattern + '"';
+        if (step.clustered) mask = "smyrf:" + fs::smyrf_spec(*clustering);
         std::optional<fs::BlockMask> m;
         if (masked) m = fs::make_pattern(pattern, s.N, block ? block : step.mask_block(s.d), seed);
         const fs::PassSettings settings{fs::default_scale(s.d), causal, static_cast<int>(v), {}, m ? &*m : nullptr,
-                                        step.dtypes.front()};
+                                        step.dtypes.front(), step.clustered ? *clustering : fs::SmyrfParams{}};
+        if (step.clustered && causal) continue;  // SMYRF has no causal form
         auto row = [&](const char* pass, fs::IoCount io) {
           std::printf("%s,%s,%d,%d,%d,%d,%d,%lld,%lld,%s,%s\n", step.label(static_cast<int>(v)).c_str(), pass, s.B,
                       s.H, s.N, s.d, causal ? 1 : 0, static_cast<long long>(io.read_bytes),

@@ -6,13 +6,14 @@
 #include "steps/04_online_softmax/flash.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/06_block_sparse/block_sparse.hpp"
+#include "steps/07_smyrf/smyrf.hpp"
 #include "steps/08_tensor_cores/tensor_cores.hpp"
 
 namespace fs {
 
 const std::vector<StepInfo>& all_steps() {
   static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info(), step05_info(),
-                                                step06_info(), step08_info()};
+                                                step06_info(), step07_info(), step08_info()};
   return steps;
 }
 

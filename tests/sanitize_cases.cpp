@@ -19,6 +19,7 @@
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/plan.hpp"
+#include "common/smyrf.hpp"
 #include "common/traced_run.hpp"
 #include "steps/registry.hpp"
 
@@ -36,7 +37,10 @@ struct SanitizeCase {
                   step->variants[std::size_t(opt.variant)].c_str(), fs::dtype_name(opt.dtype), s.B, s.H, s.N,
                   s.d, opt.causal ? " causal" : "",
                   opt.dropout > 0 ? " dropout" : "", opt.backward ? " fwd+bwd" : " fwd",
-                  step->block_sparse ? (" mask " + opt.pattern).c_str() : "", traced ? " traced" : "");
+                  step->block_sparse  ? (" mask " + opt.pattern).c_str()
+                  : step->clustered   ? (" smyrf " + fs::smyrf_spec(opt.smyrf)).c_str()
+                                      : "",
+                  traced ? " traced" : "");
     return buf;
   }
 };
@@ -55,6 +59,18 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       base.check = true;
       base.backward = step.backward != nullptr;
       base.seed = 11;
+      if (step.clustered) {  // SMYRF: no causal or dropout; clusters of every kernel's CTA size, equal and not
+        const fs::SmyrfParams clusterings[] = {{2, 32, 32, 4.f, 0}, {3, 24, 40, 4.f, 0}, {2, 100, 70, 4.f, 0}};
+        for (const fs::SmyrfParams& clustering : clusterings)
+          for (const fs::Shape& shape : {fs::Shape{2, 3, 97, 64}, fs::Shape{1, 2, 45, 32}, fs::Shape{1, 1, 71, 128},
+                                         fs::Shape{1, 2, 33, 16}}) {
+            SanitizeCase c{&step, base, false};
+            c.opt.shape = shape;
+            c.opt.smyrf = clustering;
+            out.push_back(c);
+          }
+        continue;
+      }
       auto add = [&](fs::Shape shape, bool causal, float dropout, const std::string& pattern, bool traced) {
         SanitizeCase c{&step, base, traced};
         c.opt.shape = shape;

@@ -2,8 +2,13 @@
 // line, whether or not the machine has a GPU.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "common/errors.hpp"
+#include "common/harness.hpp"
+#include "common/npy.hpp"
 #include "common/plan.hpp"
+#include "common/smyrf.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -71,4 +76,51 @@ TEST_CASE("a dtype a step has no kernel for is refused, naming the steps that ha
   opt.dtype = fs::DType::bf16;
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("04"), opt),
                       Catch::Contains("has no bf16 kernel; steps with one: ") && Catch::Contains(fs::kSteps16Bit));
+}
+
+TEST_CASE("a SMYRF plan computes rounds × clusters of the scores, and takes --load's clusters with their sizes",
+          "[plan][smyrf]") {
+  const fs::StepInfo& step = *fs::find_step("07");
+  fs::Options opt = options({1, 2, 1024, 64});
+  opt.smyrf = fs::kSmyrfDefault;  // 8 rounds of clusters of 32
+  const fs::RunPlan plan(step, opt);
+  REQUIRE(plan.density() == Approx(8.0 * 32 / 1024));
+  REQUIRE(plan.mask_label() == "smyrf:8x32");
+  REQUIRE(plan.settings().smyrf.hashes == 8);
+  REQUIRE(plan.settings().smyrf.seed == opt.seed);  // --seed draws the projections
+  REQUIRE(plan.given_clusters() == nullptr);
+  // Unequal sizes: every cluster still has C_k keys, so the density is rounds · C_k / N.
+  opt.smyrf.k_cluster = 64;
+  REQUIRE(fs::RunPlan(step, opt).density() == Approx(8.0 * 64 / 1024));
+  REQUIRE(fs::RunPlan(step, opt).mask_label() == "smyrf:8x32x64");
+  // Clusters saved beside the inputs: their rounds and sizes, unless the options say otherwise.
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_plan_smyrf";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const fs::Shape s{1, 2, 100, 16};
+  const fs::HostProblem p = fs::random_problem(s, 3, false);
+  for (const char* name : {"q.npy", "k.npy", "v.npy"}) fs::write_npy((dir / name).string(), p.q.data(), {1, 2, 100, 16});
+  fs::SmyrfParams saved = fs::kSmyrfDefault;
+  saved.hashes = 3;
+  saved.q_cluster = 24;
+  saved.k_cluster = 40;
+  fs::write_smyrf_clusters(dir.string(), s, fs::smyrf_cluster(s, p.q.data(), p.k.data(), saved));
+  fs::Options load;
+  load.load_dir = dir.string();
+  load.shape = s;
+  load.smyrf = fs::kSmyrfDefault;
+  const fs::RunPlan loaded(step, load);
+  REQUIRE(loaded.given_clusters() != nullptr);
+  REQUIRE(loaded.settings().smyrf.hashes == 3);
+  REQUIRE(loaded.settings().smyrf.q_cluster == 24);
+  REQUIRE(loaded.settings().smyrf.k_cluster == 40);
+  load.smyrf_given = true;  // --hashes 8 --cluster 32 on the command line
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, load), Catch::Contains("its clusters are 3 rounds of 24 queries × 40 keys"));
+  std::filesystem::remove_all(dir);
+  // What SMYRF cannot do.
+  opt.causal = true;
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("no causal form"));
+  opt.causal = false;
+  opt.smyrf.hashes = 0;
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("--hashes must be in 1..16"));
 }

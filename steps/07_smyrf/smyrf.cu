@@ -1,0 +1,346 @@
+// Step 07 — SMYRF (Daras et al., NeurIPS 2020): attention inside balanced clusters that
+// asymmetric LSH finds, a drop-in for dense attention at O(N log N) (common/smyrf.hpp says what
+// it computes; docs/notation.md has the notation).
+//
+// What changes from steps 04-05: which (query, key) pairs are computed. Dense attention scores
+// all N² of them; SMYRF scores, in each of `hashes` rounds, each cluster's C_q queries against
+// its C_k keys — hashes·N·C_k scores in all — and merges the rounds by their LSE.
+//   HBM traffic   Θ(Nd + N²d²/M) (step 04) → Θ(hashes·N·d) per pass, plus the sort
+//   FLOPs         4·N²·d → 4·hashes·N·C_k·d
+//
+// The pass, in launches (hash.cuh, cluster_forward.cuh, cluster_backward.cuh):
+//   forward   norms → hashes → CUB's segmented radix sort (the clusters, kept in the workspace)
+//             → one round kernel per round, each gathering its cluster's rows and merging into O, LSE
+//   backward  step 05's preprocess (D, zeroed dQ) → per round: dK/dV over key slots, dQ over a
+//             cluster's query slots, each adding its round's part to the gradients
+#include "steps/07_smyrf/smyrf.hpp"
+
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include <algorithm>
+#include <string>
+
+#include "common/check.hpp"
+#include "common/flash_tile.cuh"
+#include "common/recorder/launch.cuh"
+#include "common/smyrf.hpp"
+#include "steps/05_recompute_backward/backward.cuh"
+#include "steps/07_smyrf/cluster_backward.cuh"
+#include "steps/07_smyrf/cluster_forward.cuh"
+#include "steps/07_smyrf/hash.cuh"
+
+namespace fs {
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t align_up(std::size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Temporary storage of one call of the sort over `segments` segments of N keys, double-buffered
+// (the keys and values ping-pong between two buffers of ours, so the sort's own storage is
+// small). Asking CUB needs a GPU; without one (a CPU build's memory estimate) 1 MiB is ample.
+std::size_t sort_temp_bytes(int segments, int N) {
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<float> keys(nullptr, nullptr);
+  cub::DoubleBuffer<std::int32_t> values(nullptr, nullptr);
+  const int* offsets = nullptr;
+  if (cub::DeviceSegmentedRadixSort::SortPairs(nullptr, bytes, keys, values, segments * N, segments, offsets,
+                                               offsets + 1) != cudaSuccess) {
+    (void)cudaGetLastError();  // the query failed (no device): clear it
+    return std::size_t(1) << 20;
+  }
+  return std::max<std::size_t>(bytes, 1);
+}
+
+}  // namespace
+
+SmyrfWorkspace smyrf_workspace(const Shape& s, const SmyrfParams& p) {
+  SmyrfWorkspace w;
+  w.segments = 2 * s.heads() * p.hashes;
+  const std::size_t items = std::size_t(w.segments) * s.N;
+  w.batch = static_cast<int>(std::min<std::int64_t>(w.segments, 0x7fffffff / s.N));
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t start = at;
+    at = align_up(at + bytes);
+    return start;
+  };
+  w.orders = take(items * sizeof(std::int32_t));
+  w.norms = take(2 * std::size_t(s.heads()) * sizeof(unsigned long long));
+  w.keys0 = take(items * sizeof(float));
+  w.keys1 = take(items * sizeof(float));
+  w.values1 = take(items * sizeof(std::int32_t));
+  w.offsets = take((std::size_t(w.batch) + 1) * sizeof(int));
+  w.temp_bytes = sort_temp_bytes(w.batch, s.N);
+  w.temp = take(w.temp_bytes);
+  w.total = at;
+  return w;
+}
+
+SmyrfTiles smyrf_tiles(int d, const SmyrfParams& p) {
+  SmyrfTiles t;
+  t.fwd_rows = smyrf_cta_rows(p.q_cluster);
+  t.fwd_keys = d == 128 ? SmyrfRowShape<128>::BC : SmyrfRowShape<64>::BC;
+  t.dkdv_keys = smyrf_bwd_rows(p.k_cluster, d);
+  t.dq_rows = smyrf_bwd_rows(p.q_cluster, d);
+  t.stage = kBwdStage;
+  return t;
+}
+
+// ===========================================================================================
+// The forward
+// ===========================================================================================
+
+namespace {
+
+template <int D>
+void cluster_on_gpu(const FwdParams& p, const SmyrfWorkspace& w, unsigned char* ws) {
+  const Shape& s = p.shape;
+  const int BH = static_cast<int>(s.heads()), N = s.N;
+  auto* orders = reinterpret_cast<std::int32_t*>(ws + w.orders);
+  auto* norms = reinterpret_cast<unsigned long long*>(ws + w.norms);
+  auto* keys0 = reinterpret_cast<float*>(ws + w.keys0);
+  auto* keys1 = reinterpret_cast<float*>(ws + w.keys1);
+  auto* values1 = reinterpret_cast<std::int32_t*>(ws + w.values1);
+  auto* offsets = reinterpret_cast<int*>(ws + w.offsets);
+
+  // α, β of every round, as a kernel parameter.
+  const SmyrfProjections proj = smyrf_projections(p.smyrf, D);
+  SmyrfProjParams<D> pp{};
+  for (int r = 0; r < p.smyrf.hashes; ++r) {
+    for (int c = 0; c < D + 2; ++c) pp.alpha[r][c] = proj.alpha[std::size_t(r) * (D + 2) + c];
+    pp.beta[r] = proj.beta[r];
+  }
+  const nvtx::Range range("cluster: norms, hashes, sort");  // the sort's own launches are CUB's
+  FS_CUDA_CHECK(cudaMemsetAsync(norms, 0, 2 * std::size_t(BH) * sizeof(unsigned long long), p.stream));
+  trace::launch_untraced("smyrf_norms_kernel", smyrf_norms_kernel<D>, dim3((N + kNormRows - 1) / kNormRows, 2 * BH),
+                         kNormThreads, 0, p.stream, as<float>(p.q), as<float>(p.k), N, BH, norms);
+  trace::launch_untraced("smyrf_hash_kernel", smyrf_hash_kernel<D>, dim3((N + kHashRows<D> - 1) / kHashRows<D>, 2 * BH),
+                         kHashRows<D>, 0, p.stream, as<float>(p.q), as<float>(p.k), N, BH, p.smyrf.hashes,
+                         static_cast<const unsigned long long*>(norms), pp, keys0, orders);
+  trace::launch_untraced("smyrf_offsets_kernel", smyrf_offsets_kernel, (w.batch + 256) / 256, 256, 0, p.stream, offsets,
+                         w.batch, N);
+  // The sort, in calls of at most w.batch segments (CUB counts items in an int).
+  for (std::int64_t first = 0; first < w.segments; first += w.batch) {
+    const int n = static_cast<int>(std::min<std::int64_t>(w.batch, w.segments - first));
+    const std::int64_t at = first * N;
+    cub::DoubleBuffer<float> keys(keys0 + at, keys1 + at);
+    cub::DoubleBuffer<std::int32_t> values(orders + at, values1 + at);
+    std::size_t temp = w.temp_bytes;
+    FS_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(ws + w.temp, temp, keys, values, n * N, n, offsets,
+                                                           offsets + 1, 0, 32, p.stream));
+    // The sorted values end in one of the two buffers, by the number of passes: the orders' is kept.
+    if (values.Current() != orders + at)
+      FS_CUDA_CHECK(cudaMemcpyAsync(orders + at, values.Current(), std::size_t(n) * N * sizeof(std::int32_t),
+                                    cudaMemcpyDeviceToDevice, p.stream));
+  }
+}
+
+template <int D, int kRows>
+void launch_rounds(const FwdParams& p, const std::int32_t* orders) {
+  using T = SmyrfFwdTile<D, kRows>;
+  static_assert(T::kBR == kRows, "the tile holds kRows query rows");
+  const SmyrfGeometry g = smyrf_geometry(p.shape.N, p.smyrf);
+  const int tiles = (p.smyrf.q_cluster + T::kBR - 1) / T::kBR;  // per cluster
+  const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(p.shape.heads()));
+  const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
+  for (int round = 0; round < p.smyrf.hashes; ++round)
+    trace::launch_untraced("smyrf_round_forward_kernel", smyrf_round_forward_kernel<D, T>, grid, T::kThreads, smem,
+                           p.stream, p, orders, round, tiles);
+}
+
+}  // namespace
+
+void smyrf_forward(const FwdParams& p) {
+  if (!is_compiled_head_dim(p.shape.d) || !p.smyrf.on() || p.dtype != DType::fp32 || p.causal)
+    throw CudaError(cudaErrorInvalidValue, "smyrf_forward: fp32, d in {16, 32, 64, 128}, not causal, clusters on");
+  const SmyrfWorkspace w = smyrf_workspace(p.shape, p.smyrf);
+  auto* ws = static_cast<unsigned char*>(p.workspace);
+  auto* orders = reinterpret_cast<std::int32_t*>(ws + w.orders);
+  dispatch_head_dim(p.shape.d, [&](auto D) {
+    if (p.smyrf_orders)  // given clusters (--load): the workspace holds them as if hashed here
+      FS_CUDA_CHECK(cudaMemcpyAsync(orders, p.smyrf_orders, w.segments * p.shape.N * sizeof(std::int32_t),
+                                    cudaMemcpyDeviceToDevice, p.stream));
+    else
+      cluster_on_gpu<D>(p, w, ws);
+    switch (smyrf_cta_rows(p.smyrf.q_cluster)) {
+      case 32: return launch_rounds<D, 32>(p, orders);
+      case 64: return launch_rounds<D, 64>(p, orders);
+      default: return launch_rounds<D, 128>(p, orders);
+    }
+  });
+}
+
+// ===========================================================================================
+// The backward
+// ===========================================================================================
+
+namespace {
+
+template <int D, int kKeys>
+void launch_dkdv(const BwdParams& p, const float* delta, const std::int32_t* orders, int round) {
+  using T = SmyrfBwdTile<D, kKeys>;
+  static_assert(T::kBR == kKeys, "the tile holds kKeys keys");
+  const dim3 grid(static_cast<unsigned>((p.shape.N + T::kBR - 1) / T::kBR), static_cast<unsigned>(p.shape.heads()));
+  trace::launch_untraced("smyrf_round_dkdv_kernel", smyrf_round_dkdv_kernel<D, T>, grid, T::kThreads,
+                         DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta, orders, round);
+}
+
+template <int D, int kRows>
+void launch_dq(const BwdParams& p, const float* delta, const std::int32_t* orders, int round) {
+  using T = SmyrfBwdTile<D, kRows>;
+  static_assert(T::kBR == kRows, "the tile holds kRows queries");
+  const SmyrfGeometry g = smyrf_geometry(p.shape.N, p.smyrf);
+  const int tiles = (p.smyrf.q_cluster + T::kBR - 1) / T::kBR;
+  const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(p.shape.heads()));
+  const std::size_t smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
+  trace::launch_untraced("smyrf_round_dq_kernel", smyrf_round_dq_kernel<D, T>, grid, T::kThreads, smem, p.stream, p,
+                         delta, orders, round, tiles);
+}
+
+// f(std::integral_constant<int, rows>) for the CTA rows smyrf_bwd_rows picks.
+template <int D, typename F>
+void dispatch_bwd_rows(int rows, F&& f) {
+  if constexpr (D == 128) {
+    if (rows == 32) return f(std::integral_constant<int, 32>{});
+    return f(std::integral_constant<int, 64>{});
+  } else {
+    if (rows == 32) return f(std::integral_constant<int, 32>{});
+    if (rows == 64) return f(std::integral_constant<int, 64>{});
+    return f(std::integral_constant<int, 128>{});
+  }
+}
+
+}  // namespace
+
+void smyrf_backward(const BwdParams& p) {
+  if (!is_compiled_head_dim(p.shape.d) || !p.smyrf.on() || p.dtype != DType::fp32 || p.causal)
+    throw CudaError(cudaErrorInvalidValue, "smyrf_backward: fp32, d in {16, 32, 64, 128}, not causal, clusters on");
+  const Shape& s = p.shape;
+  const SmyrfWorkspace w = smyrf_workspace(s, p.smyrf);
+  const auto* orders = reinterpret_cast<const std::int32_t*>(static_cast<const unsigned char*>(p.fwd_workspace) + w.orders);
+  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
+  // D = rowsum(dO ∘ O), dQ = 0 (step 05's preprocess); dK = dV = 0. Every round adds to them.
+  const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
+  trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,
+                pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+  FS_CUDA_CHECK(cudaMemsetAsync(p.dk, 0, s.elems() * sizeof(float), p.stream));
+  FS_CUDA_CHECK(cudaMemsetAsync(p.dv, 0, s.elems() * sizeof(float), p.stream));
+  const SmyrfTiles t = smyrf_tiles(s.d, p.smyrf);
+  dispatch_head_dim(s.d, [&](auto D) {
+    for (int round = 0; round < p.smyrf.hashes; ++round) {
+      dispatch_bwd_rows<D>(t.dkdv_keys, [&](auto K) { launch_dkdv<D, K>(p, delta, orders, round); });
+      dispatch_bwd_rows<D>(t.dq_rows, [&](auto Q) { launch_dq<D, Q>(p, delta, orders, round); });
+    }
+  });
+}
+
+// ===========================================================================================
+// Host side: what the kernels take, the workspace, the IO model
+// ===========================================================================================
+
+namespace {
+
+std::size_t fwd_ws_bytes(const Shape& s, const PassSettings& settings) {
+  return settings.smyrf.on() ? smyrf_workspace(s, settings.smyrf).total : 0;
+}
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.rows() * sizeof(float); }  // D
+
+const std::int32_t* cluster_orders(const void* ws, const Shape& s, const PassSettings& settings) {
+  return reinterpret_cast<const std::int32_t*>(static_cast<const unsigned char*>(ws) +
+                                               smyrf_workspace(s, settings.smyrf).orders);
+}
+
+std::string unsupported(const Shape& s, const PassSettings& settings) {
+  if (std::string why = tiled_unsupported(s); !why.empty()) return why;
+  if (2 * s.heads() > 65535) return "B·H must be at most 32767 (the clustering's grid y is 2·B·H)";
+  if (settings.causal)
+    return "SMYRF has no causal form: a cluster holds keys from before and after its queries (the paper's has "
+           "none either)";
+  if (std::string why = smyrf_params_error(s, settings.smyrf); !why.empty()) return why;
+  if (settings.clusters && (settings.clusters->hashes != settings.smyrf.hashes || settings.clusters->N != s.N))
+    return "the given clusters are for another shape or number of rounds";
+  return {};
+}
+
+IoCount io_forward(const Shape& s, const PassSettings& settings) { return io_smyrf_forward(s, settings.smyrf); }
+IoCount io_backward(const Shape& s, const PassSettings& settings) { return io_smyrf_backward(s, settings.smyrf); }
+
+}  // namespace
+
+IoCount io_smyrf_forward(const Shape& s, const SmyrfParams& p) {
+  const std::int64_t N = s.N, d = s.d, R = p.hashes, f = sizeof(float), idx = sizeof(std::int32_t);
+  const SmyrfGeometry g = smyrf_geometry(s.N, p);
+  const SmyrfTiles t = smyrf_tiles(s.d, p);
+  std::int64_t reads = 0, writes = 0;  // bytes per head
+  reads += 2 * N * d * f;                    // norms: Q, K
+  reads += 2 * N * d * f;                    // hashes: Q, K (and the two norms, 16 bytes)
+  writes += 2 * R * N * (f + idx);           // a key and a value per row and round
+  reads += 2 * R * N * (f + idx);            // the sort: its input once ...
+  writes += 2 * R * N * idx;                 // ... and the orders out
+  for (std::int64_t round = 0; round < R; ++round)
+    for (int c = 0; c < g.clusters(); ++c) {
+      const std::int64_t keys = g.key_end(c) - g.key_begin(c);
+      for (int row0 = g.query_begin(c); row0 < g.query_end(c); row0 += t.fwd_rows) {
+        const std::int64_t rows = std::min<std::int64_t>(t.fwd_rows, g.query_end(c) - row0);
+        reads += rows * (idx + d * f) + keys * (idx + 2 * d * f);  // gathered Q rows; K, V of the cluster
+        if (round > 0) reads += rows * (d + 1) * f;                 // the merge reads O, LSE ...
+        writes += rows * (d + 1) * f;                               // ... and writes them
+      }
+    }
+  return {reads * s.heads(), writes * s.heads()};
+}
+
+IoCount io_smyrf_backward(const Shape& s, const SmyrfParams& p) {
+  const std::int64_t N = s.N, d = s.d, R = p.hashes, f = sizeof(float), idx = sizeof(std::int32_t);
+  const SmyrfGeometry g = smyrf_geometry(s.N, p);
+  const SmyrfTiles t = smyrf_tiles(s.d, p);
+  std::int64_t reads = 0, writes = 0;
+  reads += 2 * N * d * f;               // preprocess: O, dO
+  writes += N * f + 3 * N * d * f;      // D; dQ, dK, dV zeroed
+  for (std::int64_t round = 0; round < R; ++round) {
+    // dK/dV: each CTA's keys, then every cluster meeting them: its queries' Q, dO, LSE, D.
+    for (int key0 = 0; key0 < N; key0 += t.dkdv_keys) {
+      const int key_end = static_cast<int>(std::min<std::int64_t>(N, key0 + t.dkdv_keys));
+      int first = 0, last = 0;
+      g.clusters_of_keys(key0, key_end, &first, &last);
+      if (first > last) continue;
+      const std::int64_t keys = key_end - key0;
+      reads += keys * (idx + 2 * d * f);
+      for (int c = first; c <= last; ++c) reads += (g.query_end(c) - g.query_begin(c)) * (idx + 2 * d * f + 2 * f);
+      reads += keys * 2 * d * f;  // dK, dV read, added to ...
+      writes += keys * 2 * d * f;  // ... and written
+    }
+    // dQ: each CTA's queries (Q, dO, LSE, D), its cluster's K, V; dQ read and written.
+    for (int c = 0; c < g.clusters(); ++c) {
+      const std::int64_t keys = g.key_end(c) - g.key_begin(c);
+      for (int row0 = g.query_begin(c); row0 < g.query_end(c); row0 += t.dq_rows) {
+        const std::int64_t rows = std::min<std::int64_t>(t.dq_rows, g.query_end(c) - row0);
+        reads += rows * (idx + 2 * d * f + 2 * f) + keys * (idx + 2 * d * f) + rows * d * f;
+        writes += rows * d * f;
+      }
+    }
+  }
+  return {reads * s.heads(), writes * s.heads()};
+}
+
+StepInfo step07_info() {
+  StepInfo s;
+  s.id = "07_smyrf";
+  s.title = "SMYRF: attention inside asymmetric-LSH clusters, rounds merged by their LSE (approximate)";
+  s.variants = {"clusters"};
+  s.forward = smyrf_forward;
+  s.backward = smyrf_backward;
+  s.fwd_workspace_bytes = fwd_ws_bytes;
+  s.bwd_workspace_bytes = bwd_ws_bytes;
+  s.unsupported = unsupported;
+  s.io_forward = io_forward;
+  s.io_backward = io_backward;
+  s.clustered = true;
+  s.cluster_orders = cluster_orders;
+  s.traceable = false;
+  s.memory_note = "Its extra memory is O(B·H·hashes·N): the clusters and the sort's buffers";
+  return s;
+}
+
+}  // namespace fs

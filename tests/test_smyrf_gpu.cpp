@@ -1,0 +1,179 @@
+// Step 07 (SMYRF) on the GPU against the host: the clusters it makes are a sort of the fp64
+// hashes (common/smyrf.hpp, smyrf_check_orders), and its outputs and gradients are those of the
+// fp64 reference of the attention inside those clusters, under the project's fp32 rule — on odd
+// shapes, every head dimension, clusters of every CTA size, equal and unequal; with one cluster
+// of every key it is dense attention; clusters given back give the same bits; repeats are
+// bit-identical.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "common/device.hpp"
+#include "common/driver.hpp"
+#include "common/harness.hpp"
+#include "common/npy.hpp"
+#include "common/smyrf.hpp"
+#include "common/verify.hpp"
+#include "steps/registry.hpp"
+#include "tests/gpu_cases.hpp"
+
+using fs::testing::same_bits;
+
+namespace {
+
+const fs::StepInfo& step07() { return *fs::find_step("07"); }
+
+fs::SmyrfParams clustering(int hashes, int q_cluster, int k_cluster, std::uint64_t seed = 5) {
+  fs::SmyrfParams p = fs::kSmyrfDefault;
+  p.hashes = hashes;
+  p.q_cluster = q_cluster;
+  p.k_cluster = k_cluster;
+  p.seed = seed;
+  return p;
+}
+
+fs::PassSettings settings(const fs::Shape& s, const fs::SmyrfParams& c, const fs::SmyrfClusters* given = nullptr) {
+  return {fs::default_scale(s.d), false, 0, {}, nullptr, fs::DType::fp32, c, given};
+}
+
+struct Outputs {
+  fs::SmyrfClusters clusters;
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+Outputs run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c, bool backward,
+            const fs::SmyrfClusters* given = nullptr) {
+  fs::DeviceRun r(step07(), p, settings(s, c, given), backward);
+  r.forward();
+  if (backward) r.backward();
+  r.sync();
+  Outputs out{r.clusters(), r.o(), r.lse(), {}, {}, {}};
+  if (backward) {
+    out.dq = r.dq();
+    out.dk = r.dk();
+    out.dv = r.dv();
+  }
+  return out;
+}
+
+std::string name(const fs::Shape& s, const fs::SmyrfParams& c) {
+  return "B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) + " N=" + std::to_string(s.N) +
+         " d=" + std::to_string(s.d) + " smyrf " + fs::smyrf_spec(c);
+}
+
+}  // namespace
+
+TEST_CASE("SMYRF's clusters are a sort of the fp64 hashes, and its outputs and gradients match the fp64 reference "
+          "of those clusters",
+          "[gpu][smyrf]") {
+  const int N = GENERATE(1, 17, 257, 1025);
+  const int d = GENERATE(16, 32, 64, 128);
+  for (const fs::SmyrfParams& c : {clustering(1, 32, 32), clustering(8, 32, 32), clustering(3, 24, 40),
+                                   clustering(2, 100, 70), clustering(4, 64, 64), clustering(2, 256, 256)}) {
+    const fs::Shape s{2, N > 512 ? 2 : 3, N, d};
+    DYNAMIC_SECTION(name(s, c)) {
+      const fs::HostProblem p = fs::random_problem(s, 1000003ull * N + 17ull * d + c.hashes, true);
+      const Outputs g = run(s, p, c, true);
+      INFO(g.clusters.error());
+      REQUIRE(g.clusters.error().empty());
+      const fs::OrderCheck order = fs::smyrf_check_orders(s, p.q.data(), p.k.data(), c, g.clusters);
+      INFO("order: worst " << order.worst << " of the allowance over " << order.pairs << " pairs");
+      REQUIRE(fs::judge_orders(order).pass());
+      const fs::AttnOptions attn{fs::default_scale(d), false, {}, nullptr, fs::DType::fp32, &g.clusters};
+      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
+      INFO(fwd.summary());
+      REQUIRE(fwd.pass());
+      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                           g.dk.data(), g.dv.data(), 7);
+      INFO(bwd.summary());
+      REQUIRE(bwd.pass());
+      // The dense reference is another function: SMYRF's outputs fail it once clusters are smaller than N.
+      if (N >= 257) {
+        const auto dense = fs::verify_forward(s, {fs::default_scale(d)}, p.q.data(), p.k.data(), p.v.data(),
+                                              g.o.data(), g.lse.data(), 7);
+        REQUIRE_FALSE(dense.pass());
+      }
+    }
+  }
+}
+
+TEST_CASE("SMYRF with one cluster of every key is dense attention, forward and backward", "[gpu][smyrf]") {
+  const int d = GENERATE(32, 64, 128);
+  const int hashes = GENERATE(1, 3);
+  const fs::Shape s{1, 3, 200, d};
+  const fs::HostProblem p = fs::random_problem(s, 99 + d, true);
+  const Outputs g = run(s, p, clustering(hashes, 256, 256), true);  // 256 ≥ N: every key in the one cluster
+  // Every round sees every key: O is dense attention's, and LSE is dense's + log(hashes).
+  std::vector<float> lse = g.lse;
+  for (float& x : lse) x -= std::log(float(hashes));
+  const fs::AttnOptions dense{fs::default_scale(d)};
+  const auto fwd = fs::verify_forward(s, dense, p.q.data(), p.k.data(), p.v.data(), g.o.data(), lse.data(), 3);
+  INFO(fwd.summary());
+  REQUIRE(fwd.pass());
+  const auto bwd = fs::verify_backward(s, dense, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                       g.dk.data(), g.dv.data(), 3);
+  INFO(bwd.summary());
+  REQUIRE(bwd.pass());
+}
+
+TEST_CASE("SMYRF is bit-identical over repeats, and clusters given back give the same bits as hashing them",
+          "[gpu][smyrf]") {
+  const fs::Shape s{2, 2, 777, 64};
+  const fs::HostProblem p = fs::random_problem(s, 4, true);
+  for (const fs::SmyrfParams& c : {clustering(8, 32, 32), clustering(3, 48, 96)}) {
+    DYNAMIC_SECTION(fs::smyrf_spec(c)) {
+      const Outputs a = run(s, p, c, true);
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        const Outputs b = run(s, p, c, true);
+        REQUIRE(b.clusters.q_order == a.clusters.q_order);
+        REQUIRE(b.clusters.k_order == a.clusters.k_order);
+        for (auto [x, y] : {std::pair{&a.o, &b.o}, std::pair{&a.lse, &b.lse}, std::pair{&a.dq, &b.dq},
+                            std::pair{&a.dk, &b.dk}, std::pair{&a.dv, &b.dv}})
+          REQUIRE(same_bits(*x, *y));
+      }
+      const Outputs given = run(s, p, c, true, &a.clusters);
+      REQUIRE(given.clusters.q_order == a.clusters.q_order);
+      for (auto [x, y] : {std::pair{&a.o, &given.o}, std::pair{&a.lse, &given.lse}, std::pair{&a.dq, &given.dq},
+                          std::pair{&a.dk, &given.dk}, std::pair{&a.dv, &given.dv}})
+        REQUIRE(same_bits(*x, *y));
+    }
+  }
+}
+
+TEST_CASE("a step 07 run checks the order of its clusters and saves them, and --load takes them back",
+          "[gpu][smyrf]") {
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_smyrf_gpu";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  fs::Options opt;
+  opt.shape = {1, 2, 300, 64};
+  opt.smyrf = clustering(4, 32, 32, 1);
+  opt.check = opt.backward = true;
+  opt.save_dir = dir.string();
+  const fs::HostProblem p = fs::random_problem(opt.shape, opt.seed, true);
+  const fs::CaseReport first = fs::run_case(fs::RunPlan(step07(), opt), p, fs::testing::test_device());
+  REQUIRE(first.pass());
+  bool has_order = false;
+  for (const auto& t : first.passes.front().check->tensors) has_order = has_order || t.name == "order";
+  REQUIRE(has_order);
+  REQUIRE(fs::has_smyrf_clusters(dir.string()));
+  // The inputs and the clusters from the directory: the same outputs, bit for bit.
+  fs::write_npy((dir / "q.npy").string(), p.q.data(), {1, 2, 300, 64});
+  fs::write_npy((dir / "k.npy").string(), p.k.data(), {1, 2, 300, 64});
+  fs::write_npy((dir / "v.npy").string(), p.v.data(), {1, 2, 300, 64});
+  const fs::NpyArray o1 = fs::read_npy((dir / "o.npy").string());
+  fs::Options again;
+  again.load_dir = dir.string();
+  again.check = true;
+  const fs::RunPlan plan(step07(), again);
+  REQUIRE(plan.given_clusters() != nullptr);
+  REQUIRE(plan.settings().smyrf.hashes == 4);  // from clusters.npy
+  const fs::HostProblem loaded = fs::load_problem(dir.string(), false);
+  fs::DeviceRun r(step07(), loaded, plan.settings(), false);
+  r.forward();
+  r.sync();
+  REQUIRE(same_bits(r.o(), o1.data));
+  std::filesystem::remove_all(dir);
+}
