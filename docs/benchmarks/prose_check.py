@@ -28,8 +28,8 @@ requires exactly one):
     ncu         docs/benchmarks/<gpu>_ncu.csv: step= pass= kernel= field=dram_read_bytes|
                 dram_write_bytes|time_ns, summed over the matching launches
     ncu_metric  an Nsight Compute CSV export: file= (in docs/benchmarks) metric="Metric Name"
-    model       build/bin/io_model B= H= N= d= causal= pattern= block= seed= (defaults 1 8 2048
-                64 0, no pattern): step= pass= field=read_bytes|write_bytes|total
+    model       build/bin/io_model B= H= N= d= causal= pattern= block= seed= smyrf= (defaults 1 8
+                2048 64 0, no pattern, smyrf 8x32): step= pass= field=read_bytes|write_bytes|total
     tiles       build/bin/io_model --tiles N= d=: step= name= (the value)
     txt         a text file in the repository: file= re="regex with one (group)"
 
@@ -181,7 +181,7 @@ class Sources:
             shape = {k: f.pop(k, v) for k, v in (("B", "1"), ("H", "8"), ("N", "2048"), ("d", "64"), ("causal", "0"))}
             args = ["--batch", shape["B"], "--heads", shape["H"], "--seq", shape["N"], "--dim", shape["d"]]
             args += ["--causal"] if shape["causal"] == "1" else []
-            for k in ("pattern", "block", "seed"):
+            for k in ("pattern", "block", "seed", "smyrf"):
                 if k in f:
                     args += ["--" + k, f.pop(k)]
             field = f.pop("field")
@@ -366,7 +366,8 @@ def check_model_csvs(sources, fix, bench=BENCH):
         for r in rows:
             args = ["--batch", r["B"], "--heads", r["H"], "--seq", r["N"], "--dim", r["d"]]
             args += ["--causal"] if r["causal"] == "1" else []
-            args += ["--pattern", r["mask"]] if r.get("mask") else []
+            mask = r.get("mask") or ""
+            args += ["--smyrf", mask[len("smyrf:"):]] if mask.startswith("smyrf:") else ["--pattern", mask] if mask else []
             try:
                 now = [x for x in sources.io_model(args) if x["step"] == r["step"] and x["pass"] == r["pass"]]
             except ProseError as e:

@@ -15,6 +15,10 @@ in the README, the lessons and docs/*.md:
     ![...](docs/benchmarks/figures/<gpu>_<KIND>_<what it shows>.svg)
     <!-- /figure -->
 
+    <!-- quality:attention|embeddings file=steps/07_smyrf/quality/minilm_*.csv -->
+    ...SMYRF on a real model's attention (steps/07_smyrf/quality/run.sh writes the CSVs)...
+    <!-- /quality -->
+
 Layouts of a results block: pivot (N by implementation), table (one line per row), fwdbwd
 (forward + backward time), density (block-sparse time against density). Figure kinds: tflops
 (TFLOP/s against N), memory (device memory per head against N), roofline, density, ladder (a
@@ -44,6 +48,7 @@ MAX_COLUMNS = 8
 MARKER = re.compile(r"(<!-- results:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /results -->)", re.S)
 NCU_MARKER = re.compile(r"(<!-- ncu:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ncu -->)", re.S)
 FIGURE_MARKER = re.compile(r"(<!-- figure:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
+QUALITY_MARKER = re.compile(r"(<!-- quality:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /quality -->)", re.S)
 PASS_NAME = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
 PASS_ORDER = ["fwd", "bwd", "fwdbwd"]
 # Step 05 times its forward (step 04's fa2 kernel, unchanged) only to pair it with its own
@@ -743,6 +748,69 @@ def render_ncu(match):
     return match.group(1) + "\n".join(lines) + "\n" + match.group(4)
 
 
+# --- SMYRF's quality on a real model (steps/07_smyrf/quality/run.sh writes the CSVs) -------------
+
+def mean(values):
+    return sum(values) / len(values)
+
+
+def quality_attention(rows, path):
+    """SMYRF against random clusters of the same sizes and uniform attention, averaged over layers."""
+    layers = sorted({int(r["layer"]) for r in rows})
+    r0 = rows[0]
+    agg = {}
+    for r in rows:
+        agg.setdefault((r["method"], int(r["hashes"]), int(r["cluster"])), []).append(r)
+    out = [f"all-MiniLM-L6-v2, N={r0['N']} tokens, H={r0['H']} heads, d={r0['d']}; the mean over its "
+           f"{len(layers)} layers of each head's attention output against exact attention (host reference, fp64; "
+           f"generated from {path}). *mass*: the share of each query's exact attention on the keys its "
+           "clusters hold:\n",
+           "| hashes × cluster | rel. L2 error | vs random clusters | mean cosine | vs random | mass | vs random |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for (method, h, c) in sorted(k for k in agg if k[0] == "smyrf"):
+        sm, rnd = agg[("smyrf", h, c)], agg[("random", h, c)]
+        cell = lambda rs, f: f"{mean([float(r[f]) for r in rs]):.3f}"
+        out.append(f"| {h} × {c} | {cell(sm, 'rel_l2')} | {cell(rnd, 'rel_l2')} | {cell(sm, 'mean_cos')} | "
+                   f"{cell(rnd, 'mean_cos')} | {cell(sm, 'mass')} | {cell(rnd, 'mass')} |")
+    uni = agg[("uniform", 0, 0)]
+    out.append(f"| uniform weights (the floor) | {mean([float(r['rel_l2']) for r in uni]):.3f} | | "
+               f"{mean([float(r['mean_cos']) for r in uni]):.3f} | | 1 | |")
+    return "\n".join(out) + "\n"
+
+
+def quality_embeddings(rows, path):
+    """Sentence embeddings with SMYRF in every layer: cosine to the exact model's, per passage."""
+    passages = sorted({int(r["passage"]) for r in rows})
+    clusters = sorted({int(r["cluster"]) for r in rows if r["method"] == "smyrf"})
+    hashes = sorted({int(r["hashes"]) for r in rows if r["method"] == "smyrf"})
+    cos = {}
+    for r in rows:
+        cos.setdefault((r["method"], int(r["hashes"]), int(r["cluster"])), []).append(float(r["cos"]))
+    out = [f"Cosine of the sentence embedding (mean pooling, normalised) with SMYRF in all 6 layers to the exact "
+           f"model's, mean (lowest) over {len(passages)} passages of {rows[0]['N']} tokens (generated from {path}):\n",
+           "| hashes | " + " | ".join(f"clusters of {c}" for c in clusters) + " |",
+           "|---|" + "---:|" * len(clusters)]
+    for h in hashes:
+        cells = [f"{mean(cos[('smyrf', h, c)]):.3f} ({min(cos[('smyrf', h, c)]):.3f})" for c in clusters]
+        out.append(f"| {h} | " + " | ".join(cells) + " |")
+    other = cos[("next_passage", 0, 0)]
+    out += ["", f"For scale: the exact model's embeddings of two neighbouring passages of the same text have a "
+                f"cosine of {mean(other):.3f} on average (lowest {min(other):.3f})."]
+    return "\n".join(out) + "\n"
+
+
+def render_quality(match):
+    args = dict(a.split("=", 1) for a in match.group("args").split()[1:])
+    kind = match.group("args").split()[0]
+    path = args["file"]
+    full = os.path.join(ROOT, path)
+    if not os.path.exists(full):
+        return match.group(1) + "(not measured yet)\n" + match.group(4)
+    rows = list(csv.DictReader(open(full, newline="")))
+    body = {"attention": quality_attention, "embeddings": quality_embeddings}[kind](rows, path)
+    return match.group(1) + body + match.group(4)
+
+
 # --- Driver ------------------------------------------------------------------------------------
 
 def matplotlib_version():
@@ -781,6 +849,7 @@ def render_all():
         new = MARKER.sub(lambda m: render_marker(m, cache), text)
         new = NCU_MARKER.sub(render_ncu, new)
         new = FIGURE_MARKER.sub(lambda m: render_figure_marker(m, cache, figures, os.path.dirname(path)), new)
+        new = QUALITY_MARKER.sub(render_quality, new)
         texts[path] = new
     return texts, figures.draw()
 
@@ -789,7 +858,7 @@ def generated_parts(path, text):
     """What render.py wrote in a file: all of a <gpu>.md, the marker blocks elsewhere."""
     if os.path.dirname(path) == BENCH:
         return [text]
-    return [m.group("body") for marker in (MARKER, NCU_MARKER) for m in marker.finditer(text)]
+    return [m.group("body") for marker in (MARKER, NCU_MARKER, QUALITY_MARKER) for m in marker.finditer(text)]
 
 
 def too_wide_tables(texts):
