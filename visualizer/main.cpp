@@ -10,6 +10,7 @@
 //
 // With no display it runs itself under xvfb-run and renders a storyboard of PNGs.
 #include <CLI/CLI.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,14 +296,30 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     ::setenv("FS_VIZ_UNDER_XVFB", "1", 1);
     const std::string screen = "-screen 0 " + std::to_string(std::max(o.w, 1600)) + "x" + std::to_string(std::max(o.h, 1000)) + "x24";
-    std::vector<std::string> args = {xvfb, "-a", "-s", screen, exe};
+    // Our own folder for the X authority file (-f): xvfb-run then makes no temporary folder of its
+    // own, whose removal can fail after the program has run (xvfb-run's exit code 5, which hid the
+    // program's); this one is removed here, and a failure to remove it changes no exit code.
+    char auth_dir[] = "/tmp/flashsteps-viz-XXXXXX";
+    if (!::mkdtemp(auth_dir)) return fail("cannot make a folder for Xvfb's authority file in /tmp", 1);
+    const std::string auth = std::string(auth_dir) + "/Xauthority";
+    std::vector<std::string> args = {xvfb, "-a", "-f", auth, "-s", screen, exe};
     for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
     if (!o.headless()) args.insert(args.end(), {"--storyboard", board});
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
-    ::execv(xvfb.c_str(), cargs.data());
-    return fail("cannot run " + xvfb, 1);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::execv(xvfb.c_str(), cargs.data());
+      std::fprintf(stderr, "flashsteps_viz: cannot run %s\n", xvfb.c_str());
+      ::_exit(1);
+    }
+    int status = 0;
+    const bool waited = child > 0 && ::waitpid(child, &status, 0) == child;
+    std::error_code ignored;
+    stdfs::remove_all(auth_dir, ignored);
+    if (!waited) return fail("cannot run " + xvfb, 1);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   }
 
   if (o.bench) {
