@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 namespace fs {
 
 constexpr int kWarpSize = 32;
@@ -20,6 +22,7 @@ __device__ __forceinline__ float warp_max(float x) {
 // 16 bytes global → shared without passing through registers (sm_80+: cp.async). When
 // `valid` is false nothing is read and the 16 bytes are zero-filled: rows past N of a tail
 // tile become 0, so that 0 · (masked P) never meets uninitialised NaN bits.
+#ifndef FS_EMULATION
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   const int src_bytes = valid ? 16 : 0;
@@ -30,6 +33,26 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+#else  // the CPU emulation (common/emulator): the copy happens at once, the waits have nothing to wait for
+inline void cp_async_16(void* smem, const void* gmem, bool valid) {
+  if (valid) std::memcpy(smem, gmem, 16);
+  else std::memset(smem, 0, 16);
+}
+inline void cp_async_commit() {}
+template <int kPending>
+void cp_async_wait() {}
+#endif
+
+// The CTA's dynamic shared memory (the launch's third <<< >>> argument), as T.
+template <typename T>
+__device__ __forceinline__ T* dynamic_smem() {
+#ifndef FS_EMULATION
+  extern __shared__ __align__(16) unsigned char fs_dynamic_smem[];
+  return reinterpret_cast<T*>(fs_dynamic_smem);
+#else
+  return reinterpret_cast<T*>(emu::dynamic_smem());
+#endif
 }
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix into shared memory laid out

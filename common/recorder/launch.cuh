@@ -29,6 +29,8 @@
 
 namespace fs::trace {
 
+#ifndef FS_EMULATION
+
 // Above the 48 KiB of dynamic shared memory a kernel gets by default, it must opt in to more.
 template <typename... Params>
 void allow_dynamic_smem(void (*kernel)(Params...), std::size_t smem) {
@@ -64,5 +66,21 @@ void launch_untraced(const char* name, void (*kernel)(Params...), dim3 grid, dim
   kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
   FS_CHECK_LAUNCH();
 }
+
+#else  // the CPU emulation (common/emulator): the plain kernel, run to completion; nothing is traced
+
+template <typename... Params, typename... Args>
+void launch(DeviceSink* /*sink: null in emulated runs*/, const char* /*name*/, void (*plain)(Params...),
+            void (*/*traced*/)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t, Args&&... args) {
+  emu::launch(plain, grid, block, smem, std::forward<Args>(args)..., Slices{});
+}
+
+template <typename... Params, typename... Args>
+void launch_untraced(const char* /*name*/, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem,
+                     cudaStream_t, Args&&... args) {
+  emu::launch(kernel, grid, block, smem, std::forward<Args>(args)...);
+}
+
+#endif
 
 }  // namespace fs::trace

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(T::kThreads)
                             int round) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   using L = DkdvSmem<D, T, false>;
-  extern __shared__ float smem[];
+  float* smem = dynamic_smem<float>();  // two stages of (Q, dO, LSE, D): DkdvSmem
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
   const SmyrfGeometry g{N, p.smyrf.q_cluster, p.smyrf.k_cluster};
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(T::kThreads)
     smyrf_round_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, const std::int32_t* __restrict__ orders,
                           int round, int tiles_per_cluster) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
-  extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
+  float* smem = dynamic_smem<float>();  // stage s: K at smem + 2s·stage·D, V after it
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
   const SmyrfGeometry g{N, p.smyrf.q_cluster, p.smyrf.k_cluster};

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(T::kThreads)
     smyrf_round_forward_kernel(const FwdParams p, const std::int32_t* __restrict__ orders, int round,
                                int tiles_per_cluster) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
-  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
+  float* smem = dynamic_smem<float>();  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
   const SmyrfGeometry g{N, p.smyrf.q_cluster, p.smyrf.k_cluster};

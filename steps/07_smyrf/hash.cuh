@@ -19,8 +19,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "common/cuda_utils.cuh"
 #include "common/smyrf.hpp"
 
 namespace fs {
@@ -33,17 +35,19 @@ struct SmyrfProjParams {
 
 constexpr int kNormThreads = 256;  // 8 warps, a row per warp at a time
 constexpr int kNormRows = 64;      // rows per CTA
-// Rows per CTA of the hash kernel, one per thread: its rows sit in (static) shared memory, which
-// is at most 48 KiB.
+constexpr std::size_t kNormSmemBytes = kNormThreads / 32 * sizeof(double);  // a max per warp
+// Rows per CTA of the hash kernel, one per thread, in shared memory as rows of D + 1 floats.
 template <int D>
 constexpr int kHashRows = D <= 64 ? 128 : 64;
+template <int D>
+constexpr std::size_t kHashSmemBytes = std::size_t(kHashRows<D>) * (D + 1) * sizeof(float);
 
 // Grid (⌈N / kNormRows⌉, 2·B·H): y < B·H the queries of head y, else the keys of head y − B·H.
 template <int D>
 __global__ void __launch_bounds__(kNormThreads)
     smyrf_norms_kernel(const float* __restrict__ q, const float* __restrict__ k, int N, int BH,
                        unsigned long long* __restrict__ max_norm2) {
-  __shared__ double warp_max[kNormThreads / 32];
+  double* warp_max = dynamic_smem<double>();  // (kNormThreads / 32): kNormSmemBytes
   const int which = blockIdx.y >= unsigned(BH);
   const std::int64_t bh = which ? blockIdx.y - BH : blockIdx.y;
   const float* x = (which ? k : q) + bh * N * D;
@@ -72,16 +76,18 @@ __global__ void __launch_bounds__(kHashRows<D>)
                       const unsigned long long* __restrict__ max_norm2, const SmyrfProjParams<D> proj,
                       float* __restrict__ keys, std::int32_t* __restrict__ orders) {
   constexpr int kRows = kHashRows<D>;
-  __shared__ float sx[kRows][D + 1];  // +1: thread t reads row t, column c from bank (t·(D + 1) + c) mod 32, 32 banks a warp
+  // (kRows, D + 1): kHashSmemBytes. The +1: thread t reads row t, column c from bank
+  // (t·(D + 1) + c) mod 32, a different bank for each thread of a warp.
+  float* sx = dynamic_smem<float>();
   const int which = blockIdx.y >= unsigned(BH);
   const std::int64_t bh = which ? blockIdx.y - BH : blockIdx.y;
   const float* x = (which ? k : q) + bh * N * D;
   const int row0 = blockIdx.x * kRows, rows = min(kRows, N - row0);
   for (int e = threadIdx.x; e < rows * D; e += kRows)  // coalesced: consecutive threads, consecutive floats
-    sx[e / D][e % D] = x[std::int64_t(row0) * D + e];
+    sx[e / D * (D + 1) + e % D] = x[std::int64_t(row0) * D + e];
   __syncthreads();  // the CTA's rows are in shared memory
   if (int(threadIdx.x) >= rows) return;
-  const float* xi = sx[threadIdx.x];
+  const float* xi = sx + threadIdx.x * (D + 1);
   double n2 = 0;
   for (int c = 0; c < D; ++c) n2 = fma(double(xi[c]), double(xi[c]), n2);
   // As the host: M = √(max ‖x‖²), then M² (common/smyrf.cpp, xbox_plus).

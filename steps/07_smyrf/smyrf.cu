@@ -8,7 +8,7 @@
 //   HBM traffic   Θ(Nd + N²d²/M) (step 04) → Θ(hashes·N·d) per pass, plus the sort
 //   FLOPs         4·N²·d → 4·hashes·N·C_k·d
 //
-// The pass, in launches (hash.cuh, cluster_forward.cuh, cluster_backward.cuh):
+// The pass, in launches (schedule.cuh; the kernels in hash.cuh, cluster_forward.cuh, cluster_backward.cuh):
 //   forward   norms → hashes → CUB's segmented radix sort (the clusters, kept in the workspace)
 //             → one round kernel per round, each gathering its cluster's rows and merging into O, LSE
 //   backward  step 05's preprocess (D, zeroed dQ) → per round: dK/dV over key slots, dQ over a
@@ -24,10 +24,7 @@
 #include "common/flash_tile.cuh"
 #include "common/recorder/launch.cuh"
 #include "common/smyrf.hpp"
-#include "steps/05_recompute_backward/backward.cuh"
-#include "steps/07_smyrf/cluster_backward.cuh"
-#include "steps/07_smyrf/cluster_forward.cuh"
-#include "steps/07_smyrf/hash.cuh"
+#include "steps/07_smyrf/schedule.cuh"
 
 namespace fs {
 
@@ -88,36 +85,23 @@ SmyrfTiles smyrf_tiles(int d, const SmyrfParams& p) {
 }
 
 // ===========================================================================================
-// The forward
+// The passes: the kernels in schedule.cuh, and around them the memsets and CUB's sort
 // ===========================================================================================
 
 namespace {
 
 template <int D>
 void cluster_on_gpu(const FwdParams& p, const SmyrfWorkspace& w, unsigned char* ws) {
-  const Shape& s = p.shape;
-  const int BH = static_cast<int>(s.heads()), N = s.N;
+  const int N = p.shape.N;
   auto* orders = reinterpret_cast<std::int32_t*>(ws + w.orders);
   auto* norms = reinterpret_cast<unsigned long long*>(ws + w.norms);
   auto* keys0 = reinterpret_cast<float*>(ws + w.keys0);
   auto* keys1 = reinterpret_cast<float*>(ws + w.keys1);
   auto* values1 = reinterpret_cast<std::int32_t*>(ws + w.values1);
   auto* offsets = reinterpret_cast<int*>(ws + w.offsets);
-
-  // α, β of every round, as a kernel parameter.
-  const SmyrfProjections proj = smyrf_projections(p.smyrf, D);
-  SmyrfProjParams<D> pp{};
-  for (int r = 0; r < p.smyrf.hashes; ++r) {
-    for (int c = 0; c < D + 2; ++c) pp.alpha[r][c] = proj.alpha[std::size_t(r) * (D + 2) + c];
-    pp.beta[r] = proj.beta[r];
-  }
   const nvtx::Range range("cluster: norms, hashes, sort");  // the sort's own launches are CUB's
-  FS_CUDA_CHECK(cudaMemsetAsync(norms, 0, 2 * std::size_t(BH) * sizeof(unsigned long long), p.stream));
-  trace::launch_untraced("smyrf_norms_kernel", smyrf_norms_kernel<D>, dim3((N + kNormRows - 1) / kNormRows, 2 * BH),
-                         kNormThreads, 0, p.stream, as<float>(p.q), as<float>(p.k), N, BH, norms);
-  trace::launch_untraced("smyrf_hash_kernel", smyrf_hash_kernel<D>, dim3((N + kHashRows<D> - 1) / kHashRows<D>, 2 * BH),
-                         kHashRows<D>, 0, p.stream, as<float>(p.q), as<float>(p.k), N, BH, p.smyrf.hashes,
-                         static_cast<const unsigned long long*>(norms), pp, keys0, orders);
+  FS_CUDA_CHECK(cudaMemsetAsync(norms, 0, 2 * std::size_t(p.shape.heads()) * sizeof(unsigned long long), p.stream));
+  launch_hashes<D>(p, norms, keys0, orders);
   trace::launch_untraced("smyrf_offsets_kernel", smyrf_offsets_kernel, (w.batch + 256) / 256, 256, 0, p.stream, offsets,
                          w.batch, N);
   // The sort, in calls of at most w.batch segments (CUB counts items in an int).
@@ -136,19 +120,6 @@ void cluster_on_gpu(const FwdParams& p, const SmyrfWorkspace& w, unsigned char* 
   }
 }
 
-template <int D, int kRows>
-void launch_rounds(const FwdParams& p, const std::int32_t* orders) {
-  using T = SmyrfFwdTile<D, kRows>;
-  static_assert(T::kBR == kRows, "the tile holds kRows query rows");
-  const SmyrfGeometry g = smyrf_geometry(p.shape.N, p.smyrf);
-  const int tiles = (p.smyrf.q_cluster + T::kBR - 1) / T::kBR;  // per cluster
-  const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(p.shape.heads()));
-  const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
-  for (int round = 0; round < p.smyrf.hashes; ++round)
-    trace::launch_untraced("smyrf_round_forward_kernel", smyrf_round_forward_kernel<D, T>, grid, T::kThreads, smem,
-                           p.stream, p, orders, round, tiles);
-}
-
 }  // namespace
 
 void smyrf_forward(const FwdParams& p) {
@@ -163,55 +134,9 @@ void smyrf_forward(const FwdParams& p) {
                                     cudaMemcpyDeviceToDevice, p.stream));
     else
       cluster_on_gpu<D>(p, w, ws);
-    switch (smyrf_cta_rows(p.smyrf.q_cluster)) {
-      case 32: return launch_rounds<D, 32>(p, orders);
-      case 64: return launch_rounds<D, 64>(p, orders);
-      default: return launch_rounds<D, 128>(p, orders);
-    }
+    launch_forward_rounds<D>(p, orders);
   });
 }
-
-// ===========================================================================================
-// The backward
-// ===========================================================================================
-
-namespace {
-
-template <int D, int kKeys>
-void launch_dkdv(const BwdParams& p, const float* delta, const std::int32_t* orders, int round) {
-  using T = SmyrfBwdTile<D, kKeys>;
-  static_assert(T::kBR == kKeys, "the tile holds kKeys keys");
-  const dim3 grid(static_cast<unsigned>((p.shape.N + T::kBR - 1) / T::kBR), static_cast<unsigned>(p.shape.heads()));
-  trace::launch_untraced("smyrf_round_dkdv_kernel", smyrf_round_dkdv_kernel<D, T>, grid, T::kThreads,
-                         DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta, orders, round);
-}
-
-template <int D, int kRows>
-void launch_dq(const BwdParams& p, const float* delta, const std::int32_t* orders, int round) {
-  using T = SmyrfBwdTile<D, kRows>;
-  static_assert(T::kBR == kRows, "the tile holds kRows queries");
-  const SmyrfGeometry g = smyrf_geometry(p.shape.N, p.smyrf);
-  const int tiles = (p.smyrf.q_cluster + T::kBR - 1) / T::kBR;
-  const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(p.shape.heads()));
-  const std::size_t smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
-  trace::launch_untraced("smyrf_round_dq_kernel", smyrf_round_dq_kernel<D, T>, grid, T::kThreads, smem, p.stream, p,
-                         delta, orders, round, tiles);
-}
-
-// f(std::integral_constant<int, rows>) for the CTA rows smyrf_bwd_rows picks.
-template <int D, typename F>
-void dispatch_bwd_rows(int rows, F&& f) {
-  if constexpr (D == 128) {
-    if (rows == 32) return f(std::integral_constant<int, 32>{});
-    return f(std::integral_constant<int, 64>{});
-  } else {
-    if (rows == 32) return f(std::integral_constant<int, 32>{});
-    if (rows == 64) return f(std::integral_constant<int, 64>{});
-    return f(std::integral_constant<int, 128>{});
-  }
-}
-
-}  // namespace
 
 void smyrf_backward(const BwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d) || !p.smyrf.on() || p.dtype != DType::fp32 || p.causal)
@@ -219,20 +144,9 @@ void smyrf_backward(const BwdParams& p) {
   const Shape& s = p.shape;
   const SmyrfWorkspace w = smyrf_workspace(s, p.smyrf);
   const auto* orders = reinterpret_cast<const std::int32_t*>(static_cast<const unsigned char*>(p.fwd_workspace) + w.orders);
-  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
-  // D = rowsum(dO ∘ O), dQ = 0 (step 05's preprocess); dK = dV = 0. Every round adds to them.
-  const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
-  trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,
-                pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
-  FS_CUDA_CHECK(cudaMemsetAsync(p.dk, 0, s.elems() * sizeof(float), p.stream));
+  FS_CUDA_CHECK(cudaMemsetAsync(p.dk, 0, s.elems() * sizeof(float), p.stream));  // every round adds to dK, dV
   FS_CUDA_CHECK(cudaMemsetAsync(p.dv, 0, s.elems() * sizeof(float), p.stream));
-  const SmyrfTiles t = smyrf_tiles(s.d, p.smyrf);
-  dispatch_head_dim(s.d, [&](auto D) {
-    for (int round = 0; round < p.smyrf.hashes; ++round) {
-      dispatch_bwd_rows<D>(t.dkdv_keys, [&](auto K) { launch_dkdv<D, K>(p, delta, orders, round); });
-      dispatch_bwd_rows<D>(t.dq_rows, [&](auto Q) { launch_dq<D, Q>(p, delta, orders, round); });
-    }
-  });
+  dispatch_head_dim(s.d, [&](auto D) { launch_backward_rounds<D>(p, static_cast<float*>(p.workspace), orders); });
 }
 
 // ===========================================================================================

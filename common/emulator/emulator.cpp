@@ -1,0 +1,190 @@
+// The fiber scheduler behind common/emulator/emulator.hpp: a CTA's threads are fibers, resumed in
+// turn by the scheduler (the host thread's own stack). A fiber runs until it waits at a barrier or
+// returns; when no fiber can run, either every thread has reached the barrier it waits at (they
+// are released) or some never will (a deadlock, reported).
+//
+// A fiber starts on its own stack through makecontext/swapcontext, and from then on the switches
+// are _setjmp/_longjmp, which save no signal mask: swapcontext makes a system call each time, and
+// an emulated CTA switches at every barrier of every thread. _FORTIFY_SOURCE's longjmp check
+// refuses a jump to another stack, so it is off in this file.
+#undef _FORTIFY_SOURCE
+#include "common/emulator/emulator.hpp"
+
+#include <setjmp.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fs::emu {
+
+uint3 block_index;
+dim3 block_dim, grid_dim;
+
+namespace {
+
+alignas(16) unsigned char shared_memory[kMaxSmemBytes];  // the running CTA's
+constexpr std::size_t kStackBytes = 256 * 1024;  // a thread's registers and locals, and what it calls
+constexpr int kWarp = 32;
+
+enum class State { Ready, AtCtaBarrier, AtWarpBarrier, Done };
+
+struct Fiber {
+  ucontext_t start{};  // its first entry
+  jmp_buf resume{};    // where it waits, once started
+  bool started = false;
+  std::unique_ptr<char[]> stack;
+  uint3 index{};
+  int linear = 0;
+  State state = State::Ready;
+};
+
+struct Cta {
+  std::vector<Fiber> fibers;
+  ucontext_t scheduler_context{};  // swapcontext needs somewhere to save the scheduler; unused after
+  jmp_buf scheduler{};             // where the scheduler resumes
+  int running = -1;
+  const std::function<void()>* body = nullptr;
+  std::vector<std::uint64_t> slots;  // shuffle values, a warp's 32 side by side
+};
+
+Cta& cta() {
+  static Cta c;
+  return c;
+}
+
+Fiber& current() { return cta().fibers[std::size_t(cta().running)]; }
+
+void entry() {
+  Cta& c = cta();
+  (*c.body)();
+  current().state = State::Done;
+  _longjmp(c.scheduler, 1);  // never resumed
+}
+
+// Back to the scheduler until released from `wait`.
+void block_on(State wait) {
+  Fiber& f = current();
+  f.state = wait;
+  if (!_setjmp(f.resume)) _longjmp(cta().scheduler, 1);
+}
+
+// Runs fiber i until it waits or returns.
+void resume(Cta& c, std::size_t i) {
+  c.running = static_cast<int>(i);
+  Fiber& f = c.fibers[i];
+  if (_setjmp(c.scheduler)) return;
+  if (f.started) _longjmp(f.resume, 1);
+  f.started = true;
+  swapcontext(&c.scheduler_context, &f.start);
+}
+
+// Releases the threads of a barrier that everyone who will ever reach it has reached. A CTA
+// barrier counts threads that have returned as arrived (as bar.sync counts exited threads); a warp
+// barrier likewise for its warp's lanes. Returns whether anything was released.
+bool release(std::vector<Fiber>& fibers) {
+  bool any = false;
+  const bool cta_met = std::all_of(fibers.begin(), fibers.end(), [](const Fiber& f) {
+    return f.state == State::AtCtaBarrier || f.state == State::Done;
+  });
+  if (cta_met)
+    for (Fiber& f : fibers)
+      if (f.state == State::AtCtaBarrier) f.state = State::Ready, any = true;
+  for (std::size_t w0 = 0; w0 < fibers.size(); w0 += kWarp) {
+    const std::size_t w1 = std::min(fibers.size(), w0 + kWarp);
+    bool met = true, waiting = false;
+    for (std::size_t i = w0; i < w1; ++i) {
+      met = met && (fibers[i].state == State::AtWarpBarrier || fibers[i].state == State::Done);
+      waiting = waiting || fibers[i].state == State::AtWarpBarrier;
+    }
+    if (met && waiting)
+      for (std::size_t i = w0; i < w1; ++i)
+        if (fibers[i].state == State::AtWarpBarrier) fibers[i].state = State::Ready, any = true;
+  }
+  return any;
+}
+
+std::string where(const std::vector<Fiber>& fibers) {
+  int at_cta = 0, at_warp = 0, done = 0;
+  for (const Fiber& f : fibers) {
+    at_cta += f.state == State::AtCtaBarrier;
+    at_warp += f.state == State::AtWarpBarrier;
+    done += f.state == State::Done;
+  }
+  return std::to_string(at_cta) + " threads at __syncthreads, " + std::to_string(at_warp) +
+         " at a warp barrier, " + std::to_string(done) + " returned";
+}
+
+}  // namespace
+
+const uint3& thread_index() { return current().index; }
+
+void sync_threads() { block_on(State::AtCtaBarrier); }
+
+void sync_warp() { block_on(State::AtWarpBarrier); }
+
+std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask) {
+  Cta& c = cta();
+  const int me = current().linear, lane = me % kWarp, base = me - lane;
+  c.slots[std::size_t(me)] = bits;
+  block_on(State::AtWarpBarrier);  // every lane has written
+  const int partner = base + (lane ^ lane_mask);
+  const std::uint64_t value = partner < int(c.fibers.size()) ? c.slots[std::size_t(partner)] : bits;
+  block_on(State::AtWarpBarrier);  // every lane has read before any writes again
+  return value;
+}
+
+unsigned char* dynamic_smem() { return shared_memory; }
+
+void run(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body) {
+  Cta& c = cta();
+  const std::size_t n = std::size_t(block.x) * block.y * block.z;
+  if (n == 0 || n > 1024) throw std::runtime_error("emulator: a CTA of " + std::to_string(n) + " threads");
+  if (smem > kMaxSmemBytes) throw std::runtime_error("emulator: " + std::to_string(smem) + " bytes of shared memory");
+  grid_dim = grid;
+  block_dim = block;
+  c.body = &body;
+  c.fibers.resize(n);
+  c.slots.assign(n, 0);
+  for (Fiber& f : c.fibers)
+    if (!f.stack) f.stack = std::make_unique<char[]>(kStackBytes);
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        block_index = {bx, by, bz};
+        std::memset(shared_memory, 0xff, smem);  // NaN bytes: a read of what no thread wrote shows
+        for (std::size_t i = 0; i < n; ++i) {
+          Fiber& f = c.fibers[i];
+          f.linear = static_cast<int>(i);
+          f.index = {static_cast<unsigned>(i % block.x), static_cast<unsigned>(i / block.x % block.y),
+                     static_cast<unsigned>(i / (std::size_t(block.x) * block.y))};
+          f.state = State::Ready;
+          f.started = false;
+          getcontext(&f.start);
+          f.start.uc_stack.ss_sp = f.stack.get();
+          f.start.uc_stack.ss_size = kStackBytes;
+          f.start.uc_link = nullptr;
+          makecontext(&f.start, entry, 0);
+        }
+        for (;;) {
+          bool ran = false;
+          for (std::size_t i = 0; i < n; ++i)
+            if (c.fibers[i].state == State::Ready) {
+              resume(c, i);
+              ran = true;
+            }
+          if (std::all_of(c.fibers.begin(), c.fibers.end(), [](const Fiber& f) { return f.state == State::Done; }))
+            break;
+          if (!release(c.fibers) && !ran)
+            throw std::runtime_error("emulator: deadlock in CTA (" + std::to_string(bx) + ", " + std::to_string(by) +
+                                     ", " + std::to_string(bz) + "): " + where(c.fibers));
+        }
+      }
+  c.running = -1;
+}
+
+}  // namespace fs::emu

@@ -1,0 +1,120 @@
+// A CPU emulation of CUDA kernels, for the tests of a machine without a GPU (CI): the kernels'
+// own source, compiled by the host compiler with FS_EMULATION defined, run with every CUDA thread
+// as a fiber on one host thread. A CTA at a time: its threads run in turn until each reaches a
+// barrier (__syncthreads, __syncwarp, a warp shuffle) or its end, so every barrier of the source
+// is honoured, and a barrier some threads never reach is reported as a deadlock instead of a hang.
+//
+//   #include "common/emulator/emulator.hpp"      // first: before any kernel header
+//   #include "steps/07_smyrf/cluster_forward.cuh"
+//   fs::emu::launch(fs::my_kernel<64>, grid, block, smem_bytes, args...);   // runs to completion
+//
+// What it is: a way to execute a kernel's indexing, tiling, masking and arithmetic where there is
+// no GPU, in a fixed order, so that a wrong index or a missing mask fails a test on any machine.
+// What it is not: a GPU. Memory is the host's (pass host pointers), cp.async copies at once, a
+// warp's threads do not run in lockstep (code that relies on that without __syncwarp is wrong on
+// a GPU too, but may pass here), nothing about timing, occupancy or the memory model carries over,
+// and no race is detected (compute-sanitizer's racecheck is the tool for that). Dynamic shared
+// memory is filled with NaN bytes before each CTA, so a read of what no thread wrote shows; static
+// shared arrays are not emulated (below).
+#pragma once
+
+#ifndef FS_EMULATION
+#error "common/emulator/emulator.hpp is for builds that define FS_EMULATION (kernels run on the CPU)"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <type_traits>
+
+// Shared memory: dynamic shared memory only, as dynamic_smem<T>() (common/cuda_utils.cuh) returns
+// it; a kernel that names it `extern __shared__ float smem[]` compiles here but cannot run. A
+// static `__shared__ float x[n]` would be a local array of each thread, not one array of the
+// CTA's: kernels that run in the emulation use dynamic shared memory.
+#undef __shared__
+#define __shared__
+// Occupancy hints mean nothing here.
+#define __launch_bounds__(...)
+
+namespace fs::emu {
+
+const uint3& thread_index();  // the running fiber's threadIdx
+extern uint3 block_index;
+extern dim3 block_dim, grid_dim;
+
+void sync_threads();
+void sync_warp();
+// The value `bits` of the lane whose index is this lane's xor lane_mask, within the warp.
+std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask);
+// The CTA's dynamic shared memory (the launch's smem bytes, 16-byte aligned).
+unsigned char* dynamic_smem();
+constexpr std::size_t kMaxSmemBytes = 228 * 1024;  // an H100/H200 SM's
+
+// Runs body() as every thread of every CTA of the grid; throws std::runtime_error on a deadlock.
+void run(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body);
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, Args&&... args) {
+  run(grid, block, smem, [&] { kernel(args...); });
+}
+
+}  // namespace fs::emu
+
+#define threadIdx (::fs::emu::thread_index())
+#define blockIdx (::fs::emu::block_index)
+#define blockDim (::fs::emu::block_dim)
+#define gridDim (::fs::emu::grid_dim)
+
+inline void __syncthreads() { fs::emu::sync_threads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { fs::emu::sync_warp(); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned /*mask: the whole warp*/, T value, int lane_mask) {
+  static_assert(sizeof(T) <= 8, "one register's worth");
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = fs::emu::shuffle_xor(bits, lane_mask);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+// CUDA's integer min and max, one overload per integer type.
+template <typename A, typename B, typename = std::enable_if_t<std::is_integral_v<A> && std::is_integral_v<B>>>
+std::common_type_t<A, B> min(A a, B b) {
+  return a < b ? a : b;
+}
+template <typename A, typename B, typename = std::enable_if_t<std::is_integral_v<A> && std::is_integral_v<B>>>
+std::common_type_t<A, B> max(A a, B b) {
+  return a < b ? b : a;
+}
+
+inline float __int_as_float(int x) {
+  float out;
+  std::memcpy(&out, &x, sizeof x);
+  return out;
+}
+inline long long __double_as_longlong(double x) {
+  long long out;
+  std::memcpy(&out, &x, sizeof x);
+  return out;
+}
+inline double __longlong_as_double(long long x) {
+  double out;
+  std::memcpy(&out, &x, sizeof x);
+  return out;
+}
+// Fibers take turns on one host thread: a read-modify-write is atomic as it stands.
+inline unsigned long long atomicMax(unsigned long long* address, unsigned long long value) {
+  const unsigned long long old = *address;
+  if (value > old) *address = value;
+  return old;
+}
+inline float atomicAdd(float* address, float value) {
+  const float old = *address;
+  *address = old + value;
+  return old;
+}
