@@ -44,16 +44,27 @@ template <int kPending>
 void cp_async_wait() {}
 #endif
 
-// The CTA's dynamic shared memory (the launch's third <<< >>> argument), as T.
+// The CTA's dynamic shared memory (the launch's third <<< >>> argument), as T: what a kernel's
+// `extern __shared__ T smem[]` names, one array of each element type (the same code as that
+// declaration generates), and in the CPU emulation the emulator's.
 template <typename T>
-__device__ __forceinline__ T* dynamic_smem() {
+__device__ T* dynamic_smem();
 #ifndef FS_EMULATION
-  extern __shared__ __align__(16) unsigned char fs_dynamic_smem[];
-  return reinterpret_cast<T*>(fs_dynamic_smem);
+#define FS_DYNAMIC_SMEM(T, name)                          \
+  template <>                                              \
+  __device__ __forceinline__ T* dynamic_smem<T>() {        \
+    extern __shared__ T name[];                            \
+    return name;                                           \
+  }
 #else
-  return reinterpret_cast<T*>(emu::dynamic_smem());
+#define FS_DYNAMIC_SMEM(T, name) \
+  template <>                    \
+  inline T* dynamic_smem<T>() { return reinterpret_cast<T*>(emu::dynamic_smem()); }
 #endif
-}
+FS_DYNAMIC_SMEM(float, fs_dynamic_smem_float)
+FS_DYNAMIC_SMEM(double, fs_dynamic_smem_double)
+FS_DYNAMIC_SMEM(int, fs_dynamic_smem_int)
+#undef FS_DYNAMIC_SMEM
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix into shared memory laid out
 // the same way, (kRows, kD), by all kThreads threads of the CTA in 16-byte pieces; rows at or
