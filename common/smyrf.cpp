@@ -307,27 +307,48 @@ void smyrf_reference_backward_head(const Shape& s, const float* q, const float* 
     for (int x = 0; x < d; ++x) D += T(doh[i * d + x]) * o[x];
     delta[i] = D;
   });
-  // Round by round, cluster by cluster: P^ρ_ij = e^{s_ij − LSE_i}, dS^ρ_ij = P^ρ_ij (dO_i·v_j − D_i);
-  // dQ_i += τ dS k_j, dK_j += τ dS q_i, dV_j += P dO_i. Serial: a fixed order.
+  // Per (query i, key j) of a round's cluster: P^ρ_ij = e^{s_ij − LSE_i}, dS^ρ_ij = P^ρ_ij (dO_i·v_j − D_i).
   const SmyrfGeometry& g = c.geo;
-  for (int r = 0; r < c.hashes; ++r) {
-    const std::int32_t* queries = c.queries(bh, r);
-    const std::int32_t* keys = c.keys(bh, r);
-    for (int cl = 0; cl < g.clusters(); ++cl)
-      for (int qs = g.query_begin(cl); qs < g.query_end(cl); ++qs) {
-        const std::int64_t i = queries[qs];
-        for (int ks = g.key_begin(cl); ks < g.key_end(cl); ++ks) {
-          const std::int64_t j = keys[ks];
-          const T p = std::exp(T(scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
-          const T ds = p * (dot<T>(doh + i * d, vh + j * d, d) - delta[i]);
+  auto pair = [&](std::int64_t i, std::int64_t j, T& p, T& ds) {
+    p = std::exp(T(scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
+    ds = p * (dot<T>(doh + i * d, vh + j * d, d) - delta[i]);
+  };
+  // dQ_i = τ Σ_ρ Σ_j dS^ρ_ij k_j, a query at a time (its cluster's keys, round by round).
+  parallel_for(N, [&](std::int64_t i) {
+    for (int r = 0; r < c.hashes; ++r) {
+      const int cl = q_pos[std::size_t(r) * N + i] / g.q_cluster;
+      const std::int32_t* keys = c.keys(bh, r);
+      for (int ks = g.key_begin(cl); ks < g.key_end(cl); ++ks) {
+        const std::int64_t j = keys[ks];
+        T p, ds;
+        pair(i, j, p, ds);
+        for (int x = 0; x < d; ++x) dq[i * d + x] += T(scale) * ds * T(kh[j * d + x]);
+      }
+    }
+  });
+  // dK_j = τ Σ dS^ρ_ij q_i and dV_j = Σ P^ρ_ij dO_i, a key at a time: in each round, over the queries
+  // of every cluster whose keys hold it (with C_k > C_q, more than one).
+  std::vector<std::int32_t> k_pos(std::size_t(c.hashes) * N);
+  for (int r = 0; r < c.hashes; ++r)
+    for (int slot = 0; slot < N; ++slot) k_pos[std::size_t(r) * N + c.keys(bh, r)[slot]] = slot;
+  parallel_for(N, [&](std::int64_t j) {
+    for (int r = 0; r < c.hashes; ++r) {
+      const int slot = k_pos[std::size_t(r) * N + j];
+      int first = 0, last = 0;
+      g.clusters_of_keys(slot, slot + 1, &first, &last);
+      const std::int32_t* queries = c.queries(bh, r);
+      for (int cl = first; cl <= last; ++cl)
+        for (int qs = g.query_begin(cl); qs < g.query_end(cl); ++qs) {
+          const std::int64_t i = queries[qs];
+          T p, ds;
+          pair(i, j, p, ds);
           for (int x = 0; x < d; ++x) {
-            dq[i * d + x] += T(scale) * ds * T(kh[j * d + x]);
             dk[j * d + x] += T(scale) * ds * T(qh[i * d + x]);
             dv[j * d + x] += p * T(doh[i * d + x]);
           }
         }
-      }
-  }
+    }
+  });
 }
 
 template void smyrf_reference_forward<double>(const Shape&, const float*, const float*, const float*, float,
