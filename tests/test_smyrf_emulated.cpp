@@ -19,28 +19,15 @@
 #include "common/smyrf.hpp"
 #include "common/verify.hpp"
 #include "steps/07_smyrf/schedule.cuh"
+#include "tests/smyrf_checks.hpp"
 
 namespace {
 
-fs::SmyrfParams clustering(int hashes, int q_cluster, int k_cluster, std::uint64_t seed = 5) {
-  fs::SmyrfParams p = fs::kSmyrfDefault;
-  p.hashes = hashes;
-  p.q_cluster = q_cluster;
-  p.k_cluster = k_cluster;
-  p.seed = seed;
-  return p;
-}
-
-struct Emulated {
-  fs::SmyrfClusters clusters;
-  std::vector<float> o, lse, dq, dk, dv;
-};
-
 // The forward and the backward as smyrf.cu runs them, on host memory.
 template <int D>
-Emulated run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c) {
+fs::testing::SmyrfOutputs run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c) {
   const std::size_t n = s.elems(), rows = s.rows();
-  Emulated out;
+  fs::testing::SmyrfOutputs out;
   out.o.assign(n, NAN);  // poisoned, as DeviceRun does: an output no thread writes fails the check
   out.lse.assign(rows, NAN);
   fs::FwdParams fp;
@@ -92,7 +79,7 @@ Emulated run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams
   return out;
 }
 
-Emulated run_any(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c) {
+fs::testing::SmyrfOutputs run_any(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c) {
   return fs::dispatch_head_dim(s.d, [&](auto D) { return run<D>(s, p, c); });
 }
 
@@ -103,24 +90,13 @@ TEST_CASE("emulated SMYRF kernels: the clusters are a sort of the fp64 hashes, a
           "[smyrf][emulated]") {
   const int N = GENERATE(1, 17, 100);
   const int d = GENERATE(16, 32, 64, 128);
+  using fs::testing::clustering;
   for (const fs::SmyrfParams& c : {clustering(1, 32, 32), clustering(3, 24, 40), clustering(2, 100, 70),
                                    clustering(2, 16, 16), clustering(1, 70, 20)}) {
     const fs::Shape s{2, 2, N, d};
     DYNAMIC_SECTION("N=" << N << " d=" << d << " smyrf " << fs::smyrf_spec(c)) {
       const fs::HostProblem p = fs::random_problem(s, 31ull * N + d + 7ull * c.hashes, true);
-      const Emulated g = run_any(s, p, c);
-      INFO(g.clusters.error());
-      REQUIRE(g.clusters.error().empty());
-      const fs::OrderCheck order = fs::smyrf_check_orders(s, p.q.data(), p.k.data(), c, g.clusters);
-      REQUIRE(fs::judge_orders(order).pass());
-      const fs::AttnOptions attn{fs::default_scale(d), false, {}, nullptr, fs::DType::fp32, &g.clusters};
-      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-      INFO(fwd.summary());
-      REQUIRE(fwd.pass());
-      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                           g.dk.data(), g.dv.data(), 7);
-      INFO(bwd.summary());
-      REQUIRE(bwd.pass());
+      fs::testing::require_smyrf_reference(s, p, c, run_any(s, p, c));
     }
   }
 }

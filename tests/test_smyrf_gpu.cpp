@@ -18,38 +18,28 @@
 #include "common/verify.hpp"
 #include "steps/registry.hpp"
 #include "tests/gpu_cases.hpp"
+#include "tests/smyrf_checks.hpp"
 
+using fs::testing::clustering;
+using fs::testing::require_smyrf_reference;
 using fs::testing::same_bits;
+using fs::testing::SmyrfOutputs;
 
 namespace {
 
 const fs::StepInfo& step07() { return *fs::find_step("07"); }
 
-fs::SmyrfParams clustering(int hashes, int q_cluster, int k_cluster, std::uint64_t seed = 5) {
-  fs::SmyrfParams p = fs::kSmyrfDefault;
-  p.hashes = hashes;
-  p.q_cluster = q_cluster;
-  p.k_cluster = k_cluster;
-  p.seed = seed;
-  return p;
-}
-
 fs::PassSettings settings(const fs::Shape& s, const fs::SmyrfParams& c, const fs::SmyrfClusters* given = nullptr) {
   return {fs::default_scale(s.d), false, 0, {}, nullptr, fs::DType::fp32, c, given};
 }
 
-struct Outputs {
-  fs::SmyrfClusters clusters;
-  std::vector<float> o, lse, dq, dk, dv;
-};
-
-Outputs run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c, bool backward,
-            const fs::SmyrfClusters* given = nullptr) {
+SmyrfOutputs run(const fs::Shape& s, const fs::HostProblem& p, const fs::SmyrfParams& c, bool backward,
+                 const fs::SmyrfClusters* given = nullptr) {
   fs::DeviceRun r(step07(), p, settings(s, c, given), backward);
   r.forward();
   if (backward) r.backward();
   r.sync();
-  Outputs out{r.clusters(), r.o(), r.lse(), {}, {}, {}};
+  SmyrfOutputs out{r.clusters(), r.o(), r.lse(), {}, {}, {}};
   if (backward) {
     out.dq = r.dq();
     out.dk = r.dk();
@@ -75,20 +65,8 @@ TEST_CASE("SMYRF's clusters are a sort of the fp64 hashes, and its outputs and g
     const fs::Shape s{2, N > 512 ? 2 : 3, N, d};
     DYNAMIC_SECTION(name(s, c)) {
       const fs::HostProblem p = fs::random_problem(s, 1000003ull * N + 17ull * d + c.hashes, true);
-      const Outputs g = run(s, p, c, true);
-      INFO(g.clusters.error());
-      REQUIRE(g.clusters.error().empty());
-      const fs::OrderCheck order = fs::smyrf_check_orders(s, p.q.data(), p.k.data(), c, g.clusters);
-      INFO("order: worst " << order.worst << " of the allowance over " << order.pairs << " pairs");
-      REQUIRE(fs::judge_orders(order).pass());
-      const fs::AttnOptions attn{fs::default_scale(d), false, {}, nullptr, fs::DType::fp32, &g.clusters};
-      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-      INFO(fwd.summary());
-      REQUIRE(fwd.pass());
-      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                           g.dk.data(), g.dv.data(), 7);
-      INFO(bwd.summary());
-      REQUIRE(bwd.pass());
+      const SmyrfOutputs g = run(s, p, c, true);
+      require_smyrf_reference(s, p, c, g);
       // The dense reference is another function: SMYRF's outputs fail it once clusters are smaller than N.
       if (N >= 257) {
         const auto dense = fs::verify_forward(s, {fs::default_scale(d)}, p.q.data(), p.k.data(), p.v.data(),
@@ -104,7 +82,7 @@ TEST_CASE("SMYRF with one cluster of every key is dense attention, forward and b
   const int hashes = GENERATE(1, 3);
   const fs::Shape s{1, 3, 200, d};
   const fs::HostProblem p = fs::random_problem(s, 99 + d, true);
-  const Outputs g = run(s, p, clustering(hashes, 256, 256), true);  // 256 ≥ N: every key in the one cluster
+  const SmyrfOutputs g = run(s, p, clustering(hashes, 256, 256), true);  // 256 ≥ N: every key in the one cluster
   // Every round sees every key: O is dense attention's, and LSE is dense's + log(hashes).
   std::vector<float> lse = g.lse;
   for (float& x : lse) x -= std::log(float(hashes));
@@ -124,16 +102,16 @@ TEST_CASE("SMYRF is bit-identical over repeats, and clusters given back give the
   const fs::HostProblem p = fs::random_problem(s, 4, true);
   for (const fs::SmyrfParams& c : {clustering(8, 32, 32), clustering(3, 48, 96)}) {
     DYNAMIC_SECTION(fs::smyrf_spec(c)) {
-      const Outputs a = run(s, p, c, true);
+      const SmyrfOutputs a = run(s, p, c, true);
       for (int repeat = 0; repeat < 3; ++repeat) {
-        const Outputs b = run(s, p, c, true);
+        const SmyrfOutputs b = run(s, p, c, true);
         REQUIRE(b.clusters.q_order == a.clusters.q_order);
         REQUIRE(b.clusters.k_order == a.clusters.k_order);
         for (auto [x, y] : {std::pair{&a.o, &b.o}, std::pair{&a.lse, &b.lse}, std::pair{&a.dq, &b.dq},
                             std::pair{&a.dk, &b.dk}, std::pair{&a.dv, &b.dv}})
           REQUIRE(same_bits(*x, *y));
       }
-      const Outputs given = run(s, p, c, true, &a.clusters);
+      const SmyrfOutputs given = run(s, p, c, true, &a.clusters);
       REQUIRE(given.clusters.q_order == a.clusters.q_order);
       for (auto [x, y] : {std::pair{&a.o, &given.o}, std::pair{&a.lse, &given.lse}, std::pair{&a.dq, &given.dq},
                           std::pair{&a.dk, &given.dk}, std::pair{&a.dv, &given.dv}})
