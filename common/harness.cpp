@@ -251,14 +251,8 @@ std::vector<float> DeviceRun::to_host(const DeviceTensor& t, const char* what) {
 SmyrfClusters DeviceRun::clusters() const {
   FS_NVTX_RANGE("download the clusters");
   if (!step_.cluster_orders) throw std::logic_error("step " + step_.id + " has no clusters");
-  SmyrfClusters c;
-  c.hashes = settings_.smyrf.hashes;
-  c.N = shape_.N;
-  c.heads = shape_.heads();
-  c.geo = smyrf_geometry(shape_.N, settings_.smyrf);
-  const std::size_t n = std::size_t(c.heads) * c.hashes * c.N;
-  c.q_order.resize(n);
-  c.k_order.resize(n);
+  SmyrfClusters c = SmyrfClusters::sized(shape_, settings_.smyrf);
+  const std::size_t n = c.q_order.size();
   const std::int32_t* orders = step_.cluster_orders(fwd_ws_.get(), shape_, settings_);
   FS_CUDA_CHECK(cudaMemcpy(c.q_order.data(), orders, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
   FS_CUDA_CHECK(cudaMemcpy(c.k_order.data(), orders + n, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost));

@@ -128,6 +128,17 @@ SmyrfProjections smyrf_projections(const SmyrfParams& p, int d) {
   return proj;
 }
 
+SmyrfClusters SmyrfClusters::sized(const Shape& s, const SmyrfParams& p) {
+  SmyrfClusters c;
+  c.hashes = p.hashes;
+  c.N = s.N;
+  c.heads = s.heads();
+  c.geo = smyrf_geometry(s.N, p);
+  c.q_order.resize(std::size_t(c.heads * c.hashes) * s.N);
+  c.k_order.resize(c.q_order.size());
+  return c;
+}
+
 std::string SmyrfClusters::error() const {
   const std::int64_t orders = heads * hashes;
   if (q_order.size() != std::size_t(orders * N) || k_order.size() != std::size_t(orders * N))
@@ -199,13 +210,7 @@ std::pair<std::vector<double>, std::vector<double>> transformed(const Shape& s, 
 
 SmyrfClusters smyrf_cluster(const Shape& s, const float* q, const float* k, const SmyrfParams& p) {
   const SmyrfProjections proj = smyrf_projections(p, s.d);
-  SmyrfClusters c;
-  c.hashes = p.hashes;
-  c.N = s.N;
-  c.heads = s.heads();
-  c.geo = smyrf_geometry(s.N, p);
-  c.q_order.resize(std::size_t(c.heads * c.hashes) * s.N);
-  c.k_order.resize(c.q_order.size());
+  SmyrfClusters c = SmyrfClusters::sized(s, p);
   parallel_for(c.heads, [&](std::int64_t bh) {
     const auto [xq, xk] = transformed(s, q, k, bh);
     for (int r = 0; r < c.hashes; ++r)
@@ -390,11 +395,11 @@ SmyrfClusters read_smyrf_clusters(const std::string& dir, const Shape& s) {
       !in(sizes.value(2), 1, 2147483647.0))
     throw InputError(dir + "/clusters.npy: hashes must be in 1.." + std::to_string(kSmyrfMaxHashes) +
                      " and the cluster sizes at least 1");
-  SmyrfClusters c;
-  c.hashes = static_cast<int>(sizes.value(0));
-  c.N = s.N;
-  c.heads = s.heads();
-  c.geo = {s.N, static_cast<int>(sizes.value(1)), static_cast<int>(sizes.value(2))};
+  SmyrfParams p;
+  p.hashes = static_cast<int>(sizes.value(0));
+  p.q_cluster = static_cast<int>(sizes.value(1));
+  p.k_cluster = static_cast<int>(sizes.value(2));
+  SmyrfClusters c = SmyrfClusters::sized(s, p);
   const std::vector<std::int64_t> want{s.B, s.H, c.hashes, s.N};
   for (const char* name : {"q_order.npy", "k_order.npy"}) {
     const std::string path = dir + "/" + name;

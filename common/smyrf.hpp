@@ -119,6 +119,9 @@ struct SmyrfClusters {
   const std::int32_t* keys(std::int64_t bh, int round) const { return &k_order[(bh * hashes + round) * std::int64_t(N)]; }
   // Empty when every (bh, round) order holds each index 0 .. N − 1 exactly once.
   std::string error() const;
+
+  // The clusters of p's rounds and sizes for shape s, every order sized (to be filled).
+  static SmyrfClusters sized(const Shape& s, const SmyrfParams& p);
 };
 
 // The XBOX+ transform of one head's rows (N × d) into N × (d + 2) doubles; `query` picks the

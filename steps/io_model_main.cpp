@@ -22,6 +22,7 @@
 #include "steps/04_online_softmax/flash.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/06_block_sparse/block_sparse.hpp"
+#include "steps/07_smyrf/smyrf.hpp"
 #include "steps/08_tensor_cores/tensor_cores.hpp"
 #include "steps/registry.hpp"
 
@@ -59,6 +60,12 @@ void print_tiles(int N, int d) {
   row("05_recompute_backward", "threads_per_key", b.threads_per_row);
   row("05_recompute_backward", "cols_per_thread", b.threads_per_row ? d / b.threads_per_row : 0);
   row("06_block_sparse", "block", fs::default_mask_block(d));
+  const fs::SmyrfTiles sm = fs::smyrf_tiles(d, fs::kSmyrfDefault);  // at the paper's clusters of 32
+  row("07_smyrf", "fwd_rows", sm.fwd_rows);
+  row("07_smyrf", "fwd_keys", sm.fwd_keys);
+  row("07_smyrf", "dkdv_keys", sm.dkdv_keys);
+  row("07_smyrf", "dq_rows", sm.dq_rows);
+  row("07_smyrf", "stage", sm.stage);
   const fs::TcTiles tc = fs::tc_forward_tiles(d, 0);
   row("08_tensor_cores/fa2", "Br", tc.Br);
   row("08_tensor_cores/fa2", "Bc", tc.Bc);

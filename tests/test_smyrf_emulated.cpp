@@ -70,12 +70,9 @@ fs::testing::SmyrfOutputs run(const fs::Shape& s, const fs::HostProblem& p, cons
   bp.smyrf = c;
   fs::launch_backward_rounds<D>(bp, delta.data(), orders.data());
 
-  out.clusters.hashes = c.hashes;
-  out.clusters.N = s.N;
-  out.clusters.heads = s.heads();
-  out.clusters.geo = fs::smyrf_geometry(s.N, c);
-  out.clusters.q_order.assign(orders.begin(), orders.begin() + std::ptrdiff_t(items / 2));
-  out.clusters.k_order.assign(orders.begin() + std::ptrdiff_t(items / 2), orders.end());
+  out.clusters = fs::SmyrfClusters::sized(s, c);
+  std::copy(orders.begin(), orders.begin() + std::ptrdiff_t(items / 2), out.clusters.q_order.begin());
+  std::copy(orders.begin() + std::ptrdiff_t(items / 2), orders.end(), out.clusters.k_order.begin());
   return out;
 }
 
