@@ -142,13 +142,15 @@ TEST_CASE("a step 07 run checks the order of its clusters and saves them, and --
   fs::write_npy((dir / "k.npy").string(), p.k.data(), {1, 2, 300, 64});
   fs::write_npy((dir / "v.npy").string(), p.v.data(), {1, 2, 300, 64});
   const fs::NpyArray o1 = fs::read_npy((dir / "o.npy").string());
+  // As the program does: the shape comes from the loaded arrays, then the plan reads the clusters.
+  const fs::HostProblem loaded = fs::load_problem(dir.string(), false);
   fs::Options again;
   again.load_dir = dir.string();
+  again.shape = loaded.shape;
   again.check = true;
   const fs::RunPlan plan(step07(), again);
   REQUIRE(plan.given_clusters() != nullptr);
   REQUIRE(plan.settings().smyrf.hashes == 4);  // from clusters.npy
-  const fs::HostProblem loaded = fs::load_problem(dir.string(), false);
   fs::DeviceRun r(step07(), loaded, plan.settings(), false);
   r.forward();
   r.sync();
