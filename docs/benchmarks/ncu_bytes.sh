@@ -4,7 +4,7 @@
 #   docs/benchmarks/ncu_bytes.sh OUTDIR [B H N d]      (default 1 8 2048 64, non-causal)
 #   STEPS="05 06" docs/benchmarks/ncu_bytes.sh OUTDIR   only those steps; the other steps' rows
 #                                                       are kept from docs/benchmarks/<gpu>_ncu.csv
-# Steps 01, 02, 05, 06 run forward and backward; 05 and 06 both dQ variants; 06 with
+# Steps 01, 02, 05, 06, 07 run forward and backward (07 with its default 8 rounds of 32); 05 and 06 both dQ variants; 06 with
 # --pattern butterfly (the IO model is printed for the same mask); 08 in bf16 (io_model prints
 # each step in its first dtype). FS_COMMIT names the commit.
 # Clocks are left as they are (--clock-control none): see the device notes.
@@ -27,6 +27,7 @@ runs=(
   "05_recompute_backward/deterministic|step05_recompute_backward --variant deterministic --backward"
   "06_block_sparse/atomic|step06_block_sparse --variant atomic --pattern $pattern --backward"
   "06_block_sparse/deterministic|step06_block_sparse --variant deterministic --pattern $pattern --backward"
+  "07_smyrf|step07_smyrf --backward"
   "08_tensor_cores/fa2|step08_tensor_cores --variant fa2 --dtype bf16"
 )
 raw="$out/ncu_raw.csv"; : > "$raw"
