@@ -2,7 +2,8 @@
 """The SMYRF authors' PyTorch implementation on the same shapes, as rows of the same CSV as bin/bench.
 
 Step 07's peer: `SmyrfAttention` from https://github.com/giannisdaras/smyrf (Daras et al. 2020),
-imported from a checkout of that repository (--src, or $SMYRF_SRC); nothing of it is copied here.
+imported from a checkout of that repository (--src, or $SMYRF_SRC); nothing of it is copied here
+(one method pair is patched to run on PyTorch 2: patch_xbox_plus).
 Their module takes (batch, N, d) tensors, so B·H heads are its batch. Timed like the steps and
 torch_sdpa.py: CUDA events, warm-up, L2 flushed before each timed run, median of --reps. The
 forward row's device memory is torch.cuda.max_memory_allocated() over an inference forward
@@ -37,6 +38,22 @@ def parse_smyrf(spec):
     return hashes, cluster
 
 
+def patch_xbox_plus(xbox_plus):
+    """Their XBOXPLUS builds its column of zeros as `torch.tensor(0.0).repeat(x.shape[:-1], 1)`,
+    which PyTorch 2 refuses (repeat() takes one size argument); the same transform with the
+    zeros made directly. Nothing else of their module is touched."""
+    def zero_column(x):
+        return x.new_zeros(x.shape[:-1] + (1,))
+
+    def keys(self, x):  # [k, sqrt(M_Q^2 + M_K^2 - |k|^2), 0]
+        return torch.cat((x, torch.sqrt(self.MQ ** 2 + self.MK ** 2 - self.k_norms ** 2), zero_column(x)), -1)
+
+    def queries(self, x):  # [q, 0, sqrt(M_Q^2 + M_K^2 - |q|^2)]
+        return torch.cat((x, zero_column(x), torch.sqrt(self.MQ ** 2 + self.MK ** 2 - self.q_norms ** 2)), -1)
+
+    xbox_plus.K, xbox_plus.Q = keys, queries
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=os.environ.get("SMYRF_SRC", ""),
@@ -56,7 +73,9 @@ def main():
         raise SystemExit("smyrf_authors.py: --src must name a checkout of github.com/giannisdaras/smyrf "
                          f"(smyrf/torch/attn.py not found under '{args.src}')")
     sys.path.insert(0, args.src)
+    from smyrf.torch import utils as smyrf_utils
     from smyrf.torch.attn import SmyrfAttention
+    patch_xbox_plus(smyrf_utils.XBOXPLUS)
 
     torch.cuda.set_device(0)
     torch.backends.cuda.matmul.allow_tf32 = False
