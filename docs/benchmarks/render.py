@@ -20,7 +20,8 @@ in the README, the lessons and docs/*.md:
     <!-- /quality -->
 
 Layouts of a results block: pivot (N by implementation), table (one line per row), fwdbwd
-(forward + backward time), density (block-sparse time against density). Figure kinds: tflops
+(forward + backward time), density (block-sparse time against density), smyrf (step 07 against
+the SMYRF authors' code, mask=smyrf:*). Figure kinds: tflops
 (TFLOP/s against N), memory (device memory per head against N), roofline, density, ladder (a
 step's variants as bars). No generated table is wider than MAX_COLUMNS columns: a table answers
 one question, and the CSV keeps every column.
@@ -111,7 +112,9 @@ def label(r):
     out = r["step"]
     if float(r["dropout"] or 0) > 0:
         out += f' dropout {r["dropout"]}'
-    if r["mask"]:
+    if is_smyrf(r):  # its density follows from the clustering and N
+        out += f' {r["mask"]}'
+    elif r["mask"]:
         out += f' {r["mask"]} (density {float(r["density"]):.4g})'
     return out
 
@@ -340,6 +343,35 @@ def fwdbwd_table(rows):
     return "\n".join(out)
 
 
+def is_smyrf(r):
+    return r["mask"].startswith("smyrf:")
+
+
+def smyrf_table(rows):
+    """Step 07 against the SMYRF authors' PyTorch module (smyrf_authors.py), one table per pass and
+    shape: a line per N and clustering, time and device memory of each and their ratios."""
+    out = []
+    sm = [r for r in rows if is_smyrf(r) and r["step"] in ("07_smyrf", "smyrf_authors")]
+    for p, d, B, H in groups(sm, "pass", "d", "B", "H"):
+        sub = {(r["step"], int(r["N"]), r["mask"]): r for r in sm if (r["pass"], r["d"], r["B"], r["H"]) == (p, d, B, H)}
+        out.append(f"**{PASS_NAME[p]}, d = {d}, B×H = {B}×{H}** — step 07 against the authors' code\n")
+        out.append("| N | hashes × cluster | step 07 (ms) | authors' (ms) | authors' / 07 | step 07 memory | "
+                   "authors' memory | authors' / 07 |")
+        out.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+        keys = sorted({(n, m) for _, n, m in sub}, key=lambda k: (k[0], [int(x) for x in k[1][6:].split("x")]))
+        for n, m in keys:
+            a, b = sub.get(("07_smyrf", n, m)), sub.get(("smyrf_authors", n, m))
+            t = lambda r: f"{float(r['median_ms']):.3f}" if r else ""
+            ratio = lambda x, y: f"{x / y:.1f}×" if x and y else ""
+            ms = ratio(b and float(b["median_ms"]), a and float(a["median_ms"]))
+            mem = ratio(b and float(b["peak_mem_bytes"]), a and float(a["peak_mem_bytes"]))
+            out.append(f"| {n} | {m[6:].replace('x', ' × ')} | {t(a)} | {t(b)} | {ms} | "
+                       f"{fmt_bytes(a['peak_mem_bytes']) if a else ''} | {fmt_bytes(b['peak_mem_bytes']) if b else ''} | "
+                       f"{mem} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def too_wide(text):
     """The header lines of markdown tables in text with more than MAX_COLUMNS columns."""
     lines = text.split("\n")
@@ -546,7 +578,7 @@ def draw_roofline(charts, palette, slug, rows, prefixes, filters):
 
 
 def draw_density(charts, palette, slug, rows, prefixes, filters):
-    sub = select([r for r in rows if r["mask"]], prefixes, filters)
+    sub = select([r for r in rows if r["mask"] and not is_smyrf(r)], prefixes, filters)
     cells = [k for k in density_cells(sub, rows) if k[9] is not None]
     panels = []
     for p in ("fwd", "bwd"):
@@ -664,7 +696,12 @@ def gpu_md(slug, rows, figures):
             out += ladder_section(img, sub, step)
     if any(float(r["dropout"] or 0) > 0 and not r["mask"] for r in rows):
         out += ["## What dropout costs\n", dropout_table(rows)]
-    masked = [r for r in rows if r["mask"]]
+    if any(is_smyrf(r) for r in rows):
+        out += ["## SMYRF (step 07) against its authors' code\n",
+                "Step 07 and `smyrf_authors` (the authors' PyTorch module, `smyrf_authors.py`) on the same shapes; "
+                "the authors' forward memory is an inference forward's.\n",
+                smyrf_table(rows)]
+    masked = [r for r in rows if r["mask"] and not is_smyrf(r)]
     if masked:
         out += ["## Block-sparse: time against density\n",
                 "Dense is step 04's forward and step 05's backward at the same shape; the target is a time of at "
@@ -688,11 +725,11 @@ def render_marker(match, cache):
     layout = filters.pop("layout", "table")
     # Unless a marker asks (dropout=0.1, mask=*, ...), rows without dropout and without a mask.
     filters.setdefault("dropout", "0")
-    filters.setdefault("mask", "*" if layout == "density" else "")
+    filters.setdefault("mask", "*" if layout in ("density", "smyrf") else "")
     if slug not in cache:
         cache[slug] = load(slug)
     rows = select(cache[slug], prefixes, filters)
-    render = {"pivot": pivot, "table": table, "fwdbwd": fwdbwd_table,
+    render = {"pivot": pivot, "table": table, "fwdbwd": fwdbwd_table, "smyrf": smyrf_table,
               "density": lambda rs: density_table(rs, cache[slug])}[layout]
     body = render(rows) if rows else "(no rows recorded yet)\n"
     gpu = rows[0]["gpu"] if rows else slug
