@@ -66,7 +66,6 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
       throw InputError("the block mask keeps no block" + std::string(opt.causal ? " on or below the diagonal" : "") +
                        ": every query would attend to no key");
   }
-  if (!opt.trace_path.empty() && !step.traceable) throw InputError(who + " records no trace (--trace) yet");
   if (step.clustered) {
     if (!opt.load_dir.empty() && has_smyrf_clusters(opt.load_dir)) {
       clusters_ = read_smyrf_clusters(opt.load_dir, s);

@@ -83,6 +83,16 @@ struct IoCount {
   std::int64_t total() const { return read_bytes + write_bytes; }
 };
 
+// HBM traffic of a pass that none of the step's kernels records in a trace: a library's kernels
+// (CUB's sort), memsets, device-to-device copies. It is part of the step's IO model; a trace
+// lists it beside the events (trace.hpp, Meta::untraced). `writes`: the tensors it writes whole,
+// by their trace names ("dK", "order").
+struct UntracedIo {
+  std::string name;
+  std::int64_t read_bytes = 0, write_bytes = 0;
+  std::vector<std::string> writes;
+};
+
 // A tensor of the params as its element type: as<float>(p.q), as<__nv_bfloat16>(p.o).
 template <typename T>
 __host__ __device__ inline const T* as(const void* p) { return static_cast<const T*>(p); }
@@ -193,7 +203,8 @@ struct StepInfo {
   // the key orders (device memory).
   bool clustered = false;
   const std::int32_t* (*cluster_orders)(const void* fwd_workspace, const Shape&, const PassSettings&) = nullptr;
-  bool traceable = true;  // --trace records its kernels' tile events
+  // The part of a pass's IO model (pass "fwd" or "bwd") that its trace has no events for.
+  std::vector<UntracedIo> (*untraced_io)(const Shape&, const PassSettings&, const std::string& pass) = nullptr;
 
   // "04_online_softmax/fa2"; the id alone for a step of one kernel.
   std::string label(int variant) const { return variants.size() > 1 ? id + "/" + variants[variant] : id; }

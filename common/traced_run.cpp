@@ -34,7 +34,7 @@ std::string backward_trace_path(const std::string& path) {
 
 trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
                          const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
-                         const nvtx_tool::Capture& host) {
+                         const nvtx_tool::Capture& host, const SmyrfClusters* clusters) {
   trace::Trace t;
   trace::Meta& m = t.meta;
   m.gpu = dev.name;
@@ -61,6 +61,19 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   m.io_read_bytes = io.read_bytes;
   m.io_write_bytes = io.write_bytes;
   m.event_cap = sink.effective_cap();
+  if (clusters) {
+    m.clusters.hashes = clusters->hashes;
+    m.clusters.q_cluster = clusters->geo.q_cluster;
+    m.clusters.k_cluster = clusters->geo.k_cluster;
+    m.clusters.q_order = clusters->q_order;
+    m.clusters.k_order = clusters->k_order;
+  }
+  if (step.untraced_io)
+    for (const UntracedIo& u : step.untraced_io(shape, settings, pass)) {
+      trace::Untraced x{u.name, u.read_bytes, u.write_bytes, {}};
+      for (const std::string& name : u.writes) x.writes.push_back(*trace::tensor_from_name(name));
+      m.untraced.push_back(std::move(x));
+    }
 
   // t0: the first host range's start, or the first launch's when NVTX went to another tool.
   std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
@@ -83,12 +96,14 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
                                    Tensor::dO, Tensor::dQ, Tensor::dK, Tensor::dV};
   for (Tensor id : pass == "fwd" ? fwd : bwd) listed[static_cast<int>(id)] = true;
   for (const auto& e : t.events) listed[static_cast<int>(e.tensor)] = true;
+  for (const auto& u : m.untraced)
+    for (Tensor w : u.writes) listed[static_cast<int>(w)] = true;
   listed[static_cast<int>(Tensor::None)] = false;
   for (int i = 0; i < trace::kTensorCount; ++i) {
     if (!listed[i]) continue;
     trace::TensorInfo ti;
     ti.id = static_cast<Tensor>(i);
-    ti.shape = trace::tensor_shape(ti.id, shape.B, shape.H, shape.N, shape.d);
+    ti.shape = trace::tensor_shape(ti.id, shape.B, shape.H, shape.N, shape.d, m.clusters.hashes);
     ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(ti.id, m.dtype);
     m.tensors.push_back(std::move(ti));
   }
@@ -100,8 +115,10 @@ std::vector<TraceFile> trace_case(const RunPlan& plan, const HostProblem& proble
   const Options& opt = plan.options();
   const PassSettings settings = plan.settings();
   std::vector<TraceFile> files;
+  std::optional<SmyrfClusters> clusters;  // clustered steps: what the forward used
   auto finish = [&](const std::string& pass, const std::string& path, const trace::DeviceSink& sink) {
-    const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop());
+    const trace::Trace t = build_trace(step, problem.shape, settings, dev, pass, sink, nvtx_tool::stop(),
+                                       clusters ? &*clusters : nullptr);
     trace::write_trace(t, path);
     files.push_back({path, pass, trace::validate(t)});
   };
@@ -117,6 +134,7 @@ std::vector<TraceFile> trace_case(const RunPlan& plan, const HostProblem& proble
     run->set_trace(&fwd_sink);
     run->forward();
     run->sync();
+    if (step.clustered) clusters = run->clusters();
     finish("fwd", opt.trace_path, fwd_sink);
     if (opt.backward) {
       nvtx_tool::start();

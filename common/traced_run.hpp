@@ -32,9 +32,11 @@ std::string backward_trace_path(const std::string& path);
 // The trace of one pass: metadata from the step, shape, settings and device; kernels, tracks
 // and events from the sink's records; host ranges, marks and buffers from the NVTX capture.
 // Times are relative to t0, the start of the first host range (or of the first launch).
+// Clustered steps: `clusters` are the ones the pass used (DeviceRun::clusters()), which the
+// trace carries so that its slots map to rows (trace.hpp, Meta::clusters).
 trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
                          const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
-                         const nvtx_tool::Capture& host);
+                         const nvtx_tool::Capture& host, const SmyrfClusters* clusters = nullptr);
 
 // Runs the plan on `problem` traced (forward, and backward when the plan has one) and writes the
 // files to the plan's --trace path. Throws InputError when a file cannot be written or the grid

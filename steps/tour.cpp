@@ -58,7 +58,6 @@ bool record_traces(const std::string& dir, const std::string& only, const fs::De
   int files = 0, invalid = 0;
   for (const fs::StepInfo& step : fs::all_steps()) {
     if (!only.empty() && fs::find_step(only) != &step) continue;
-    if (!step.traceable) continue;  // records no trace yet (step 07)
     opt.dtype = step.dtypes.front();  // the step's first element type (fp32 up to step 06)
     const fs::HostProblem problem = fs::random_problem(opt.shape, opt.seed, true, opt.dtype);
     for (std::size_t v = 0; v < step.variants.size(); ++v) {

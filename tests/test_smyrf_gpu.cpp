@@ -3,7 +3,7 @@
 // fp64 reference of the attention inside those clusters, under the project's fp32 rule — on odd
 // shapes, every head dimension, clusters of every CTA size, equal and unequal; with one cluster
 // of every key it is dense attention; clusters given back give the same bits; repeats are
-// bit-identical.
+// bit-identical; a traced run validates and changes no bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,7 +14,11 @@
 #include "common/driver.hpp"
 #include "common/harness.hpp"
 #include "common/npy.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
+#include "common/recorder/sink.hpp"
 #include "common/smyrf.hpp"
+#include "common/trace/validate.hpp"
+#include "common/traced_run.hpp"
 #include "common/verify.hpp"
 #include "steps/registry.hpp"
 #include "tests/gpu_cases.hpp"
@@ -156,4 +160,73 @@ TEST_CASE("a step 07 run checks the order of its clusters and saves them, and --
   r.sync();
   REQUIRE(same_bits(r.o(), o1.data));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a traced step 07 run validates, carries its clusters, names its rows by slots, and changes no output bit",
+          "[gpu][smyrf][trace]") {
+  // Odd sizes: a short last cluster, unequal query and key clusters, and clusters given back.
+  const fs::Shape s{2, 1, 100, 32};
+  const fs::HostProblem p = fs::random_problem(s, 11, true);
+  for (const fs::SmyrfParams& c : {clustering(3, 32, 32), clustering(2, 24, 40)}) {
+    for (const bool given : {false, true}) {
+      DYNAMIC_SECTION(fs::smyrf_spec(c) << (given ? ", clusters given" : ", hashed")) {
+        const SmyrfOutputs plain = run(s, p, c, true);
+        const fs::PassSettings set = settings(s, c, given ? &plain.clusters : nullptr);
+        fs::DeviceRun r(step07(), p, set, true);
+        fs::trace::DeviceSink fwd_sink, bwd_sink;
+        fs::nvtx_tool::start();
+        r.set_trace(&fwd_sink);
+        r.forward();
+        r.sync();
+        const fs::SmyrfClusters used = r.clusters();
+        const auto fwd = fs::build_trace(step07(), s, set, fs::testing::test_device(), "fwd", fwd_sink,
+                                         fs::nvtx_tool::stop(), &used);
+        fs::nvtx_tool::start();
+        r.set_trace(&bwd_sink);
+        r.backward();
+        r.sync();
+        const auto bwd = fs::build_trace(step07(), s, set, fs::testing::test_device(), "bwd", bwd_sink,
+                                         fs::nvtx_tool::stop(), &used);
+        for (auto [x, y] : {std::pair{r.o(), plain.o}, std::pair{r.lse(), plain.lse}, std::pair{r.dq(), plain.dq},
+                            std::pair{r.dk(), plain.dk}, std::pair{r.dv(), plain.dv}})
+          REQUIRE(same_bits(x, y));
+        REQUIRE(used.q_order == plain.clusters.q_order);
+        for (const fs::trace::Trace* t : {&fwd, &bwd}) {
+          INFO(t->meta.pass);
+          const fs::trace::ValidationReport rep = fs::trace::validate(*t);
+          INFO((rep.errors.empty() ? std::string() : rep.errors.front()));
+          REQUIRE(rep.ok());
+          REQUIRE(t->meta.clusters.hashes == c.hashes);
+          REQUIRE(t->meta.clusters.q_order == used.q_order);
+          REQUIRE(t->meta.clusters.k_order == used.k_order);
+          REQUIRE(!t->meta.untraced.empty());  // the sort or the copy; the memsets
+          // Every round's score tiles lie in its clusters: query slots × the cluster's key slots.
+          const fs::SmyrfGeometry g = fs::smyrf_geometry(s.N, c);
+          int rounds_seen = 0;
+          std::vector<bool> seen(c.hashes, false);
+          for (const fs::trace::Event& e : t->events) {
+            if (e.kind != fs::trace::Kind::ComputeS) continue;
+            REQUIRE(e.round >= 0);
+            REQUIRE(e.round < c.hashes);
+            if (!seen[e.round]) ++rounds_seen, seen[e.round] = true;
+            const int cl = e.row0 / c.q_cluster;
+            REQUIRE(e.row0 + e.rows <= g.query_end(cl));
+            if (t->kernels[t->tracks[e.track].kernel].name == "smyrf_round_dkdv_kernel") {
+              // A CTA's key slots against one cluster's queries: the cluster's keys meet them.
+              REQUIRE(g.key_begin(cl) < e.col0 + e.cols);
+              REQUIRE(e.col0 < g.key_end(cl));
+            } else {  // the forward's and the dQ kernel's: inside the cluster's keys
+              REQUIRE(e.col0 >= g.key_begin(cl));
+              REQUIRE(e.col0 + e.cols <= g.key_end(cl));
+            }
+          }
+          REQUIRE(rounds_seen == c.hashes);
+        }
+        // The forward's loads: hashing reads Q and K in rows, a given clustering does not hash.
+        bool hashed = false;
+        for (const fs::trace::Kernel& k : fwd.kernels) hashed = hashed || k.name == "smyrf_hash_kernel";
+        REQUIRE(hashed == !given);
+      }
+    }
+  }
 }

@@ -101,7 +101,6 @@ TEST_CASE("a traced run writes a file per pass that validates, with host ranges 
   const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_trace_gpu";
   std::filesystem::create_directories(dir);
   for (const auto& step : fs::all_steps()) {
-    if (!step.traceable) continue;  // step 07 records no trace yet; its refusal is a CLI test
     DYNAMIC_SECTION(step.id) {
       fs::Options opt;
       opt.shape = fs::kTraceShape;

@@ -76,6 +76,15 @@ void require_same(const Trace& a, const Trace& b) {
     REQUIRE((x.bytes == y.bytes && x.cached == y.cached && x.seq == y.seq));
     REQUIRE((x.ts_ns == y.ts_ns && x.dur_ns == y.dur_ns));
     REQUIRE((same_float(x.m, y.m) && same_float(x.l, y.l) && x.sample_row == y.sample_row));
+    REQUIRE(x.round == y.round);
+  }
+  const auto &ca = ma.clusters, &cb = mb.clusters;
+  REQUIRE((ca.hashes == cb.hashes && ca.q_cluster == cb.q_cluster && ca.k_cluster == cb.k_cluster));
+  REQUIRE((ca.q_order == cb.q_order && ca.k_order == cb.k_order));
+  REQUIRE(ma.untraced.size() == mb.untraced.size());
+  for (std::size_t i = 0; i < ma.untraced.size(); ++i) {
+    const auto &x = ma.untraced[i], &y = mb.untraced[i];
+    REQUIRE((x.name == y.name && x.read_bytes == y.read_bytes && x.write_bytes == y.write_bytes && x.writes == y.writes));
   }
   REQUIRE(a.ranges.size() == b.ranges.size());
   for (std::size_t i = 0; i < a.ranges.size(); ++i) {
@@ -135,6 +144,28 @@ TEST_CASE("a written trace reads back identical", "[trace][io]") {
   require_same(t, back);
   REQUIRE(std::isinf(back.events[2].m));
   REQUIRE(!std::filesystem::exists(path + ".partial"));
+}
+
+TEST_CASE("a clustered trace reads back with its rounds, orders and untraced traffic", "[trace][io][smyrf]") {
+  const Trace t = fs::test::clustered_trace();
+  const Trace back = fs::trace::parse_trace(fs::trace::trace_to_json(t));
+  require_same(t, back);
+  REQUIRE(back.meta.clusters.q_order == std::vector<std::int32_t>{2, 0, 3, 1});
+  REQUIRE(back.events[1].round == 0);
+  REQUIRE(back.events[0].round == -1);
+  SECTION("an order entry outside the rows, or orders of the wrong length, are refused") {
+    json j = json::parse(fs::trace::trace_to_json(t));
+    j["otherData"]["clusters"]["q_order"][0] = 4;
+    REQUIRE_THAT(error_of(j.dump()), Catch::Contains("otherData.clusters.q_order[0]: 4 is out of range (at most 3)"));
+    j = json::parse(fs::trace::trace_to_json(t));
+    j["otherData"]["clusters"]["k_order"].erase(0);
+    REQUIRE_THAT(error_of(j.dump()), Catch::Contains("otherData.clusters.k_order: expected 4 entries, got 3"));
+  }
+  SECTION("a round past the largest is refused") {
+    json j = json::parse(fs::trace::trace_to_json(t));
+    j["traceEvents"][first_device_event(j) + 1]["args"]["round"] = 16;
+    REQUIRE_THAT(error_of(j.dump()), Catch::Contains(".round: 16 is out of range (at most 15)"));
+  }
 }
 
 TEST_CASE("the file is Chrome Trace Event JSON as docs/trace-format.md says", "[trace][io]") {

@@ -154,6 +154,55 @@ TEST_CASE("the validator names each way a trace fails to add up", "[trace][valid
   }
 }
 
+TEST_CASE("a clustered trace is checked through its orders", "[trace][validate][smyrf]") {
+  SECTION("as recorded, it adds up with the untraced sort, and says so") {
+    const auto r = fs::trace::validate(fs::test::clustered_trace());
+    INFO(joined(r));
+    REQUIRE(r.ok());
+    REQUIRE(r.untraced_read_bytes == 64);
+    REQUIRE_THAT(r.summary(), Catch::Contains("+ 64 B untraced = model") && Catch::Contains("+ 32 B untraced = model"));
+  }
+  SECTION("without the untraced sort its bytes fall short of the model") {
+    Trace t = fs::test::clustered_trace();
+    t.meta.untraced.clear();
+    REQUIRE_THAT(errors_of(t), Catch::Contains("but the IO model reads"));
+  }
+  SECTION("an order that is no permutation") {
+    Trace t = fs::test::clustered_trace();
+    t.meta.clusters.k_order[1] = 1;  // (1, 1, 0, 2)
+    REQUIRE_THAT(errors_of(t), Catch::Contains("k_order of head 0, round 0 is not a permutation of the rows"));
+  }
+  SECTION("a round the clustering does not have, or no clustering at all") {
+    Trace t = fs::test::clustered_trace();
+    find_event(t, Kind::Load, Tensor::Q).round = 1;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("is in round 1, but the trace's clustering has 1 rounds"));
+    t = fs::test::clustered_trace();
+    t.meta.clusters = {};
+    REQUIRE_THAT(errors_of(t), Catch::Contains("but the trace's clustering has 0 rounds"));
+  }
+  SECTION("the orders' own rows are slots already") {
+    Trace t = fs::test::clustered_trace();
+    find_event(t, Kind::Load, Tensor::Order).round = 0;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("the rows of order are slots already"));
+  }
+  SECTION("coverage follows the order: the second cluster's slots 2, 3 are rows 3 and 1") {
+    Trace t = fs::test::clustered_trace();
+    Event& store = find_event(t, Kind::Store, Tensor::O, 1);  // the second CTA's O
+    store.rows = 1;                                           // slot 2 only: row 3 stored, row 1 not
+    store.bytes = 8;
+    t.meta.io_write_bytes -= 8;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("O: 2 of 8 elements are stored by no event (the first: head 0, row 1, col 0)"));
+  }
+  SECTION("read as rows, the same stores would leave rows out: they do not, through the orders") {
+    Trace t = fs::test::clustered_trace();
+    for (auto& e : t.events) e.round = -1;  // slots taken for rows: still a cover of 0..3
+    REQUIRE(fs::trace::validate(t).ok());
+    find_event(t, Kind::Store, Tensor::LSE, 1).round = 0;  // slots 2, 3 are rows 3, 1: row 2 and 3 ...
+    find_event(t, Kind::Store, Tensor::LSE, 0).round = -1;  // ... then rows 0, 1 as rows: row 2 missing
+    REQUIRE_THAT(errors_of(t), Catch::Contains("LSE: 1 of 4 elements are stored by no event (the first: head 0, row 2"));
+  }
+}
+
 TEST_CASE("messages of one kind are capped and counted", "[trace][validate]") {
   Trace t = fs::test::good_trace();
   for (auto& e : t.events) e.bh = 7;

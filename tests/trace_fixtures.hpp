@@ -130,4 +130,54 @@ inline trace::Trace good_trace() {
   return t;
 }
 
+// A clustered trace (step 07's form, trace.hpp Event::round) at B=H=1, N=4, d=2: one round of
+// two clusters of two, orders q = (2, 0, 3, 1), k = (1, 3, 0, 2); a CTA per cluster loads its
+// query slots' indices and Q rows, its key slots' indices, K and V, and stores O and LSE, all
+// named by slots; the sort is untraced traffic that writes the orders.
+inline trace::Trace clustered_trace() {
+  using trace::Kind;
+  using trace::Tensor;
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m.gpu = "NVIDIA H200";
+  m.driver = "13.0";
+  m.commit = "abc1234";
+  m.date = "2026-01-01";
+  m.step = "07_smyrf";
+  m.variant = "clusters";
+  m.pass = "fwd";
+  m.B = m.H = 1;
+  m.N = 4;
+  m.d = 2;
+  m.scale = 0.70710677f;
+  m.event_cap = 64;
+  m.clusters = {1, 2, 2, {2, 0, 3, 1}, {1, 3, 0, 2}};
+  m.untraced = {{"cub::DeviceSegmentedRadixSort::SortPairs", 2 * 4 * 8, 2 * 4 * 4, {Tensor::Order}}};
+  for (Tensor id : {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S, Tensor::Order}) {
+    trace::TensorInfo ti;
+    ti.id = id;
+    ti.shape = trace::tensor_shape(id, 1, 1, 4, 2, 1);
+    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(id, m.dtype);
+    m.tensors.push_back(ti);
+  }
+  TraceBuilder b(t);
+  const int k = b.kernel("smyrf_round_forward_kernel", 2, 0, 5000);
+  for (int c = 0; c < 2; ++c) {
+    const int tr = b.track(k, c, c);
+    b.event(tr, Kind::Load, Tensor::Order, 2 * c, 2, 0, 1, 10);
+    b.event(tr, Kind::Load, Tensor::Q, 2 * c, 2, 0, 2, 10).round = 0;
+    b.event(tr, Kind::Load, Tensor::Order, 2 * c, 2, 1, 1, 10);
+    b.event(tr, Kind::Load, Tensor::K, 2 * c, 2, 0, 2, 10).round = 0;
+    b.event(tr, Kind::Load, Tensor::V, 2 * c, 2, 0, 2, 10).round = 0;
+    b.event(tr, Kind::ComputeS, Tensor::S, 2 * c, 2, 2 * c, 2, 10).round = 0;
+    b.event(tr, Kind::Store, Tensor::O, 2 * c, 2, 0, 2, 10).round = 0;
+    b.event(tr, Kind::Store, Tensor::LSE, 2 * c, 2, 0, 1, 10).round = 0;
+  }
+  for (const auto& e : t.events)
+    (e.kind == Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
+  m.io_read_bytes += m.untraced[0].read_bytes;
+  m.io_write_bytes += m.untraced[0].write_bytes;
+  return t;
+}
+
 }  // namespace fs::test

@@ -63,6 +63,7 @@ class CtaTracer<false> {
   __device__ __forceinline__ void event_stats(Kind, Tensor, long long, long long, long long, long long,
                                               long long, float, float, int) const {}
   __device__ __forceinline__ bool records() const { return false; }
+  __device__ __forceinline__ void in_round(int) {}
 };
 
 template <>
@@ -97,6 +98,9 @@ class CtaTracer<true> {
   // Whether this thread is the CTA's recording thread: work done only to describe events
   // (splitting a range into tiles, say) can be skipped by the others.
   __device__ __forceinline__ bool records() const { return recorder_; }
+  // A clustered step (07): the events that follow name their rows by slots of round `round`'s
+  // orders (trace.hpp, Event::round); in_round(-1) goes back to rows.
+  __device__ __forceinline__ void in_round(int round) { flags_ = static_cast<std::uint8_t>((round + 1) << kRecordRoundShift); }
 
  private:
   __device__ __forceinline__ void put(Kind kind, Tensor tensor, long long bh, long long row0, long long rows,
@@ -110,7 +114,7 @@ class CtaTracer<true> {
       r.bytes = static_cast<std::uint32_t>(bytes);
       r.kind = static_cast<std::uint8_t>(kind);
       r.tensor = static_cast<std::uint8_t>(tensor);
-      r.flags = cached ? kRecordCached : 0;
+      r.flags = flags_ | (cached ? kRecordCached : 0);
       r.bytes_hi = static_cast<std::uint8_t>(static_cast<unsigned long long>(bytes) >> 32);
       r.bh = static_cast<std::int32_t>(bh);
       r.row0 = static_cast<std::int32_t>(row0);
@@ -130,6 +134,7 @@ class CtaTracer<true> {
   CtaHeader* header_ = nullptr;
   DeviceRecord* slice_ = nullptr;
   std::uint32_t cap_ = 0, count_ = 0;
+  std::uint8_t flags_ = 0;  // the round's bits (in_round)
 };
 
 // Element ranges of a flat grid-stride chunk, for events that must name head-local rows.

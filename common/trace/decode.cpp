@@ -119,6 +119,7 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
         e.cols = r.cols;
         e.bytes = std::int64_t(r.bytes) | (std::int64_t(r.bytes_hi) << 32);
         e.cached = (r.flags & kRecordCached) != 0;
+        e.round = (r.flags >> kRecordRoundShift) - 1;
         e.ts_ns = host(prev);
         e.dur_ns = double(end - prev);
         if (!within_trace_time(e.ts_ns, e.dur_ns))

@@ -13,6 +13,7 @@ constexpr const char* kKindNames[kKindCount] = {
 // Indexed by the Tensor value; "none" is never written to a file.
 constexpr const char* kTensorNames[kTensorCount] = {
     "none", "Q", "K", "V", "O", "LSE", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D", "m", "l", "dQacc",
+    "order", "sort_key",
 };
 
 }  // namespace
@@ -33,16 +34,21 @@ std::optional<Kind> kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool key_side(Tensor t) { return t == Tensor::K || t == Tensor::V || t == Tensor::dK || t == Tensor::dV; }
+
 std::optional<Tensor> tensor_from_name(std::string_view name) {
   for (int i = 1; i < kTensorCount; ++i)
     if (name == kTensorNames[i]) return static_cast<Tensor>(i);
   return std::nullopt;
 }
 
-std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d) {
+std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d, int hashes) {
   switch (t) {
     case Tensor::None:
       return {};
+    case Tensor::Order:
+    case Tensor::SortKey:
+      return {B, H, N, 2 * std::int64_t(hashes)};
     case Tensor::S:
     case Tensor::P:
     case Tensor::dP:
@@ -59,6 +65,8 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d) {
 }
 
 int element_bytes(Tensor t, const std::string& dtype) {
+  if (t == Tensor::Order) return 4;
+  if (t == Tensor::SortKey) return 8;
   const bool fp32 = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L || t == Tensor::dQacc;
   return !fp32 && (dtype == "bf16" || dtype == "fp16") ? 2 : 4;
 }

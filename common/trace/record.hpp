@@ -21,7 +21,7 @@ struct DeviceRecord {
   std::uint32_t bytes;    // bytes moved to or from HBM (loads and stores; 0 otherwise): low 32 bits
   std::uint8_t kind;      // Kind
   std::uint8_t tensor;    // Tensor
-  std::uint8_t flags;     // kRecordCached, ...
+  std::uint8_t flags;     // kRecordCached; bits 3..7: the event's round + 1 (0: none)
   std::uint8_t bytes_hi;  // bits 32..39 of bytes (a tile of up to 1 TiB)
   std::int32_t bh;       // head (b·H + h)
   std::int32_t row0, rows, col0, cols;  // the tile: rows × cols at (row0, col0) of head bh
@@ -31,6 +31,9 @@ struct DeviceRecord {
 static_assert(sizeof(DeviceRecord) == 48, "docs/trace-format.md promises 48-byte records");
 
 constexpr std::uint8_t kRecordCached = 1;  // a re-read the IO model does not count
+// A clustered step's round (Event::round), stored + 1 in the flags' top five bits: rounds 0..30.
+constexpr int kRecordRoundShift = 3;
+constexpr int kRecordMaxRound = (0xff >> kRecordRoundShift) - 1;
 
 struct CtaHeader {
   std::uint32_t count;    // events recorded, including those past the slice's capacity

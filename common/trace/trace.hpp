@@ -37,8 +37,12 @@ const char* kind_name(Kind k);  // "load", "store", "compute_s", ...
 enum class Tensor : std::uint8_t {
   None = 0, Q, K, V, O, LSE, S, P, dO, dQ, dK, dV, dP, dS, D, M, L,
   dQacc,  // float32 (B, H, N, d): where a 16-bit backward adds dQ up with atomics
+  // Step 07 (SMYRF), (B, H, N, 2·hashes): row i, column c < hashes of round c's query side,
+  // c ≥ hashes of round c − hashes's key side.
+  Order,    // int32: slot i of the round's sorted order holds row Order[i] (the sort's output)
+  SortKey,  // a float hash and an int32 row index per row and round (8 bytes): the sort's input
 };
-constexpr int kTensorCount = 18;
+constexpr int kTensorCount = 20;
 const char* tensor_name(Tensor t);  // "Q", "K", ..., "dS", "D", "m", "l", "dQacc"
 
 // One HBM tensor of the run, for drawing it at its true size. Shapes are per the layouts in
@@ -75,9 +79,17 @@ struct Track {
   std::int64_t dropped = 0;  // events this CTA could not record (its slice was full)
 };
 
+// The largest number of rounds a trace's clustering may have (step 07's --hashes).
+constexpr int kMaxRounds = 16;
+
 // One device event. Element ranges locate the tile in its tensor: rows [row0, row0+rows) and
 // columns [col0, col0+cols) of head `bh` (for S/P-like tensors rows are queries and columns
 // keys; for Q..dV columns are 0..d; for LSE-like tensors cols = 1).
+//
+// An event of a clustered step (round ≥ 0) names its rows by their slots in round `round`'s
+// sorted orders (Meta::clusters): slot s of a query-side tensor (Q, O, LSE, dO, dQ, D) is row
+// q_order[s], of a key-side one (K, V, dK, dV) row k_order[s]; for S-like tensors rows are query
+// slots and columns key slots. Its tile is then the rows the orders gather, wherever they lie.
 struct Event {
   int track = 0;        // index into Trace::tracks
   Kind kind = Kind::Load;
@@ -94,6 +106,7 @@ struct Event {
   float m = std::numeric_limits<float>::quiet_NaN();
   float l = std::numeric_limits<float>::quiet_NaN();
   std::int32_t sample_row = -1;
+  std::int32_t round = -1;  // clustered steps: the round whose orders map the rows; -1: rows are rows
 };
 
 // One NVTX range recorded on the host (allocation, copies, launches, sync, check).
@@ -113,6 +126,26 @@ struct NamedBuffer {
   std::string name;
   std::uint64_t address = 0;
   std::uint64_t bytes = 0;
+};
+
+// The clustering of a clustered step's run (step 07, SMYRF): its rounds' orders, slot → row,
+// per head. q_order[(bh·hashes + ρ)·N + s] is the query in slot s of round ρ; k_order likewise.
+// Cluster c holds query slots [c·q_cluster, (c+1)·q_cluster) (the last may be short) and the
+// k_cluster key slots centred on them, moved inside [0, N) (common/smyrf.hpp, SmyrfGeometry).
+struct Clustering {
+  int hashes = 0;  // 0: the run is not clustered
+  int q_cluster = 0, k_cluster = 0;
+  std::vector<std::int32_t> q_order, k_order;  // B·H·hashes·N each
+  bool on() const { return hashes > 0; }
+};
+
+// HBM traffic of a pass that no device event records: a library's kernels (CUB's sort), memsets,
+// device-to-device copies. Counted as the IO model counts them; `writes` are the tensors such a
+// step writes whole (a memset of dK), which count as stored.
+struct Untraced {
+  std::string name;  // "cub::DeviceSegmentedRadixSort::SortPairs"
+  std::int64_t read_bytes = 0, write_bytes = 0;
+  std::vector<Tensor> writes;
 };
 
 struct Meta {
@@ -136,6 +169,8 @@ struct Meta {
   std::int64_t event_cap = 0;            // device records per CTA
   std::int64_t events_dropped = 0;       // over all CTAs; never silent
   std::vector<TensorInfo> tensors;
+  Clustering clusters;             // clustered steps (optional in the file)
+  std::vector<Untraced> untraced;  // traffic no event records (optional in the file)
 };
 
 struct Trace {

@@ -42,7 +42,7 @@ std::string hex_address(std::uint64_t a) {
 std::string tile_text(const Event& e, const Meta& m) {
   std::string s = tensor_name(e.tensor);
   s += "[" + std::to_string(e.row0) + ":" + std::to_string(std::int64_t(e.row0) + e.rows);
-  const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d);
+  const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d, m.clusters.hashes);
   const bool whole_rows = shape.size() < 4 || (e.col0 == 0 && e.cols == shape.back());
   if (!whole_rows)
     s += ", " + std::to_string(e.col0) + ":" + std::to_string(std::int64_t(e.col0) + e.cols);
@@ -52,6 +52,7 @@ std::string tile_text(const Event& e, const Meta& m) {
 std::string event_name(const Event& e, const Meta& m) {
   std::string name = kind_name(e.kind);
   if (e.tensor != Tensor::None) name += " " + tile_text(e, m);
+  if (e.round >= 0) name += " in round " + std::to_string(e.round) + "'s order";  // slots, not rows
   if (e.cached) name += " (cached)";
   return name;
 }
@@ -89,6 +90,22 @@ ojson meta_json(const Trace& t) {
   for (const auto& ti : m.tensors)
     tensors.push_back({{"name", tensor_name(ti.id)}, {"shape", ti.shape}, {"bytes", ti.bytes}});
   o["tensors"] = std::move(tensors);
+  if (m.clusters.on())
+    o["clusters"] = {{"hashes", m.clusters.hashes},
+                     {"q_cluster", m.clusters.q_cluster},
+                     {"k_cluster", m.clusters.k_cluster},
+                     {"q_order", m.clusters.q_order},
+                     {"k_order", m.clusters.k_order}};
+  if (!m.untraced.empty()) {
+    ojson untraced = ojson::array();
+    for (const auto& u : m.untraced) {
+      ojson writes = ojson::array();
+      for (Tensor w : u.writes) writes.push_back(tensor_name(w));
+      untraced.push_back({{"name", u.name}, {"read_bytes", u.read_bytes}, {"write_bytes", u.write_bytes},
+                          {"writes", std::move(writes)}});
+    }
+    o["untraced"] = std::move(untraced);
+  }
   ojson kernels = ojson::array();
   for (const auto& k : t.kernels)
     kernels.push_back({{"name", k.name},
@@ -187,6 +204,7 @@ std::string trace_to_json(const Trace& t) {
     if (!std::isnan(e.m)) args["m"] = stat_json(e.m);
     if (!std::isnan(e.l)) args["l"] = stat_json(e.l);
     if (e.sample_row >= 0) args["sample_row"] = e.sample_row;
+    if (e.round >= 0) args["round"] = e.round;
     line({{"ph", "X"}, {"pid", 1}, {"tid", static_cast<std::int64_t>(e.track) + 1},
           {"cat", kind_name(e.kind)}, {"name", event_name(e, t.meta)},
           {"ts", to_us(e.ts_ns)}, {"dur", to_us(e.dur_ns)}, {"args", std::move(args)}});
@@ -230,6 +248,7 @@ constexpr std::int64_t kMaxBytes = std::int64_t(1) << 50;
 constexpr std::int64_t kMaxCount = std::int64_t(1) << 62;
 constexpr double kMaxTimeUs = kMaxTimeNs / 1000;  // 11.6 days after t0
 constexpr int kMaxJsonDepth = 32;    // our files nest 4 deep; deeper is not a trace
+constexpr std::int64_t kMaxOrderEntries = std::int64_t(1) << 28;  // per order: 1 GiB as int32
 
 const char* type_of(const json& j) {
   if (j.is_number_integer()) return "an integer";
@@ -429,6 +448,43 @@ Meta read_meta(const json& o, const Reader& r) {
     ti.bytes = r.integer(tensors[i], "bytes", wt, 0, kMaxBytes);
     m.tensors.push_back(std::move(ti));
   }
+  if (const json* c = r.optional(o, "clusters")) {
+    const std::string wc = w + ".clusters";
+    if (!c->is_object()) r.fail(wc, std::string("expected an object, got ") + type_of(*c));
+    Clustering& k = m.clusters;
+    k.hashes = static_cast<int>(r.integer(*c, "hashes", wc, 1, kMaxRounds));
+    k.q_cluster = static_cast<int>(r.integer(*c, "q_cluster", wc, 1, m.N));
+    k.k_cluster = static_cast<int>(r.integer(*c, "k_cluster", wc, 1, m.N));
+    // Orders are held whole in memory: a viewer's trace is small (B·H·hashes·N each).
+    const std::int64_t n = std::int64_t(m.B) * m.H * k.hashes * m.N;
+    if (n > kMaxOrderEntries) r.fail(wc, std::to_string(n) + " order entries are more than a trace holds");
+    for (const char* key : {"q_order", "k_order"}) {
+      const auto v = r.int_array(*c, key, wc, std::size_t(n), std::size_t(n), 0, m.N - 1);
+      (std::string(key) == "q_order" ? k.q_order : k.k_order).assign(v.begin(), v.end());
+    }
+  }
+  if (const json* u = r.optional(o, "untraced")) {
+    const std::string wu = w + ".untraced";
+    if (!u->is_array()) r.fail(wu, std::string("expected an array, got ") + type_of(*u));
+    for (std::size_t i = 0; i < u->size(); ++i) {
+      const std::string wi = wu + "[" + std::to_string(i) + "]";
+      const json& e = (*u)[i];
+      if (!e.is_object()) r.fail(wi, std::string("expected an object, got ") + type_of(e));
+      Untraced x;
+      x.name = r.string(e, "name", wi);
+      x.read_bytes = r.integer(e, "read_bytes", wi, 0, kMaxBytes);
+      x.write_bytes = r.integer(e, "write_bytes", wi, 0, kMaxBytes);
+      const json& writes = r.array(e, "writes", wi);
+      for (std::size_t j = 0; j < writes.size(); ++j) {
+        const std::string wj = wi + ".writes[" + std::to_string(j) + "]";
+        if (!writes[j].is_string()) r.fail(wj, std::string("expected a string, got ") + type_of(writes[j]));
+        const auto t = tensor_from_name(writes[j].get<std::string>());
+        if (!t) r.fail(wj, "'" + writes[j].get<std::string>() + "' is not a tensor name");
+        x.writes.push_back(*t);
+      }
+      m.untraced.push_back(std::move(x));
+    }
+  }
   return m;
 }
 
@@ -559,6 +615,8 @@ Trace parse_trace(std::string_view text, const std::string& source) {
       if (const json* l = r.optional(args, "l")) ev.l = r.statistic(*l, wa + ".l");
       if (const json* sr = r.optional(args, "sample_row"))
         ev.sample_row = static_cast<std::int32_t>(r.integer(*sr, wa + ".sample_row", -1, kMaxDim));
+      if (const json* rd = r.optional(args, "round"))
+        ev.round = static_cast<std::int32_t>(r.integer(*rd, wa + ".round", -1, kMaxRounds - 1));
       t.events.push_back(ev);
     } else if (ph == "i") {
       r.integer(e, "pid", w, 0, 0);

@@ -184,10 +184,13 @@ Gap uncovered(const std::vector<Rect>& rects, std::int64_t height, std::int64_t 
 std::string ValidationReport::summary() const {
   std::ostringstream out;
   out << events << " events on " << tracks << " tracks (" << kernels << " kernel" << (kernels == 1 ? "" : "s")
-      << "), " << host_ranges << " host ranges; HBM read " << bytes_text(double(read_bytes))
-      << (read_bytes == model_read_bytes ? " = model" : " ≠ model " + bytes_text(double(model_read_bytes)))
-      << ", written " << bytes_text(double(write_bytes))
-      << (write_bytes == model_write_bytes ? " = model" : " ≠ model " + bytes_text(double(model_write_bytes)));
+      << "), " << host_ranges << " host ranges; HBM read " << bytes_text(double(read_bytes));
+  if (untraced_read_bytes) out << " + " << bytes_text(double(untraced_read_bytes)) << " untraced";
+  const std::int64_t reads = read_bytes + untraced_read_bytes, writes = write_bytes + untraced_write_bytes;
+  out << (reads == model_read_bytes ? " = model" : " ≠ model " + bytes_text(double(model_read_bytes)))
+      << ", written " << bytes_text(double(write_bytes));
+  if (untraced_write_bytes) out << " + " << bytes_text(double(untraced_write_bytes)) << " untraced";
+  out << (writes == model_write_bytes ? " = model" : " ≠ model " + bytes_text(double(model_write_bytes)));
   if (cached_bytes) out << "; " << bytes_text(double(cached_bytes)) << " cached re-reads";
   if (dropped) out << "; " << dropped << " events dropped";
   return out.str();
@@ -231,7 +234,7 @@ ValidationReport validate(const Trace& t) {
     if (!listed.emplace(ti.id, &ti).second)
       err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " is listed twice");
     if (!shape_ok) continue;
-    const auto want = tensor_shape(ti.id, m.B, m.H, m.N, m.d);
+    const auto want = tensor_shape(ti.id, m.B, m.H, m.N, m.d, m.clusters.hashes);
     if (ti.shape != want)
       err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has shape " + shape_text(ti.shape) +
                             ", but the layout for this shape is " + shape_text(want));
@@ -240,6 +243,43 @@ ValidationReport validate(const Trace& t) {
                             shape_text(want) + " of " + std::to_string(e) + "-byte elements is " +
                             std::to_string(shape_elems(want) * e));
   }
+
+  // --- the clustering (step 07): every (head, round) of each order a permutation of [0, N) ---
+  const Clustering& cl = m.clusters;
+  bool clusters_ok = false;
+  if (cl.on() && shape_ok) {
+    const std::int64_t n = heads * cl.hashes * m.N;
+    clusters_ok = cl.hashes <= kMaxRounds && cl.q_cluster >= 1 && cl.q_cluster <= m.N && cl.k_cluster >= 1 &&
+                  cl.k_cluster <= m.N && std::int64_t(cl.q_order.size()) == n && std::int64_t(cl.k_order.size()) == n;
+    if (!clusters_ok)
+      err.add("clusters", "the clustering's rounds, cluster sizes or order lengths do not fit the shape (" +
+                              std::to_string(cl.hashes) + " rounds, clusters " + std::to_string(cl.q_cluster) + " × " +
+                              std::to_string(cl.k_cluster) + ", orders of " + std::to_string(n) + " entries expected)");
+    for (const auto* order : {&cl.q_order, &cl.k_order}) {
+      if (!clusters_ok) break;
+      std::vector<char> seen(std::size_t(m.N));
+      for (std::int64_t seg = 0; seg < heads * cl.hashes; ++seg) {
+        std::fill(seen.begin(), seen.end(), 0);
+        bool perm = true;
+        for (std::int64_t s = 0; s < m.N && perm; ++s) {
+          const std::int32_t row = (*order)[std::size_t(seg * m.N + s)];
+          perm = row >= 0 && row < m.N && !seen[std::size_t(row)];
+          if (perm) seen[std::size_t(row)] = 1;
+        }
+        if (!perm) {
+          err.add("clusters", std::string(order == &cl.q_order ? "q_order" : "k_order") + " of head " +
+                                  std::to_string(seg / cl.hashes) + ", round " + std::to_string(seg % cl.hashes) +
+                                  " is not a permutation of the rows");
+          clusters_ok = false;
+        }
+      }
+    }
+  }
+  // The row a clustered event's slot stands for (Event::round).
+  auto row_of = [&](const Event& e, std::int64_t slot) -> std::int64_t {
+    const auto& order = key_side(e.tensor) ? cl.k_order : cl.q_order;
+    return order[std::size_t((e.bh * cl.hashes + e.round) * m.N + slot)];
+  };
 
   // --- kernels and tracks ---------------------------------------------------------------
   for (std::size_t k = 0; k < t.kernels.size(); ++k) {
@@ -298,6 +338,15 @@ ValidationReport validate(const Trace& t) {
     }
     if (!std::isfinite(e.ts_ns) || !(e.dur_ns >= 0) || !std::isfinite(e.dur_ns))
       err.add("event", what + " has no valid time range");
+    if (e.round >= 0) {
+      if (!cl.on() || e.round >= cl.hashes)
+        err.add("clusters", what + " is in round " + std::to_string(e.round) + ", but the trace's clustering has " +
+                                std::to_string(cl.hashes) + " rounds");
+      else if (e.tensor == Tensor::Order || e.tensor == Tensor::SortKey)
+        err.add("clusters", what + ": the rows of " + tensor_name(e.tensor) + " are slots already (round −1)");
+    } else if (e.round != -1) {
+      err.add("event", what + " has round " + std::to_string(e.round) + " (rounds are 0, 1, ... or −1 for none)");
+    }
 
     const bool moves = e.kind == Kind::Load || e.kind == Kind::Store;
     if (moves) {
@@ -324,7 +373,7 @@ ValidationReport validate(const Trace& t) {
     }
 
     if (e.tensor != Tensor::None && shape_ok) {
-      const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d);
+      const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d, m.clusters.hashes);
       const std::int64_t row_end = shape[2], col_end = shape.size() == 4 ? shape[3] : 1;
       const bool inside = e.bh >= 0 && e.bh < heads && e.row0 >= 0 && e.rows >= 0 &&
                           std::int64_t(e.row0) + e.rows <= row_end && e.col0 >= 0 && e.cols >= 0 &&
@@ -385,13 +434,26 @@ ValidationReport validate(const Trace& t) {
     }
   }
 
-  // --- bytes against the IO model -----------------------------------------------------
-  if (rep.read_bytes != m.io_read_bytes)
-    err.add("model", "non-cached loads move " + std::to_string(rep.read_bytes) + " bytes, but the IO model reads " +
-                         std::to_string(m.io_read_bytes) + " (" +
-                         (rep.read_bytes > m.io_read_bytes ? "a re-read not marked cached?" : "a load not recorded?") + ")");
-  if (rep.write_bytes != m.io_write_bytes)
-    err.add("model", "stores move " + std::to_string(rep.write_bytes) + " bytes, but the IO model writes " +
+  // --- bytes against the IO model (what no event records, counted as the model does) ----
+  std::set<Tensor> written_whole;
+  for (const Untraced& u : m.untraced) {
+    if (u.read_bytes < 0 || u.write_bytes < 0) err.add("bytes", "untraced '" + u.name + "' has negative bytes");
+    rep.untraced_read_bytes += std::max<std::int64_t>(u.read_bytes, 0);
+    rep.untraced_write_bytes += std::max<std::int64_t>(u.write_bytes, 0);
+    for (Tensor w : u.writes) {
+      if (!listed.count(w)) err.add("tensor", "untraced '" + u.name + "' writes " + tensor_name(w) + ", which otherData.tensors does not list");
+      written_whole.insert(w);
+    }
+  }
+  const std::int64_t reads = rep.read_bytes + rep.untraced_read_bytes, writes = rep.write_bytes + rep.untraced_write_bytes;
+  const std::string untraced_r = rep.untraced_read_bytes ? " (with " + std::to_string(rep.untraced_read_bytes) + " untraced)" : "";
+  const std::string untraced_w = rep.untraced_write_bytes ? " (with " + std::to_string(rep.untraced_write_bytes) + " untraced)" : "";
+  if (reads != m.io_read_bytes)
+    err.add("model", "non-cached loads move " + std::to_string(reads) + " bytes" + untraced_r +
+                         ", but the IO model reads " + std::to_string(m.io_read_bytes) + " (" +
+                         (reads > m.io_read_bytes ? "a re-read not marked cached?" : "a load not recorded?") + ")");
+  if (writes != m.io_write_bytes)
+    err.add("model", "stores move " + std::to_string(writes) + " bytes" + untraced_w + ", but the IO model writes " +
                          std::to_string(m.io_write_bytes));
 
   // --- every output element stored ----------------------------------------------------
@@ -403,7 +465,8 @@ ValidationReport validate(const Trace& t) {
         err.add("coverage", std::string("the pass's output ") + tensor_name(out) + " is not among otherData.tensors");
         continue;
       }
-      const auto shape = tensor_shape(out, m.B, m.H, m.N, m.d);
+      if (written_whole.count(out)) continue;  // an untraced step (a memset) wrote all of it
+      const auto shape = tensor_shape(out, m.B, m.H, m.N, m.d, m.clusters.hashes);
       const std::int64_t elems = shape_elems(shape), rows = shape[2], cols = shape.size() == 4 ? shape[3] : 1;
       std::vector<Rect> stores;  // in (head·rows + row, col)
       for (const Event& e : t.events) {
@@ -411,6 +474,14 @@ ValidationReport validate(const Trace& t) {
         if (e.bh < 0 || e.bh >= heads || e.row0 < 0 || e.col0 < 0 || e.rows <= 0 || e.cols <= 0 ||
             std::int64_t(e.row0) + e.rows > rows || std::int64_t(e.col0) + e.cols > cols)
           continue;  // empty, or reported above
+        if (e.round >= 0) {  // slots: the rows they stand for, one by one
+          if (!clusters_ok || e.round >= cl.hashes || rows != m.N) continue;  // reported above
+          for (std::int64_t s = e.row0; s < std::int64_t(e.row0) + e.rows; ++s) {
+            const std::int64_t y = e.bh * rows + row_of(e, s);
+            stores.push_back({y, y + 1, e.col0, std::int64_t(e.col0) + e.cols});
+          }
+          continue;
+        }
         const std::int64_t y0 = e.bh * rows + e.row0;
         stores.push_back({y0, y0 + e.rows, e.col0, std::int64_t(e.col0) + e.cols});
       }

@@ -11,10 +11,14 @@
 //               tensor of meta.tensors; only loads and stores move bytes, and no more than their
 //               tile holds
 //   host        NVTX ranges are properly nested
+//   clusters    a clustered step's orders (meta.clusters): each head's and round's a
+//               permutation of the rows; an event's round names one of them
 //   bytes       Σ non-cached load bytes = meta.io_read_bytes and Σ non-cached store bytes =
-//               meta.io_write_bytes (the step's IO model for this shape and pass)
+//               meta.io_write_bytes (the step's IO model for this shape and pass), with the
+//               traffic of meta.untraced (a library's sort, memsets) added
 //   coverage    every element of the pass's outputs (O and LSE forward; dQ, dK, dV backward)
-//               is stored by some event: every tile movement is accounted for
+//               is stored by some event (a clustered event's slots through its round's order)
+//               or written whole by an untraced step: every tile movement is accounted for
 //
 //   const auto report = fs::trace::validate(trace);
 //   if (!report.ok()) std::cerr << report.errors.front() << "\n";
@@ -36,6 +40,7 @@ struct ValidationReport {
   std::int64_t events = 0, tracks = 0, kernels = 0, host_ranges = 0;
   std::int64_t read_bytes = 0, write_bytes = 0;  // non-cached loads and stores
   std::int64_t cached_bytes = 0;                 // re-reads the IO model does not count
+  std::int64_t untraced_read_bytes = 0, untraced_write_bytes = 0;  // Meta::untraced, counted in the totals
   std::int64_t model_read_bytes = 0, model_write_bytes = 0;
   std::int64_t dropped = 0;
   bool unreadable = false;  // validate_file: the file could not be read at all (TraceUnreadable)

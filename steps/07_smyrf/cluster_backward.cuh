@@ -61,12 +61,14 @@ __device__ __forceinline__ void gather_query_stage(const BwdParams& p, std::int6
 }
 
 // Grid (⌈N / kBR⌉, B·H); shared memory: two stages of (Q, dO, LSE, D), as step 05's DkdvSmem.
-template <int D, typename T>
+// Traced (kTrace), its events name rows by their slots in the round's orders, as the forward's.
+template <int D, typename T, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     smyrf_round_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, const std::int32_t* __restrict__ orders,
-                            int round) {
+                            int round, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   using L = DkdvSmem<D, T, false>;
+  trace::CtaTracer<kTrace> tr(slices);
   float* smem = dynamic_smem<float>();  // two stages of (Q, dO, LSE, D): DkdvSmem
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
@@ -84,6 +86,11 @@ __global__ void __launch_bounds__(T::kThreads)
   int ki[R];
   gather_rows<D, R, DC>(as<float>(p.k) + head * D, k_order, kslot, key_end, part, p.scale * kLog2e, k, ki);
   gather_rows<D, R, DC>(as<float>(p.v) + head * D, k_order, kslot, key_end, part, 1.f, v, ki);
+  const int n_keys = key_end - key0;
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, key0, n_keys, hashes + round, 1, n_keys * 4);
+  tr.in_round(round);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
 
   float dk[R][DC] = {}, dv[R][DC] = {};
   for (int c = c_first; c <= c_last; ++c) {
@@ -104,6 +111,14 @@ __global__ void __launch_bounds__(T::kThreads)
         cp_async_wait<0>();
       }
       __syncthreads();  // the stage has landed for everyone
+      const int n_q = min(kBwdStage, qe - i_stage);
+      tr.in_round(-1);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, i_stage, n_q, round, 1, n_q * 4);
+      tr.in_round(round);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i_stage, n_q, 0, 1, n_q * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i_stage, n_q, 0, 1, n_q * kF);
 #pragma unroll 1
       for (int u = 0; u < kSub; ++u) {
         const float* sq = smem + L::q(s) + u * BC * D;
@@ -123,6 +138,12 @@ __global__ void __launch_bounds__(T::kThreads)
         accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += Pᵀ dO_i
         accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
       }
+      // S, dP, dS of the stage's queries against this CTA's keys (those of cluster c count).
+      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
       __syncthreads();  // everyone is done with stage s before it is refilled (or the next cluster's starts)
     }
   }
@@ -140,14 +161,19 @@ __global__ void __launch_bounds__(T::kThreads)
       dst_v[x / 4] = make_float4(ov.x + dv[r][x], ov.y + dv[r][x + 1], ov.z + dv[r][x + 2], ov.w + dv[r][x + 3]);
     }
   }
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kF);  // read, added to ...
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kF);  // ... and written
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
 }
 
 // Grid (clusters × tiles_per_cluster, B·H); shared memory: two stages of (K, V), kBwdStage keys.
-template <int D, typename T>
+template <int D, typename T, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     smyrf_round_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, const std::int32_t* __restrict__ orders,
-                          int round, int tiles_per_cluster) {
+                          int round, int tiles_per_cluster, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
+  trace::CtaTracer<kTrace> tr(slices);
   float* smem = dynamic_smem<float>();  // stage s: K at smem + 2s·stage·D, V after it
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
@@ -170,6 +196,13 @@ __global__ void __launch_bounds__(T::kThreads)
     lse2[r] = qi[r] >= 0 ? p.lse[head + qi[r]] * kLog2e : INFINITY;
     delta[r] = qi[r] >= 0 ? gDelta[head + qi[r]] : 0.f;
   }
+  const int rows = row_end - row0;
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, row0, rows, round, 1, rows * 4);
+  tr.in_round(round);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, row0, rows, 0, D, rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, rows, 0, 1, rows * kF);
 
   const int j_begin = g.key_begin(cluster), j_end = g.key_end(cluster);
   const int n_stages = (j_end - j_begin + kBwdStage - 1) / kBwdStage;
@@ -193,6 +226,12 @@ __global__ void __launch_bounds__(T::kThreads)
       cp_async_wait<0>();
     }
     __syncthreads();  // the stage has landed for everyone
+    const int n_k = min(kBwdStage, j_end - j_stage);
+    tr.in_round(-1);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, j_stage, n_k, hashes + round, 1, n_k * 4);
+    tr.in_round(round);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j_stage, n_k, 0, D, n_k * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j_stage, n_k, 0, D, n_k * D * kF);
 #pragma unroll 1
     for (int u = 0; u < kSub; ++u) {
       const int j0 = j_stage + u * BC;
@@ -210,6 +249,10 @@ __global__ void __launch_bounds__(T::kThreads)
         }
       accumulate_pv<D, BC, R, DC>(dp, sk, part, dq);  // dQ_i += dS_ij K_j  (τ at the end)
     }
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, rows, j_stage, n_k, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, rows, 0, D, 0);
     __syncthreads();  // everyone is done with stage s before it is refilled
   }
   // dQ_i += this round's; the query is in this cluster only, this round.
@@ -224,6 +267,8 @@ __global__ void __launch_bounds__(T::kThreads)
                                old.w + p.scale * dq[r][x + 3]);
     }
   }
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, row0, rows, 0, D, rows * D * kF);  // read, added to ...
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, rows, 0, D, rows * D * kF);  // ... and written
 }
 
 }  // namespace fs

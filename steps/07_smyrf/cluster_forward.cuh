@@ -25,6 +25,7 @@
 
 #include "common/flash_tile.cuh"
 #include "common/problem.hpp"
+#include "common/recorder/device.cuh"
 #include "common/smyrf.hpp"
 #include "steps/07_smyrf/gather.cuh"
 
@@ -50,11 +51,15 @@ inline int smyrf_cta_rows(int q_cluster) { return q_cluster <= 32 ? 32 : q_clust
 
 // Round `round` of p (orders: the (2, B·H, hashes, N) orders, queries then keys). Grid
 // (clusters × tiles_per_cluster, B·H); 2 stages × (K, V) tiles of shared memory.
-template <int D, typename T>
+//
+// Traced (kTrace), its events name rows by their slots in the round's orders (trace.hpp,
+// Event::round): the indices it reads are loads of `order`, whose rows are slots already.
+template <int D, typename T, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     smyrf_round_forward_kernel(const FwdParams p, const std::int32_t* __restrict__ orders, int round,
-                               int tiles_per_cluster) {
+                               int tiles_per_cluster, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
+  trace::CtaTracer<kTrace> tr(slices);
   float* smem = dynamic_smem<float>();  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N, hashes = p.smyrf.hashes;
@@ -71,13 +76,21 @@ __global__ void __launch_bounds__(T::kThreads)
   const int row_end = min(g.query_end(cluster), row0 + T::kBR);
   const int slot = T::first_row(row0), part = T::part();
 
+  // For the trace: the CTA's query slots, the real keys of the tile at j0; the sampled row is
+  // thread 0's first slot, row0.
+  const int rows = row_end - row0;
+
   float q[R][DC];
   int qi[R];  // the queries this thread's rows are (−1: none)
   gather_rows<D, R, DC>(as<float>(p.q) + head, q_order, slot, row_end, part, p.scale * kLog2e, q, qi);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, row0, rows, round, 1, rows * 4);
+  tr.in_round(round);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
   // The cluster's keys: slots [j_begin, j_end) of the key order, never empty.
   const int j_begin = g.key_begin(cluster), j_end = g.key_end(cluster);
   const int n_tiles = (j_end - j_begin + BC - 1) / BC;
+  auto keys = [&](int j0) { return min(BC, j_end - j0); };
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
 
@@ -102,10 +115,16 @@ __global__ void __launch_bounds__(T::kThreads)
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed, for every thread's reads below
+    tr.in_round(-1);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, j0, keys(j0), hashes + round, 1, keys(j0) * 4);
+    tr.in_round(round);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
 
     float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
     if (j0 + BC > j_end) mask_scores<R, BC>(s, j0, j_end, 0, false);  // the cluster's last tile: slots past it
+    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -122,9 +141,17 @@ __global__ void __launch_bounds__(T::kThreads)
       }
       m[r] = m_new;
     }
+    // The sampled row's m (natural log: m is kept in log2 units) and ℓ after this tile.
+    FS_TRACE_STATS(tr, Kind::Softmax, Tensor::P, bh, row0, rows, j0, keys(j0), m[0] * kLn2, l[0], slot);
+    FS_TRACE_STATS(tr, Kind::Rescale, Tensor::O, bh, row0, rows, 0, D, m[0] * kLn2, l[0], slot);
     accumulate_pv<D, BC, R, DC>(s, v_tile(t & 1), part, o);
+    FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
+  // The key slots outside the cluster: never loaded. In slot space what was computed is the
+  // cluster's block on the diagonal.
+  if (j_begin > 0) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, 0, j_begin, 0);
+  if (j_end < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j_end, N - j_end, 0);
 
   // The merge with the rounds before. The kSplit threads of a row all read its LSE_acc before
   // the first of them writes the merged one: they are lanes of one warp, ordered by __syncwarp.
@@ -150,6 +177,12 @@ __global__ void __launch_bounds__(T::kThreads)
     }
     if (part == 0) gL[qi[r]] = kLn2 * lse;
   }
+  if (round > 0) {  // the merge read what the rounds before left
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
+  }
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
 }  // namespace fs

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "common/cuda_utils.cuh"
+#include "common/recorder/device.cuh"
 #include "common/smyrf.hpp"
 
 namespace fs {
@@ -43,10 +44,11 @@ template <int D>
 constexpr std::size_t kHashSmemBytes = std::size_t(kHashRows<D>) * (D + 1) * sizeof(float);
 
 // Grid (⌈N / kNormRows⌉, 2·B·H): y < B·H the queries of head y, else the keys of head y − B·H.
-template <int D>
+template <int D, bool kTrace>
 __global__ void __launch_bounds__(kNormThreads)
     smyrf_norms_kernel(const float* __restrict__ q, const float* __restrict__ k, int N, int BH,
-                       unsigned long long* __restrict__ max_norm2) {
+                       unsigned long long* __restrict__ max_norm2, trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
   double* warp_max = dynamic_smem<double>();  // (kNormThreads / 32): kNormSmemBytes
   const int which = blockIdx.y >= unsigned(BH);
   const std::int64_t bh = which ? blockIdx.y - BH : blockIdx.y;
@@ -62,6 +64,8 @@ __global__ void __launch_bounds__(kNormThreads)
   }
   if (lane == 0) warp_max[warp] = m;
   __syncthreads();  // every warp's max is in shared memory
+  if (which) FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, row1 - row0, 0, D, (row1 - row0) * D * kF);
+  else FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, row1 - row0, 0, D, (row1 - row0) * D * kF);
   if (threadIdx.x == 0) {
     for (int w = 1; w < kNormThreads / 32; ++w) m = fmax(m, warp_max[w]);
     atomicMax(&max_norm2[blockIdx.y], static_cast<unsigned long long>(__double_as_longlong(m)));
@@ -70,12 +74,13 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // Grid (⌈N / kHashRows<D>⌉, 2·B·H), as the norms kernel. Segment (which·B·H + bh)·hashes + ρ of
 // keys and orders holds the N hashes (float) and indices of round ρ.
-template <int D>
+template <int D, bool kTrace>
 __global__ void __launch_bounds__(kHashRows<D>)
     smyrf_hash_kernel(const float* __restrict__ q, const float* __restrict__ k, int N, int BH, int hashes,
                       const unsigned long long* __restrict__ max_norm2, const SmyrfProjParams<D> proj,
-                      float* __restrict__ keys, std::int32_t* __restrict__ orders) {
+                      float* __restrict__ keys, std::int32_t* __restrict__ orders, trace::Slices slices) {
   constexpr int kRows = kHashRows<D>;
+  trace::CtaTracer<kTrace> tr(slices);
   // (kRows, D + 1): kHashSmemBytes. The +1: thread t reads row t, column c from bank
   // (t·(D + 1) + c) mod 32, a different bank for each thread of a warp.
   float* sx = dynamic_smem<float>();
@@ -86,6 +91,8 @@ __global__ void __launch_bounds__(kHashRows<D>)
   for (int e = threadIdx.x; e < rows * D; e += kRows)  // coalesced: consecutive threads, consecutive floats
     sx[e / D * (D + 1) + e % D] = x[std::int64_t(row0) * D + e];
   __syncthreads();  // the CTA's rows are in shared memory
+  if (which) FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, row0, rows, 0, D, rows * D * kF);
+  else FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
   if (int(threadIdx.x) >= rows) return;
   const float* xi = sx + threadIdx.x * (D + 1);
   double n2 = 0;
@@ -104,6 +111,10 @@ __global__ void __launch_bounds__(kHashRows<D>)
     keys[at] = static_cast<float>(h);
     orders[at] = i;
   }
+  // Thread 0's rows are written (the others' a little before or after): the sort's input, a key
+  // and an index per row and round, in columns which·hashes + ρ of sort_key.
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::SortKey, bh, row0, rows, which * hashes, hashes,
+                 std::int64_t(rows) * hashes * (kF + 4));
 }
 
 // offsets[s] = s·N for s in [0, n]: the boundaries of n equal segments.

@@ -177,21 +177,38 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   return {};
 }
 
-IoCount io_forward(const Shape& s, const PassSettings& settings) { return io_smyrf_forward(s, settings.smyrf); }
+IoCount io_forward(const Shape& s, const PassSettings& settings) {
+  return io_smyrf_forward(s, settings.smyrf, settings.clusters != nullptr);
+}
 IoCount io_backward(const Shape& s, const PassSettings& settings) { return io_smyrf_backward(s, settings.smyrf); }
+
+// What no event of a trace records, counted as io_smyrf_forward/backward count it: the sort
+// (CUB's kernels), or the copy of given orders; the memsets of dK and dV.
+std::vector<UntracedIo> untraced_io(const Shape& s, const PassSettings& settings, const std::string& pass) {
+  const std::int64_t rows = 2 * settings.smyrf.hashes * std::int64_t(s.N) * s.heads();  // sort items
+  const std::int64_t f = sizeof(float), idx = sizeof(std::int32_t);
+  if (pass == "bwd") return {{"cudaMemsetAsync: dK, dV = 0", 0, 2 * s.elems() * f, {"dK", "dV"}}};
+  if (settings.clusters) return {{"cudaMemcpyAsync: the given orders", rows * idx, rows * idx, {"order"}}};
+  return {{"cub::DeviceSegmentedRadixSort::SortPairs", rows * (f + idx), rows * idx, {"order"}}};
+}
 
 }  // namespace
 
-IoCount io_smyrf_forward(const Shape& s, const SmyrfParams& p) {
+IoCount io_smyrf_forward(const Shape& s, const SmyrfParams& p, bool given_orders) {
   const std::int64_t N = s.N, d = s.d, R = p.hashes, f = sizeof(float), idx = sizeof(std::int32_t);
   const SmyrfGeometry g = smyrf_geometry(s.N, p);
   const SmyrfTiles t = smyrf_tiles(s.d, p);
   std::int64_t reads = 0, writes = 0;  // bytes per head
-  reads += 2 * N * d * f;                    // norms: Q, K
-  reads += 2 * N * d * f;                    // hashes: Q, K (and the two norms, 16 bytes)
-  writes += 2 * R * N * (f + idx);           // a key and a value per row and round
-  reads += 2 * R * N * (f + idx);            // the sort: its input once ...
-  writes += 2 * R * N * idx;                 // ... and the orders out
+  if (given_orders) {                        // the given orders copied into the workspace
+    reads += 2 * R * N * idx;
+    writes += 2 * R * N * idx;
+  } else {
+    reads += 2 * N * d * f;                  // norms: Q, K
+    reads += 2 * N * d * f;                  // hashes: Q, K (and the two norms, 16 bytes)
+    writes += 2 * R * N * (f + idx);         // a key and a value per row and round
+    reads += 2 * R * N * (f + idx);          // the sort: its input once ...
+    writes += 2 * R * N * idx;               // ... and the orders out
+  }
   for (std::int64_t round = 0; round < R; ++round)
     for (int c = 0; c < g.clusters(); ++c) {
       const std::int64_t keys = g.key_end(c) - g.key_begin(c);
@@ -252,7 +269,7 @@ StepInfo step07_info() {
   s.io_backward = io_backward;
   s.clustered = true;
   s.cluster_orders = cluster_orders;
-  s.traceable = false;
+  s.untraced_io = untraced_io;
   s.memory_note = "Its extra memory is O(B·H·hashes·N): the clusters and the sort's buffers";
   return s;
 }

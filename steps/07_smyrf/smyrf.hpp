@@ -38,8 +38,9 @@ SmyrfTiles smyrf_tiles(int d, const SmyrfParams& p);
 // HBM traffic, kernel by kernel as the kernels move it: the clustering (norms, hashes, the sort
 // counted as what any sort must move: its keys and values read once and written once — CUB's
 // passes move more, which Nsight Compute shows), then per round each CTA's gathered rows, their
-// indices, and the merge's read and write of O and LSE (round 0 only writes).
-IoCount io_smyrf_forward(const Shape& s, const SmyrfParams& p);
+// indices, and the merge's read and write of O and LSE (round 0 only writes). With given
+// clusters (--load) the clustering is a copy of the given orders into the workspace instead.
+IoCount io_smyrf_forward(const Shape& s, const SmyrfParams& p, bool given_orders = false);
 IoCount io_smyrf_backward(const Shape& s, const SmyrfParams& p);
 
 StepInfo step07_info();
