@@ -67,6 +67,9 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
                        ": every query would attend to no key");
   }
   if (step.clustered) {
+    // Options made without the command line (a test, the tour's traces) have no clustering:
+    // the command line's default, the paper's 8 rounds of clusters of 32.
+    if (!opt_.smyrf.on()) opt_.smyrf = kSmyrfDefault;
     if (!opt.load_dir.empty() && has_smyrf_clusters(opt.load_dir)) {
       clusters_ = read_smyrf_clusters(opt.load_dir, s);
       const SmyrfParams& given = opt.smyrf;

@@ -121,6 +121,10 @@ TEST_CASE("a SMYRF plan computes rounds × clusters of the scores, and takes --l
   opt.causal = true;
   REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("no causal form"));
   opt.causal = false;
-  opt.smyrf.hashes = 0;
+  opt.smyrf.hashes = 17;
   REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("--hashes must be in 1..16"));
+  // Options made without the command line carry no clustering: they get its default, 8 × 32.
+  opt.smyrf = {};
+  REQUIRE(fs::RunPlan(step, opt).mask_label() == "smyrf:8x32");
+  REQUIRE(fs::RunPlan(step, opt).settings().smyrf.r == fs::kSmyrfDefault.r);
 }
