@@ -56,7 +56,8 @@ METADATA = {"Creator": "docs/benchmarks/render.py", "Date": None}
 # Paul Tol's for later steps.
 STEP_HUES = ["#D55E00", "#E69F00", "#CC79A7", "#0072B2", "#009E73", "#882255",
              "#44AA99", "#332288", "#999933", "#8C564B"]
-TORCH_STYLE = {"torch_math": ("#6e6e6e", "s"), "torch_efficient": ("#1a1a1a", "D")}
+# The peers, dashed: PyTorch's attention backends and the SMYRF authors' PyTorch module.
+TORCH_STYLE = {"torch_math": ("#6e6e6e", "s"), "torch_efficient": ("#1a1a1a", "D"), "smyrf_authors": ("#332288", "X")}
 VARIANT_MARKERS = ["o", "^", "v", "s", "P", "X", "h", "<", ">"]
 CEILING_COLOUR = "#b2182b"
 LEGEND_ENTRY_W = 2.9  # inches a legend entry may take: the widest labels ("05 recompute backward (deterministic)")
@@ -64,13 +65,18 @@ STEP_LABEL = re.compile(r"(\d+)_([^/ ]+)(?:/(\S+))?$")
 
 
 def pretty(label):
-    """'04_online_softmax/fa2' -> '04 online softmax (fa2)', 'torch_math' -> 'PyTorch math'."""
+    """'04_online_softmax/fa2' -> '04 online softmax (fa2)', 'torch_math' -> 'PyTorch math',
+    '07_smyrf smyrf:8x32' -> '07 smyrf 8 × 32' (a clustering follows the implementation)."""
+    label, _, mask = label.partition(" ")
+    clustering = " " + mask[len("smyrf:"):].replace("x", " × ") if mask.startswith("smyrf:") else ""
     m = STEP_LABEL.match(label)
     if m:
-        return f"{m[1]} {m[2].replace('_', ' ')}" + (f" ({m[3]})" if m[3] else "")
+        return f"{m[1]} {m[2].replace('_', ' ')}" + (f" ({m[3]})" if m[3] else "") + clustering
     if label.startswith("torch_"):
-        return "PyTorch " + label[len("torch_"):]
-    return label
+        return "PyTorch " + label[len("torch_"):] + clustering
+    if label == "smyrf_authors":
+        return "SMYRF authors' PyTorch" + clustering
+    return label + clustering
 
 
 def pretty_group(labels):
@@ -109,6 +115,7 @@ class Palette:
     def style(self, label):
         if isinstance(label, tuple):  # several implementations drawn as one line: the first step's style
             label = [lb for lb in label if lb.split("/")[0] == label[0].split("/")[0]][-1]
+        label = label.partition(" ")[0]  # a clustering after the implementation does not change its style
         if label in TORCH_STYLE:
             colour, marker = TORCH_STYLE[label]
             return {"color": colour, "marker": marker, "linestyle": (0, (4, 2))}

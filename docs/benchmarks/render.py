@@ -23,7 +23,7 @@ Layouts of a results block: pivot (N by implementation), table (one line per row
 (forward + backward time), density (block-sparse time against density), smyrf (step 07 against
 the SMYRF authors' code, mask=smyrf:*). Figure kinds: tflops
 (TFLOP/s against N), memory (device memory per head against N), roofline, density, ladder (a
-step's variants as bars). No generated table is wider than MAX_COLUMNS columns: a table answers
+step's variants as bars), time (median ms against N, SMYRF's rows too). No generated table is wider than MAX_COLUMNS columns: a table answers
 one question, and the CSV keeps every column.
 
 Needs matplotlib: started by a python3 without it, it runs itself again under Debian's
@@ -395,7 +395,8 @@ class Figures:
         if kind not in DRAW:
             raise SystemExit(f"unknown figure kind {kind!r} (one of {', '.join(DRAW)})")
         filters = {k: ",".join(sorted(v.split(","))) for k, v in filters.items()}
-        rows = select([r for r in self.cache[slug] if bool(r["mask"]) == (kind == "density")], prefixes,
+        with_mask = {"density": lambda r: bool(r["mask"]), "time": lambda r: not r["mask"] or is_smyrf(r)}
+        rows = select([r for r in self.cache[slug] if with_mask.get(kind, lambda r: not r["mask"])(r)], prefixes,
                       {k: v for k, v in filters.items() if k != "pass"})
         for key in ("dtype", "d"):
             values = {r[key] for r in rows}
@@ -406,7 +407,7 @@ class Figures:
         name = "_".join([slug, kind] + (["-".join(prefixes).replace("/", ".")] if prefixes else [])
                         + ([filters["dtype"]] if "dtype" in filters else [])
                         + ([f"d{filters['d']}"] if "d" in filters else [])
-                        + [f"{k}{v.replace(',', '-')}" for k, v in sorted(rest.items())])
+                        + [f"{k}{v.replace(',', '-').replace(':', '')}" for k, v in sorted(rest.items())])
         self.specs[name] = (kind, slug, prefixes, tuple(sorted(filters.items())))
         return os.path.join(FIGURES, name + ".svg")
 
@@ -434,7 +435,7 @@ class Figures:
         if "causal" in f:
             about.append({"0": "not causal", "1": "causal"}.get(f["causal"], "causal and not"))
         if "pass" in f:
-            about.append(" and ".join(PASS_NAME[p] for p in f["pass"].split(",")))
+            about.append(" and ".join(PASS_NAME[p] for p in sorted(f["pass"].split(","), key=PASS_ORDER.index)))
         return f"![{WHAT[kind][0].upper() + WHAT[kind][1:]}: {', '.join(about)}]({os.path.relpath(path, from_dir)})\n"
 
 
@@ -619,12 +620,34 @@ def draw_ladder(charts, palette, slug, rows, prefixes, filters):
         ceilings=compute_ceiling(slug, dtype))
 
 
+def draw_time(charts, palette, slug, rows, prefixes, filters):
+    """Median time against N, log-log: what grows with N² and what with N. Unlike the other kinds
+    it takes SMYRF's rows (mask=smyrf:...), beside dense ones (mask=,smyrf:8x32)."""
+    filters = dict(filters)
+    filters.setdefault("causal", "0")
+    filters.setdefault("dropout", "0")
+    filters.setdefault("mask", "")
+    sub = select(with_fwdbwd([r for r in rows if not r["mask"] or is_smyrf(r)]), prefixes,
+                 {k: v for k, v in filters.items() if k != "pass"})
+    if not sub:
+        raise SystemExit(f"no rows for the figure {prefixes} {filters}")
+    sub = drop_repeated_forward(sub)
+    passes = [p for p in PASS_ORDER if p in filters.get("pass", "fwd,bwd").split(",") and any(r["pass"] == p for r in sub)]
+    grid = panel_grid(sub, passes, lambda p, c, rs, cv: (panel_title(p, c, cv),
+                                                       series(rs, lambda r: float(r["median_ms"]))))
+    shapes = {(r["B"], r["H"]) for r in sub}
+    shape = f"B×H = {'×'.join(shapes.pop())}" if len(shapes) == 1 else shape_note(sub)
+    return charts.lines_by_n(f"Time against sequence length on {gpu_name(sub)}: {sub[0]['dtype']}, d = {sub[0]['d']}\n"
+                             f"median of CUDA-event timings, L2 flushed; {shape}", grid, "median ms", palette, legend_key)
+
+
 DRAW = {"tflops": draw_tflops, "memory": draw_memory, "roofline": draw_roofline, "density": draw_density,
-        "ladder": draw_ladder}
+        "ladder": draw_ladder, "time": draw_time}
 WHAT = {"tflops": "TFLOP/s against sequence length", "memory": "device memory per head against sequence length",
         "roofline": "TFLOP/s against FLOPs per modelled HBM byte, under the measured ceilings",
         "density": "block-sparse time as a fraction of dense time against density",
-        "ladder": "a step's variants side by side, TFLOP/s by sequence length"}
+        "ladder": "a step's variants side by side, TFLOP/s by sequence length",
+        "time": "median time against sequence length"}
 
 
 # --- <gpu>.md ----------------------------------------------------------------------------------
