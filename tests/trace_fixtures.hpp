@@ -61,23 +61,30 @@ class TraceBuilder {
   std::vector<double> clock_;
 };
 
-inline trace::Trace good_trace() {
-  using trace::Kind;
-  using trace::Tensor;
-  trace::Trace t;
-  trace::Meta& m = t.meta;
+// A forward's metadata at B=H=1, N=4, d=2: where and from what it was recorded.
+inline trace::Meta fixture_meta(const std::string& step, const std::string& variant) {
+  trace::Meta m;
   m.gpu = "NVIDIA H200";
   m.driver = "13.0";
   m.commit = "abc1234";
   m.date = "2026-01-01";
-  m.step = "01_naive";
-  m.variant = "naive";
+  m.step = step;
+  m.variant = variant;
   m.pass = "fwd";
   m.B = 1;
   m.H = 1;
   m.N = 4;
   m.d = 2;
   m.scale = 0.70710677f;
+  return m;
+}
+
+inline trace::Trace good_trace() {
+  using trace::Kind;
+  using trace::Tensor;
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m = fixture_meta("01_naive", "naive");
   m.sram_budget_bytes = 232448;
   m.event_cap = 64;
   const Shape shape{1, 1, 4, 2};
@@ -139,17 +146,7 @@ inline trace::Trace clustered_trace() {
   using trace::Tensor;
   trace::Trace t;
   trace::Meta& m = t.meta;
-  m.gpu = "NVIDIA H200";
-  m.driver = "13.0";
-  m.commit = "abc1234";
-  m.date = "2026-01-01";
-  m.step = "07_smyrf";
-  m.variant = "clusters";
-  m.pass = "fwd";
-  m.B = m.H = 1;
-  m.N = 4;
-  m.d = 2;
-  m.scale = 0.70710677f;
+  m = fixture_meta("07_smyrf", "clusters");
   m.event_cap = 64;
   m.clusters = {1, 2, 2, {2, 0, 3, 1}, {1, 3, 0, 2}};
   m.untraced = {{"cub::DeviceSegmentedRadixSort::SortPairs", 2 * 4 * 8, 2 * 4 * 4, {Tensor::Order}}};

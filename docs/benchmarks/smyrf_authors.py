@@ -17,14 +17,13 @@ step 07's.
         --batch 1 --heads 16 --dim 64 --backward --csv OUT/h200.csv
 """
 import argparse
-import datetime
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_sdpa import HEADER, flops, time_ms  # noqa: E402  (the same timing and columns)
+from torch_sdpa import flops, open_rows, time_ms  # noqa: E402  (the same timing and columns)
 
 
 def parse_smyrf(spec):
@@ -77,16 +76,7 @@ def main():
     from smyrf.torch.attn import SmyrfAttention
     patch_xbox_plus(smyrf_utils.XBOXPLUS)
 
-    torch.cuda.set_device(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    gpu = torch.cuda.get_device_name(0)
-    commit = os.environ.get("FS_COMMIT", "unknown")
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
-    out = open(args.csv, "a")
-    if new:
-        out.write(HEADER + "\n")
+    out, gpu, commit, date = open_rows(args.csv)
 
     B, H, d = args.batch, args.heads, args.dim
     for N in map(int, args.seqs.split()):

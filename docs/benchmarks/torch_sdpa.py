@@ -48,6 +48,20 @@ def time_ms(fn, reps, warmup=3):
     return statistics.median(times)
 
 
+def open_rows(csv_path):
+    """fp32 without TF32 on GPU 0, and the CSV to append rows to (its header written when new):
+    (file, gpu name, commit, date) for the rows' last columns."""
+    torch.cuda.set_device(0)  # a current context for autograd's backward thread, too
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    new = not os.path.exists(csv_path) or os.path.getsize(csv_path) == 0
+    out = open(csv_path, "a")
+    if new:
+        out.write(HEADER + "\n")
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    return out, torch.cuda.get_device_name(0), os.environ.get("FS_COMMIT", "unknown"), date
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seqs", default="512 1024 2048 4096 8192 16384")
@@ -63,16 +77,7 @@ def main():
     ap.add_argument("--csv", required=True)
     args = ap.parse_args()
 
-    torch.cuda.set_device(0)  # a current context for autograd's backward thread, too
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    gpu = torch.cuda.get_device_name(0)
-    commit = os.environ.get("FS_COMMIT", "unknown")
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    new = not os.path.exists(args.csv) or os.path.getsize(args.csv) == 0
-    out = open(args.csv, "a")
-    if new:
-        out.write(HEADER + "\n")
+    out, gpu, commit, date = open_rows(args.csv)
 
     for dtype_name, d in [(t, d) for t in args.dtypes.split() for d in map(int, args.dims.split())]:
         dtype = DTYPES[dtype_name]

@@ -60,6 +60,19 @@ __device__ __forceinline__ void gather_query_stage(const BwdParams& p, std::int6
   }
 }
 
+// The trace's loads of n query slots from slot0 of round `round`: their indices (the order's
+// rows are slots), then Q, dO, LSE and D through them. The events after it are in the round.
+template <int D, class Tracer>
+__device__ __forceinline__ void trace_query_rows(Tracer& tr, std::int64_t bh, int slot0, int n, int round) {
+  tr.in_round(-1);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, slot0, n, round, 1, n * 4);
+  tr.in_round(round);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, slot0, n, 0, D, n * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, slot0, n, 0, D, n * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, slot0, n, 0, 1, n * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, slot0, n, 0, 1, n * kF);
+}
+
 // Grid (⌈N / kBR⌉, B·H); shared memory: two stages of (Q, dO, LSE, D), as step 05's DkdvSmem.
 // Traced (kTrace), its events name rows by their slots in the round's orders, as the forward's.
 template <int D, typename T, bool kTrace>
@@ -112,13 +125,7 @@ __global__ void __launch_bounds__(T::kThreads)
       }
       __syncthreads();  // the stage has landed for everyone
       const int n_q = min(kBwdStage, qe - i_stage);
-      tr.in_round(-1);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, i_stage, n_q, round, 1, n_q * 4);
-      tr.in_round(round);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i_stage, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i_stage, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i_stage, n_q, 0, 1, n_q * kF);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i_stage, n_q, 0, 1, n_q * kF);
+      trace_query_rows<D>(tr, bh, i_stage, n_q, round);
 #pragma unroll 1
       for (int u = 0; u < kSub; ++u) {
         const float* sq = smem + L::q(s) + u * BC * D;
@@ -197,12 +204,7 @@ __global__ void __launch_bounds__(T::kThreads)
     delta[r] = qi[r] >= 0 ? gDelta[head + qi[r]] : 0.f;
   }
   const int rows = row_end - row0;
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Order, bh, row0, rows, round, 1, rows * 4);
-  tr.in_round(round);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, row0, rows, 0, D, rows * D * kF);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, rows, 0, 1, rows * kF);
+  trace_query_rows<D>(tr, bh, row0, rows, round);
 
   const int j_begin = g.key_begin(cluster), j_end = g.key_end(cluster);
   const int n_stages = (j_end - j_begin + kBwdStage - 1) / kBwdStage;
