@@ -47,6 +47,8 @@ struct Options {
   unsigned panel_flags = 0;  // --panels, parsed
   std::string size = "1600x1000";
   int cta = -1, kernel = 0;
+  std::string scores = "sorted";  // a clustered trace's score matrix: sorted or original order
+  int round = -1;                 // its round (-1: follow the CTA)
   bool bench = false;
   bool bench_no_file = false;
   std::int64_t bench_events = 1000000;
@@ -243,7 +245,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"flashsteps_viz: replay how FlashAttention's tiles move between HBM and SRAM"};
   cli.add_option("traces", o.paths, "trace files or folders (default: docs/traces/)");
   cli.add_option("--compare", o.compare, "a second trace, shown side by side in step");
-  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal or pair (01 vs 04)");
+  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal, smyrf or pair (01 vs 04)");
   cli.add_option("--N", o.N, "synthetic: sequence length")->transform(fs::decimal<int>())->check(CLI::Range(1, 1 << 20));
   cli.add_option("--d", o.d, "synthetic: head dimension")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
   cli.add_option("--heads", o.heads, "synthetic: B·H")->transform(fs::decimal<int>())->check(CLI::Range(1, 4096));
@@ -260,6 +262,12 @@ int main(int argc, char** argv) {
   cli.add_option("--size", o.size, "window and image size WxH")->capture_default_str();
   cli.add_option("--cta", o.cta, "follow this CTA (block index) of --kernel")->transform(fs::decimal<int>());
   cli.add_option("--kernel", o.kernel, "kernel of --cta (0 = the first launch)")->transform(fs::decimal<int>());
+  cli.add_option("--scores", o.scores, "a clustered trace's score matrix: sorted (slot space) or original order")
+      ->check(CLI::IsMember({"sorted", "original"}))
+      ->capture_default_str();
+  cli.add_option("--round", o.round, "a clustered trace's round in the score matrix (default: the followed CTA's)")
+      ->transform(fs::decimal<int>())
+      ->check(CLI::Range(0, fs::trace::kMaxRounds - 1));
   cli.add_option("--traces-dir", o.folders, "folders the trace browser lists (default: docs/traces)");
   cli.add_flag("--bench", o.bench, "load and frame time of a synthetic trace at 1280x800, then exit");
   cli.add_option("--bench-events", o.bench_events, "events of the --bench trace")->transform(fs::decimal<std::int64_t>())->check(CLI::Range(1000, 50000000));
@@ -378,6 +386,13 @@ int main(int argc, char** argv) {
   };
   if (s.doc) prepare(*s.doc);
   if (s.other) prepare(*s.other);
+  s.scores.sorted = o.scores == "sorted";
+  if (o.round >= 0 && s.doc) {
+    if (o.round >= s.doc->replay->rounds())
+      return fail("--round " + std::to_string(o.round) + ": " + s.doc->path + " has " +
+                  (s.doc->replay->clustered() ? std::to_string(s.doc->replay->rounds()) + " rounds" : "no clusters"));
+    s.scores.round = o.round;
+  }
   if (o.headless() && s.doc) {
     for (const auto& w : s.doc->warnings) std::fprintf(stderr, "flashsteps_viz: warning: %s: %s\n", s.doc->path.c_str(), w.c_str());
     Cursor c;

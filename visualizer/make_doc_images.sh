@@ -47,6 +47,14 @@ t06=docs/traces/06_block_sparse_atomic.fwd.json
   --screenshot "$out/viz_overview_05.png"
 [ -f "$t06" ] && "$viz" "$t06" --order logical --at frac:0.98 --panels memory,scores,counters,timeline \
   --screenshot "$out/viz_overview_06.png"
+# Step 07 (SMYRF): a round in progress, its gathered rows outlined in HBM where they lie and its
+# clusters on the diagonal of the score matrix in the round's sorted order.
+t07=$(ls docs/traces/07_smyrf*.fwd.json 2>/dev/null | head -1 || true)
+[ -n "$t07" ] && "$viz" "$t07" --order logical --at frac:0.55 --panels memory,scores,counters,timeline \
+  --screenshot "$out/viz_overview_07.png"
+# ... and a whole round in original order: the same clusters, scattered.
+[ -n "$t07" ] && "$viz" "$t07" --order logical --at frac:1 --round 2 --scores original --panels scores,counters \
+  --size 1000x600 --screenshot "$out/viz_smyrf_original.png"
 # Step 08: the tensor-core forward in bf16 (tensors drawn at 2 bytes an element).
 t08=docs/traces/08_tensor_cores_fa2.fwd.json
 [ -f "$t08" ] && "$viz" "$t08" --order logical --at frac:0.55 --panels memory,scores,counters,timeline \

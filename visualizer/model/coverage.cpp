@@ -1,6 +1,7 @@
 #include "visualizer/model/coverage.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "common/host_memory.hpp"
@@ -9,16 +10,55 @@ namespace fs::viz {
 
 namespace {
 
-bool score_like(tr::Tensor t) {
-  return t == tr::Tensor::S || t == tr::Tensor::P || t == tr::Tensor::dP || t == tr::Tensor::dS;
-}
-
 // The smallest extent events give a tensor along one axis, but no finer than kMaxCells
 // cells: tiles stay whole cells where they can, and a grid stays drawable.
 int cell_size(int extent, int smallest_tile) {
   const int floor_size = int((std::int64_t(extent) + Coverage::kMaxCells - 1) / Coverage::kMaxCells);
   const int s = smallest_tile > 0 ? smallest_tile : extent;
   return std::clamp(std::max(s, floor_size), 1, std::max(1, extent));
+}
+
+// The cells an event's elements fall into along one axis, as (cell, elements) pairs: a range of
+// rows covers its cells in part or whole; a range of slots, mapped through its round's order,
+// lands wherever the rows it stands for lie (all in [0, extent): usable_clustering). A grid has
+// at most kMaxCells cells a side, so neither needs the heap.
+struct AxisCells {
+  std::array<std::pair<int, int>, Coverage::kMaxCells> cells;
+  int n = 0;
+  const std::pair<int, int>* begin() const { return cells.data(); }
+  const std::pair<int, int>* end() const { return cells.data() + n; }
+};
+void axis_cells(int begin, int end, int cell, const std::int32_t* order, AxisCells& out) {
+  out.n = 0;
+  if (!order) {
+    for (int c = begin / cell; c <= (end - 1) / cell; ++c)
+      out.cells[std::size_t(out.n++)] = {c, int(std::min<std::int64_t>(end, std::int64_t(c + 1) * cell) -
+                                                std::max<std::int64_t>(begin, std::int64_t(c) * cell))};
+    return;
+  }
+  std::array<int, Coverage::kMaxCells> count{};
+  for (int s = begin; s < end; ++s) ++count[std::size_t(order[s] / cell)];
+  for (int c = 0; c < Coverage::kMaxCells; ++c)
+    if (count[std::size_t(c)] > 0) out.cells[std::size_t(out.n++)] = {c, count[std::size_t(c)]};
+}
+
+// Adds `sign` × the elements of rows [r0, r1) × columns [c0, c1) of head bh (through `orders`
+// where they are slots) to `field` of the cells they fall into.
+// 64-bit ends: row0 + rows may pass INT_MAX in a damaged file.
+void add_elements(TensorGrid& g, int bh, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
+                  SlotOrders orders, std::int64_t CellCounts::*field, int sign) {
+  if (bh < 0 || bh >= g.heads) return;
+  CellCounts* head = g.head_cells(bh);
+  r0 = std::max<std::int64_t>(0, r0), r1 = std::min<std::int64_t>(g.rows, r1);
+  c0 = std::max<std::int64_t>(0, c0), c1 = std::min<std::int64_t>(g.cols, c1);
+  if (!head || r0 >= r1 || c0 >= c1) return;
+  AxisCells rows, cols;
+  axis_cells(int(r0), int(r1), g.cell_rows, orders.rows, rows);
+  axis_cells(int(c0), int(c1), g.cell_cols, orders.cols, cols);
+  for (const auto& [gr, h] : rows) {
+    auto* row = head + std::size_t(gr) * std::size_t(g.grid_cols);
+    for (const auto& [gc, w] : cols) row[gc].*field += sign * std::int64_t(h) * w;
+  }
 }
 
 }  // namespace
@@ -63,6 +103,10 @@ Coverage::Coverage(const Replay& replay) {
   int common_rows = 0;
   for (int r : min_rows)
     if (r > 0) common_rows = common_rows == 0 ? r : std::min(common_rows, r);
+  // A clustered trace's tiles are slots: in the original order their rows lie anywhere, and the
+  // finest cells show where (a tile of rows would blur a gather into its whole block).
+  const bool clustered = replay.clustered();
+  if (clustered) common_rows = 1;
   const int N = std::max(1, meta.N), d = std::max(1, meta.d);
   const std::int64_t heads = head_count(meta);
   // The heads each tensor's grid keeps: those its events touch (what the file can hold).
@@ -93,7 +137,7 @@ Coverage::Coverage(const Replay& replay) {
     // Rows of every tensor share one partition where the tiles allow, so that Q_i, O_i and
     // row i of S line up across the grids.
     g.cell_rows = cell_size(g.rows, common_rows);
-    g.cell_cols = cell_size(g.cols, min_cols[int(t)]);
+    g.cell_cols = cell_size(g.cols, clustered && score_like(t) ? 1 : min_cols[int(t)]);
     g.grid_rows = int((std::int64_t(g.rows) + g.cell_rows - 1) / g.cell_rows);
     g.grid_cols = int((std::int64_t(g.cols) + g.cell_cols - 1) / g.cell_cols);
     g.touched = touched[int(t)];
@@ -113,11 +157,39 @@ Coverage::Coverage(const Replay& replay) {
     if ((e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) && e.tensor != tr::Tensor::None &&
         grid_of_[int(e.tensor)] < 0)
       add(e.tensor, true);
+  // Each round's scores: in its slot space cut as its tiles are (the clusters' blocks stay
+  // whole cells), in the original order as finely as S.
+  if (clustered) {
+    int slot_rows = 0, slot_cols = 0;
+    for (const auto& e : replay.trace().events) {
+      if ((e.kind != tr::Kind::ComputeS && e.kind != tr::Kind::Skip) || e.round < 0 || e.rows <= 0 || e.cols <= 0) continue;
+      slot_rows = slot_rows == 0 ? e.rows : std::min(slot_rows, e.rows);
+      slot_cols = slot_cols == 0 ? e.cols : std::min(slot_cols, e.cols);
+    }
+    TensorGrid sorted = grids_[std::size_t(grid_of_[int(tr::Tensor::S)])];
+    sorted.cell_rows = cell_size(N, slot_rows);
+    sorted.cell_cols = cell_size(N, slot_cols);
+    sorted.grid_rows = (N + sorted.cell_rows - 1) / sorted.cell_rows;
+    sorted.grid_cols = (N + sorted.cell_cols - 1) / sorted.cell_cols;
+    round_sorted_.assign(std::size_t(replay.rounds()), sorted);
+    round_original_.assign(std::size_t(replay.rounds()), grids_[std::size_t(grid_of_[int(tr::Tensor::S)])]);
+  }
   // Everything is sized; check what the cells need before allocating them.
   std::uint64_t cells = 0;
-  for (const auto& g : grids_) cells += std::uint64_t(g.touched.size()) * std::uint64_t(g.grid_rows) * std::uint64_t(g.grid_cols);
+  auto each_grid = [&](auto&& f) {
+    for (auto* list : {&grids_, &round_sorted_, &round_original_})
+      for (auto& g : *list) f(g);
+  };
+  each_grid([&](TensorGrid& g) {
+    cells += std::uint64_t(g.touched.size()) * std::uint64_t(g.grid_rows) * std::uint64_t(g.grid_cols);
+  });
   require_host_memory(cells * sizeof(CellCounts), "the coverage of this trace's " + std::to_string(heads) + " heads");
-  for (auto& g : grids_) g.cells.assign(g.touched.size() * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {});
+  each_grid([](TensorGrid& g) { g.cells.assign(g.touched.size() * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {}); });
+}
+
+const TensorGrid* Coverage::round_scores(int round, bool sorted) const {
+  const auto& list = sorted ? round_sorted_ : round_original_;
+  return round >= 0 && round < int(list.size()) ? &list[std::size_t(round)] : nullptr;
 }
 
 const TensorGrid* Coverage::grid(tr::Tensor t) const {
@@ -126,7 +198,8 @@ const TensorGrid* Coverage::grid(tr::Tensor t) const {
 }
 
 void Coverage::reset() {
-  for (auto& g : grids_) std::fill(g.cells.begin(), g.cells.end(), CellCounts{});
+  for (auto* list : {&grids_, &round_sorted_, &round_original_})
+    for (auto& g : *list) std::fill(g.cells.begin(), g.cells.end(), CellCounts{});
   applied_ = 0;
 }
 
@@ -149,24 +222,21 @@ void Coverage::apply(const Replay& replay, int e, int sign) {
   }
   const int gi = t == tr::Tensor::None ? -1 : grid_of_[int(t)];
   if (gi < 0) return;
-  auto& g = grids_[std::size_t(gi)];
-  if (ev.bh < 0 || ev.bh >= g.heads || ev.rows <= 0 || ev.cols <= 0) return;
-  CellCounts* head = g.head_cells(ev.bh);
-  if (!head) return;
-  // 64-bit ends: row0 + rows may pass INT_MAX in a damaged file.
-  const int r0 = std::max(0, ev.row0), r1 = int(std::min<std::int64_t>(g.rows, std::int64_t(ev.row0) + ev.rows));
-  const int c0 = std::max(0, ev.col0), c1 = int(std::min<std::int64_t>(g.cols, std::int64_t(ev.col0) + ev.cols));
-  if (r0 >= r1 || c0 >= c1) return;
-  for (int gr = r0 / g.cell_rows; gr <= (r1 - 1) / g.cell_rows; ++gr) {
-    const int h = int(std::min<std::int64_t>(r1, std::int64_t(gr + 1) * g.cell_rows) -
-                      std::max<std::int64_t>(r0, std::int64_t(gr) * g.cell_rows));
-    auto* row = head + std::size_t(gr) * std::size_t(g.grid_cols);
-    for (int gc = c0 / g.cell_cols; gc <= (c1 - 1) / g.cell_cols; ++gc) {
-      const int w = int(std::min<std::int64_t>(c1, std::int64_t(gc + 1) * g.cell_cols) -
-                        std::max<std::int64_t>(c0, std::int64_t(gc) * g.cell_cols));
-      row[gc].*field += sign * std::int64_t(h) * w;
-    }
+  const std::int64_t r0 = ev.row0, r1 = std::int64_t(ev.row0) + ev.rows;
+  const std::int64_t c0 = ev.col0, c1 = std::int64_t(ev.col0) + ev.cols;
+  if (ev.round < 0) {
+    add_elements(grids_[std::size_t(gi)], ev.bh, r0, r1, c0, c1, {}, field, sign);
+    return;
   }
+  // Slots of a round: placed through its orders, nowhere when the trace's cannot place them.
+  if (!replay.placeable(t, ev.bh, ev.round)) return;
+  const SlotOrders orders = replay.slot_orders(t, ev.bh, ev.round);
+  if (t == tr::Tensor::S) {
+    add_elements(round_sorted_[std::size_t(ev.round)], ev.bh, r0, r1, c0, c1, {}, field, sign);
+    add_elements(round_original_[std::size_t(ev.round)], ev.bh, r0, r1, c0, c1, orders, field, sign);
+    if (field == &CellCounts::skipped) return;
+  }
+  add_elements(grids_[std::size_t(gi)], ev.bh, r0, r1, c0, c1, orders, field, sign);
 }
 
 void Coverage::seek(const Replay& replay, Cursor c) {

@@ -10,6 +10,11 @@
 // "needs X GiB") before anything is allocated. Counts only add and subtract, so moving the cursor applies
 // or takes back just the events in between: playing costs the events played, and a jump
 // costs at most the shorter of "from here" and "from the start".
+//
+// A clustered trace (step 07) names a round's rows by their slots in that round's sorted orders:
+// the grids above hold its tiles where their rows really are (cells as fine as kMaxCells allows,
+// since a gathered tile's rows lie anywhere), and each round has two score grids of its own, in
+// its slot space (where the clusters are blocks on the diagonal) and in the original order.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +61,18 @@ class Coverage {
 
   const std::vector<TensorGrid>& grids() const { return grids_; }
   const TensorGrid* grid(tr::Tensor t) const;
+  // Round ρ's scores of a clustered trace, computed and skipped: in its slot space (`sorted`;
+  // rows are query slots, columns key slots) or in the original order (rows are queries, columns
+  // keys); nullptr for a round the trace does not have. The grid of S holds every round's
+  // computed scores in the original order (a round's skips say nothing of the other rounds').
+  const TensorGrid* round_scores(int round, bool sorted) const;
 
  private:
   void apply(const Replay& replay, int e, int sign);
   void reset();
 
   std::vector<TensorGrid> grids_;
+  std::vector<TensorGrid> round_sorted_, round_original_;  // [round]
   int grid_of_[tr::kTensorCount];
   Order order_ = Order::Logical;
   std::int64_t applied_ = 0;

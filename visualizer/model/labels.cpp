@@ -2,14 +2,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+
+#include "visualizer/model/replay.hpp"
 
 namespace fs::viz {
 
 namespace tr = fs::trace;
 
 const char* tensor_label(tr::Tensor t) {
-  static const char* const names[tr::kTensorCount] = {"-",  "Q",  "K",  "V",  "O",  "LSE", "S", "P", "dO",
-                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "l", "dQacc"};
+  static const char* const names[] = {"-",  "Q",  "K",  "V", "O", "LSE", "S",     "P",     "dO", "dQ",
+                                       "dK", "dV", "dP", "dS", "D", "m",   "l", "dQacc", "order", "sort_key"};
+  static_assert(std::size(names) == tr::kTensorCount, "a name for every tensor");
   const int i = int(t);
   return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
 }
@@ -23,9 +27,8 @@ const char* kind_label(tr::Kind k) {
 }
 
 std::string tile_label(const tr::Event& e) {
-  char buf[96];
-  const bool square = e.tensor == tr::Tensor::S || e.tensor == tr::Tensor::P || e.tensor == tr::Tensor::dP ||
-                      e.tensor == tr::Tensor::dS;
+  char buf[112];
+  const bool square = score_like(e.tensor);
   if (square)
     std::snprintf(buf, sizeof buf, "%s[%d:%d, %d:%d)", tensor_label(e.tensor), e.row0, e.row0 + e.rows, e.col0,
                   e.col0 + e.cols);
@@ -34,7 +37,15 @@ std::string tile_label(const tr::Event& e) {
                   e.col0 + e.cols);
   else
     std::snprintf(buf, sizeof buf, "%s[%d:%d)", tensor_label(e.tensor), e.row0, e.row0 + e.rows);
-  return buf;
+  if (e.round < 0) return buf;
+  return std::string(buf) + " · round " + std::to_string(e.round) + " slots";
+}
+
+std::string sample_row_label(const Replay& r, const tr::Event& e) {
+  if (e.round < 0) return "row " + std::to_string(e.sample_row);
+  const std::string slot = "slot " + std::to_string(e.sample_row) + " of round " + std::to_string(e.round);
+  if (!r.placeable(tr::Tensor::Q, e.bh, e.round)) return slot;  // orders that place nothing
+  return "row " + std::to_string(r.row_of_slot(tr::Tensor::Q, e.bh, e.round, e.sample_row)) + " (" + slot + ")";
 }
 
 std::string format_bytes(double b) {

@@ -9,11 +9,17 @@
 
 namespace fs::viz {
 
-const char* tensor_label(fs::trace::Tensor t);  // "Q", "K", ..., "m", "l" ("ℓ" in the UI)
+const char* tensor_label(fs::trace::Tensor t);  // "Q", "K", ..., "m", "l" ("ℓ" in the UI), "order"
 const char* kind_label(fs::trace::Kind k);      // "load", "store", "compute S", ...
 
-// "K[64:128)" for row tiles of (N, d) tensors, "S[0:64, 64:128)" for tiles of N×N ones.
+// "K[64:128)" for row tiles of (N, d) tensors, "S[0:64, 64:128)" for tiles of N×N ones;
+// "K[64:128) · round 3 slots" for a clustered event, whose indices are slots of round 3's orders.
 std::string tile_label(const fs::trace::Event& e);
+
+class Replay;
+// "row 7"; for a clustered event, whose sampled row is a slot of its round's query order,
+// "row 137 (slot 5 of round 2)" ("slot 5 of round 2" where the orders cannot place it).
+std::string sample_row_label(const Replay& r, const fs::trace::Event& e);
 
 // Human units: "1.50 MiB", "640 B"; "12.3 µs", "850 ns"; "3.2 GFLOP".
 std::string format_bytes(double bytes);

@@ -19,7 +19,7 @@ int index_of(tr::Tensor t) { return int(t); }
 void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, const tr::Event& ev,
                      int e) {
   auto put = [&](tr::Tensor t, Residence where, std::int64_t bytes) {
-    ResidentTile tile{t, where, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, bytes, e};
+    ResidentTile tile{t, where, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, bytes, e, ev.round};
     for (auto& s : slots)
       if (s.tensor == t && s.where == where) {
         s = tile;
@@ -100,6 +100,10 @@ int element_bytes(const tr::Meta& meta, tr::Tensor t) {
   return tr::element_bytes(t, meta.dtype);
 }
 
+bool score_like(tr::Tensor t) {
+  return t == tr::Tensor::S || t == tr::Tensor::P || t == tr::Tensor::dP || t == tr::Tensor::dS;
+}
+
 bool is_matmul(tr::Kind k) {
   switch (k) {
     case tr::Kind::ComputeS:
@@ -137,6 +141,12 @@ Replay::Replay(tr::Trace trace) : trace_(std::move(trace)) {
   for (const auto& m : trace_.marks) end_ns_ = std::max(end_ns_, m.ts_ns);
   std::stable_sort(trace_.ranges.begin(), trace_.ranges.end(),
                    [](const tr::HostRange& a, const tr::HostRange& b) { return a.ts_ns < b.ts_ns; });
+  clustered_ = usable_clustering(trace_.meta);
+  // Negative bytes are the validator's finding; they move nothing here.
+  for (const auto& u : trace_.meta.untraced) {
+    untraced_read_ += std::max<std::int64_t>(0, u.read_bytes);
+    untraced_written_ += std::max<std::int64_t>(0, u.write_bytes);
+  }
 
   index_tracks();
   index_flops();
@@ -157,8 +167,14 @@ void Replay::index_tracks() {
   t_end_max_.assign(T, {});
   track_begin_.assign(T, 0);
   track_end_.assign(T, 0);
+  track_round_.assign(T, -1);
   for (std::size_t t = 0; t < T; ++t) {
     const auto& list = track_events_[t];
+    for (int e : list)
+      if (ev[std::size_t(e)].round >= 0) {
+        track_round_[t] = ev[std::size_t(e)].round;
+        break;
+      }
     auto& b = t_begin_[t];
     auto& en = t_end_max_[t];
     b.resize(list.size());
@@ -200,6 +216,7 @@ void Replay::index_flops() {
   const auto& m = trace_.meta;
   const Shape s{std::max(1, m.B), std::max(1, m.H), std::max(1, m.N), std::max(1, m.d)};
   pass_flops_ = m.pass == "bwd" ? backward_flops(s, m.causal) : forward_flops(s, m.causal);
+  if (clustered_) pass_flops_ *= m.clusters.hashes * round_score_share(m);
   std::array<double, tr::kKindCount> area{};
   for (const auto& e : trace_.events)
     if (is_matmul(e.kind)) area[std::size_t(e.kind)] += double(e.rows) * e.cols;
@@ -385,6 +402,23 @@ TrackCursor Replay::track_cursor(int track, Cursor c) const {
   }
   tc.retired = tc.done >= n;
   return tc;
+}
+
+int Replay::row_of_slot(tr::Tensor t, int bh, int round, int slot) const {
+  const SlotOrders o = slot_orders(t, bh, round);
+  return o.rows && slot >= 0 && slot < trace_.meta.N ? o.rows[slot] : slot;
+}
+
+int Replay::round_to_follow(int track, Cursor c) const {
+  // A round the clustering lacks (the validator's finding) is none.
+  auto known = [&](int round) { return round >= 0 && round < rounds(); };
+  if (track >= 0 && track < track_count() && known(track_round_[std::size_t(track)])) return track_round_[std::size_t(track)];
+  // The CTAs of no round run before the rounds (the hashes, the preprocess): a short way back.
+  for (std::int64_t k = done_count(c); k-- > 0;) {
+    const int round = trace_.events[std::size_t(event_in_order(c.order, k))].round;
+    if (known(round)) return round;
+  }
+  return 0;
 }
 
 std::vector<ResidentTile> Replay::resident_tiles(int track, int done) const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/trace/trace.hpp"
+#include "visualizer/model/clusters.hpp"
 
 namespace fs::viz {
 
@@ -64,6 +65,7 @@ struct ResidentTile {
   std::int32_t bh = 0, row0 = 0, rows = 0, col0 = 0, cols = 0;
   std::int64_t bytes = 0;
   int event = -1;  // the event (index into Trace::events) that put it there
+  int round = -1;  // clustered steps: the round whose slots its rows are (Event::round)
 };
 
 // An SM and the tracks (CTAs of every kernel) that ran on it, by start time.
@@ -110,6 +112,11 @@ class Replay {
   Totals totals(Cursor c) const;
   Totals totals_prefix(Order o, std::int64_t k) const;
   const Totals& grand_totals() const { return grand_; }
+  // HBM traffic of the pass that no event records (Meta::untraced: a library's sort, memsets),
+  // which the IO model counts: with it the grand totals are the model's. It has no time, so it
+  // is in no cursor's totals.
+  std::int64_t untraced_read() const { return untraced_read_; }
+  std::int64_t untraced_written() const { return untraced_written_; }
   // Fraction of the pass's FLOPs done, and the cursor at which a fraction is reached.
   double flops_fraction(Cursor c) const;
   Cursor cursor_at_flops_fraction(double f, Order o) const;
@@ -142,10 +149,30 @@ class Replay {
   // Whether the trace carries online-softmax statistics (m, ℓ of a sampled row).
   bool has_running_stats() const { return has_stats_; }
 
-  // FLOPs the trace's pass does (the papers' convention), and the FLOPs one event accounts
-  // for: the pass's total split evenly over the matmul kinds present, then over each kind's
-  // events by tile area. (An event names one tile, not its contraction length, so this is
-  // the one split that holds for every step's encoding.)
+  // Clustered steps (step 07): whether the trace's orders can place its round events
+  // (usable_clustering), the orders that place a tile of `t` in head bh and round `round` (none
+  // when they cannot), and the row a slot stands for (the slot itself when it is a row).
+  bool clustered() const { return clustered_; }
+  int rounds() const { return clustered_ ? trace_.meta.clusters.hashes : 0; }
+  SlotOrders slot_orders(tr::Tensor t, int bh, int round) const {
+    return clustered_ ? fs::viz::slot_orders(trace_.meta, t, bh, round) : SlotOrders{};
+  }
+  int row_of_slot(tr::Tensor t, int bh, int round, int slot) const;
+  // Whether a tile of `t` has a place: rows always, a round's slots when the orders place them
+  // (the coverage and the outlines leave the others out rather than draw slots as rows).
+  bool placeable(tr::Tensor t, int bh, int round) const { return round < 0 || slot_orders(t, bh, round).mapped(); }
+  // The round a CTA works in (its kernel runs one round), or -1 for a CTA of no round (the
+  // hashes, the backward's preprocess).
+  int track_round(int track) const { return track_round_[std::size_t(track)]; }
+  // The round to show at a cursor while following a CTA: its own, or, for a CTA of no round,
+  // that of the last event done with one (0 before any): always one of the clustering's.
+  int round_to_follow(int track, Cursor c) const;
+
+  // FLOPs the trace's pass does (the papers' convention; a clustered pass computes only its
+  // rounds' clusters of the N×N scores, round_score_share of them per round), and the FLOPs one
+  // event accounts for: the pass's total split evenly over the matmul kinds present, then over
+  // each kind's events by tile area. (An event names one tile, not its contraction length, so
+  // this is the one split that holds for every step's encoding.)
   double pass_flops() const { return pass_flops_; }
   double event_flops(int e) const;
 
@@ -170,6 +197,9 @@ class Replay {
   int sm_count_ = 0;
   int host_depth_ = 0;
   bool has_stats_ = false;
+  bool clustered_ = false;
+  std::int64_t untraced_read_ = 0, untraced_written_ = 0;
+  std::vector<int> track_round_;
   std::int64_t peak_smem_ = 0;
 
   static constexpr std::int64_t kCheckpoint = 4096;
@@ -188,5 +218,7 @@ const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t);
 // B·H of the trace, at least 1 (64-bit: a file may declare sizes whose product overflows int).
 std::int64_t head_count(const tr::Meta& meta);
 bool is_matmul(tr::Kind k);
+// Whether a tensor is an N×N matrix of queries × keys (S, P, dP, dS).
+bool score_like(tr::Tensor t);
 
 }  // namespace fs::viz

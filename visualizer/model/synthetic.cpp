@@ -11,6 +11,8 @@
 
 #include "common/io_model.hpp"
 #include "common/problem.hpp"
+#include "common/smyrf.hpp"
+#include "common/trace/names.hpp"
 #include "visualizer/model/labels.hpp"
 
 namespace fs::viz {
@@ -40,6 +42,7 @@ struct Op {
   float m = std::numeric_limits<float>::quiet_NaN();
   float l = std::numeric_limits<float>::quiet_NaN();
   std::int32_t sample_row = -1;
+  std::int32_t round = -1;  // Smyrf: the round whose slots the rows are
 };
 
 struct Cta {
@@ -71,12 +74,13 @@ class Timing {
   std::normal_distribution<double> nrm_{0.0, 1.0};
 };
 
+// Every tensor is float32 (or int32, the orders), but the sort keys (a float and an index).
 Op load_op(Timing& tm, Tensor t, int bh, int row0, int rows, int col0, int cols, bool cached) {
-  const std::int64_t bytes = std::int64_t(rows) * cols * kFloat;
+  const std::int64_t bytes = std::int64_t(rows) * cols * tr::element_bytes(t, "fp32");
   return {Kind::Load, t, bh, row0, rows, col0, cols, bytes, cached, tm.load(bytes, cached)};
 }
 Op store_op(Timing& tm, Tensor t, int bh, int row0, int rows, int col0, int cols) {
-  const std::int64_t bytes = std::int64_t(rows) * cols * kFloat;
+  const std::int64_t bytes = std::int64_t(rows) * cols * tr::element_bytes(t, "fp32");
   return {Kind::Store, t, bh, row0, rows, col0, cols, bytes, false, tm.store(bytes)};
 }
 Op compute_op(Kind k, Tensor t, int bh, int row0, int rows, int col0, int cols, double dur) {
@@ -84,6 +88,44 @@ Op compute_op(Kind k, Tensor t, int bh, int row0, int rows, int col0, int cols, 
 }
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Alg. 1 l.10-11 for a CTA's sampled row over one more tile of keys [j0, j0 + cj): m and ℓ after
+// it. The row's scores are noise, a slow rise along the keys (so that m keeps moving and the
+// rescale factor shows) and the row's neighbours standing out; causal masks the keys after it.
+void sample_row_tile(Timing& tm, int j0, int cj, int sample, int N, bool causal, double& m, double& l) {
+  std::vector<double> scores(static_cast<std::size_t>(cj));
+  double mt = -std::numeric_limits<double>::infinity();
+  for (int c2 = 0; c2 < cj; ++c2) {
+    const int key = j0 + c2;
+    const double trend = 3.0 * double(key) / double(N);
+    const double local = 2.5 * std::exp(-std::abs(key - sample) / 24.0);
+    scores[std::size_t(c2)] = (causal && key > sample) ? -std::numeric_limits<double>::infinity() : tm.normal() + trend + local;
+    mt = std::max(mt, scores[std::size_t(c2)]);
+  }
+  double lt = 0;
+  // A tile whose every key is masked for this row has m̃ = -inf: it adds nothing, and
+  // exp(-inf - (-inf)) would be NaN.
+  if (mt > -std::numeric_limits<double>::infinity())
+    for (int c2 = 0; c2 < cj; ++c2) lt += std::exp(scores[std::size_t(c2)] - mt);
+  const double m_new = std::max(m, mt);
+  l = (l > 0 ? std::exp(m - m_new) * l : 0.0) + (lt > 0 ? std::exp(mt - m_new) * lt : 0.0);
+  m = m_new;
+}
+
+// The softmax and rescale events after a tile, carrying the sampled row's m and ℓ.
+void push_stats_ops(Cta& c, Timing& tm, int bh, int row0, int rows, int j0, int cj, int d, double m, double l,
+                    int sample, int round) {
+  Op sm = compute_op(Kind::Softmax, Tensor::P, bh, row0, rows, j0, cj, tm.compute(8.0 * rows * cj, 0.25));
+  Op rs = compute_op(Kind::Rescale, Tensor::O, bh, row0, rows, 0, d, tm.compute(2.0 * rows * d, 0.25));
+  for (Op* op : {&sm, &rs}) {
+    op->m = float(m);
+    op->l = float(l);
+    op->sample_row = sample;
+    op->round = round;
+  }
+  c.ops.push_back(sm);
+  c.ops.push_back(rs);
+}
 
 // Step 01's forward: three kernels, every N×N matrix through HBM. Re-reads that L2 serves
 // (a Q row read by every CTA of its block row) are marked cached, so that the non-cached
@@ -159,7 +201,6 @@ std::vector<KernelPlan> plan_flash(const SyntheticSpec& s, Timing& tm) {
   const std::int64_t smem = std::int64_t(Br + 2 * Bc) * d * kFloat;  // Q_i, K_j, V_j
   k.info = {"flash_forward_kernel", {Tr, BH, 1}, {128, 1, 1}, smem, 0, 0};
   k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 2;
-  std::vector<double> scores(std::size_t(Bc), 0.0);
   for (int bh = 0; bh < BH; ++bh)
     for (int i = 0; i < Tr; ++i) {
       const int i0 = i * Br, ri = std::min(Br, N - i0);
@@ -179,36 +220,8 @@ std::vector<KernelPlan> plan_flash(const SyntheticSpec& s, Timing& tm) {
         c.ops.push_back(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false));
         c.ops.push_back(compute_op(Kind::ComputeS, Tensor::S, bh, i0, ri, j0, cj,
                                    tm.compute(2.0 * ri * cj * d, 0.5)));
-        // The sampled row's scores in this tile, and Alg. 1 l.10-11 for it.
-        double mt = -std::numeric_limits<double>::infinity();
-        for (int c2 = 0; c2 < cj; ++c2) {
-          const int key = j0 + c2;
-          // Noise, a slow rise along the keys (so the max keeps moving and rescales show),
-          // and the row's neighbours standing out.
-          const double trend = 3.0 * double(key) / double(N);
-          const double local = 2.5 * std::exp(-std::abs(key - sample) / 24.0);
-          scores[std::size_t(c2)] = (s.causal && key > sample) ? -std::numeric_limits<double>::infinity()
-                                                               : tm.normal() + trend + local;
-          mt = std::max(mt, scores[std::size_t(c2)]);
-        }
-        double lt = 0;
-        // A tile whose every key is masked for this row has m̃ = -inf: it adds nothing, and
-        // exp(-inf - (-inf)) would be NaN.
-        if (mt > -std::numeric_limits<double>::infinity())
-          for (int c2 = 0; c2 < cj; ++c2) lt += std::exp(scores[std::size_t(c2)] - mt);
-        const double m_new = std::max(m, mt);
-        const double l_new = (l > 0 ? std::exp(m - m_new) * l : 0.0) + (lt > 0 ? std::exp(mt - m_new) * lt : 0.0);
-        m = m_new;
-        l = l_new;
-        Op sm = compute_op(Kind::Softmax, Tensor::P, bh, i0, ri, j0, cj, tm.compute(8.0 * ri * cj, 0.25));
-        Op rs = compute_op(Kind::Rescale, Tensor::O, bh, i0, ri, 0, d, tm.compute(2.0 * ri * d, 0.25));
-        for (Op* op : {&sm, &rs}) {
-          op->m = float(m);
-          op->l = float(l);
-          op->sample_row = sample;
-        }
-        c.ops.push_back(sm);
-        c.ops.push_back(rs);
+        sample_row_tile(tm, j0, cj, sample, N, s.causal, m, l);
+        push_stats_ops(c, tm, bh, i0, ri, j0, cj, d, m, l, sample, -1);
         c.ops.push_back(compute_op(Kind::AccumulateO, Tensor::O, bh, i0, ri, 0, d,
                                    tm.compute(2.0 * ri * cj * d, 0.5)));
       }
@@ -217,6 +230,95 @@ std::vector<KernelPlan> plan_flash(const SyntheticSpec& s, Timing& tm) {
       k.ctas.push_back(std::move(c));
     }
   return plans;
+}
+
+// Step 07's forward (SMYRF, steps/07_smyrf) with the clusters `cl`: the norms kernel and the
+// hash kernel read Q and K (the hash kernel stores every row's sort keys), CUB sorts them (no
+// event: Meta::untraced), then one kernel per round with a CTA per cluster. It loads its query
+// slots' indices from `order` and gathers their rows of Q through them; per key tile, the key
+// slots' indices, then K and V rows; it computes the cluster's block of S (in slot space: on the
+// diagonal), skips the rest, merges into O and LSE (read back after round 0) and stores them.
+std::vector<KernelPlan> plan_smyrf(const SyntheticSpec& s, const tr::Clustering& cl, Timing& tm) {
+  constexpr int kNormRows = 64, kHashRows = 128, kKeyTile = 16;  // step 07's at d ≤ 64
+  const int BH = s.B * s.H, N = s.N, d = s.d, R = cl.hashes;
+  const SmyrfGeometry g{N, cl.q_cluster, cl.k_cluster};
+  std::vector<KernelPlan> plans;
+  // Grid (row blocks, 2·B·H): the queries of head y, then the keys of head y − B·H.
+  for (const bool hash : {false, true}) {
+    KernelPlan k;
+    const int rows_per_cta = hash ? kHashRows : kNormRows;
+    k.info = {hash ? "smyrf_hash_kernel" : "smyrf_norms_kernel", {ceil_div(N, rows_per_cta), 2 * BH, 1},
+              {hash ? kHashRows : 256, 1, 1}, hash ? std::int64_t(kHashRows) * (d + 1) * kFloat : 64, 0, 0};
+    k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 4;
+    for (int y = 0; y < 2 * BH; ++y)
+      for (int row0 = 0; row0 < N; row0 += rows_per_cta) {
+        const bool keys = y >= BH;
+        const int bh = keys ? y - BH : y, rows = std::min(rows_per_cta, N - row0);
+        Cta c;
+        c.ops.push_back(load_op(tm, keys ? Tensor::K : Tensor::Q, bh, row0, rows, 0, d, false));
+        if (hash) c.ops.push_back(store_op(tm, Tensor::SortKey, bh, row0, rows, keys ? R : 0, R));
+        k.ctas.push_back(std::move(c));
+      }
+    plans.push_back(std::move(k));
+  }
+  for (int round = 0; round < R; ++round) {
+    KernelPlan k;
+    k.info = {"smyrf_round_forward_kernel", {g.clusters(), BH, 1}, {128, 1, 1},
+              std::int64_t(4) * kKeyTile * d * kFloat, 0, 0};  // 2 stages of K and V tiles
+    k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 4;
+    auto in_round = [&](Op op) {
+      op.round = round;
+      return op;
+    };
+    for (int bh = 0; bh < BH; ++bh)
+      for (int c = 0; c < g.clusters(); ++c) {
+        const int q0 = g.query_begin(c), rows = g.query_end(c) - q0, k0 = g.key_begin(c), k1 = g.key_end(c);
+        Cta cta;
+        cta.ops.push_back(load_op(tm, Tensor::Order, bh, q0, rows, round, 1, false));
+        cta.ops.push_back(in_round(load_op(tm, Tensor::Q, bh, q0, rows, 0, d, false)));
+        double m = -std::numeric_limits<double>::infinity(), l = 0;
+        for (int j0 = k0; j0 < k1; j0 += kKeyTile) {
+          const int cj = std::min(kKeyTile, k1 - j0);
+          cta.ops.push_back(load_op(tm, Tensor::Order, bh, j0, cj, R + round, 1, false));
+          cta.ops.push_back(in_round(load_op(tm, Tensor::K, bh, j0, cj, 0, d, false)));
+          cta.ops.push_back(in_round(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false)));
+          cta.ops.push_back(in_round(compute_op(Kind::ComputeS, Tensor::S, bh, q0, rows, j0, cj,
+                                                tm.compute(2.0 * rows * cj * d, 0.5))));
+          sample_row_tile(tm, j0, cj, q0, N, false, m, l);
+          push_stats_ops(cta, tm, bh, q0, rows, j0, cj, d, m, l, q0, round);
+          cta.ops.push_back(in_round(compute_op(Kind::AccumulateO, Tensor::O, bh, q0, rows, 0, d,
+                                                tm.compute(2.0 * rows * cj * d, 0.5))));
+        }
+        if (k0 > 0) cta.ops.push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, 0, k0, 0)));
+        if (k1 < N) cta.ops.push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, k1, N - k1, 0)));
+        if (round > 0) {  // the merge with the rounds before
+          cta.ops.push_back(in_round(load_op(tm, Tensor::O, bh, q0, rows, 0, d, false)));
+          cta.ops.push_back(in_round(load_op(tm, Tensor::LSE, bh, q0, rows, 0, 1, false)));
+        }
+        cta.ops.push_back(in_round(store_op(tm, Tensor::O, bh, q0, rows, 0, d)));
+        cta.ops.push_back(in_round(store_op(tm, Tensor::LSE, bh, q0, rows, 0, 1)));
+        k.ctas.push_back(std::move(cta));
+      }
+    plans.push_back(std::move(k));
+  }
+  return plans;
+}
+
+// Random clusters, as the hashes of random inputs give: each round's query and key orders a
+// permutation of the rows.
+tr::Clustering random_clustering(const SyntheticSpec& s) {
+  tr::Clustering cl;
+  cl.hashes = s.hashes;
+  cl.q_cluster = cl.k_cluster = s.cluster;
+  std::mt19937_64 rng(s.seed ^ 0x5eed5eedull);
+  std::vector<std::int32_t> rows(std::size_t(s.N));
+  for (auto* order : {&cl.q_order, &cl.k_order})
+    for (int seg = 0; seg < s.B * s.H * s.hashes; ++seg) {
+      std::iota(rows.begin(), rows.end(), 0);
+      std::shuffle(rows.begin(), rows.end(), rng);
+      order->insert(order->end(), rows.begin(), rows.end());
+    }
+  return cl;
 }
 
 double quantize(double t) { return std::floor(t / kTimerStepNs) * kTimerStepNs; }
@@ -230,6 +332,10 @@ bool parse_synthetic_step(const std::string& s, SyntheticStep& out) {
   }
   if (s == "flash" || s == "04" || s == "4" || s == "04_online_softmax") {
     out = SyntheticStep::Flash;
+    return true;
+  }
+  if (s == "smyrf" || s == "07" || s == "7" || s == "07_smyrf") {
+    out = SyntheticStep::Smyrf;
     return true;
   }
   return false;
@@ -248,8 +354,15 @@ SyntheticSpec spec_for_event_count(std::int64_t events) {
 tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   if (s.B < 1 || s.H < 1 || s.N < 1 || s.d < 1 || s.Br < 1 || s.Bc < 1 || s.sms < 1)
     throw std::invalid_argument("synthetic trace: B, H, N, d, Br, Bc and sms must be at least 1");
+  const bool smyrf = s.step == SyntheticStep::Smyrf;
+  if (smyrf && (s.hashes < 1 || s.hashes > tr::kMaxRounds || s.cluster < 1 || s.cluster > s.N))
+    throw std::invalid_argument("synthetic SMYRF trace: 1 to " + std::to_string(tr::kMaxRounds) +
+                                " rounds, clusters of 1 to N queries");
   Timing tm(s.seed);
-  std::vector<KernelPlan> plans = s.step == SyntheticStep::Naive ? plan_naive(s, tm) : plan_flash(s, tm);
+  const tr::Clustering clusters = smyrf ? random_clustering(s) : tr::Clustering{};
+  std::vector<KernelPlan> plans = s.step == SyntheticStep::Naive ? plan_naive(s, tm)
+                                  : smyrf                        ? plan_smyrf(s, clusters, tm)
+                                                                 : plan_flash(s, tm);
 
   tr::Trace t;
   auto& m = t.meta;
@@ -257,8 +370,8 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   m.driver = "none";
   m.commit = "synthetic";
   m.date = "1970-01-01";
-  m.step = s.step == SyntheticStep::Naive ? "01_naive" : "04_online_softmax";
-  m.variant = s.step == SyntheticStep::Naive ? "naive" : "fa2";
+  m.step = s.step == SyntheticStep::Naive ? "01_naive" : smyrf ? "07_smyrf" : "04_online_softmax";
+  m.variant = s.step == SyntheticStep::Naive ? "naive" : smyrf ? "clusters" : "fa2";
   m.pass = "fwd";
   m.B = s.B;
   m.H = s.H;
@@ -266,20 +379,24 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   m.d = s.d;
   m.causal = s.causal;
   m.scale = 1.0f / std::sqrt(float(s.d));
-  m.Br = s.step == SyntheticStep::Naive ? 0 : s.Br;
-  m.Bc = s.step == SyntheticStep::Naive ? 0 : s.Bc;
+  m.Br = s.step == SyntheticStep::Naive ? 0 : smyrf ? s.cluster : s.Br;
+  m.Bc = s.step == SyntheticStep::Naive ? 0 : smyrf ? std::min(16, s.cluster) : s.Bc;
   m.sram_budget_bytes = 232448;  // H200: 227 KB per CTA (opt-in)
   const std::int64_t BH = std::int64_t(s.B) * s.H, Nd = std::int64_t(s.N) * s.d;
-  auto tensor = [&](Tensor id, std::vector<std::int64_t> shape) {
-    std::int64_t e = 1;
-    for (auto x : shape) e *= x;
-    m.tensors.push_back({id, std::move(shape), e * kFloat});
-  };
-  for (Tensor id : {Tensor::Q, Tensor::K, Tensor::V, Tensor::O}) tensor(id, {s.B, s.H, s.N, s.d});
-  tensor(Tensor::LSE, {s.B, s.H, s.N});
-  if (s.step == SyntheticStep::Naive) {
-    tensor(Tensor::S, {s.B, s.H, s.N, s.N});
-    tensor(Tensor::P, {s.B, s.H, s.N, s.N});
+  std::vector<Tensor> ids = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
+  if (s.step == SyntheticStep::Naive) ids.insert(ids.end(), {Tensor::S, Tensor::P});
+  if (smyrf) ids.insert(ids.end(), {Tensor::Order, Tensor::SortKey});
+  for (Tensor id : ids) {
+    auto shape = tr::tensor_shape(id, s.B, s.H, s.N, s.d, clusters.hashes);
+    const std::int64_t bytes = tr::shape_elems(shape) * tr::element_bytes(id, m.dtype);
+    m.tensors.push_back({id, std::move(shape), bytes});
+  }
+  m.clusters = clusters;
+  if (smyrf) {
+    // CUB's segmented sort of every round's queries and keys: it reads each key and index, writes
+    // the orders (as step 07's IO model counts it).
+    const std::int64_t items = 2 * std::int64_t(clusters.hashes) * s.N * BH;
+    m.untraced.push_back({"cub::DeviceSegmentedRadixSort::SortPairs", items * (kFloat + 4), items * 4, {Tensor::Order}});
   }
 
   // Host side: allocate, copy the inputs, launch (one range per kernel), synchronise, check.
@@ -357,6 +474,7 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
       e.m = op.m;
       e.l = op.l;
       e.sample_row = op.sample_row;
+      e.round = op.round;
       at += op.dur;
       t.events.push_back(e);
     }
@@ -386,10 +504,15 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
     m.io_read_bytes = io.read_bytes;
     m.io_write_bytes = io.write_bytes;
   } else {
-    // The flash schedule is the IO model (io_formulas.hpp checks the two agree).
+    // The flash and SMYRF schedules are their IO models (io_formulas.hpp checks flash's), with
+    // the sort's traffic that no event records.
     for (const auto& e : t.events) {
       if (e.kind == Kind::Load && !e.cached) m.io_read_bytes += e.bytes;
       if (e.kind == Kind::Store) m.io_write_bytes += e.bytes;
+    }
+    for (const auto& u : m.untraced) {
+      m.io_read_bytes += u.read_bytes;
+      m.io_write_bytes += u.write_bytes;
     }
   }
   for (const auto& b : m.tensors) t.buffers.push_back({tensor_label(b.id), 0x7f0000000000ull + t.buffers.size() * 0x10000000ull, std::uint64_t(b.bytes)});

@@ -1,6 +1,7 @@
-// Synthetic traces: what step 01 (standard attention, S and P in HBM) and step 04
-// (FlashAttention: Q, K, V tiles through SRAM, O written once, running m and ℓ) would record
-// for a shape, without a GPU. The tests, the benchmark and a machine without recorded traces
+// Synthetic traces: what step 01 (standard attention, S and P in HBM), step 04
+// (FlashAttention: Q, K, V tiles through SRAM, O written once, running m and ℓ) and step 07's
+// forward (SMYRF: rows gathered through a round's sorted orders, attention inside each cluster)
+// would record for a shape, without a GPU. The tests, the benchmark and a machine without recorded traces
 // use them; the schedule follows each step's kernels, the timing is a simple model of an
 // H200 (per-SM bandwidth and FP32 rate, 32 ns %globaltimer steps), not a measurement.
 #pragma once
@@ -15,6 +16,7 @@ namespace fs::viz {
 enum class SyntheticStep : std::uint8_t {
   Naive,  // 01_naive: scores_kernel, softmax_kernel, pv_kernel
   Flash,  // 04_online_softmax (fa2 loop order): one CTA per (head, query tile)
+  Smyrf,  // 07_smyrf: norms, hashes, the sort (untraced), one kernel per round, a CTA per cluster
 };
 
 enum class BlockMask : std::uint8_t {
@@ -28,6 +30,7 @@ struct SyntheticSpec {
   int Br = 64, Bc = 64;   // Flash tile sizes (the naive kernels use 16×16 blocks)
   bool causal = false;
   BlockMask mask = BlockMask::Dense;  // Flash only
+  int hashes = 8, cluster = 32;       // Smyrf: rounds, queries (and keys) per cluster
   int sms = 132;          // H200
   int ctas_per_sm = 0;    // CTAs resident on one SM at once; 0: the kernel's own choice
   std::uint64_t seed = 1;
@@ -38,7 +41,7 @@ fs::trace::Trace make_synthetic_trace(const SyntheticSpec& spec);
 // A Flash spec whose trace has at least `events` events (for the benchmark).
 SyntheticSpec spec_for_event_count(std::int64_t events);
 
-// Parses "naive" / "01" or "flash" / "04" (nullopt-like: returns false on anything else).
+// Parses "naive" / "01", "flash" / "04" or "smyrf" / "07" (returns false on anything else).
 bool parse_synthetic_step(const std::string& s, SyntheticStep& out);
 
 }  // namespace fs::viz

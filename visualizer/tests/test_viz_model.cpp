@@ -12,11 +12,15 @@
 #include <fstream>
 
 #include "common/io_model.hpp"
+#include "common/problem.hpp"
+#include "common/trace/names.hpp"
 #include "common/trace/trace_io.hpp"
+#include "common/trace/validate.hpp"
 #include "visualizer/model/catalog.hpp"
 #include "visualizer/model/coverage.hpp"
 #include "visualizer/model/document.hpp"
 #include "visualizer/model/io_formulas.hpp"
+#include "visualizer/model/labels.hpp"
 #include "visualizer/model/playback.hpp"
 #include "visualizer/model/replay.hpp"
 #include "visualizer/model/running_stats.hpp"
@@ -39,6 +43,19 @@ SyntheticSpec flash_spec(int N = 256, int d = 32, bool causal = false) {
   s.H = 2;
   s.sms = 4;
   s.causal = causal;
+  return s;
+}
+
+// Step 07's forward: two heads, so that the orders' per-head offsets count.
+SyntheticSpec smyrf_spec(int hashes = 4, int cluster = 32) {
+  SyntheticSpec s;
+  s.step = SyntheticStep::Smyrf;
+  s.N = 256;
+  s.d = 32;
+  s.H = 2;
+  s.hashes = hashes;
+  s.cluster = cluster;
+  s.sms = 4;
   return s;
 }
 
@@ -67,14 +84,22 @@ Totals brute_totals(const Replay& r, Cursor c) {
   return t;
 }
 
-bool same_cells(const Coverage& a, const Coverage& b) {
+bool same_cells(const TensorGrid& a, const TensorGrid& b) {
+  for (std::size_t c = 0; c < a.cells.size(); ++c) {
+    const auto &x = a.cells[c], &y = b.cells[c];
+    if (x.read != y.read || x.cached != y.cached || x.written != y.written || x.computed != y.computed ||
+        x.skipped != y.skipped)
+      return false;
+  }
+  return true;
+}
+
+bool same_cells(const Coverage& a, const Coverage& b, int rounds = 0) {
   for (std::size_t g = 0; g < a.grids().size(); ++g)
-    for (std::size_t c = 0; c < a.grids()[g].cells.size(); ++c) {
-      const auto &x = a.grids()[g].cells[c], &y = b.grids()[g].cells[c];
-      if (x.read != y.read || x.cached != y.cached || x.written != y.written || x.computed != y.computed ||
-          x.skipped != y.skipped)
-        return false;
-    }
+    if (!same_cells(a.grids()[g], b.grids()[g])) return false;
+  for (int round = 0; round < rounds; ++round)
+    for (bool sorted : {true, false})
+      if (!same_cells(*a.round_scores(round, sorted), *b.round_scores(round, sorted))) return false;
   return true;
 }
 
@@ -194,7 +219,7 @@ TEST_CASE("a CTA's cursor agrees with its events in both orders", "[viz][replay]
 }
 
 TEST_CASE("seeking back and forth gives the state that replaying from the start gives", "[viz][coverage]") {
-  for (const auto& spec : {flash_spec(), naive_spec(), flash_spec(128, 32, true)}) {
+  for (const auto& spec : {flash_spec(), naive_spec(), flash_spec(128, 32, true), smyrf_spec()}) {
     const Replay r(make_synthetic_trace(spec));
     Coverage moving(r);
     const double E = double(r.event_count());
@@ -203,14 +228,14 @@ TEST_CASE("seeking back and forth gives the state that replaying from the start 
       moving.seek(r, {Order::Logical, x});
       Coverage fresh(r);
       fresh.seek(r, {Order::Logical, x});
-      REQUIRE(same_cells(moving, fresh));
+      REQUIRE(same_cells(moving, fresh, r.rounds()));
     }
     // And across an order switch.
     const Cursor real{Order::Real, 0.5 * (r.device_begin_ns() + r.device_end_ns())};
     moving.seek(r, real);
     Coverage fresh(r);
     fresh.seek(r, real);
-    REQUIRE(same_cells(moving, fresh));
+    REQUIRE(same_cells(moving, fresh, r.rounds()));
   }
 }
 
@@ -262,7 +287,7 @@ TEST_CASE("logical order and real time: conversions and done sets", "[viz][repla
   // In logical order the done set is a prefix of seq: exactly floor(x) events.
   REQUIRE(r.done_count({Order::Logical, 123.7}) == 123);
   // Round trip: the time of a position maps back to at most that many events done.
-  for (double x : {10.0, 500.0, double(r.event_count() - 1)}) {
+  for (double x : {10.0, double(r.event_count() / 2), double(r.event_count() - 1)}) {  // inside the trace
     const double tt = r.time_at_logical(x);
     REQUIRE(tt >= r.trace().events[std::size_t(x)].ts_ns);
     REQUIRE(r.convert({Order::Logical, x}, Order::Real).x == tt);
@@ -836,5 +861,249 @@ TEST_CASE("a 16-bit backward's dQacc: a float32 N×d grid in HBM with its own by
     const auto* gb = cov.grid(tr::Tensor::dQacc);
     REQUIRE(gb);  // named by its events
     REQUIRE(gb->cols == d);
+  }
+}
+
+// Step 07 (SMYRF): events of round ρ name their rows by slots of ρ's sorted orders.
+namespace {
+
+// The row slot `s` of head bh, round ρ stands for, read straight from the trace's orders.
+int order_row(const tr::Meta& m, bool keys, int bh, int round, int slot) {
+  const auto& order = keys ? m.clusters.k_order : m.clusters.q_order;
+  return order[std::size_t((bh * m.clusters.hashes + round) * m.N + slot)];
+}
+
+// The first event of a kind on a tensor in a round and head.
+int first_event(const Replay& r, tr::Kind kind, tr::Tensor t, int round, int bh) {
+  for (std::size_t i = 0; i < r.trace().events.size(); ++i) {
+    const auto& e = r.trace().events[i];
+    if (e.kind == kind && e.tensor == t && e.round == round && e.bh == bh) return int(i);
+  }
+  FAIL("no such event");
+  return -1;
+}
+
+std::int64_t overlap(int a0, int a1, int b0, int b1) { return std::max(0, std::min(a1, b1) - std::max(a0, b0)); }
+
+}  // namespace
+
+TEST_CASE("a synthetic SMYRF trace passes the validator: its events and the sort's untraced bytes are the IO model", "[viz][smyrf]") {
+  tr::Trace t = make_synthetic_trace(smyrf_spec());
+  const auto report = tr::validate(t);
+  INFO((report.errors.empty() ? std::string() : report.errors.front()));
+  REQUIRE(report.ok());
+  REQUIRE(report.untraced_read_bytes > 0);
+  const Replay r(std::move(t));
+  REQUIRE(r.clustered());
+  REQUIRE(r.rounds() == 4);
+  // The sort no event records: 2 sides × 4 rounds × N rows × 2 heads, a key and an index each.
+  REQUIRE(r.untraced_read() == 2 * 4 * 256 * 2 * 8);
+  REQUIRE(r.untraced_written() == 2 * 4 * 256 * 2 * 4);
+  REQUIRE(r.grand_totals().read_total() + r.untraced_read() == r.meta().io_read_bytes);
+  REQUIRE(r.grand_totals().written_total() + r.untraced_written() == r.meta().io_write_bytes);
+  REQUIRE(r.grand_totals().read_total() < r.meta().io_read_bytes);  // the events alone fall short
+  REQUIRE(r.grand_totals().read[std::size_t(tr::Tensor::Order)] > 0);
+  REQUIRE(r.grand_totals().written[std::size_t(tr::Tensor::SortKey)] == 2LL * 256 * 2 * 4 * 8);
+  // FLOPs: 4 rounds, each computing 8 clusters of 32 × 32 of the 256 × 256 scores (1/8).
+  REQUIRE(round_score_share(r.meta()) == Approx(0.125));
+  REQUIRE(r.pass_flops() == Approx(0.5 * fs::forward_flops(fs::Shape{1, 2, 256, 32}, false)));
+
+  SECTION("through the file format: the clusters and the untraced traffic survive") {
+    namespace stdfs = std::filesystem;
+    const auto dir = stdfs::temp_directory_path() / "fs_viz_smyrf_test";
+    stdfs::create_directories(dir);
+    const auto path = (dir / "smyrf.fwd.json").string();
+    tr::write_trace(make_synthetic_trace(smyrf_spec()), path);
+    std::string error;
+    auto doc = load_document(path, error);
+    REQUIRE(doc);
+    INFO((doc->warnings.empty() ? std::string() : doc->warnings.front()));
+    REQUIRE(doc->warnings.empty());
+    REQUIRE(doc->replay->clustered());
+    REQUIRE(doc->replay->untraced_read() == r.untraced_read());
+    REQUIRE(doc->replay->meta().clusters.q_order == r.meta().clusters.q_order);
+    stdfs::remove_all(dir);
+  }
+}
+
+TEST_CASE("a round's slots map to rows through its query or key order", "[viz][smyrf]") {
+  const Replay r(make_synthetic_trace(smyrf_spec()));
+  const auto& m = r.meta();
+  for (int bh : {0, 1})
+    for (int round : {0, 3}) {
+      const SlotOrders q = r.slot_orders(tr::Tensor::Q, bh, round), k = r.slot_orders(tr::Tensor::dK, bh, round);
+      const SlotOrders s = r.slot_orders(tr::Tensor::S, bh, round);
+      REQUIRE(q.rows);
+      REQUIRE(!q.cols);
+      REQUIRE(s.cols);
+      for (int slot : {0, 17, 255}) {
+        REQUIRE(q.rows[slot] == order_row(m, false, bh, round, slot));
+        REQUIRE(k.rows[slot] == order_row(m, true, bh, round, slot));
+        REQUIRE(s.rows[slot] == order_row(m, false, bh, round, slot));
+        REQUIRE(s.cols[slot] == order_row(m, true, bh, round, slot));
+        REQUIRE(r.row_of_slot(tr::Tensor::V, bh, round, slot) == order_row(m, true, bh, round, slot));
+        REQUIRE(r.row_of_slot(tr::Tensor::LSE, bh, round, slot) == order_row(m, false, bh, round, slot));
+      }
+      // The orders' own rows are slots; no round is rows.
+      REQUIRE(!r.slot_orders(tr::Tensor::Order, bh, round).mapped());
+      REQUIRE(!r.slot_orders(tr::Tensor::Q, bh, -1).mapped());
+      REQUIRE(!r.slot_orders(tr::Tensor::Q, bh, 4).mapped());
+    }
+  // The runs of rows a block of slots stands for, ascending and merged.
+  const std::int32_t order[] = {5, 3, 4, 9, 0, 1};
+  REQUIRE(row_runs(order, 0, 6) == std::vector<std::pair<int, int>>{{0, 2}, {3, 6}, {9, 10}});
+  REQUIRE(row_runs(order, 1, 2) == std::vector<std::pair<int, int>>{{3, 5}});
+  REQUIRE(row_runs(nullptr, 7, 3) == std::vector<std::pair<int, int>>{{7, 10}});
+  // What the panels print.
+  const auto& e = r.trace().events[std::size_t(first_event(r, tr::Kind::Softmax, tr::Tensor::P, 2, 1))];
+  REQUIRE(tile_label(e).find("round 2 slots") != std::string::npos);
+  REQUIRE(sample_row_label(r, e) == "row " + std::to_string(order_row(m, false, 1, 2, e.sample_row)) + " (slot " +
+                                        std::to_string(e.sample_row) + " of round 2)");
+}
+
+TEST_CASE("a gathered tile is drawn at the rows it gathers: stripes, not a block", "[viz][smyrf][coverage]") {
+  const Replay r(make_synthetic_trace(smyrf_spec()));
+  const auto& m = r.meta();
+  for (tr::Tensor t : {tr::Tensor::Q, tr::Tensor::K, tr::Tensor::V}) {
+    INFO(tensor_label(t));
+    const int e = first_event(r, tr::Kind::Load, t, 1, 1);
+    const auto& ev = r.trace().events[std::size_t(e)];
+    Coverage cov(r);
+    cov.seek(r, {Order::Logical, double(e)});
+    const TensorGrid before = *cov.grid(t);
+    cov.seek(r, {Order::Logical, double(e) + 1});
+    const TensorGrid& after = *cov.grid(t);
+    REQUIRE(after.cell_rows == 2);  // as fine as the grid allows: 256 rows in 128 cells
+    REQUIRE(after.grid_cols == 1);
+    // Every slot's row, found in the order by hand, got its d elements; nothing else did.
+    std::vector<std::int64_t> expect(std::size_t(after.grid_rows), 0);
+    for (int slot = ev.row0; slot < ev.row0 + ev.rows; ++slot)
+      expect[std::size_t(order_row(m, tr::key_side(t), 1, 1, slot) / after.cell_rows)] += m.d;
+    int first = -1, last = -1, touched = 0;
+    for (int gr = 0; gr < after.grid_rows; ++gr) {
+      REQUIRE(after.at(1, gr, 0).read - before.at(1, gr, 0).read == expect[std::size_t(gr)]);
+      REQUIRE(after.at(0, gr, 0).read == before.at(0, gr, 0).read);  // the other head is untouched
+      if (expect[std::size_t(gr)] == 0) continue;
+      first = first < 0 ? gr : first;
+      last = gr;
+      ++touched;
+    }
+    // Scattered: more cells than a block of as many rows would cover, with gaps between them.
+    REQUIRE(touched > ev.rows / after.cell_rows + 1);
+    REQUIRE(last - first + 1 > touched);
+  }
+}
+
+TEST_CASE("in sorted order a round's scores are its clusters on the diagonal, in the original order the same scores scattered", "[viz][smyrf][coverage]") {
+  const Replay r(make_synthetic_trace(smyrf_spec()));
+  const auto& m = r.meta();
+  const int N = m.N;
+  const auto boxes = cluster_boxes(m);
+  REQUIRE(boxes.size() == 8);
+  Coverage cov(r);
+  REQUIRE(!cov.round_scores(4, true));
+  cov.seek(r, {Order::Logical, double(r.event_count())});
+  const TensorGrid& all = *cov.grid(tr::Tensor::S);
+  std::vector<std::int64_t> all_rounds(all.cells.size() / 2, 0);  // head 1's cells
+  for (int round = 0; round < r.rounds(); ++round) {
+    INFO("round " << round);
+    const TensorGrid& sorted = *cov.round_scores(round, true);
+    REQUIRE(sorted.cell_rows == 32);  // the round's tiles: 32 query slots × 16 key slots
+    REQUIRE(sorted.cell_cols == 16);
+    for (int gi = 0; gi < sorted.grid_rows; ++gi)
+      for (int gj = 0; gj < sorted.grid_cols; ++gj) {
+        std::int64_t in_clusters = 0;
+        for (const auto& b : boxes)
+          in_clusters += overlap(gi * 32, gi * 32 + 32, b.q0, b.q1) * overlap(gj * 16, gj * 16 + 16, b.k0, b.k1);
+        const auto& c = sorted.at(1, gi, gj);
+        REQUIRE(c.computed == in_clusters);
+        REQUIRE(c.skipped == sorted.cell_area(gi, gj) - in_clusters);
+        if (gi == gj / 2) REQUIRE(in_clusters == sorted.cell_area(gi, gj));  // the diagonal, whole
+      }
+    // The original order, pair by pair: query i meets key j when their slots share a cluster.
+    const TensorGrid& original = *cov.round_scores(round, false);
+    REQUIRE(original.cell_rows == 2);
+    REQUIRE(original.cell_cols == 2);
+    std::vector<int> q_slot(static_cast<std::size_t>(N)), k_slot(static_cast<std::size_t>(N));
+    for (int slot = 0; slot < N; ++slot) {
+      q_slot[std::size_t(order_row(m, false, 1, round, slot))] = slot;
+      k_slot[std::size_t(order_row(m, true, 1, round, slot))] = slot;
+    }
+    std::vector<std::int64_t> expect(std::size_t(original.grid_rows * original.grid_cols), 0);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < N; ++j)
+        if (q_slot[std::size_t(i)] / 32 == k_slot[std::size_t(j)] / 32) ++expect[std::size_t((i / 2) * original.grid_cols + j / 2)];
+    int diagonal = 0, computed_cells = 0;
+    for (int gi = 0; gi < original.grid_rows; ++gi)
+      for (int gj = 0; gj < original.grid_cols; ++gj) {
+        const std::int64_t want = expect[std::size_t(gi * original.grid_cols + gj)];
+        REQUIRE(original.at(1, gi, gj).computed == want);
+        REQUIRE(original.at(1, gi, gj).skipped == 4 - want);
+        all_rounds[std::size_t(gi * original.grid_cols + gj)] += want;
+        computed_cells += want > 0;
+        diagonal += want > 0 && std::abs(gi - gj) < 16;  // within a cluster's width of the diagonal
+      }
+    // Scattered: the computed scores are everywhere, not near the diagonal.
+    REQUIRE(diagonal < computed_cells / 3);
+  }
+  // S holds every round's computed scores in the original order, and no skips (a round's say
+  // nothing of the others').
+  for (int gi = 0; gi < all.grid_rows; ++gi)
+    for (int gj = 0; gj < all.grid_cols; ++gj) {
+      REQUIRE(all.at(1, gi, gj).computed == all_rounds[std::size_t(gi * all.grid_cols + gj)]);
+      REQUIRE(all.at(1, gi, gj).skipped == 0);
+    }
+}
+
+TEST_CASE("replaying a clustered trace lights up a round's tiles as they are computed", "[viz][smyrf][coverage]") {
+  const Replay r(make_synthetic_trace(smyrf_spec()));
+  const int e = first_event(r, tr::Kind::ComputeS, tr::Tensor::S, 1, 0);
+  const auto& ev = r.trace().events[std::size_t(e)];
+  Coverage cov(r);
+  auto computed = [&](int round, int bh) {
+    std::int64_t n = 0;
+    const TensorGrid& g = *cov.round_scores(round, true);
+    for (int gi = 0; gi < g.grid_rows; ++gi)
+      for (int gj = 0; gj < g.grid_cols; ++gj) n += g.at(bh, gi, gj).computed;
+    return n;
+  };
+  cov.seek(r, {Order::Logical, double(e)});
+  const std::int64_t round1_before = computed(1, 0);
+  cov.seek(r, {Order::Logical, double(e) + 1});
+  REQUIRE(computed(1, 0) - round1_before == std::int64_t(ev.rows) * ev.cols);
+  const TensorGrid& g = *cov.round_scores(1, true);
+  REQUIRE(g.at(0, ev.row0 / g.cell_rows, ev.col0 / g.cell_cols).computed > 0);
+  REQUIRE(computed(2, 0) == 0);  // round 2 has not begun
+  REQUIRE(computed(0, 0) == std::int64_t(8) * 32 * 32);  // round 0 is done
+  // Which round to show: a round kernel's CTA's own; a hash CTA's, the last one done (0 first).
+  REQUIRE(r.track_round(ev.track) == 1);
+  REQUIRE(r.round_to_follow(ev.track, {Order::Logical, 0}) == 1);
+  const int hash_track = r.trace().events[std::size_t(first_event(r, tr::Kind::Store, tr::Tensor::SortKey, -1, 0))].track;
+  REQUIRE(r.track_round(hash_track) == -1);
+  REQUIRE(r.round_to_follow(hash_track, {Order::Logical, 0}) == 0);
+  REQUIRE(r.round_to_follow(hash_track, {Order::Logical, double(e) + 1}) == 1);
+}
+
+TEST_CASE("a clustering that cannot place its rounds draws nothing at the wrong rows", "[viz][smyrf][coverage]") {
+  for (int damage = 0; damage < 4; ++damage) {
+    INFO("damage " << damage);
+    tr::Trace t = make_synthetic_trace(smyrf_spec());
+    if (damage == 0) t.meta.clusters.q_order.pop_back();      // too short
+    if (damage == 1) t.meta.clusters.k_order[77] = 256;        // a row past N
+    if (damage == 2) t.meta.clusters.hashes = tr::kMaxRounds + 1;
+    if (damage == 3) t.meta.B = t.meta.H = 1 << 30;            // heads · hashes · N past 64 bits
+    const Replay r(std::move(t));
+    REQUIRE(!r.clustered());
+    REQUIRE(r.rounds() == 0);
+    REQUIRE(!r.slot_orders(tr::Tensor::Q, 0, 0).mapped());
+    Coverage cov(r);
+    REQUIRE(!cov.round_scores(0, true));
+    cov.seek(r, {Order::Logical, double(r.event_count())});
+    // Q: the norms and the hashes read every row, the rounds' gathers are left out.
+    const TensorGrid& q = *cov.grid(tr::Tensor::Q);
+    for (int gr = 0; gr < q.grid_rows; ++gr) REQUIRE(q.at(0, gr, 0).read == 2 * q.cell_area(gr, 0));
+    std::int64_t scores = 0;
+    for (const auto& c : cov.grid(tr::Tensor::S)->cells) scores += c.computed + c.skipped;
+    REQUIRE(scores == 0);
   }
 }

@@ -16,8 +16,10 @@
 #include "visualizer/tests/dqacc_trace.hpp"
 #include "visualizer/ui/app.hpp"
 #include "visualizer/ui/theme.hpp"
+#include "visualizer/ui/widgets.hpp"
 
 using namespace fs::viz;
+namespace tr = fs::trace;
 
 namespace {
 
@@ -288,4 +290,84 @@ TEST_CASE("compare mode keeps the second trace at the first one's progress", "[v
   REQUIRE(!app.state().other);
   REQUIRE(!(app.state().panels & kPanelCompare));
   REQUIRE((app.state().panels & kPanelMemory));
+}
+
+// Step 07 (SMYRF): a clustered trace's tiles are slots of its rounds' sorted orders.
+TEST_CASE("every panel draws a clustered trace, in sorted and original order, following or fixed", "[viz][ui][smyrf]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.state().panels = parse_panels("all", bad);
+  SyntheticSpec spec = small(SyntheticStep::Smyrf);
+  spec.hashes = 3;
+  // The validator's findings: orders too short (the rounds are placed nowhere), events of a
+  // round the clustering lacks (those events are).
+  tr::Trace short_orders = make_synthetic_trace(spec), stray_rounds = make_synthetic_trace(spec);
+  short_orders.meta.clusters.k_order.resize(10);
+  for (auto& e : stray_rounds.events)
+    if (e.round == 1) e.round = 9;
+  std::vector<std::unique_ptr<Document>> docs;
+  docs.push_back(make_document(make_synthetic_trace(spec), "synthetic:smyrf"));
+  docs.push_back(make_document(std::move(short_orders), "test:orders too short"));
+  docs.push_back(make_document(std::move(stray_rounds), "test:events of round 9 of 3"));
+  for (auto& doc : docs) {
+    INFO(doc->path);
+    app.set_document(std::move(doc), false);
+    REQUIRE(app.state().scores.round == -1);
+    for (int round : {-1, 0, 2, 9})
+      for (bool sorted : {true, false})
+        for (Order o : {Order::Real, Order::Logical})
+          for (double f : {0.0, 0.3, 0.6, 1.0}) {
+            Document& d = *app.state().doc;
+            app.state().scores = {round, sorted};
+            d.playback.set_order(*d.replay, o);
+            d.playback.seek_fraction(*d.replay, f);
+            d.sync();
+            REQUIRE(h.frame(app) > 1000);
+          }
+  }
+  // Side by side with step 04: S holds every round's scores.
+  app.set_document(make_document(make_synthetic_trace(spec), "synthetic:smyrf"), false);
+  app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Flash)), "synthetic:flash"), true);
+  for (double f : {0.2, 0.9}) {
+    app.state().doc->playback.seek_fraction(*app.state().doc->replay, f);
+    REQUIRE(h.frame(app) > 1000);
+  }
+  app.close_compare();
+  // A round past the trace's (one chosen for another trace) goes back to following.
+  REQUIRE(app.open("synthetic:smyrf", false, bad));
+  app.state().scores.round = 2;
+  h.frame(app);
+  REQUIRE(app.state().scores.round == 2);
+  REQUIRE(app.state().doc->replay->rounds() == 8);
+  app.state().scores.round = 8;
+  h.frame(app);
+  REQUIRE(app.state().scores.round == -1);
+}
+
+TEST_CASE("a gathered tile is outlined row by row where its rows are", "[viz][ui][smyrf]") {
+  TensorGrid g;
+  g.rows = 8;
+  g.cols = 4;
+  const Rect area{ImVec2(0, 0), ImVec2(40, 80)};  // 10 px a row
+  const std::int32_t order[] = {5, 3, 4, 0, 7, 1, 2, 6};
+  // Slots 0..3 are rows 5, 3, 4, 0: runs [0, 1) and [3, 6).
+  const auto rects = element_rects(g, area, SlotOrders{order, nullptr}, 0, 4, 0, 4);
+  REQUIRE(rects.size() == 2);
+  REQUIRE(rects[0].min.y == 0);
+  REQUIRE(rects[0].max.y == 10);
+  REQUIRE(rects[1].min.y == 30);
+  REQUIRE(rects[1].max.y == 60);
+  REQUIRE(rects[1].w() == 40);
+  const Rect h = hull(rects);
+  REQUIRE(h.min.y == 0);
+  REQUIRE(h.max.y == 60);
+  // Rows that are rows: the block itself.
+  const auto block = element_rects(g, area, SlotOrders{}, 0, 4, 0, 4);
+  REQUIRE(block.size() == 1);
+  REQUIRE(block[0].max.y == 40);
+  // S-like: runs of queries × runs of keys.
+  g.cols = 8;
+  const auto scores = element_rects(g, area, SlotOrders{order, order}, 0, 4, 0, 4);
+  REQUIRE(scores.size() == 4);
 }

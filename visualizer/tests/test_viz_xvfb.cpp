@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -168,6 +169,47 @@ TEST_CASE("a screenshot of a synthetic step 01 trace, and of 01 against 04", "[v
   Image img;
   REQUIRE(img.load(pair));
   REQUIRE(img.distinct_colours() > 200);
+}
+
+// How the reddish pixels of an image (the score matrix's computed cells) lie: the correlation
+// of their x and y, 1 when they run along the diagonal, 0 when scattered.
+double reddish_diagonality(const Image& img, int* count) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (int y = 0; y < img.h; ++y)
+    for (int x = 0; x < img.w; ++x) {
+      const auto* p = img.at(x, y);
+      // S's colour at the faint strengths of "computed on chip", over the panel.
+      if (p[0] > 135 || p[0] - p[1] < 20 || p[0] - p[2] < 15) continue;
+      n += 1, sx += x, sy += y, sxx += double(x) * x, syy += double(y) * y, sxy += double(x) * y;
+    }
+  *count = int(n);
+  const double vx = sxx - sx * sx / n, vy = syy - sy * sy / n;
+  return n > 1 && vx > 0 && vy > 0 ? (sxy - sx * sy / n) / std::sqrt(vx * vy) : 0;
+}
+
+TEST_CASE("a clustered trace's scores: its clusters on the diagonal in sorted order, scattered in the original", "[viz][xvfb][smyrf]") {
+  // The end of the pass: round 2's every cluster is computed.
+  const std::string base = kXvfb + kExe + " --synthetic smyrf --N 256 --heads 1 --at frac:1 --panels scores --size 800x800";
+  int sorted_px = 0, original_px = 0;
+  double sorted = 0, original = 0;
+  for (const char* order : {"sorted", "original"}) {
+    const std::string png = (scratch() / (std::string("scores_") + order + ".png")).string();
+    const Result r = run(base + " --round 2 --scores " + order + " --screenshot " + png);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    Image img;
+    REQUIRE(img.load(png));
+    (order[0] == 's' ? sorted : original) = reddish_diagonality(img, order[0] == 's' ? &sorted_px : &original_px);
+  }
+  INFO("sorted: " << sorted << " over " << sorted_px << " px; original: " << original << " over " << original_px << " px");
+  REQUIRE(sorted_px > 10000);  // an eighth of a square of some 700 px a side
+  REQUIRE(original_px > 10000);
+  REQUIRE(sorted > 0.9);
+  REQUIRE(std::abs(original) < 0.4);
+  // A round past the trace's is refused, in one line.
+  const Result bad = run(base + " --round 9 --screenshot " + (scratch() / "never.png").string());
+  REQUIRE(bad.code == 2);
+  REQUIRE(bad.output.find("--round 9: synthetic:smyrf has 8 rounds") != std::string::npos);
 }
 
 TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {

@@ -113,10 +113,12 @@ bool App::open(const std::string& what, bool as_compare, std::string& error) {
     else if (kind == "flash-causal") {
       spec.step = SyntheticStep::Flash;
       spec.causal = true;
-    } else if (kind == "bench")
+    } else if (kind == "smyrf")
+      spec.step = SyntheticStep::Smyrf;
+    else if (kind == "bench")
       spec = spec_for_event_count(1000000);
     else {
-      error = what + ": unknown synthetic trace (naive, flash, flash-causal, bench)";
+      error = what + ": unknown synthetic trace (naive, flash, flash-causal, smyrf, bench)";
       return false;
     }
     try {
@@ -144,6 +146,7 @@ void App::set_document(std::unique_ptr<Document> doc, bool as_compare) {
   }
   state_.doc = std::move(doc);
   state_.timeline = TimelineState{};
+  state_.scores.round = -1;  // follow: a fixed round may be past the new trace's
   state_.counters_curve = CountersCurve{};
   if (state_.doc && state_.doc->replay->meta().N > 0) {
     state_.io.log2_N = std::clamp(int(std::lround(std::log2(double(state_.doc->replay->meta().N)))), 7, 17);
@@ -291,6 +294,7 @@ void App::menu_bar() {
     if (ImGui::MenuItem("Synthetic step 01 (naive)")) s.requests.push_back({"synthetic:naive", false});
     if (ImGui::MenuItem("Synthetic step 04 (FlashAttention)")) s.requests.push_back({"synthetic:flash", false});
     if (ImGui::MenuItem("Synthetic step 04, causal")) s.requests.push_back({"synthetic:flash-causal", false});
+    if (ImGui::MenuItem("Synthetic step 07 (SMYRF clusters)")) s.requests.push_back({"synthetic:smyrf", false});
     if (ImGui::MenuItem("Compare synthetic 01 with 04")) {
       s.requests.push_back({"synthetic:naive", false});
       s.requests.push_back({"synthetic:flash", true});

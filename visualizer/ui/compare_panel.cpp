@@ -40,15 +40,15 @@ void side(const Document& doc, Rect area, double full_bytes, const char* tag) {
   y += 10;
 
   ImGui::PushID(tag);
-  auto bar = [&](double value, double target, ImU32 color, const char* text) {
+  auto bar = [&](double value, double target, ImU32 color, const char* text, double untraced = 0) {
     ImGui::SetCursorScreenPos(ImVec2(area.min.x, y));
-    value_bar(area.w(), 20, value, full_bytes, target, color, text);
+    value_bar(area.w(), 20, value, full_bytes, target, color, text, untraced);
     y += 24;
   };
   std::snprintf(buf, sizeof buf, "read %s", format_bytes(double(t.read_total())).c_str());
-  bar(double(t.read_total()), double(m.io_read_bytes), IM_COL32(92, 156, 248, 210), buf);
+  bar(double(t.read_total()), double(m.io_read_bytes), IM_COL32(92, 156, 248, 210), buf, double(r.untraced_read()));
   std::snprintf(buf, sizeof buf, "written %s", format_bytes(double(t.written_total())).c_str());
-  bar(double(t.written_total()), double(m.io_write_bytes), IM_COL32(240, 98, 98, 210), buf);
+  bar(double(t.written_total()), double(m.io_write_bytes), IM_COL32(240, 98, 98, 210), buf, double(r.untraced_written()));
   const double s_bytes = double(t.written[std::size_t(tr::Tensor::S)] + t.written[std::size_t(tr::Tensor::P)]);
   std::snprintf(buf, sizeof buf, "of which S and P: %s", s_bytes > 0 ? format_bytes(s_bytes).c_str() : "none");
   bar(s_bytes, 0, theme::tensor_color(tr::Tensor::S, 0.9f), buf);

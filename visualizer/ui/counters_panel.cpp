@@ -1,6 +1,8 @@
 // Counters: HBM bytes read and written so far, per tensor and in total, against the IO
 // model's count for the run (the mark on each bar), the L2 re-reads the model leaves out,
-// FLOPs done, and the cumulative traffic over the run with the playhead on it.
+// FLOPs done, and the cumulative traffic over the run with the playhead on it. Traffic that no
+// event records (a library's sort, memsets: Meta::untraced) is in the model's count: it is
+// drawn hatched below the mark and listed, so that what the trace shows adds up to the model.
 #include <algorithm>
 #include <cstdio>
 
@@ -51,16 +53,28 @@ void counters_panel(UiState& s) {
   const float bw = ImGui::GetContentRegionAvail().x;
   char buf[160];
   const double full = std::max({model_r, model_w, double(all.read_total()), double(all.written_total()), 1.0});
+  const double untraced_r = double(r.untraced_read()), untraced_w = double(r.untraced_written());
   std::snprintf(buf, sizeof buf, "read %s of %s", format_bytes(double(now.read_total())).c_str(), format_bytes(model_r).c_str());
-  value_bar(bw, 20, double(now.read_total()), full, model_r, IM_COL32(92, 156, 248, 200), buf);
+  value_bar(bw, 20, double(now.read_total()), full, model_r, IM_COL32(92, 156, 248, 200), buf, untraced_r);
   std::snprintf(buf, sizeof buf, "written %s of %s", format_bytes(double(now.written_total())).c_str(), format_bytes(model_w).c_str());
-  value_bar(bw, 20, double(now.written_total()), full, model_w, IM_COL32(240, 98, 98, 200), buf);
+  value_bar(bw, 20, double(now.written_total()), full, model_w, IM_COL32(240, 98, 98, 200), buf, untraced_w);
   std::snprintf(buf, sizeof buf, "%s of %s", format_flops(now.flops).c_str(), format_flops(r.pass_flops()).c_str());
   value_bar(bw, 20, now.flops, r.pass_flops(), 0, IM_COL32(77, 196, 138, 190), buf);
   ImGui::PushFont(f.small);
   const double moved = double(now.read_total() + now.written_total());
   ImGui::TextDisabled("bars: so far · mark: the IO model's total for the run · FLOPs: %s",
                       moved > 0 ? (format_count(now.flops / moved) + " per HBM byte so far").c_str() : "none yet");
+  // What no event records, and the sums it closes.
+  for (const auto& u : meta.untraced)
+    ImGui::TextDisabled("+ %s read, %s written untraced: %s", format_bytes(double(std::max<std::int64_t>(0, u.read_bytes))).c_str(),
+                        format_bytes(double(std::max<std::int64_t>(0, u.write_bytes))).c_str(), u.name.c_str());
+  if (!meta.untraced.empty()) {
+    const double total_r = double(all.read_total()) + untraced_r, total_w = double(all.written_total()) + untraced_w;
+    const bool adds_up = total_r == model_r && total_w == model_w;
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(adds_up ? theme::kTextDim : theme::kWarning),
+                       "events + untraced: read %s, written %s %s", format_bytes(total_r).c_str(), format_bytes(total_w).c_str(),
+                       adds_up ? "= the IO model" : "≠ the IO model");
+  }
   ImGui::PopFont();
 
   // Per tensor.

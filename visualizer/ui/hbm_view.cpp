@@ -1,7 +1,9 @@
 #include "visualizer/ui/hbm_view.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <tuple>
 
 #include "visualizer/model/labels.hpp"
 #include "visualizer/ui/theme.hpp"
@@ -12,11 +14,7 @@ namespace tr = fs::trace;
 
 namespace {
 
-bool square(tr::Tensor t) {
-  return t == tr::Tensor::S || t == tr::Tensor::P || t == tr::Tensor::dP || t == tr::Tensor::dS;
-}
-
-// Inputs, then outputs, then row statistics, then the N×N matrices.
+// Inputs, then outputs, then row statistics, then the N×N matrices, then what a clustering keeps.
 int rank(tr::Tensor t) {
   switch (t) {
     case tr::Tensor::Q: return 0;
@@ -36,7 +34,9 @@ int rank(tr::Tensor t) {
     case tr::Tensor::P: return 13;
     case tr::Tensor::dP: return 14;
     case tr::Tensor::dS: return 15;
-    default: return 17;
+    case tr::Tensor::Order: return 17;
+    case tr::Tensor::SortKey: return 18;
+    default: return 19;
   }
 }
 
@@ -115,7 +115,7 @@ HbmLayout layout_hbm(const Document& doc, Rect area, bool ghost) {
   // One row, or the N×d tensors above the N×N ones, whichever draws them larger (a backward
   // pass has eight N×d tensors and four N×N ones).
   std::vector<const TensorGrid*> thin, wide;
-  for (const auto* g : grids) (square(g->tensor) ? wide : thin).push_back(g);
+  for (const auto* g : grids) (score_like(g->tensor) ? wide : thin).push_back(g);
   const double one = fit_row(grids, area.w(), area.h() - label_h - size_h, N);
   const float row_h = (area.h() - 2 * (label_h + size_h)) * 0.5f;
   const double two = thin.empty() || wide.empty()
@@ -168,17 +168,19 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
       const double bytes = (info ? double(info->bytes) : double(g.rows) * g.cols * 4 * g.heads) / g.heads;
       if (g.cols == 1)
         std::snprintf(buf, sizeof buf, "N");
-      else if (square(g.tensor)) {
+      else if (score_like(g.tensor)) {
         std::snprintf(buf, sizeof buf, "N×N · %s a head", format_bytes(bytes).c_str());
         if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x > it.rect.w())
           std::snprintf(buf, sizeof buf, "N×N · %s", format_bytes(bytes).c_str());
         if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x > it.rect.w()) std::snprintf(buf, sizeof buf, "N×N");
       }
-      else
+      else if (g.cols == r.meta().d)
         std::snprintf(buf, sizeof buf, "N×d");
+      else  // a clustering's orders and sort keys: a column per round and side
+        std::snprintf(buf, sizeof buf, "N×%d", g.cols);
       dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2), theme::kTextDim, buf);
       std::snprintf(buf, sizeof buf, "%s", format_bytes(bytes).c_str());
-      if (!square(g.tensor) && g.cols > 1 && f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x < it.rect.w() + kGap - 4) {
+      if (!score_like(g.tensor) && g.cols > 1 && f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x < it.rect.w() + kGap - 4) {
         dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2 + f.small->FontSize),
                     theme::kTextDim, buf);
       }
@@ -186,6 +188,14 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
   }
   // Tiles in flight right now, for every CTA of this head.
   const Cursor c = doc.cursor();
+  // Gathered rows (a clustered round's tiles), per tensor, loads then stores: drawn together
+  // once every CTA's are known, so that hundreds of CTAs' stripes cost a rectangle per run of
+  // pixel rows, not one per row per CTA.
+  std::vector<std::array<std::vector<Rect>, 2>> gathered(layout.items.size());
+  auto color = [](tr::Kind k, tr::Tensor t) {
+    return k == tr::Kind::Load ? IM_COL32(255, 255, 255, 120)
+                               : theme::with_alpha(theme::mix(theme::tensor_color(t), IM_COL32(255, 255, 255, 255), 0.55f), 0.8f);
+  };
   for (int t = 0; t < r.track_count(); ++t) {
     if (r.track_events(t).empty()) continue;
     if (c.order == Order::Real ? (c.x < r.track_begin_ns(t) || c.x > r.track_end_ns(t))
@@ -194,16 +204,38 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
     const TrackCursor tc = r.track_cursor(t, c);
     if (tc.active < 0) continue;
     const auto& e = r.trace().events[std::size_t(r.track_events(t)[std::size_t(tc.active)])];
-    if ((e.kind != tr::Kind::Load && e.kind != tr::Kind::Store) || e.bh != bh) continue;
+    if ((e.kind != tr::Kind::Load && e.kind != tr::Kind::Store) || e.bh != bh || !r.placeable(e.tensor, e.bh, e.round))
+      continue;
     const HbmItem* it = layout.find(e.tensor);
     if (!it) continue;
     // Loads in white, stores in a light tone of their tensor: many move at once, and the
     // tensor underneath should still show through.
-    const Rect er = element_rect(*it->grid, it->rect, e.row0, e.rows, e.col0, e.cols);
-    dl->AddRect(er.min, er.max,
-                e.kind == tr::Kind::Load ? IM_COL32(255, 255, 255, 120)
-                                         : theme::with_alpha(theme::mix(theme::tensor_color(e.tensor), IM_COL32(255, 255, 255, 255), 0.55f), 0.8f));
+    const SlotOrders orders = r.slot_orders(e.tensor, e.bh, e.round);
+    if (!orders.mapped()) {
+      const Rect er = element_rect(*it->grid, it->rect, e.row0, e.rows, e.col0, e.cols);
+      dl->AddRect(er.min, er.max, color(e.kind, e.tensor));
+      continue;
+    }
+    auto& list = gathered[std::size_t(it - layout.items.data())][e.kind == tr::Kind::Load ? 0 : 1];
+    const auto rows = element_rects(*it->grid, it->rect, orders, e.row0, e.rows, e.col0, e.cols);
+    list.insert(list.end(), rows.begin(), rows.end());
   }
+  for (std::size_t i = 0; i < gathered.size(); ++i)
+    for (int k = 0; k < 2; ++k) {
+      auto& list = gathered[i][std::size_t(k)];
+      std::sort(list.begin(), list.end(), [](const Rect& a, const Rect& b) {
+        return std::tie(a.min.x, a.max.x, a.min.y) < std::tie(b.min.x, b.max.x, b.min.y);
+      });
+      const ImU32 col = color(k == 0 ? tr::Kind::Load : tr::Kind::Store, layout.items[i].grid->tensor);
+      for (std::size_t a = 0; a < list.size();) {
+        Rect run = list[a];
+        std::size_t b = a + 1;
+        for (; b < list.size() && list[b].min.x == run.min.x && list[b].max.x == run.max.x && list[b].min.y <= run.max.y + 1; ++b)
+          run.max.y = std::max(run.max.y, list[b].max.y);
+        dl->AddRect(run.min, run.max, col);
+        a = b;
+      }
+    }
 }
 
 }  // namespace fs::viz

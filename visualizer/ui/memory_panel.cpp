@@ -65,6 +65,13 @@ const char* step_caption(const std::string& step, const std::string& pass) {
   if (is("04") && fwd)
     return "FlashAttention: K and V tiles stream through SRAM past each Q tile; S and P never leave the "
            "chip — Θ(N²d²/M) bytes (Theorem 2).";
+  if (is("07") && fwd)
+    return "SMYRF: Q and K hashed, each round's rows sorted into clusters (the sort's bytes are untraced); "
+           "per cluster its rows of Q, K and V are gathered through the order — scattered stripes — and "
+           "merged into O by the LSE. Θ(hashes · N · d) bytes.";
+  if (is("07"))
+    return "SMYRF backward: per round, each cluster's rows of Q, dO, K and V gathered again through the "
+           "forward's orders; dQ, dK and dV read, added to and written back at their rows.";
   return nullptr;
 }
 
@@ -143,13 +150,13 @@ void memory_panel(UiState& s) {
   // HBM.
   const HbmLayout layout = layout_hbm(*doc, hbm_area, true);
   draw_hbm(dl, *doc, layout, bh, true);
-  // Where the selected CTA's tiles came from.
+  // Where the selected CTA's tiles came from (a gathered tile: each of its rows).
   for (const auto& t : tiles) {
-    if (t.where != Residence::Smem) continue;
-    if (const HbmItem* it = layout.find(t.tensor)) {
-      const Rect er = element_rect(*it->grid, it->rect, t.row0, t.rows, t.col0, t.cols);
-      dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), theme::kAccent, 0, 0, 1.5f);
-    }
+    if (t.where != Residence::Smem || !r.placeable(t.tensor, t.bh, t.round)) continue;
+    if (const HbmItem* it = layout.find(t.tensor))
+      for (const Rect& er : element_rects(*it->grid, it->rect, r.slot_orders(t.tensor, t.bh, t.round), t.row0, t.rows,
+                                          t.col0, t.cols))
+        dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), theme::kAccent, 0, 0, 1.5f);
   }
   // And, with stages, where the tiles in flight come from.
   for (const auto& st : pview.stages) {
@@ -360,7 +367,13 @@ void memory_panel(UiState& s) {
   for (int k = tc.done - 1; k >= 0; --k) {
     const auto& e = r.trace().events[std::size_t(list[std::size_t(k)])];
     if (!std::isfinite(e.m)) continue;
-    std::snprintf(buf, sizeof buf, "row %d:  m = %.3f   ℓ = %.3f", e.sample_row, double(e.m), double(e.l));
+    std::snprintf(buf, sizeof buf, "%s:  m = %.3f   ℓ = %.3f", sample_row_label(r, e).c_str(), double(e.m), double(e.l));
+    // A clustered row's label names its slot too; where that does not fit, the row alone (the
+    // softmax panel has the slot).
+    if (f.mono->CalcTextSizeA(f.mono->FontSize, 1e9f, 0, buf).x > chip_area.w() && e.round >= 0 &&
+        r.placeable(tr::Tensor::Q, e.bh, e.round))
+      std::snprintf(buf, sizeof buf, "row %d:  m = %.3f   ℓ = %.3f", r.row_of_slot(tr::Tensor::Q, e.bh, e.round, e.sample_row),
+                    double(e.m), double(e.l));
     dl->AddText(f.mono, f.mono->FontSize, ImVec2(chip_area.min.x, stats_y), theme::tensor_color(tr::Tensor::L), buf);
     stats_y += f.mono->FontSize + 4;
     break;
@@ -406,8 +419,11 @@ void memory_panel(UiState& s) {
               (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V))
             pslot = e.tensor == tr::Tensor::K ? &prects.k[st] : &prects.v[st];
       }
-      if ((sl || pslot) && it) {
-        const Rect hr = element_rect(*it->grid, it->rect, e.row0, e.rows, e.col0, e.cols);
+      if ((sl || pslot) && it && r.placeable(e.tensor, e.bh, e.round)) {
+        // A gathered tile travels from (or to) the span of its rows; each row draws its own thread.
+        const std::vector<Rect> rows_in_hbm =
+            element_rects(*it->grid, it->rect, r.slot_orders(e.tensor, e.bh, e.round), e.row0, e.rows, e.col0, e.cols);
+        const Rect hr = hull(rows_in_hbm);
         const float w2 = std::max(3.0f, float(e.cols * scale)), h2 = std::max(3.0f, float(e.rows * scale));
         const ImVec2 sc = pslot ? ImVec2((pslot->min.x + pslot->max.x) * 0.5f, (pslot->min.y + pslot->max.y) * 0.5f)
                                 : ImVec2((sl->rect.min.x + sl->rect.max.x) * 0.5f,
@@ -420,6 +436,11 @@ void memory_panel(UiState& s) {
         const ImVec2 b((to.min.x + to.max.x) * 0.5f, (to.min.y + to.max.y) * 0.5f);
         dl->AddBezierCubic(a, ImVec2(a.x + (b.x - a.x) * 0.5f, a.y), ImVec2(a.x + (b.x - a.x) * 0.5f, b.y), b,
                            theme::tensor_color(e.tensor, 0.55f), 1.5f);
+        if (rows_in_hbm.size() > 1) {
+          const ImVec2 chip((cr.min.x + cr.max.x) * 0.5f, (cr.min.y + cr.max.y) * 0.5f);
+          for (const Rect& row : rows_in_hbm)
+            dl->AddLine(ImVec2(row.max.x, (row.min.y + row.max.y) * 0.5f), chip, theme::tensor_color(e.tensor, 0.25f));
+        }
         const Rect m{lerp(from.min, to.min), lerp(from.max, to.max)};
         dl->AddRectFilled(m.min, m.max, theme::tensor_color(e.tensor, 0.95f), 2);
         dl->AddRect(m.min, m.max, IM_COL32(255, 255, 255, 220), 2, 0, 1.5f);

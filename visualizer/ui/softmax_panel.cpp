@@ -63,7 +63,8 @@ void softmax_panel(UiState& s) {
     return;
   }
   ImGui::PushFont(f.small);
-  ImGui::Text("CTA %d · sampled row %d · K tiles seen %zu of %zu", tk.cta, pts.front().sample_row, seen, pts.size());
+  ImGui::Text("CTA %d · sampled %s · K tiles seen %zu of %zu", tk.cta,
+              sample_row_label(r, r.trace().events[std::size_t(pts.front().event)]).c_str(), seen, pts.size());
   ImGui::TextDisabled("m_new = max(m, m̃)     ℓ_new = e^(m − m_new)·ℓ + e^(m̃ − m_new)·ℓ̃");
   ImGui::PopFont();
   if (seen > 0) {

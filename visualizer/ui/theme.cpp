@@ -1,6 +1,7 @@
 #include "visualizer/ui/theme.hpp"
 
 #include <filesystem>
+#include <iterator>
 
 namespace fs::viz::theme {
 
@@ -35,6 +36,8 @@ Rgb tensor_rgb(tr::Tensor t) {
     case tr::Tensor::dP: return {255, 150, 120};
     case tr::Tensor::dS: return {255, 112, 150};
     case tr::Tensor::D: return {160, 220, 220};
+    case tr::Tensor::Order: return {178, 214, 96};    // lime: the clusters' indices
+    case tr::Tensor::SortKey: return {132, 160, 100};  // olive: what the sort reads
     case tr::Tensor::None: break;
   }
   return {150, 150, 150};
@@ -87,9 +90,11 @@ const char* tensor_display(tr::Tensor t) {
     case tr::Tensor::None: return "-";
     default: break;
   }
-  static const char* const names[tr::kTensorCount] = {"-",  "Q",  "K",  "V",  "O",  "LSE", "S", "P", "dO",
-                                                      "dQ", "dK", "dV", "dP", "dS", "D",   "m", "ℓ", "dQacc"};
-  return names[int(t)];
+  static const char* const names[] = {"-",  "Q",  "K",  "V", "O", "LSE", "S",     "P",     "dO", "dQ",
+                                       "dK", "dV", "dP", "dS", "D", "m",   "ℓ", "dQacc", "order", "sort key"};
+  static_assert(std::size(names) == tr::kTensorCount, "a label for every tensor");
+  const int i = int(t);
+  return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
 }
 
 Fonts load_fonts(float size) {

@@ -148,7 +148,8 @@ void event_tooltip(const Replay& r, int e_idx) {
     ImGui::Text("%s %s%s", e.kind == tr::Kind::Load ? "read" : "written", format_bytes(double(e.bytes)).c_str(),
                 e.cached ? " · L2 re-read (the IO model does not count it)" : "");
   ImGui::Text("begins %s · lasts %s · seq %lld", format_ns(e.ts_ns).c_str(), format_ns(e.dur_ns).c_str(), (long long)e.seq);
-  if (std::isfinite(e.m)) ImGui::Text("row %d after it: m = %.4f, ℓ = %.4f", e.sample_row, double(e.m), double(e.l));
+  if (std::isfinite(e.m))
+    ImGui::Text("%s after it: m = %.4f, ℓ = %.4f", sample_row_label(r, e).c_str(), double(e.m), double(e.l));
   ImGui::TextDisabled("click: follow this CTA · double-click: move the playhead here");
   ImGui::EndTooltip();
 }

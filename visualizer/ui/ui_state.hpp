@@ -55,6 +55,12 @@ struct IoCalculatorState {
   float sparsity = 0.2f;
 };
 
+// The score matrix of a clustered trace (step 07): which round it shows, and in which order.
+struct ScoresState {
+  int round = -1;      // -1: the round of the followed CTA (Replay::round_to_follow)
+  bool sorted = true;  // the round's slot space, where its clusters are blocks on the diagonal
+};
+
 // Cumulative HBM bytes sampled along a trace, for the counters' chart (computed once per
 // trace and order, not per frame).
 struct CountersCurve {
@@ -79,6 +85,7 @@ struct UiState {
 
   TimelineState timeline;
   IoCalculatorState io;
+  ScoresState scores;
   CountersCurve counters_curve;
   int hovered_event = -1;   // an event under the mouse in any panel, for cross-highlighting
   int hovered_track = -1;

@@ -24,11 +24,11 @@ ImU32 hbm_cell_color(const TensorGrid& g, const CellCounts& c, std::int64_t area
   return theme::tensor_color(g.tensor, 0.09f);
 }
 
-ImU32 score_cell_color(const CellCounts& c, std::int64_t area, bool* skipped) {
+ImU32 score_cell_color(const CellCounts& c, std::int64_t area, bool computed_first, bool* skipped) {
   *skipped = false;
   if (area <= 0) return 0;
   if (c.written * 2 >= area) return theme::tensor_color(fs::trace::Tensor::S, 0.95f);
-  if (c.skipped * 2 >= area) {
+  if (c.skipped * 2 >= area && !(computed_first && c.computed > 0)) {
     *skipped = true;
     return theme::with_alpha(theme::kSkipped, 0.55f);
   }
@@ -56,13 +56,14 @@ void draw_grid(ImDrawList* dl, const TensorGrid& g, int bh, Rect r, GridMode mod
       const float x0 = r.min.x + float(run_start * g.cell_cols * sx);
       const float x1 = std::min(r.max.x, r.min.x + float(std::min(g.cols, end * g.cell_cols) * sx));
       dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), run_color);
-      if (run_skip) hatched.push_back({ImVec2(x0, y0), ImVec2(x1, y1)});
+      if (run_skip && mode == GridMode::Scores) hatched.push_back({ImVec2(x0, y0), ImVec2(x1, y1)});
     };
     for (int j = 0; j < g.grid_cols; ++j) {
       const auto& c = g.at(bh, i, j);
       bool skip = false;
-      const ImU32 col = mode == GridMode::Hbm ? hbm_cell_color(g, c, g.cell_area(i, j))
-                                              : score_cell_color(c, g.cell_area(i, j), &skip);
+      const ImU32 col = mode == GridMode::Hbm
+                            ? hbm_cell_color(g, c, g.cell_area(i, j))
+                            : score_cell_color(c, g.cell_area(i, j), mode == GridMode::RoundScores, &skip);
       if (j == 0 || col != run_color || skip != run_skip) {
         flush(j);
         run_start = j;
@@ -84,8 +85,8 @@ void draw_grid(ImDrawList* dl, const TensorGrid& g, int bh, Rect r, GridMode mod
       const float y = r.min.y + float(i * g.cell_rows * sy);
       dl->AddLine(ImVec2(r.min.x, y), ImVec2(r.max.x, y), theme::kGrid);
     }
-  const ImU32 outline = mode == GridMode::Scores && !g.in_hbm ? theme::tensor_color(g.tensor, 0.45f)
-                                                             : theme::tensor_color(g.tensor, 0.8f);
+  const ImU32 outline = mode != GridMode::Hbm && !g.in_hbm ? theme::tensor_color(g.tensor, 0.45f)
+                                                          : theme::tensor_color(g.tensor, 0.8f);
   dl->AddRect(r.min, r.max, outline);
 }
 
@@ -99,6 +100,49 @@ Rect element_rect(const TensorGrid& g, Rect r, int row0, int rows, int col0, int
   if (out.w() < 2) out.max.x = out.min.x + 2;
   if (out.h() < 2) out.max.y = out.min.y + 2;
   return out;
+}
+
+namespace {
+
+// Runs of indices as screen spans along one axis (`scale` pixels an index from `origin`, at least
+// 2 pixels each, as element_rect draws them), merged where they touch: a run per pixel at most,
+// however many rows a large tensor's pixel holds.
+std::vector<std::pair<float, float>> pixel_spans(const std::vector<std::pair<int, int>>& runs, float origin, double scale) {
+  std::vector<std::pair<float, float>> spans;
+  for (const auto& [a, b] : runs) {
+    const float lo = origin + float(a * scale), hi = std::max(lo + 2, origin + float(b * scale));
+    if (!spans.empty() && lo <= spans.back().second + 1)
+      spans.back().second = std::max(spans.back().second, hi);
+    else
+      spans.push_back({lo, hi});
+  }
+  return spans;
+}
+
+}  // namespace
+
+std::vector<Rect> element_rects(const TensorGrid& g, Rect r, SlotOrders orders, int row0, int rows, int col0, int cols) {
+  if (!orders.mapped()) return {element_rect(g, r, row0, rows, col0, cols)};
+  // Slots past the order (a damaged event) stand for no row.
+  const int r0 = std::clamp(row0, 0, g.rows), r1 = int(std::clamp<std::int64_t>(std::int64_t(row0) + rows, 0, g.rows));
+  const int c0 = std::clamp(col0, 0, g.cols), c1 = int(std::clamp<std::int64_t>(std::int64_t(col0) + cols, 0, g.cols));
+  const auto ys = pixel_spans(row_runs(orders.rows, r0, r1 - r0), r.min.y, r.h() / double(g.rows));
+  const auto xs = pixel_spans(row_runs(orders.cols, c0, c1 - c0), r.min.x, r.w() / double(g.cols));
+  std::vector<Rect> out;
+  out.reserve(ys.size() * xs.size());
+  for (const auto& [y0, y1] : ys)
+    for (const auto& [x0, x1] : xs) out.push_back({ImVec2(x0, y0), ImVec2(x1, y1)});
+  return out;
+}
+
+Rect hull(const std::vector<Rect>& rects) {
+  if (rects.empty()) return {};
+  Rect h = rects.front();
+  for (const auto& x : rects) {
+    h.min = ImVec2(std::min(h.min.x, x.min.x), std::min(h.min.y, x.min.y));
+    h.max = ImVec2(std::max(h.max.x, x.max.x), std::max(h.max.y, x.max.y));
+  }
+  return h;
 }
 
 void legend_item(ImU32 color, const char* label, bool outline_only) {
@@ -128,13 +172,20 @@ void legend_hatch(const char* label) {
 }
 
 void value_bar(float width, float height, double value, double full, double target, ImU32 color,
-               const char* text) {
+               const char* text, double untraced) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 q(p.x + width, p.y + height);
   dl->AddRectFilled(p, q, IM_COL32(40, 44, 54, 255), 3);
   const double f = full > 0 ? std::clamp(value / full, 0.0, 1.0) : 0.0;
   if (f > 0) dl->AddRectFilled(p, ImVec2(p.x + float(f * width), q.y), color, 3);
+  if (untraced > 0 && target > 0 && full > 0) {
+    const float x1 = p.x + float(std::clamp(target / full, 0.0, 1.0) * width);
+    const float x0 = p.x + float(std::clamp((target - untraced) / full, 0.0, 1.0) * width);
+    const Rect u{ImVec2(x0, p.y), ImVec2(std::max(x0 + 2, x1), q.y)};
+    dl->AddRectFilled(u.min, u.max, theme::with_alpha(theme::mix(color, theme::kSkipped, 0.6f), 0.8f));
+    hatch(dl, u, IM_COL32(20, 22, 26, 170), 4);
+  }
   if (target > 0 && full > 0) {
     // Ticks above and below, so the text on the bar stays readable.
     const float x = p.x + float(std::clamp(target / full, 0.0, 1.0) * width);
