@@ -41,7 +41,8 @@ bool CheckReport::pass() const {
 
 double CheckReport::max_err() const {
   double e = 0;
-  for (const auto& t : tensors) e = std::max(e, t.bad ? INFINITY : t.err);
+  for (const auto& t : tensors)
+    if (t.values) e = std::max(e, t.bad ? INFINITY : t.err);
   return e;
 }
 
@@ -49,10 +50,12 @@ std::string CheckReport::summary() const {
   std::ostringstream out;
   out << "check against the fp64 CPU reference (" << coverage << "):\n";
   for (const auto& t : tensors) {
-    out << "  " << std::left << std::setw(4) << t.name << std::right << std::scientific
-        << std::setprecision(2) << " max err " << t.err << "  tolerance " << t.tol
-        << " (fp32 CPU err " << t.err_fp32 << ")";
-    if (t.bad) out << "  " << t.bad << " non-finite";
+    out << "  " << std::left << std::setw(4) << t.name << std::right << std::setprecision(2);
+    if (t.values)
+      out << std::scientific << " max err " << t.err << "  tolerance " << t.tol << " (fp32 CPU err " << t.err_fp32 << ")";
+    else  // the order check: the worst neighbours out of order, in what float sort keys allow
+      out << std::fixed << " worst pair out of order " << t.err << " of what float keys allow (at most " << t.tol << ")";
+    if (t.bad) out << "  " << t.bad << (t.values ? " non-finite" : " broken");
     out << (t.pass() ? "  ok" : "  FAIL") << "\n";
   }
   return out.str();
@@ -64,6 +67,7 @@ TensorCheck judge_orders(const OrderCheck& c) {
   t.err = c.worst;
   t.tol = 1.0;
   t.bad = c.broken;
+  t.values = false;
   return t;
 }
 

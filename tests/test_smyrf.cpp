@@ -194,6 +194,12 @@ TEST_CASE("the order check passes a sort of float keys and fails a sort that is 
   REQUIRE(bad.worst > 1.0);
   REQUIRE_FALSE(fs::judge_orders(bad).pass());
   REQUIRE(fs::judge_orders(ok).pass());
+  // In a report the order is no error against fp64 values: the outputs' max error leaves it out.
+  fs::CheckReport report;
+  report.tensors = {fs::judge_orders(bad), fs::TensorCheck{"O", 1e-6, 1e-6, 1e-5, 0}};
+  REQUIRE(report.max_err() == 1e-6);
+  REQUIRE_FALSE(report.pass());
+  REQUIRE_THAT(report.summary(), Catch::Contains("order worst pair out of order") && Catch::Contains("FAIL"));
   // An order that is no permutation.
   SmyrfClusters twice = c;
   twice.q_order[5] = twice.q_order[6];
