@@ -20,13 +20,31 @@ T dot(const float* a, const float* b, int d) {
   return acc;
 }
 
-// Keys row i may see are below end_key(i): j <= i under the causal mask, all N otherwise;
-// a block mask hides more of them (visible()).
+// Keys row i may see are below end_key(i): j <= i under the causal mask, j <= i + window_right
+// under a window, all N otherwise; a block mask and the window's left side hide more (visible()).
 int end_key(const Shape& s, const AttnOptions& opt, std::int64_t i) {
-  return opt.causal ? static_cast<int>(i) + 1 : s.N;
+  std::int64_t end = opt.causal ? i + 1 : s.N;
+  if (opt.window_right >= 0) end = std::min(end, i + opt.window_right + 1);
+  return static_cast<int>(std::min<std::int64_t>(end, s.N));
 }
 bool visible(const AttnOptions& opt, std::int64_t i, std::int64_t j) {
-  return (!opt.causal || j <= i) && (!opt.mask || opt.mask->visible(i, j));
+  return (!opt.causal || j <= i) && (opt.window_left < 0 || j >= i - opt.window_left) &&
+         (opt.window_right < 0 || j <= i + opt.window_right) && (!opt.mask || opt.mask->visible(i, j));
+}
+
+// S_ij from raw = τ q_i·k_j: softcapped, then ALiBi's bias (the masks are visible()'s).
+template <typename T>
+T score(const Shape& s, const AttnOptions& opt, std::int64_t bh, std::int64_t i, std::int64_t j, T raw) {
+  if (opt.softcap > 0) raw = T(opt.softcap) * std::tanh(raw / T(opt.softcap));
+  if (opt.alibi_slopes) raw -= T(opt.alibi_slopes[bh % s.H]) * T(i > j ? i - j : j - i);
+  return raw;
+}
+// dS_raw / dS: the softcap's derivative 1 − tanh²(raw / softcap) (1 without one).
+template <typename T>
+T score_slope(const AttnOptions& opt, T raw) {
+  if (opt.softcap <= 0) return T(1);
+  const T t = std::tanh(raw / T(opt.softcap));
+  return T(1) - t * t;
 }
 
 // Z_ij of the dropout mask: 1/(1 − p) where score (i, j) of head bh is kept, 0 where dropped.
@@ -54,6 +72,20 @@ T rounded(const AttnOptions& opt, T x) {
 
 }  // namespace
 
+std::vector<float> alibi_slopes(int H) {
+  auto powers_of_2 = [](int n) {
+    std::vector<float> out(n);
+    for (int h = 0; h < n; ++h) out[h] = static_cast<float>(std::exp2(-8.0 * (h + 1) / n));
+    return out;
+  };
+  int below = 1;
+  while (below * 2 <= H) below *= 2;
+  std::vector<float> out = powers_of_2(below);
+  const std::vector<float> above = powers_of_2(2 * below);
+  for (int h = 0; int(out.size()) < H; h += 2) out.push_back(above[h]);
+  return out;
+}
+
 std::vector<std::int64_t> all_indices(std::int64_t n) {
   std::vector<std::int64_t> out(n);
   for (std::int64_t i = 0; i < n; ++i) out[i] = i;
@@ -79,7 +111,8 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   std::vector<T> srow(n_keys);  // (N)
   T m = neg_inf;
   for (int j = 0; j < n_keys; ++j) {
-    srow[j] = visible(opt, i, j) ? T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d) : neg_inf;
+    srow[j] = visible(opt, i, j) ? score(s, opt, bh, i, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
+                                 : neg_inf;
     m = std::max(m, srow[j]);
   }
   if (m == neg_inf) {
@@ -148,14 +181,16 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     D[i] = acc;
   });
 
-  // P_ij = exp(τ q_i·k_j − LSE_i); with dropout Z_ij: dP_ij = (dO_i·v_j) Z_ij,
-  // dS_ij = P_ij (dP_ij − D_i), and dV takes (P ∘ Z)ᵀ dO (Algorithm 4). pz = P_ij Z_ij.
+  // P_ij = exp(S_ij − LSE_i); with dropout Z_ij: dP_ij = (dO_i·v_j) Z_ij,
+  // dS_ij = P_ij (dP_ij − D_i), and dV takes (P ∘ Z)ᵀ dO (Algorithm 4). pz = P_ij Z_ij. A softcap
+  // multiplies dS by its derivative, so that dQ, dK below take the gradient of τ q_i·k_j.
   const DropoutMask<T> z(opt.dropout);
   auto grad_entry = [&](std::int64_t i, std::int64_t j, T& pz, T& ds) {
-    const T p = std::exp(T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d) - lse[i]);
+    const T raw = T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d);
+    const T p = std::exp(score(s, opt, bh, i, j, raw) - lse[i]);
     const T zij = z(bh, i, j);
     pz = rounded(opt, p * zij);                                          // for dV = (P ∘ Z)ᵀ dO
-    ds = rounded(opt, p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]));  // for dQ, dK
+    ds = rounded(opt, p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]) * score_slope(opt, raw));  // dQ, dK
   };
 
   // dQ_i = τ Σ_j dS_ij k_j

@@ -44,7 +44,21 @@ struct AttnOptions {
   // SMYRF (common/smyrf.hpp): attention inside these clusters, merged over their rounds, instead
   // of dense attention; fp32, not causal, no dropout or block mask.
   const SmyrfClusters* clusters = nullptr;
+  // FlashAttention's interface features (flash_attn_func), as it defines them, here for Nq = Nk
+  // (docs/notation.md, "The interface features"). The reference has them; no kernel takes them yet.
+  //   window   key j is kept for query i when i − window_left ≤ j ≤ i + window_right; −1 leaves
+  //            that side unbounded (window_left = N − 1, window_right = 0 is the causal mask)
+  //   ALiBi    S_ij += −slope_h · |i − j| for head h = bh mod H (one slope per head; null: none)
+  //   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap), before the bias and the masks
+  int window_left = -1, window_right = -1;
+  const float* alibi_slopes = nullptr;
+  float softcap = 0.f;
 };
+
+// The standard ALiBi slopes of H heads (Press et al. 2022, as FlashAttention's tests take them):
+// slope_h = 2^(−8(h + 1)/H) for H a power of 2; otherwise those of the power of 2 below H, then
+// every other slope of the one above.
+std::vector<float> alibi_slopes(int H);
 
 // Row `row` = bh·N + i of the forward: o_row[0..d) and its LSE (natural log).
 // A row whose every key is masked has O = 0 and LSE = -inf. With dropout, O = (P ∘ Z) V with

@@ -130,16 +130,27 @@ TEST_CASE("backward matches finite differences of the forward", "[reference]") {
   // With dropout the loss is still smooth in Q, K, V: the mask is fixed by (seed, position).
   // The block mask (blocks of 2 over N = 5) leaves query rows 2 and 3 without any key: their
   // gradients are 0, and finite differences agree.
+  // The interface features too: a window with ALiBi, a softcap (its derivative in dS) with ALiBi.
   const bool causal = GENERATE(false, true);
   const float dropout = GENERATE(0.f, 0.3f);
   const bool masked = GENERATE(false, true);
+  const int features = GENERATE(0, 1, 2);
   const Shape s{1, 2, 5, 3};
   const fs::HostProblem p = fs::random_problem(s, 3 + causal, true);
   const std::uint8_t blocks[9] = {1, 0, 1,  //
                                   0, 0, 0,  //
                                   1, 1, 1};
   const fs::BlockMaskView view{blocks, 2, 2, 3};
-  const AttnOptions opt{0.7f, causal, {dropout, 1234}, masked ? &view : nullptr};
+  AttnOptions opt{0.7f, causal, {dropout, 1234}, masked ? &view : nullptr};
+  const std::vector<float> slopes = {0.5f, 0.125f};
+  if (features == 1) {
+    opt.window_left = 1;
+    opt.window_right = 2;
+    opt.alibi_slopes = slopes.data();
+  } else if (features == 2) {
+    opt.softcap = 0.8f;  // scores of these inputs reach a few units: the cap bends them
+    opt.alibi_slopes = slopes.data();
+  }
 
   std::vector<double> dq, dk, dv;
   const auto rows = fs::all_indices(s.N);
@@ -165,4 +176,102 @@ TEST_CASE("backward matches finite differences of the forward", "[reference]") {
       }
     }
   }
+}
+
+namespace {
+
+// O and LSE of one head written out as the definitions say, an N×N matrix at a time: S = τ QKᵀ,
+// softcapped, ALiBi's bias, the causal mask and the window, softmax, P V. Independent of
+// reference_forward_row's loop.
+Forward explicit_head(const Shape& s, const fs::HostProblem& p, const AttnOptions& opt, int bh) {
+  const int N = s.N, d = s.d;
+  const float* q = p.q.data() + std::size_t(bh) * N * d;
+  const float* k = p.k.data() + std::size_t(bh) * N * d;
+  const float* v = p.v.data() + std::size_t(bh) * N * d;
+  std::vector<double> S(std::size_t(N) * N, -std::numeric_limits<double>::infinity());
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < N; ++j) {
+      const bool kept = (!opt.causal || j <= i) && (opt.window_left < 0 || i - j <= opt.window_left) &&
+                        (opt.window_right < 0 || j - i <= opt.window_right);
+      if (!kept) continue;
+      double x = 0;
+      for (int c = 0; c < d; ++c) x += double(q[i * d + c]) * double(k[j * d + c]);
+      x *= opt.scale;
+      if (opt.softcap > 0) x = opt.softcap * std::tanh(x / opt.softcap);
+      if (opt.alibi_slopes) x -= opt.alibi_slopes[bh % s.H] * std::abs(i - j);
+      S[std::size_t(i) * N + j] = x;
+    }
+  Forward f;
+  f.o.assign(std::size_t(N) * d, 0.0);
+  f.lse.assign(N, 0.0);
+  for (int i = 0; i < N; ++i) {
+    double m = -std::numeric_limits<double>::infinity(), l = 0;
+    for (int j = 0; j < N; ++j) m = std::max(m, S[std::size_t(i) * N + j]);
+    for (int j = 0; j < N; ++j) l += std::exp(S[std::size_t(i) * N + j] - m);
+    for (int j = 0; j < N; ++j)
+      for (int c = 0; c < d; ++c) f.o[std::size_t(i) * d + c] += std::exp(S[std::size_t(i) * N + j] - m) / l * v[j * d + c];
+    f.lse[i] = m + std::log(l);
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("windows, ALiBi and softcap are what their definitions say", "[reference][interface]") {
+  const Shape s{2, 4, 13, 8};
+  const fs::HostProblem p = fs::random_problem(s, 21, false);
+  const std::vector<float> slopes = fs::alibi_slopes(s.H);
+  const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{3, 2}, std::pair{0, 0}, std::pair{-1, 0},
+                                      std::pair{5, -1}, std::pair{20, 20});
+  const bool causal = GENERATE(false, true);
+  const bool alibi = GENERATE(false, true);
+  const float softcap = GENERATE(0.f, 1.5f);
+  AttnOptions opt{0.35f, causal};
+  opt.window_left = left;
+  opt.window_right = right;
+  opt.alibi_slopes = alibi ? slopes.data() : nullptr;
+  opt.softcap = softcap;
+  const Forward f = forward64(s, p.q, p.k, p.v, opt);
+  for (int bh = 0; bh < s.B * s.H; ++bh) {
+    const Forward e = explicit_head(s, p, opt, bh);
+    INFO("window (" << left << ", " << right << ") causal " << causal << " alibi " << alibi << " softcap " << softcap
+                    << " head " << bh);
+    for (int i = 0; i < s.N; ++i) {
+      REQUIRE(f.lse[std::size_t(bh) * s.N + i] == Approx(e.lse[i]).epsilon(1e-12));
+      for (int c = 0; c < s.d; ++c)
+        REQUIRE(f.o[(std::size_t(bh) * s.N + i) * s.d + c] == Approx(e.o[std::size_t(i) * s.d + c]).margin(1e-12));
+    }
+  }
+}
+
+TEST_CASE("a window is the causal mask or a single key at its extremes", "[reference][interface]") {
+  const Shape s{1, 2, 9, 4};
+  const fs::HostProblem p = fs::random_problem(s, 5, false);
+  AttnOptions causal{0.5f, true}, window{0.5f, false};
+  window.window_left = s.N - 1;
+  window.window_right = 0;
+  const Forward a = forward64(s, p.q, p.k, p.v, causal), b = forward64(s, p.q, p.k, p.v, window);
+  REQUIRE(a.o == b.o);
+  REQUIRE(a.lse == b.lse);
+  // (0, 0): query i sees key i alone, so O_i = V_i and LSE_i = τ q_i·k_i.
+  AttnOptions diagonal{0.5f, false};
+  diagonal.window_left = diagonal.window_right = 0;
+  const Forward d = forward64(s, p.q, p.k, p.v, diagonal);
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    double qk = 0;
+    for (int c = 0; c < s.d; ++c) qk += double(p.q[r * s.d + c]) * double(p.k[r * s.d + c]);
+    REQUIRE(d.lse[r] == Approx(0.5 * qk).epsilon(1e-14));
+    for (int c = 0; c < s.d; ++c) REQUIRE(d.o[r * s.d + c] == double(p.v[r * s.d + c]));
+  }
+}
+
+TEST_CASE("the standard ALiBi slopes", "[reference][interface]") {
+  const std::vector<float> eight = fs::alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) REQUIRE(eight[h] == std::exp2(-float(h + 1)));  // 1/2, 1/4, ..., 1/256
+  // 12 heads: the 8 of 8, then every other one of 16: 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+  const std::vector<float> twelve = fs::alibi_slopes(12);
+  REQUIRE(twelve.size() == 12);
+  for (int h = 0; h < 8; ++h) REQUIRE(twelve[h] == eight[h]);
+  for (int h = 0; h < 4; ++h) REQUIRE(twelve[8 + h] == Approx(std::exp2(-0.5 - h)).epsilon(1e-7));
+  REQUIRE(fs::alibi_slopes(1) == std::vector<float>{std::exp2(-8.f)});
 }
