@@ -117,6 +117,27 @@ TEST_CASE("records device.cuh cannot write are refused", "[trace][decode]") {
   bad = capture();
   bad.headers.pop_back();
   REQUIRE_THROWS_AS(fs::trace::decode_kernels({bad}, 0, t), fs::trace::TraceError);
+  bad = capture();  // a round past kMaxRounds (the flags' five bits could say 30)
+  bad.records[1].flags = static_cast<std::uint8_t>((fs::trace::kMaxRounds + 1) << fs::trace::kRecordRoundShift);
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({bad}, 0, t), Catch::Contains("CTA 0 record 1: round 16, past the largest"));
+}
+
+TEST_CASE("a record's round comes back as the event's, none as -1", "[trace][decode][smyrf]") {
+  KernelCapture kc = capture();
+  kc.records[1].flags = static_cast<std::uint8_t>((3 + 1) << fs::trace::kRecordRoundShift) | fs::trace::kRecordCached;
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({kc}, 0, t);
+  int with_round = 0;
+  for (const auto& e : t.events) {
+    if (e.round == 3) {
+      ++with_round;
+      REQUIRE(e.cached);
+      REQUIRE(e.tensor == Tensor::K);
+    } else {
+      REQUIRE(e.round == -1);
+    }
+  }
+  REQUIRE(with_round == 1);
 }
 
 TEST_CASE("a slice that overflowed keeps its first cap records", "[trace][decode]") {

@@ -104,6 +104,10 @@ void decode_kernels(const std::vector<KernelCapture>& launches, std::int64_t t0_
           throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": kind " +
                            std::to_string(r.kind) + ", tensor " + std::to_string(r.tensor) +
                            " are not values device.cuh writes");
+        if ((r.flags >> kRecordRoundShift) > kMaxRounds)
+          throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) + ": round " +
+                           std::to_string((r.flags >> kRecordRoundShift) - 1) +
+                           ", past the largest a clustering has, which device.cuh never writes");
         if (r.bh < 0 || r.row0 < 0 || r.rows < 0 || r.col0 < 0 || r.cols < 0 || r.sample_row < -1)
           throw TraceError(what + " CTA " + std::to_string(c) + " record " + std::to_string(i) +
                            ": a negative head, row or column, which device.cuh never writes");
