@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "common/parallel.hpp"
@@ -20,23 +22,51 @@ T dot(const float* a, const float* b, int d) {
   return acc;
 }
 
-// Keys row i may see are below end_key(i): j <= i under the causal mask, j <= i + window_right
-// under a window, all N otherwise; a block mask and the window's left side hide more (visible()).
-int end_key(const Shape& s, const AttnOptions& opt, std::int64_t i) {
-  std::int64_t end = opt.causal ? i + 1 : s.N;
-  if (opt.window_right >= 0) end = std::min(end, i + opt.window_right + 1);
-  return static_cast<int>(std::min<std::int64_t>(end, s.N));
+// Where query row i's keys are, with δ = N_k − N aligning the masks to the bottom-right corner.
+struct Keys {
+  int n = 0;               // N_k
+  std::int64_t delta = 0;  // N_k − N
+  // Keys row i may see are below end(i): j ≤ i + δ under the causal mask, j ≤ i + δ + R under a
+  // window, all N_k otherwise; a block mask and the window's left side hide more (visible()).
+  int end(const AttnOptions& opt, std::int64_t i) const {
+    std::int64_t e = opt.causal ? i + delta + 1 : n;
+    if (opt.window_right >= 0) e = std::min(e, i + delta + opt.window_right + 1);
+    return static_cast<int>(std::clamp<std::int64_t>(e, 0, n));
+  }
+  bool visible(const AttnOptions& opt, std::int64_t i, std::int64_t j) const {
+    const std::int64_t at = i + delta;  // the key on query i's diagonal
+    return (!opt.causal || j <= at) && (opt.window_left < 0 || j >= at - opt.window_left) &&
+           (opt.window_right < 0 || j <= at + opt.window_right) && (!opt.mask || opt.mask->visible(i, j));
+  }
+};
+Keys keys_of(const Shape& s, const AttnOptions& opt) { return {opt.keys(s), std::int64_t(opt.keys(s)) - s.N}; }
+
+// The K/V head query head bh reads: bh = b·H + h reads b·H_kv + h / (H / H_kv).
+std::int64_t kv_head(const Shape& s, const AttnOptions& opt, std::int64_t bh) {
+  const int hkv = opt.kv_heads_of(s);
+  return bh / s.H * hkv + bh % s.H / (s.H / hkv);
 }
-bool visible(const AttnOptions& opt, std::int64_t i, std::int64_t j) {
-  return (!opt.causal || j <= i) && (opt.window_left < 0 || j >= i - opt.window_left) &&
-         (opt.window_right < 0 || j <= i + opt.window_right) && (!opt.mask || opt.mask->visible(i, j));
+
+// What the reference cannot compute: heads that do not group, SMYRF's clusters over unequal
+// lengths or grouped heads. A caller's error, not an input's (the programs check their options).
+void require_layout(const Shape& s, const AttnOptions& opt) {
+  const int hkv = opt.kv_heads_of(s);
+  if (hkv < 1 || s.H % hkv != 0)
+    throw std::invalid_argument("reference: H = " + std::to_string(s.H) + " is not a multiple of kv_heads = " +
+                                std::to_string(hkv));
+  if (opt.clusters && (hkv != s.H || opt.keys(s) != s.N))
+    throw std::invalid_argument("reference: SMYRF's clusters are for N_q = N_k and H_kv = H");
 }
 
 // S_ij from raw = τ q_i·k_j: softcapped, then ALiBi's bias (the masks are visible()'s).
 template <typename T>
-T score(const Shape& s, const AttnOptions& opt, std::int64_t bh, std::int64_t i, std::int64_t j, T raw) {
+T score(const Shape& s, const AttnOptions& opt, const Keys& kk, std::int64_t bh, std::int64_t i, std::int64_t j,
+        T raw) {
   if (opt.softcap > 0) raw = T(opt.softcap) * std::tanh(raw / T(opt.softcap));
-  if (opt.alibi_slopes) raw -= T(opt.alibi_slopes[bh % s.H]) * T(i > j ? i - j : j - i);
+  if (opt.alibi_slopes) {
+    const std::int64_t dist = i + kk.delta - j;
+    raw -= T(opt.alibi_slopes[bh % s.H]) * T(dist < 0 ? -dist : dist);
+  }
   return raw;
 }
 // dS_raw / dS: the softcap's derivative 1 − tanh²(raw / softcap) (1 without one).
@@ -95,12 +125,14 @@ std::vector<std::int64_t> all_indices(std::int64_t n) {
 template <typename T>
 void reference_forward_row(const Shape& s, const float* q, const float* k, const float* v,
                            const AttnOptions& opt, std::int64_t row, T* o_row, T* lse) {
+  require_layout(s, opt);
   const std::int64_t bh = row / s.N, i = row % s.N;
   const int d = s.d;
-  const float* qi = q + row * d;                     // (d)
-  const float* kh = k + bh * s.N * std::int64_t(d);  // (N, d)
-  const float* vh = v + bh * s.N * std::int64_t(d);  // (N, d)
-  const int n_keys = end_key(s, opt, i);
+  const Keys kk = keys_of(s, opt);
+  const float* qi = q + row * d;                                            // (d)
+  const float* kh = k + kv_head(s, opt, bh) * kk.n * std::int64_t(d);       // (N_k, d)
+  const float* vh = v + kv_head(s, opt, bh) * kk.n * std::int64_t(d);       // (N_k, d)
+  const int n_keys = kk.end(opt, i);
   const DropoutMask<T> z(opt.dropout);
 
   for (int c = 0; c < d; ++c) o_row[c] = 0;
@@ -111,8 +143,8 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   std::vector<T> srow(n_keys);  // (N)
   T m = neg_inf;
   for (int j = 0; j < n_keys; ++j) {
-    srow[j] = visible(opt, i, j) ? score(s, opt, bh, i, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
-                                 : neg_inf;
+    srow[j] = kk.visible(opt, i, j) ? score(s, opt, kk, bh, i, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
+                                    : neg_inf;
     m = std::max(m, srow[j]);
   }
   if (m == neg_inf) {
@@ -136,6 +168,7 @@ template <typename T>
 void reference_forward(const Shape& s, const float* q, const float* k, const float* v,
                        const AttnOptions& opt, const std::vector<std::int64_t>& rows,
                        std::vector<T>& o, std::vector<T>& lse) {
+  require_layout(s, opt);
   if (opt.clusters) return smyrf_reference_forward<T>(s, q, k, v, opt.scale, *opt.clusters, rows, o, lse);
   o.assign(rows.size() * s.d, T(0));
   lse.assign(rows.size(), T(0));
@@ -150,6 +183,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
                              const std::vector<std::int64_t>& q_rows,
                              const std::vector<std::int64_t>& kv_rows, std::vector<T>& dq,
                              std::vector<T>& dk, std::vector<T>& dv) {
+  require_layout(s, opt);
   if (opt.clusters) {  // SMYRF: every row of the head, then the rows asked for
     std::vector<T> g[3];
     smyrf_reference_backward_head<T>(s, q, k, v, dout, opt.scale, *opt.clusters, bh, g[0], g[1], g[2]);
@@ -164,11 +198,12 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     return;
   }
   const int N = s.N, d = s.d;
-  const std::int64_t base = bh * N * std::int64_t(d);
-  const float* qh = q + base;      // (N, d)
-  const float* kh = k + base;      // (N, d)
-  const float* vh = v + base;      // (N, d)
-  const float* doh = dout + base;  // (N, d)
+  const Keys kk = keys_of(s, opt);
+  const std::int64_t base = bh * N * std::int64_t(d), kv_base = kv_head(s, opt, bh) * kk.n * std::int64_t(d);
+  const float* qh = q + base;        // (N, d)
+  const float* kh = k + kv_base;     // (N_k, d)
+  const float* vh = v + kv_base;     // (N_k, d)
+  const float* doh = dout + base;    // (N, d)
   const T neg_inf = -std::numeric_limits<T>::infinity();
 
   // LSE_i and D_i = rowsum(dO_i ∘ O_i) for every query row of the head.
@@ -187,7 +222,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
   const DropoutMask<T> z(opt.dropout);
   auto grad_entry = [&](std::int64_t i, std::int64_t j, T& pz, T& ds) {
     const T raw = T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d);
-    const T p = std::exp(score(s, opt, bh, i, j, raw) - lse[i]);
+    const T p = std::exp(score(s, opt, kk, bh, i, j, raw) - lse[i]);
     const T zij = z(bh, i, j);
     pz = rounded(opt, p * zij);                                          // for dV = (P ∘ Z)ᵀ dO
     ds = rounded(opt, p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]) * score_slope(opt, raw));  // dQ, dK
@@ -199,8 +234,8 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     const std::int64_t i = q_rows[r];
     if (lse[i] == neg_inf) return;  // fully masked row: P = 0, so dQ_i = 0
     T* out = &dq[r * d];
-    for (std::int64_t j = 0; j < end_key(s, opt, i); ++j) {
-      if (!visible(opt, i, j)) continue;
+    for (std::int64_t j = 0; j < kk.end(opt, i); ++j) {
+      if (!kk.visible(opt, i, j)) continue;
       T p, ds;
       grad_entry(i, j, p, ds);
       for (int c = 0; c < d; ++c) out[c] += ds * T(kh[j * d + c]);
@@ -215,8 +250,8 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     const std::int64_t j = kv_rows[r];
     T* dk_out = &dk[r * d];
     T* dv_out = &dv[r * d];
-    for (std::int64_t i = opt.causal ? j : 0; i < N; ++i) {
-      if (lse[i] == neg_inf || !visible(opt, i, j)) continue;
+    for (std::int64_t i = opt.causal ? std::max<std::int64_t>(0, j - kk.delta) : 0; i < N; ++i) {
+      if (lse[i] == neg_inf || !kk.visible(opt, i, j)) continue;
       T p, ds;
       grad_entry(i, j, p, ds);
       for (int c = 0; c < d; ++c) {

@@ -44,15 +44,22 @@ struct AttnOptions {
   // SMYRF (common/smyrf.hpp): attention inside these clusters, merged over their rounds, instead
   // of dense attention; fp32, not causal, no dropout or block mask.
   const SmyrfClusters* clusters = nullptr;
-  // FlashAttention's interface features (flash_attn_func), as it defines them, here for Nq = Nk
-  // (docs/notation.md, "The interface features"). The reference has them; no kernel takes them yet.
-  //   window   key j is kept for query i when i − window_left ≤ j ≤ i + window_right; −1 leaves
-  //            that side unbounded (window_left = N − 1, window_right = 0 is the causal mask)
-  //   ALiBi    S_ij += −slope_h · |i − j| for head h = bh mod H (one slope per head; null: none)
+  // FlashAttention's interface features (flash_attn_func), as it defines them (docs/notation.md,
+  // "The interface features"). The reference has them; no kernel takes them yet. The Shape is the
+  // queries': Q, O are (B, H, N, d). With δ = N_k − N (masks aligned to the bottom-right corner):
+  //   K, V     (B, kv_heads, kv_len, d); 0 means H and N. H must be a multiple of kv_heads (GQA,
+  //            MQA: query head h reads K/V head h / (H / kv_heads))
+  //   causal   key j is kept for query i when j ≤ i + δ
+  //   window   key j is kept when i + δ − window_left ≤ j ≤ i + δ + window_right; −1 leaves that
+  //            side unbounded (window_left = −1, window_right = 0 is the causal mask)
+  //   ALiBi    S_ij += −slope_h · |i + δ − j| for head h = bh mod H (one slope per head; null: none)
   //   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap), before the bias and the masks
+  int kv_heads = 0, kv_len = 0;
   int window_left = -1, window_right = -1;
   const float* alibi_slopes = nullptr;
   float softcap = 0.f;
+  int kv_heads_of(const Shape& s) const { return kv_heads > 0 ? kv_heads : s.H; }
+  int keys(const Shape& s) const { return kv_len > 0 ? kv_len : s.N; }
 };
 
 // The standard ALiBi slopes of H heads (Press et al. 2022, as FlashAttention's tests take them):
@@ -74,7 +81,9 @@ void reference_forward(const Shape& s, const float* q, const float* k, const flo
                        std::vector<T>& o, std::vector<T>& lse);
 
 // Gradients of one head bh for the loss Σ O ∘ dO: rows q_rows of dQ and kv_rows of dK, dV
-// (indices 0..N-1 inside the head); dq is q_rows.size() × d, dk and dv kv_rows.size() × d.
+// (indices 0..N-1 inside the head, 0..kv_len-1 for K and V); dq is q_rows.size() × d, dk and dv
+// kv_rows.size() × d. With grouped K/V heads, dk and dv are query head bh's share of its K/V
+// head's gradients: the H / kv_heads heads of a group add up to them.
 template <typename T>
 void reference_backward_head(const Shape& s, const float* q, const float* k, const float* v,
                              const float* dout, const AttnOptions& opt, std::int64_t bh,

@@ -180,39 +180,72 @@ TEST_CASE("backward matches finite differences of the forward", "[reference]") {
 
 namespace {
 
-// O and LSE of one head written out as the definitions say, an N×N matrix at a time: S = τ QKᵀ,
-// softcapped, ALiBi's bias, the causal mask and the window, softmax, P V. Independent of
+// O and LSE of one head written out as the definitions say, an N×N_k matrix at a time: S = τ QKᵀ,
+// softcapped, ALiBi's bias, the causal mask and the window aligned to the bottom-right corner
+// (δ = N_k − N), softmax, P V; query head bh reading K/V head bh / (H / H_kv). Independent of
 // reference_forward_row's loop.
-Forward explicit_head(const Shape& s, const fs::HostProblem& p, const AttnOptions& opt, int bh) {
-  const int N = s.N, d = s.d;
-  const float* q = p.q.data() + std::size_t(bh) * N * d;
-  const float* k = p.k.data() + std::size_t(bh) * N * d;
-  const float* v = p.v.data() + std::size_t(bh) * N * d;
-  std::vector<double> S(std::size_t(N) * N, -std::numeric_limits<double>::infinity());
+Forward explicit_head(const Shape& s, const std::vector<float>& qs, const std::vector<float>& ks,
+                      const std::vector<float>& vs, const AttnOptions& opt, int bh) {
+  const int N = s.N, d = s.d, Nk = opt.kv_len ? opt.kv_len : N, Hkv = opt.kv_heads ? opt.kv_heads : s.H;
+  const int delta = Nk - N, kv = bh / s.H * Hkv + bh % s.H / (s.H / Hkv);
+  const float* q = qs.data() + std::size_t(bh) * N * d;
+  const float* k = ks.data() + std::size_t(kv) * Nk * d;
+  const float* v = vs.data() + std::size_t(kv) * Nk * d;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  std::vector<double> S(std::size_t(N) * Nk, neg_inf);
   for (int i = 0; i < N; ++i)
-    for (int j = 0; j < N; ++j) {
-      const bool kept = (!opt.causal || j <= i) && (opt.window_left < 0 || i - j <= opt.window_left) &&
-                        (opt.window_right < 0 || j - i <= opt.window_right);
+    for (int j = 0; j < Nk; ++j) {
+      const int at = i + delta;
+      const bool kept = (!opt.causal || j <= at) && (opt.window_left < 0 || at - j <= opt.window_left) &&
+                        (opt.window_right < 0 || j - at <= opt.window_right);
       if (!kept) continue;
       double x = 0;
       for (int c = 0; c < d; ++c) x += double(q[i * d + c]) * double(k[j * d + c]);
       x *= opt.scale;
       if (opt.softcap > 0) x = opt.softcap * std::tanh(x / opt.softcap);
-      if (opt.alibi_slopes) x -= opt.alibi_slopes[bh % s.H] * std::abs(i - j);
-      S[std::size_t(i) * N + j] = x;
+      if (opt.alibi_slopes) x -= opt.alibi_slopes[bh % s.H] * std::abs(at - j);
+      S[std::size_t(i) * Nk + j] = x;
     }
   Forward f;
   f.o.assign(std::size_t(N) * d, 0.0);
-  f.lse.assign(N, 0.0);
+  f.lse.assign(N, neg_inf);
   for (int i = 0; i < N; ++i) {
-    double m = -std::numeric_limits<double>::infinity(), l = 0;
-    for (int j = 0; j < N; ++j) m = std::max(m, S[std::size_t(i) * N + j]);
-    for (int j = 0; j < N; ++j) l += std::exp(S[std::size_t(i) * N + j] - m);
-    for (int j = 0; j < N; ++j)
-      for (int c = 0; c < d; ++c) f.o[std::size_t(i) * d + c] += std::exp(S[std::size_t(i) * N + j] - m) / l * v[j * d + c];
+    double m = neg_inf, l = 0;
+    for (int j = 0; j < Nk; ++j) m = std::max(m, S[std::size_t(i) * Nk + j]);
+    if (m == neg_inf) continue;  // no key kept: O = 0, LSE = −inf
+    for (int j = 0; j < Nk; ++j) l += std::exp(S[std::size_t(i) * Nk + j] - m);
+    for (int j = 0; j < Nk; ++j)
+      for (int c = 0; c < d; ++c) f.o[std::size_t(i) * d + c] += std::exp(S[std::size_t(i) * Nk + j] - m) / l * v[j * d + c];
     f.lse[i] = m + std::log(l);
   }
   return f;
+}
+
+// Uniform random floats in [−2, 2), n of them.
+std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
+  std::vector<float> out(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& e : out) {
+    x = x * 1664525u + 1013904223u;
+    e = float(x >> 8) / float(1 << 24) * 4.f - 2.f;
+  }
+  return out;
+}
+
+void require_same_as_explicit(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, const AttnOptions& opt) {
+  const Forward f = forward64(s, q, k, v, opt);
+  for (int bh = 0; bh < s.B * s.H; ++bh) {
+    const Forward e = explicit_head(s, q, k, v, opt, bh);
+    INFO("head " << bh);
+    for (int i = 0; i < s.N; ++i) {
+      const double lse = f.lse[std::size_t(bh) * s.N + i];
+      if (std::isinf(e.lse[i])) REQUIRE(lse == e.lse[i]);
+      else REQUIRE(lse == Approx(e.lse[i]).epsilon(1e-12));
+      for (int c = 0; c < s.d; ++c)
+        REQUIRE(f.o[(std::size_t(bh) * s.N + i) * s.d + c] == Approx(e.o[std::size_t(i) * s.d + c]).margin(1e-12));
+    }
+  }
 }
 
 }  // namespace
@@ -231,17 +264,89 @@ TEST_CASE("windows, ALiBi and softcap are what their definitions say", "[referen
   opt.window_right = right;
   opt.alibi_slopes = alibi ? slopes.data() : nullptr;
   opt.softcap = softcap;
-  const Forward f = forward64(s, p.q, p.k, p.v, opt);
-  for (int bh = 0; bh < s.B * s.H; ++bh) {
-    const Forward e = explicit_head(s, p, opt, bh);
-    INFO("window (" << left << ", " << right << ") causal " << causal << " alibi " << alibi << " softcap " << softcap
-                    << " head " << bh);
-    for (int i = 0; i < s.N; ++i) {
-      REQUIRE(f.lse[std::size_t(bh) * s.N + i] == Approx(e.lse[i]).epsilon(1e-12));
-      for (int c = 0; c < s.d; ++c)
-        REQUIRE(f.o[(std::size_t(bh) * s.N + i) * s.d + c] == Approx(e.o[std::size_t(i) * s.d + c]).margin(1e-12));
+  INFO("window (" << left << ", " << right << ") causal " << causal << " alibi " << alibi << " softcap " << softcap);
+  require_same_as_explicit(s, p.q, p.k, p.v, opt);
+}
+
+TEST_CASE("unequal lengths align the masks to the bottom-right corner, and grouped heads share K and V",
+          "[reference][interface]") {
+  const int B = 2, H = 4, N = 7, d = 5;
+  const int kv_heads = GENERATE(4, 2, 1);  // MHA, GQA, MQA
+  const int kv_len = GENERATE(7, 11, 3);   // N_k = N, more keys (decoding-like), fewer keys
+  const bool causal = GENERATE(false, true);
+  const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{2, 1}, std::pair{-1, 0});
+  const bool alibi = GENERATE(false, true);
+  const Shape s{B, H, N, d};
+  const std::vector<float> slopes = fs::alibi_slopes(H);
+  const std::vector<float> q = random_values(std::size_t(B) * H * N * d, 1);
+  const std::vector<float> k = random_values(std::size_t(B) * kv_heads * kv_len * d, 2);
+  const std::vector<float> v = random_values(std::size_t(B) * kv_heads * kv_len * d, 3);
+  AttnOptions opt{0.4f, causal};
+  opt.kv_heads = kv_heads;
+  opt.kv_len = kv_len;
+  opt.window_left = left;
+  opt.window_right = right;
+  opt.alibi_slopes = alibi ? slopes.data() : nullptr;
+  INFO("kv_heads " << kv_heads << " kv_len " << kv_len << " causal " << causal << " window (" << left << ", "
+                   << right << ") alibi " << alibi);
+  require_same_as_explicit(s, q, k, v, opt);
+  // With 3 keys for 7 queries, causal: the first 4 queries see no key at all.
+  if (causal && kv_len == 3) {
+    const Forward f = forward64(s, q, k, v, opt);
+    REQUIRE(f.lse[0] == -std::numeric_limits<double>::infinity());
+    REQUIRE(f.lse[3] == -std::numeric_limits<double>::infinity());
+    REQUIRE(std::isfinite(f.lse[4]));
+  }
+}
+
+TEST_CASE("with grouped heads, the group's shares of dK and dV add up to finite differences", "[reference][interface]") {
+  const int B = 1, H = 4, N = 4, d = 3, kv_heads = 2, kv_len = 6;
+  const bool causal = GENERATE(false, true);
+  const Shape s{B, H, N, d};
+  std::vector<float> q = random_values(std::size_t(B) * H * N * d, 4);
+  std::vector<float> k = random_values(std::size_t(B) * kv_heads * kv_len * d, 5);
+  std::vector<float> v = random_values(std::size_t(B) * kv_heads * kv_len * d, 6);
+  const std::vector<float> dout = random_values(q.size(), 7);
+  AttnOptions opt{0.6f, causal};
+  opt.kv_heads = kv_heads;
+  opt.kv_len = kv_len;
+  opt.window_left = 3;
+  opt.softcap = 1.2f;
+  // The group sums: query heads 2g and 2g + 1 read K/V head g.
+  std::vector<double> dk_sum(k.size(), 0.0), dv_sum(v.size(), 0.0), dq_all(q.size(), 0.0);
+  const auto q_rows = fs::all_indices(N), kv_rows = fs::all_indices(kv_len);
+  for (int bh = 0; bh < H; ++bh) {
+    std::vector<double> dq, dk, dv;
+    fs::reference_backward_head<double>(s, q.data(), k.data(), v.data(), dout.data(), opt, bh, q_rows, kv_rows, dq,
+                                        dk, dv);
+    std::copy(dq.begin(), dq.end(), dq_all.begin() + std::size_t(bh) * N * d);
+    const std::size_t g = std::size_t(bh / (H / kv_heads));
+    for (std::size_t e = 0; e < dk.size(); ++e) {
+      dk_sum[g * kv_len * d + e] += dk[e];
+      dv_sum[g * kv_len * d + e] += dv[e];
     }
   }
+  std::vector<float>* inputs[3] = {&q, &k, &v};
+  const std::vector<double>* grads[3] = {&dq_all, &dk_sum, &dv_sum};
+  for (int t = 0; t < 3; ++t)
+    for (std::size_t e = 0; e < inputs[t]->size(); ++e) {
+      const float x = (*inputs[t])[e], h = 1e-3f;
+      (*inputs[t])[e] = x + h;
+      const double up = loss(s, q, k, v, dout, opt);
+      (*inputs[t])[e] = x - h;
+      const double down = loss(s, q, k, v, dout, opt);
+      (*inputs[t])[e] = x;
+      INFO("tensor " << "qkv"[t] << " element " << e);
+      REQUIRE((*grads[t])[e] == Approx((up - down) / (double(x + h) - double(x - h))).margin(1e-5).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("heads that do not group are the caller's error", "[reference][interface]") {
+  const Shape s{1, 3, 4, 2};
+  const std::vector<float> x(24, 0.5f);
+  AttnOptions opt{1.f};
+  opt.kv_heads = 2;
+  REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("H = 3 is not a multiple of kv_heads = 2"));
 }
 
 TEST_CASE("a window is the causal mask or a single key at its extremes", "[reference][interface]") {
