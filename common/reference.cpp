@@ -22,24 +22,51 @@ T dot(const float* a, const float* b, int d) {
   return acc;
 }
 
-// Where query row i's keys are, with δ = N_k − N aligning the masks to the bottom-right corner.
-struct Keys {
-  int n = 0;               // N_k
-  std::int64_t delta = 0;  // N_k − N
-  // Keys row i may see are below end(i): j ≤ i + δ under the causal mask, j ≤ i + δ + R under a
-  // window, all N_k otherwise; a block mask and the window's left side hide more (visible()).
-  int end(const AttnOptions& opt, std::int64_t i) const {
+// The sequence query row i of a head belongs to (the row within the head): with packed
+// sequences (AttnOptions::cu_seqlens_q/k) the one whose tokens hold it, else the whole head.
+struct Sequence {
+  std::int64_t q0 = 0, q1 = 0;  // its queries [q0, q1)
+  std::int64_t k0 = 0, k1 = 0;  // its keys [k0, k1)
+  std::int64_t delta() const { return (k1 - k0) - (q1 - q0); }  // aligns the masks bottom-right
+};
+Sequence sequence_at(const AttnOptions& opt, const std::vector<std::int32_t>* cu, std::int64_t x, int n_q, int n_k) {
+  if (!opt.cu_seqlens_q) return {0, n_q, 0, n_k};
+  const auto b = std::upper_bound(cu->begin(), cu->end(), std::int32_t(x)) - cu->begin() - 1;
+  return {(*opt.cu_seqlens_q)[b], (*opt.cu_seqlens_q)[b + 1], (*opt.cu_seqlens_k)[b], (*opt.cu_seqlens_k)[b + 1]};
+}
+Sequence sequence_of_query(const Shape& s, const AttnOptions& opt, std::int64_t i) {
+  return sequence_at(opt, opt.cu_seqlens_q, i, s.N, opt.keys(s));
+}
+Sequence sequence_of_key(const Shape& s, const AttnOptions& opt, std::int64_t j) {
+  return sequence_at(opt, opt.cu_seqlens_k, j, s.N, opt.keys(s));
+}
+
+// Query row i's keys: those of its sequence, keys [k0, k0 + n) of the head, named here by their
+// index j in the sequence, with the query's own index i in it.
+struct RowKeys {
+  std::int64_t row = 0;    // the query's row in the head (the block mask's and dropout's index)
+  std::int64_t i = 0;      // its index in its sequence
+  std::int64_t k0 = 0;     // the sequence's first key
+  int n = 0;               // the sequence's keys
+  std::int64_t delta = 0;  // keys − queries of the sequence
+  // Keys row i may see are below end(): j ≤ i + δ under the causal mask, j ≤ i + δ + R under a
+  // window, all n otherwise; a block mask and the window's left side hide more (visible()).
+  int end(const AttnOptions& opt) const {
     std::int64_t e = opt.causal ? i + delta + 1 : n;
     if (opt.window_right >= 0) e = std::min(e, i + delta + opt.window_right + 1);
     return static_cast<int>(std::clamp<std::int64_t>(e, 0, n));
   }
-  bool visible(const AttnOptions& opt, std::int64_t i, std::int64_t j) const {
+  bool visible(const AttnOptions& opt, std::int64_t j) const {
     const std::int64_t at = i + delta;  // the key on query i's diagonal
     return (!opt.causal || j <= at) && (opt.window_left < 0 || j >= at - opt.window_left) &&
-           (opt.window_right < 0 || j <= at + opt.window_right) && (!opt.mask || opt.mask->visible(i, j));
+           (opt.window_right < 0 || j <= at + opt.window_right) && (!opt.mask || opt.mask->visible(row, k0 + j));
   }
+  std::int64_t distance(std::int64_t j) const { return std::abs(i + delta - j); }  // ALiBi's |i + δ − j|
 };
-Keys keys_of(const Shape& s, const AttnOptions& opt) { return {opt.keys(s), std::int64_t(opt.keys(s)) - s.N}; }
+RowKeys row_keys(const Shape& s, const AttnOptions& opt, std::int64_t row) {
+  const Sequence q = sequence_of_query(s, opt, row);
+  return {row, row - q.q0, q.k0, static_cast<int>(q.k1 - q.k0), q.delta()};
+}
 
 // The K/V head query head bh reads: bh = b·H + h reads b·H_kv + h / (H / H_kv).
 std::int64_t kv_head(const Shape& s, const AttnOptions& opt, std::int64_t bh) {
@@ -54,19 +81,24 @@ void require_layout(const Shape& s, const AttnOptions& opt) {
   if (hkv < 1 || s.H % hkv != 0)
     throw std::invalid_argument("reference: H = " + std::to_string(s.H) + " is not a multiple of kv_heads = " +
                                 std::to_string(hkv));
-  if (opt.clusters && (hkv != s.H || opt.keys(s) != s.N))
-    throw std::invalid_argument("reference: SMYRF's clusters are for N_q = N_k and H_kv = H");
+  if (opt.clusters && (hkv != s.H || opt.keys(s) != s.N || opt.cu_seqlens_q))
+    throw std::invalid_argument("reference: SMYRF's clusters are for N_q = N_k, H_kv = H, one sequence");
+  if (!opt.cu_seqlens_q != !opt.cu_seqlens_k) throw std::invalid_argument("reference: cu_seqlens_q and _k go together");
+  if (!opt.cu_seqlens_q) return;
+  const auto &cq = *opt.cu_seqlens_q, &ck = *opt.cu_seqlens_k;
+  bool ok = s.B == 1 && cq.size() >= 2 && cq.size() == ck.size() && cq.front() == 0 && ck.front() == 0 &&
+            cq.back() == s.N && ck.back() == opt.keys(s);
+  for (std::size_t b = 1; ok && b < cq.size(); ++b) ok = cq[b] >= cq[b - 1] && ck[b] >= ck[b - 1];
+  if (!ok)
+    throw std::invalid_argument("reference: packed sequences need B = 1 and cu_seqlens of equal length, from 0, "
+                                "non-decreasing, ending at N and kv_len");
 }
 
 // S_ij from raw = τ q_i·k_j: softcapped, then ALiBi's bias (the masks are visible()'s).
 template <typename T>
-T score(const Shape& s, const AttnOptions& opt, const Keys& kk, std::int64_t bh, std::int64_t i, std::int64_t j,
-        T raw) {
+T score(const Shape& s, const AttnOptions& opt, const RowKeys& rk, std::int64_t bh, std::int64_t j, T raw) {
   if (opt.softcap > 0) raw = T(opt.softcap) * std::tanh(raw / T(opt.softcap));
-  if (opt.alibi_slopes) {
-    const std::int64_t dist = i + kk.delta - j;
-    raw -= T(opt.alibi_slopes[bh % s.H]) * T(dist < 0 ? -dist : dist);
-  }
+  if (opt.alibi_slopes) raw -= T(opt.alibi_slopes[bh % s.H]) * T(rk.distance(j));
   return raw;
 }
 // dS_raw / dS: the softcap's derivative 1 − tanh²(raw / softcap) (1 without one).
@@ -128,11 +160,12 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   require_layout(s, opt);
   const std::int64_t bh = row / s.N, i = row % s.N;
   const int d = s.d;
-  const Keys kk = keys_of(s, opt);
-  const float* qi = q + row * d;                                            // (d)
-  const float* kh = k + kv_head(s, opt, bh) * kk.n * std::int64_t(d);       // (N_k, d)
-  const float* vh = v + kv_head(s, opt, bh) * kk.n * std::int64_t(d);       // (N_k, d)
-  const int n_keys = kk.end(opt, i);
+  const RowKeys rk = row_keys(s, opt, i);
+  const std::int64_t kv = kv_head(s, opt, bh) * opt.keys(s) + rk.k0;  // the sequence's first key row
+  const float* qi = q + row * d;                 // (d)
+  const float* kh = k + kv * std::int64_t(d);    // (n, d): the sequence's keys
+  const float* vh = v + kv * std::int64_t(d);    // (n, d)
+  const int n_keys = rk.end(opt);
   const DropoutMask<T> z(opt.dropout);
 
   for (int c = 0; c < d; ++c) o_row[c] = 0;
@@ -143,8 +176,8 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   std::vector<T> srow(n_keys);  // (N)
   T m = neg_inf;
   for (int j = 0; j < n_keys; ++j) {
-    srow[j] = kk.visible(opt, i, j) ? score(s, opt, kk, bh, i, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
-                                    : neg_inf;
+    srow[j] = rk.visible(opt, j) ? score(s, opt, rk, bh, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
+                                 : neg_inf;
     m = std::max(m, srow[j]);
   }
   if (m == neg_inf) {
@@ -156,7 +189,7 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
     if (srow[j] == neg_inf) continue;
     const T p = std::exp(srow[j] - m);
     l += p;
-    const T pz = rounded(opt, p * z(bh, i, j));  // P̃ ∘ Z, as P·V reads it
+    const T pz = rounded(opt, p * z(bh, i, rk.k0 + j));  // P̃ ∘ Z, as P·V reads it
     const float* vj = vh + std::int64_t(j) * d;
     for (int c = 0; c < d; ++c) o_row[c] += pz * T(vj[c]);
   }
@@ -198,8 +231,7 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     return;
   }
   const int N = s.N, d = s.d;
-  const Keys kk = keys_of(s, opt);
-  const std::int64_t base = bh * N * std::int64_t(d), kv_base = kv_head(s, opt, bh) * kk.n * std::int64_t(d);
+  const std::int64_t base = bh * N * std::int64_t(d), kv_base = kv_head(s, opt, bh) * opt.keys(s) * std::int64_t(d);
   const float* qh = q + base;        // (N, d)
   const float* kh = k + kv_base;     // (N_k, d)
   const float* vh = v + kv_base;     // (N_k, d)
@@ -220,9 +252,11 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
   // dS_ij = P_ij (dP_ij − D_i), and dV takes (P ∘ Z)ᵀ dO (Algorithm 4). pz = P_ij Z_ij. A softcap
   // multiplies dS by its derivative, so that dQ, dK below take the gradient of τ q_i·k_j.
   const DropoutMask<T> z(opt.dropout);
-  auto grad_entry = [&](std::int64_t i, std::int64_t j, T& pz, T& ds) {
+  // Query i (a row of the head) and the key at index jl of its sequence (row j of the head).
+  auto grad_entry = [&](std::int64_t i, const RowKeys& rk, std::int64_t jl, T& pz, T& ds) {
+    const std::int64_t j = rk.k0 + jl;
     const T raw = T(opt.scale) * dot<T>(qh + i * d, kh + j * d, d);
-    const T p = std::exp(score(s, opt, kk, bh, i, j, raw) - lse[i]);
+    const T p = std::exp(score(s, opt, rk, bh, jl, raw) - lse[i]);
     const T zij = z(bh, i, j);
     pz = rounded(opt, p * zij);                                          // for dV = (P ∘ Z)ᵀ dO
     ds = rounded(opt, p * (dot<T>(doh + i * d, vh + j * d, d) * zij - D[i]) * score_slope(opt, raw));  // dQ, dK
@@ -234,11 +268,12 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     const std::int64_t i = q_rows[r];
     if (lse[i] == neg_inf) return;  // fully masked row: P = 0, so dQ_i = 0
     T* out = &dq[r * d];
-    for (std::int64_t j = 0; j < kk.end(opt, i); ++j) {
-      if (!kk.visible(opt, i, j)) continue;
+    const RowKeys rk = row_keys(s, opt, i);
+    for (std::int64_t jl = 0; jl < rk.end(opt); ++jl) {
+      if (!rk.visible(opt, jl)) continue;
       T p, ds;
-      grad_entry(i, j, p, ds);
-      for (int c = 0; c < d; ++c) out[c] += ds * T(kh[j * d + c]);
+      grad_entry(i, rk, jl, p, ds);
+      for (int c = 0; c < d; ++c) out[c] += ds * T(kh[(rk.k0 + jl) * d + c]);
     }
     for (int c = 0; c < d; ++c) out[c] = rounded(opt, out[c] * T(opt.scale));
   });
@@ -250,10 +285,14 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
     const std::int64_t j = kv_rows[r];
     T* dk_out = &dk[r * d];
     T* dv_out = &dv[r * d];
-    for (std::int64_t i = opt.causal ? std::max<std::int64_t>(0, j - kk.delta) : 0; i < N; ++i) {
-      if (lse[i] == neg_inf || !kk.visible(opt, i, j)) continue;
+    // The queries of key j's sequence; causal: none before the one whose diagonal it is.
+    const Sequence seq = sequence_of_key(s, opt, j);
+    const std::int64_t jl = j - seq.k0;
+    for (std::int64_t i = seq.q0 + (opt.causal ? std::max<std::int64_t>(0, jl - seq.delta()) : 0); i < seq.q1; ++i) {
+      const RowKeys rk = row_keys(s, opt, i);
+      if (lse[i] == neg_inf || !rk.visible(opt, jl)) continue;
       T p, ds;
-      grad_entry(i, j, p, ds);
+      grad_entry(i, rk, jl, p, ds);
       for (int c = 0; c < d; ++c) {
         dv_out[c] += p * T(doh[i * d + c]);
         dk_out[c] += ds * T(qh[i * d + c]);

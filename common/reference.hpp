@@ -54,7 +54,13 @@ struct AttnOptions {
   //            side unbounded (window_left = −1, window_right = 0 is the causal mask)
   //   ALiBi    S_ij += −slope_h · |i + δ − j| for head h = bh mod H (one slope per head; null: none)
   //   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap), before the bias and the masks
+  //   packed   cu_seqlens_q, cu_seqlens_k (both or neither): sequences packed along the tokens of
+  //            one batch (B = 1, N and kv_len the totals, prefix sums from 0 of equal length):
+  //            sequence b's queries [cu_q[b], cu_q[b+1]) see only its keys [cu_k[b], cu_k[b+1]),
+  //            with its own δ and masks; a sequence may be empty
   int kv_heads = 0, kv_len = 0;
+  const std::vector<std::int32_t>* cu_seqlens_q = nullptr;
+  const std::vector<std::int32_t>* cu_seqlens_k = nullptr;
   int window_left = -1, window_right = -1;
   const float* alibi_slopes = nullptr;
   float softcap = 0.f;

@@ -380,3 +380,105 @@ TEST_CASE("the standard ALiBi slopes", "[reference][interface]") {
   for (int h = 0; h < 4; ++h) REQUIRE(twelve[8 + h] == Approx(std::exp2(-0.5 - h)).epsilon(1e-7));
   REQUIRE(fs::alibi_slopes(1) == std::vector<float>{std::exp2(-8.f)});
 }
+
+namespace {
+
+// Rows [r0, r0 + n) of each of `heads` heads of a (heads, total, d) tensor, as its own tensor.
+std::vector<float> slice_rows(const std::vector<float>& x, int heads, int total, int d, int r0, int n) {
+  std::vector<float> out;
+  for (int h = 0; h < heads; ++h)
+    out.insert(out.end(), x.begin() + (std::size_t(h) * total + r0) * d, x.begin() + (std::size_t(h) * total + r0 + n) * d);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("packed sequences are each their own problem, empty ones included", "[reference][interface]") {
+  // Lengths of queries and keys per sequence: equal, more keys, fewer keys, no queries, no keys.
+  const std::vector<std::int32_t> cu_q = {0, 5, 8, 14, 14, 16}, cu_k = {0, 5, 12, 16, 19, 19};
+  const int H = 4, d = 3, total_q = cu_q.back(), total_k = cu_k.back();
+  const int kv_heads = GENERATE(4, 2);
+  const bool causal = GENERATE(false, true);
+  const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{1, 2});
+  const bool alibi = GENERATE(false, true);
+  const std::vector<float> slopes = fs::alibi_slopes(H);
+  const std::vector<float> q = random_values(std::size_t(H) * total_q * d, 8);
+  const std::vector<float> k = random_values(std::size_t(kv_heads) * total_k * d, 9);
+  const std::vector<float> v = random_values(std::size_t(kv_heads) * total_k * d, 10);
+  const std::vector<float> dout = random_values(q.size(), 11);
+  AttnOptions packed{0.5f, causal};
+  packed.kv_heads = kv_heads;
+  packed.kv_len = total_k;
+  packed.cu_seqlens_q = &cu_q;
+  packed.cu_seqlens_k = &cu_k;
+  packed.window_left = left;
+  packed.window_right = right;
+  packed.alibi_slopes = alibi ? slopes.data() : nullptr;
+  const Shape s{1, H, total_q, d};
+  const Forward f = forward64(s, q, k, v, packed);
+  std::vector<std::vector<double>> grads(3 * H);  // dq, dk, dv of each query head
+  for (int bh = 0; bh < H; ++bh)
+    fs::reference_backward_head<double>(s, q.data(), k.data(), v.data(), dout.data(), packed, bh,
+                                        fs::all_indices(total_q), fs::all_indices(total_k), grads[3 * bh],
+                                        grads[3 * bh + 1], grads[3 * bh + 2]);
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    const int q0 = cu_q[b], nq = cu_q[b + 1] - q0, k0 = cu_k[b], nk = cu_k[b + 1] - k0;
+    INFO("sequence " << b << ": " << nq << " queries, " << nk << " keys; kv_heads " << kv_heads << " causal " << causal
+                     << " window (" << left << ", " << right << ") alibi " << alibi);
+    if (nq == 0) {  // its keys are no query's: zero gradients
+      for (int bh = 0; bh < H; ++bh)
+        for (int e = k0 * d; e < (k0 + nk) * d; ++e) REQUIRE((grads[3 * bh + 1][e] == 0 && grads[3 * bh + 2][e] == 0));
+      continue;
+    }
+    if (nk == 0) {  // its queries see no key: O = 0, LSE = −inf, dQ = 0
+      for (int bh = 0; bh < H; ++bh)
+        for (int i = q0; i < q0 + nq; ++i) {
+          REQUIRE(f.lse[std::size_t(bh) * total_q + i] == -std::numeric_limits<double>::infinity());
+          for (int c = 0; c < d; ++c) {
+            REQUIRE(f.o[(std::size_t(bh) * total_q + i) * d + c] == 0);
+            REQUIRE(grads[3 * bh][std::size_t(i) * d + c] == 0);
+          }
+        }
+      continue;
+    }
+    const Shape one{1, H, nq, d};
+    AttnOptions alone = packed;
+    alone.cu_seqlens_q = alone.cu_seqlens_k = nullptr;
+    alone.kv_len = nk;
+    const std::vector<float> qs = slice_rows(q, H, total_q, d, q0, nq), dos = slice_rows(dout, H, total_q, d, q0, nq);
+    const std::vector<float> ks = slice_rows(k, kv_heads, total_k, d, k0, nk), vs = slice_rows(v, kv_heads, total_k, d, k0, nk);
+    for (int bh = 0; bh < H; ++bh) {
+      const Forward e = explicit_head(one, qs, ks, vs, alone, bh);
+      std::vector<double> dq, dk, dv;
+      fs::reference_backward_head<double>(one, qs.data(), ks.data(), vs.data(), dos.data(), alone, bh,
+                                          fs::all_indices(nq), fs::all_indices(nk), dq, dk, dv);
+      for (int i = 0; i < nq; ++i) {
+        const double lse = f.lse[std::size_t(bh) * total_q + q0 + i];
+        if (std::isinf(e.lse[i])) REQUIRE(lse == e.lse[i]);
+        else REQUIRE(lse == Approx(e.lse[i]).epsilon(1e-12));
+        for (int c = 0; c < d; ++c) {
+          REQUIRE(f.o[(std::size_t(bh) * total_q + q0 + i) * d + c] == Approx(e.o[std::size_t(i) * d + c]).margin(1e-12));
+          REQUIRE(grads[3 * bh][std::size_t(q0 + i) * d + c] == Approx(dq[std::size_t(i) * d + c]).margin(1e-12));
+        }
+      }
+      for (int j = 0; j < nk * d; ++j) {
+        REQUIRE(grads[3 * bh + 1][std::size_t(k0) * d + j] == Approx(dk[j]).margin(1e-12));
+        REQUIRE(grads[3 * bh + 2][std::size_t(k0) * d + j] == Approx(dv[j]).margin(1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("packed sequences that do not add up are the caller's error", "[reference][interface]") {
+  const Shape s{1, 1, 6, 2};
+  const std::vector<float> x(12, 0.5f);
+  const std::vector<std::int32_t> cu_q = {0, 4, 6}, short_k = {0, 4, 5}, backwards = {0, 5, 4, 6};
+  AttnOptions opt{1.f};
+  opt.cu_seqlens_q = &cu_q;
+  opt.cu_seqlens_k = &short_k;  // ends at 5, but there are 6 keys
+  REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("ending at N and kv_len"));
+  opt.cu_seqlens_k = nullptr;
+  REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("go together"));
+  opt.cu_seqlens_q = opt.cu_seqlens_k = &backwards;
+  REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("non-decreasing"));
+}
