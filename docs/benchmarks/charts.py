@@ -57,7 +57,7 @@ METADATA = {"Creator": "docs/benchmarks/render.py", "Date": None}
 STEP_HUES = ["#D55E00", "#E69F00", "#CC79A7", "#0072B2", "#009E73", "#882255",
              "#44AA99", "#332288", "#999933", "#8C564B"]
 # The peers, dashed: PyTorch's attention backends and the SMYRF authors' PyTorch module.
-TORCH_STYLE = {"torch_math": ("#6e6e6e", "s"), "torch_efficient": ("#1a1a1a", "D"), "smyrf_authors": ("#332288", "X")}
+TORCH_STYLE = {"torch_math": ("#6e6e6e", "s"), "torch_efficient": ("#1a1a1a", "D"), "smyrf_authors": ("#AA4499", "X")}
 VARIANT_MARKERS = ["o", "^", "v", "s", "P", "X", "h", "<", ">"]
 CEILING_COLOUR = "#b2182b"
 LEGEND_ENTRY_W = 2.9  # inches a legend entry may take: the widest labels ("05 recompute backward (deterministic)")
