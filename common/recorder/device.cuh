@@ -50,6 +50,9 @@ __device__ __forceinline__ std::uint32_t sm_id() {
   return id;
 }
 
+// Every round a clustering may have fits in the record's flags (round + 1 above the cached bit).
+static_assert(kMaxRounds + 1 <= (0xff >> kRecordRoundShift), "rounds must fit in DeviceRecord::flags");
+
 template <bool kOn>
 class CtaTracer;
 

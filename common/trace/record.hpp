@@ -31,9 +31,8 @@ struct DeviceRecord {
 static_assert(sizeof(DeviceRecord) == 48, "docs/trace-format.md promises 48-byte records");
 
 constexpr std::uint8_t kRecordCached = 1;  // a re-read the IO model does not count
-// A clustered step's round (Event::round), stored + 1 in the flags' top five bits: rounds 0..30.
+// A clustered step's round (Event::round), stored + 1 in the flags' top five bits.
 constexpr int kRecordRoundShift = 3;
-constexpr int kRecordMaxRound = (0xff >> kRecordRoundShift) - 1;
 
 struct CtaHeader {
   std::uint32_t count;    // events recorded, including those past the slice's capacity
