@@ -1,6 +1,7 @@
 #include "visualizer/model/smem_pipeline.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "visualizer/model/labels.hpp"
 
@@ -30,13 +31,247 @@ const KnownVariant* known_variant(const tr::Meta& m) {
   return nullptr;
 }
 
+// What the trace cannot say of the backward: steps/08_tensor_cores/backward_configs.cuh's tiles
+// at each head dimension, for the variants that run them (every one of step 08's: they differ
+// only in how dQ is summed, which the dK/dV kernel's shared memory says), each warp adding 16
+// rows of dQ's share (kDqRowTiles = 1). Used only where this entry agrees with what the trace
+// does say.
+struct KnownBackward {
+  int d;
+  int dkdv_warps, queries, split;  // DkdvConfig<E, d, kWarps, kQueries, kSplit, kKVInRegs>
+  bool kv_in_regs;
+  int dq_warps, dq_mtiles, dq_keys;  // DqConfig<E, d, kWarps, kMTiles, kKeys>
+};
+constexpr KnownBackward kKnownBackward[] = {
+    {32, 4, 64, 1, true, 4, 1, 64},    {64, 4, 64, 1, true, 4, 1, 64},    {96, 8, 64, 1, false, 4, 1, 64},
+    {128, 8, 64, 1, false, 4, 1, 64},  {256, 4, 64, 2, false, 4, 1, 32},
+};
+
+constexpr const char* kBackwardVariants[] = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
+
+const KnownBackward* known_backward(const tr::Meta& m) {
+  if (m.step != "08_tensor_cores" ||
+      std::none_of(std::begin(kBackwardVariants), std::end(kBackwardVariants), [&](const char* v) { return m.variant == v; }))
+    return nullptr;
+  for (const auto& k : kKnownBackward)
+    if (k.d == m.d) return &k;
+  return nullptr;
+}
+
+int ceil_div(int a, int b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+// The backward's dK/dV and dQ kernels (flash_tc_backward.cuh), from the kernel's block, grid
+// and shared memory and the trace's tiles (set_tiles: the dK/dV kernel's queries a stage and
+// keys a CTA).
+SmemPipeline derive_backward(const tr::Trace& trace, int kernel) {
+  SmemPipeline L;
+  const auto& m = trace.meta;
+  if (kernel < 0 || kernel >= int(trace.kernels.size())) {
+    L.why_not = "no kernel in the trace";
+    return L;
+  }
+  const auto& k = trace.kernels[std::size_t(kernel)];
+  if (k.name == "tc_dkdv_kernel")
+    L.kernel = SmemKernel::Dkdv;
+  else if (k.name == "tc_dq_kernel")
+    L.kernel = SmemKernel::Dq;
+  else
+    return L;  // the preprocess and convert kernels stream no tiles through shared memory
+  L.d = m.d;
+  L.elem_bytes = 2;
+  L.stages = 2;
+  L.variant = m.variant;
+  L.smem_bytes = k.smem_bytes;
+  const std::int64_t threads = std::int64_t(k.block[0]) * k.block[1] * k.block[2];
+  if (L.d <= 0 || L.d % 16 != 0) {
+    L.why_not = "head dimension d = " + std::to_string(L.d) + " is not a multiple of 16";
+    return L;
+  }
+  if (threads <= 0 || threads % 32 != 0) {
+    L.why_not = "the block's " + std::to_string(threads) + " threads are not whole warps";
+    return L;
+  }
+  L.warps = int(threads / 32);
+  const KnownBackward* kb = known_backward(m);
+  if (L.kernel == SmemKernel::Dkdv) {
+    L.Br = m.Br;  // queries a stage
+    L.Bc = m.Bc;  // keys a CTA
+    if (L.Br <= 0 || L.Bc <= 0 || L.Br % 16 != 0) {
+      L.why_not = "the trace's tiles (Br = " + std::to_string(L.Br) + " queries, Bc = " + std::to_string(L.Bc) +
+                  " keys) are not whole 16-row mma tiles";
+      return L;
+    }
+    if (L.Bc != 16 * L.warps) {
+      L.why_not = "the block's " + std::to_string(L.warps) + " warps own 16 keys each, " + std::to_string(16 * L.warps) +
+                  ", not the trace's Bc = " + std::to_string(L.Bc);
+      return L;
+    }
+    L.rows_per_warp = 16;
+    const int key_tiles = ceil_div(m.N, L.Bc);
+    if (key_tiles <= 0 || k.grid[0] % key_tiles != 0 || L.d % (16 * (k.grid[0] / key_tiles)) != 0) {
+      L.why_not = "the grid's " + std::to_string(k.grid[0]) + " CTAs a head do not split d = " + std::to_string(L.d) +
+                  " evenly over the " + std::to_string(key_tiles) + " key tiles";
+      return L;
+    }
+    L.split = k.grid[0] / key_tiles;
+    // dSᵀ's tile, for the atomic dQ, is the only part whose presence the size leaves open.
+    for (bool atomic : {false, true}) {
+      SmemPipeline c = L;
+      c.atomic_dq = atomic;
+      if (c.total_bytes() == L.smem_bytes) {
+        L.atomic_dq = atomic;
+        L.valid = true;
+      }
+    }
+    if (!L.valid) {
+      L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) +
+                  " fits no layout of K, V, two stages of Q, dO, LSE, D and dSᵀ";
+      return L;
+    }
+    L.dq_row_tiles = kb ? 1 : 0;
+    if (L.atomic_dq && (L.warps % L.dq_row_groups() != 0 || L.cols() % (16 * L.dq_col_groups()) != 0)) {
+      L.valid = false;
+      L.why_not = "dQ's share does not split into 16-row warp tiles of the CTA's " + std::to_string(L.cols()) + " columns";
+      return L;
+    }
+    if (kb && kb->dkdv_warps == L.warps && kb->queries == L.Br && kb->split == L.split) L.kv_in_regs = kb->kv_in_regs;
+    return L;
+  }
+  // The dQ kernel: Br = 16·MT·W rows a CTA (its grid: ceil(N / Br) CTAs a head), Bc keys a stage,
+  // shared memory e·(2·Br·d + 4·Bc·d).
+  struct Fit {
+    int Br, Bc;
+  };
+  std::vector<Fit> fits;
+  const std::int64_t elems = L.smem_bytes / L.elem_bytes;
+  for (int mt = 1; L.smem_bytes % L.elem_bytes == 0; ++mt) {
+    const int br = 16 * mt * L.warps;
+    const std::int64_t rest = elems - 2 * std::int64_t(br) * L.d;  // the stages' share
+    if (rest <= 0) break;
+    if (ceil_div(m.N, br) != k.grid[0]) continue;
+    if (rest % (4 * L.d) == 0 && (rest / (4 * L.d)) % 16 == 0) fits.push_back({br, int(rest / (4 * L.d))});
+  }
+  if (fits.empty()) {
+    L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) + " and the grid's " + std::to_string(k.grid[0]) +
+                " CTAs a head fit no tile of Q, dO and two stages of K, V";
+    return L;
+  }
+  const auto table_fit = kb && kb->dq_warps == L.warps ? std::find_if(fits.begin(), fits.end(), [&](const Fit& f) {
+    return f.Br == 16 * kb->dq_mtiles * kb->dq_warps && f.Bc == kb->dq_keys;
+  }) : fits.end();
+  if (fits.size() > 1 && table_fit == fits.end()) {
+    L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) + " and the grid fit " + std::to_string(fits.size()) +
+                " tile sizes; the trace does not say which";
+    return L;
+  }
+  const Fit f = table_fit != fits.end() ? *table_fit : fits.front();
+  L.Br = f.Br;
+  L.Bc = f.Bc;
+  L.rows_per_warp = L.Br / L.warps;
+  L.from_variant = fits.size() > 1;
+  L.valid = true;
+  return L;
+}
+
+PipelineView backward_at(const Replay& r, const SmemPipeline& L, int track, const TrackCursor& tc) {
+  PipelineView v;
+  v.stages.assign(std::size_t(L.stages), StageView{});
+  const auto& list = r.track_events(track);
+  const auto& events = r.trace().events;
+  auto at = [&](int i) -> const tr::Event& { return events[std::size_t(list[std::size_t(i)])]; };
+  const int n = int(list.size());
+  const bool dkdv = L.kernel == SmemKernel::Dkdv;
+  const tr::Tensor kept = dkdv ? tr::Tensor::K : tr::Tensor::Q;    // its first load: the kept tiles'
+  const tr::Tensor marker = dkdv ? tr::Tensor::Q : tr::Tensor::K;  // a stage's tile has landed
+  // The CTA's walk: a marker per tile, the dV product (dSᵀ written), the atomics (Load dQacc:
+  // dSᵀ read back, dQ's share added; Store dQacc), and where the loop ends (its first store of
+  // an output, or skip, after the last tile).
+  std::vector<int> pos, dv, lq, sq;
+  int loop_end = n;
+  bool kept_seen = false;
+  for (int i = 0; i < n; ++i) {
+    const auto& e = at(i);
+    if (e.kind == tr::Kind::Load && e.tensor == kept && !kept_seen) {
+      kept_seen = true;
+      v.kept_row0 = e.row0;
+      v.kept_rows = e.rows;
+    }
+    if (e.kind == tr::Kind::Load && e.tensor == marker) {
+      pos.push_back(i);
+      dv.push_back(-1);
+      lq.push_back(-1);
+      sq.push_back(-1);
+      loop_end = n;
+    }
+    if (!pos.empty()) {
+      if (e.kind == tr::Kind::AccumulateDV && dv.back() < 0) dv.back() = i;
+      if (e.kind == tr::Kind::Load && e.tensor == tr::Tensor::dQacc && lq.back() < 0) lq.back() = i;
+      if (e.kind == tr::Kind::Store && e.tensor == tr::Tensor::dQacc && sq.back() < 0) sq.back() = i;
+    }
+    if (((e.kind == tr::Kind::Store && e.tensor != tr::Tensor::dQacc) || e.kind == tr::Kind::Skip) && loop_end == n)
+      loop_end = i;
+  }
+  const int T = int(pos.size());
+  v.tiles = T;
+  if (dkdv) {  // blockIdx.x % kSplit · kCols: the CTA's half of d, split or not
+    const auto& info = r.trace().tracks[std::size_t(track)];
+    const int gx = std::max(1, r.trace().kernels[std::size_t(info.kernel)].grid[0]);
+    v.col0 = info.cta % gx % std::max(1, L.split) * L.cols();
+  }
+  if (!tc.started || tc.retired) return v;
+  const int p = tc.active >= 0 ? tc.active : tc.done;
+  v.kept_loaded = T > 0 ? p > pos[0] : p >= loop_end;
+  const int landed = int(std::lower_bound(pos.begin(), pos.end(), p) - pos.begin());
+  if (landed >= 1 && p < (landed < T ? pos[std::size_t(landed)] : loop_end)) v.computing = landed - 1;
+  for (int t = 0; t < T; ++t) {
+    // Tile 0 goes out where its marker's span begins, tile t + 1 where tile t's marker ends.
+    const bool issued = t == 0 ? p >= pos[0] : p > pos[std::size_t(t - 1)];
+    if (!issued) break;
+    StageView s;
+    s.tile = t;
+    s.key0 = at(pos[std::size_t(t)]).row0;
+    s.keys = at(pos[std::size_t(t)]).rows;
+    if (t < landed) {
+      s.state = t == v.computing ? StageState::Computing : StageState::Free;
+    } else {
+      s.state = StageState::Loading;
+      s.waited_on = p == pos[std::size_t(t)];
+      if (!s.waited_on) v.in_flight = t;
+    }
+    v.stages[std::size_t(L.stage_of(t))] = s;
+  }
+  if (dkdv && L.atomic_dq)
+    for (int t = 0; t < T; ++t) {
+      const int w = dv[std::size_t(t)], rd = lq[std::size_t(t)], st = sq[std::size_t(t)];
+      if (w < 0 || w > p) continue;
+      v.ds_tile = t;
+      v.ds_row0 = at(pos[std::size_t(t)]).row0;
+      v.ds_phase = p == w ? DsPhase::Writing : rd < 0 || p < rd ? DsPhase::Written : p == rd ? DsPhase::Reading : DsPhase::Spent;
+      v.dq_atomic_tile = rd >= 0 && rd <= p && p <= std::max(rd, st) ? t : -1;
+    }
+  return v;
+}
+
 }  // namespace
+
+std::vector<tr::Tensor> SmemPipeline::stage_tensors() const {
+  if (kernel == SmemKernel::Dkdv) return {tr::Tensor::Q, tr::Tensor::dO, tr::Tensor::LSE, tr::Tensor::D};
+  return {tr::Tensor::K, tr::Tensor::V};
+}
+
+std::vector<tr::Tensor> SmemPipeline::kept_tensors() const {
+  if (kernel == SmemKernel::Dkdv) return {tr::Tensor::K, tr::Tensor::V};
+  if (kernel == SmemKernel::Dq) return {tr::Tensor::Q, tr::Tensor::dO};
+  return {tr::Tensor::Q};
+}
 
 SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
   SmemPipeline L;
   const auto& m = trace.meta;
   // Tensor cores take 16-bit inputs: an fp32 trace keeps its own drawing.
-  if ((m.dtype != "bf16" && m.dtype != "fp16") || m.pass != "fwd") return L;
+  if (m.dtype != "bf16" && m.dtype != "fp16") return L;
+  if (m.pass == "bwd") return derive_backward(trace, kernel);
+  if (m.pass != "fwd") return L;
   if (kernel < 0 || kernel >= int(trace.kernels.size())) {
     L.why_not = "no kernel in the trace";
     return L;
@@ -98,6 +333,7 @@ SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
 PipelineView pipeline_at(const Replay& r, const SmemPipeline& L, int track, const TrackCursor& tc) {
   PipelineView v;
   if (!L.valid || track < 0 || track >= r.track_count()) return v;
+  if (L.backward()) return backward_at(r, L, track, tc);
   v.stages.assign(std::size_t(L.stages), StageView{});
   const auto& list = r.track_events(track);
   const auto& events = r.trace().events;

@@ -1,7 +1,8 @@
-// The shared memory of a tensor-core forward CTA (step 08, steps/08_tensor_cores/
-// flash_tc_forward.cuh), as the kernel lays it out, and what each slot holds at a moment.
+// The shared memory of a tensor-core CTA of step 08 as the kernel lays it out, and what each
+// slot holds at a moment: the forward (steps/08_tensor_cores/flash_tc_forward.cuh) and the two
+// kernels of the backward that stream tiles (flash_tc_backward.cuh).
 //
-// The kernel: a CTA owns Br query rows; its W = block threads / 32 warps each own 16·MT
+// The forward: a CTA owns Br query rows; its W = block threads / 32 warps each own 16·MT
 // consecutive rows of the Q tile (warp w: rows [16·MT·w, 16·MT·(w+1)), MT = Br / (16·W)) and
 // hold them, and their rows of S and O, as mma fragments in registers. K and V tiles of Bc keys
 // go through kStages shared-memory stages; with two, tile t+1 is in flight (cp.async) while
@@ -14,8 +15,24 @@
 // SRAM and 2 stages with P in registers have the same size when Br = 2d, as in the step's
 // ladder at d = 64), the variant in the trace's meta decides, from the table in
 // smem_pipeline.cpp (a copy of forward_configs.cuh: the trace does not record kStages).
+//
+// The backward's dK/dV kernel (tc_dkdv_kernel): a CTA owns a key tile, K and V (Bc keys, the
+// trace's Bc), kept for the whole CTA; warp w owns keys [16w, 16w + 16) of it (Bc = 16·W) and
+// holds their rows of dK, dV, Sᵀ and dPᵀ in registers. Q, dO (Br queries, the trace's Br), LSE
+// and D stream through two stages. The atomic variant writes dSᵀ (Bc×Br) to shared memory once,
+// reads it back for dQ's share, and adds that to dQacc (float32, HBM) by atomics. At d = 256 a
+// key tile's CTAs come in pairs (the grid says so: ceil(N / Bc)·split CTAs a head), each
+// accumulating d / 2 of the columns. Shared memory, in address order:
+//   K, V: e·Bc·d each · Q, dO: 2 stages × e·Br·d each · dSᵀ: e·Bc·Br (atomic only) · LSE, D: 2 stages × 4·Br each
+// The deterministic dQ kernel (tc_dq_kernel) is the forward's shape: a CTA owns Br query rows
+// (16·MT a warp), keeps Q and dO, and streams K, V tiles of Bc keys through two stages; dQ stays
+// in registers. Its Br and Bc are not in the trace's meta (those are the dK/dV kernel's): its
+// grid (ceil(N / Br) CTAs a head) and shared memory e·(2·Br·d + 4·Bc·d) give them, and where
+// they fit more than one pair, the table in smem_pipeline.cpp (a copy of backward_configs.cuh),
+// which also says whether the dK/dV kernel keeps K and V's fragments in registers.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -23,33 +40,70 @@
 
 namespace fs::viz {
 
+// Which of step 08's kernels a layout is.
+enum class SmemKernel : std::uint8_t {
+  Forward,  // tc_forward_kernel: Q kept, K and V streamed
+  Dkdv,     // tc_dkdv_kernel: K and V kept, Q, dO, LSE and D streamed
+  Dq,       // tc_dq_kernel: Q and dO kept, K and V streamed
+};
+
 struct SmemPipeline {
   bool valid = false;
-  std::string why_not;  // when !valid: why (empty when the trace is not a tensor-core forward at all)
+  std::string why_not;  // when !valid: why (empty when the kernel is none of step 08's that stream tiles)
+  SmemKernel kernel = SmemKernel::Forward;
+  // Forward and dQ kernel: Br query rows a CTA, Bc keys a stage. dK/dV kernel: Br queries a
+  // stage, Bc keys a CTA.
   int Br = 0, Bc = 0, d = 0;
   int elem_bytes = 2;
   int warps = 0;          // block threads / 32
-  int rows_per_warp = 0;  // 16·MT
+  int rows_per_warp = 0;  // of the tile the CTA keeps: 16·MT of Q's rows (forward, dQ), 16 keys (dK/dV)
   int stages = 0;         // 1 or 2
   bool p_in_smem = false;
   int q_in_regs = -1;     // Q's A fragments kept in registers: 1, 0, or -1 when the trace cannot say
-  bool from_variant = false;  // the variant's table entry settled an ambiguous shared-memory size
+  bool from_variant = false;  // a table entry (the forward's: the variant's; the dQ kernel's: its
+                              // head dimension's) settled an ambiguous shared-memory size
   std::string variant;        // the trace's (meta.variant)
   std::int64_t smem_bytes = 0;
+  // The dK/dV kernel.
+  int split = 1;           // CTAs a key tile's columns are split over (2 at d = 256)
+  bool atomic_dq = false;  // dSᵀ through SRAM, dQ's share added to dQacc by atomics
+  int kv_in_regs = -1;     // K and V's A fragments kept in registers: 1, 0, or -1 when unknown
+  int dq_row_tiles = 1;    // 16-row tiles of dQ's share a warp adds (kDqRowTiles); 0 when unknown
 
+  bool backward() const { return kernel != SmemKernel::Forward; }
   std::int64_t q_bytes() const { return std::int64_t(elem_bytes) * Br * d; }
   std::int64_t kv_tile_bytes() const { return std::int64_t(elem_bytes) * Bc * d; }  // one K or one V tile
   std::int64_t p_bytes() const { return p_in_smem ? std::int64_t(elem_bytes) * Br * Bc : 0; }
-  std::int64_t total_bytes() const { return q_bytes() + 2 * stages * kv_tile_bytes() + p_bytes(); }
-  // Rows [warp_row0(w), warp_row0(w) + rows_per_warp) of the Q tile are warp w's.
+  // The backward: one of the two tiles kept for the whole CTA (K or V; Q or dO), one of the two
+  // tiles of a stage (Q or dO; K or V), LSE or D of a stage, and dSᵀ.
+  std::int64_t kept_tile_bytes() const { return kernel == SmemKernel::Dkdv ? kv_tile_bytes() : q_bytes(); }
+  std::int64_t stage_tile_bytes() const { return kernel == SmemKernel::Dkdv ? q_bytes() : kv_tile_bytes(); }
+  std::int64_t stat_bytes() const { return kernel == SmemKernel::Dkdv ? std::int64_t(4) * Br : 0; }
+  std::int64_t ds_bytes() const { return atomic_dq ? std::int64_t(elem_bytes) * Bc * Br : 0; }
+  std::int64_t total_bytes() const {
+    if (backward()) return 2 * kept_tile_bytes() + stages * (2 * stage_tile_bytes() + 2 * stat_bytes()) + ds_bytes();
+    return q_bytes() + 2 * stages * kv_tile_bytes() + p_bytes();
+  }
+  // Rows [warp_row0(w), warp_row0(w) + rows_per_warp) of the kept tile are warp w's (Q's rows;
+  // the dK/dV kernel: keys of K and V, from the CTA's first).
   int warp_row0(int w) const { return w * rows_per_warp; }
   // The stage tile t of a CTA's walk goes through.
   int stage_of(int t) const { return stages == 2 ? t & 1 : 0; }
+  // The dK/dV kernel's columns of dK, dV (and dQ) a CTA accumulates, and the atomic variant's
+  // share of dQ: warp w adds queries [16·T·(w % dq_row_groups()), +16·T) of the stage's tile
+  // (T = dq_row_tiles) × dq_cols() columns from its first + (w / dq_row_groups())·dq_cols().
+  int cols() const { return d / std::max(1, split); }
+  int dq_row_groups() const { return std::max(1, Br / (16 * std::max(1, dq_row_tiles))); }
+  int dq_col_groups() const { return std::max(1, warps / dq_row_groups()); }
+  int dq_cols() const { return cols() / dq_col_groups(); }
+  // The tensors of a stage (streamed), and of the tiles kept for the whole CTA.
+  std::vector<tr::Tensor> stage_tensors() const;
+  std::vector<tr::Tensor> kept_tensors() const;
 };
 
-// The layout of kernel `kernel`'s CTAs, or !valid: not a 16-bit (tensor-core) forward, tiles or
-// block that do not split into whole 16-row warp tiles, or a shared-memory size that fits no
-// layout (or two, with no variant to decide).
+// The layout of kernel `kernel`'s CTAs, or !valid: not a 16-bit (tensor-core) forward, dK/dV
+// or dQ kernel, tiles or block that do not split into whole 16-row warp tiles, or a
+// shared-memory size that fits no layout (or two, with no variant to decide).
 SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel);
 
 // What a K/V stage holds.
@@ -62,14 +116,23 @@ enum class StageState : std::uint8_t {
 
 struct StageView {
   StageState state = StageState::Empty;
-  int tile = -1;           // ordinal in the CTA's walk over K tiles (its t-th Load K event)
-  int key0 = 0, keys = 0;  // the keys of that tile: [key0, key0 + keys)
+  int tile = -1;           // ordinal in the CTA's walk over K tiles (its t-th Load K event; dK/dV: Load Q)
+  int key0 = 0, keys = 0;  // the keys of that tile: [key0, key0 + keys) (the dK/dV kernel: its queries)
   bool waited_on = false;  // Loading, and the CTA is stalled on it now (the Load K event in progress)
+};
+
+// The dK/dV kernel's dSᵀ tile (atomic variant).
+enum class DsPhase : std::uint8_t {
+  None,     // nothing written yet
+  Writing,  // each warp writes its keys' rows (during the dV, dK products)
+  Written,  // all rows in; not read yet
+  Reading,  // read back by query columns (ldmatrix.trans) for dQ's share, which goes out by atomics
+  Spent,    // read; its bytes stay until the next tile's
 };
 
 struct PipelineView {
   std::vector<StageView> stages;  // one per stage
-  int tiles = 0;                  // K tiles the CTA visits (its Load K events)
+  int tiles = 0;                  // K tiles the CTA visits (its Load K events; dK/dV: query tiles, Load Q)
   int computing = -1;             // ordinal of the tile computed now, or -1
   int in_flight = -1;             // ordinal of a prefetched tile (issued, not waited on yet), or -1
   bool q_loaded = false;          // the Load Q event is done
@@ -77,6 +140,16 @@ struct PipelineView {
   // writing and reading it back now (the P̃V event in progress).
   int p_tile = -1;
   bool p_live = false;
+  // The backward. The tiles kept for the whole CTA (K, V; Q, dO): their rows in their tensor,
+  // and whether they have landed (with the first stage: one cp.async wait takes both).
+  int kept_row0 = 0, kept_rows = 0;
+  bool kept_loaded = false;
+  int col0 = 0;  // dK/dV: the first of the CTA's columns of dK, dV and dQ
+  // dK/dV, atomic: the tile whose dSᵀ the SRAM holds and what is done with it, and the tile
+  // whose share of dQ is being added to dQacc (from its reading of dSᵀ to its Store dQacc), or -1.
+  int ds_tile = -1, ds_row0 = 0;  // ds_row0: that tile's first query
+  DsPhase ds_phase = DsPhase::None;
+  int dq_atomic_tile = -1;
 };
 
 // The stages of CTA `track` at its cursor `tc`. The trace's events mark (flash_tc_forward.cuh):
@@ -84,6 +157,14 @@ struct PipelineView {
 // that event's span is the wait; the loads of tile t itself (one stage) or of tile t+1 (two
 // stages; tile 0 with Q, before the loop) are issued where that span begins. A tile is computed
 // from its landing to the next Load K (the last one: to the first store).
+//
+// The backward's kernels (flash_tc_backward.cuh) mark a tile's landing with Load Q (dK/dV) or
+// Load K (dQ), likewise after the wait; but they issue tile t+1 after that wait (where that
+// event ends: the stage it goes to held tile t−1 until every warp was done with it), and tile 0
+// right after the kept tiles (where the first such span begins). The kept tiles land with tile
+// 0. The atomic dK/dV kernel's dSᵀ is written during its AccumulateDV event (the loop that adds
+// up dV and dK writes it) and read back, with dQ's share added to dQacc, during its Load dQacc
+// event (AccumulateDQ and Store dQacc end right after).
 PipelineView pipeline_at(const Replay& r, const SmemPipeline& layout, int track, const TrackCursor& tc);
 
 }  // namespace fs::viz

@@ -27,6 +27,7 @@
 #include "visualizer/model/smem_pipeline.hpp"
 #include "visualizer/model/synthetic.hpp"
 #include "visualizer/tests/dqacc_trace.hpp"
+#include "visualizer/tests/tc_bwd_trace.hpp"
 
 using namespace fs::viz;
 namespace tr = fs::trace;
@@ -812,6 +813,288 @@ TEST_CASE("step 08's stages in flight: the tile computed, the tile loading, from
     // Not started: empty.
     v = pipeline_at(r, L, 0, r.track_cursor(0, Cursor{Order::Real, 500}));
     check_stage(v, 0, StageState::Empty, -1);
+  }
+}
+
+namespace {
+
+// The first track of kernel `kernel` whose CTA is `cta`.
+int track_of(const Replay& r, int kernel, int cta) {
+  for (int i = 0; i < r.track_count(); ++i)
+    if (r.trace().tracks[std::size_t(i)].kernel == kernel && r.trace().tracks[std::size_t(i)].cta == cta) return i;
+  FAIL("no such track");
+  return -1;
+}
+
+// A step 08 dQ kernel with no events: its tiles come from its grid and shared memory.
+tr::Trace tc_dq_kernel_trace(int N, int d, int grid, int threads, std::int64_t smem, const std::string& step = "08_tensor_cores") {
+  tr::Trace t;
+  t.meta.step = step;
+  t.meta.variant = "deterministic";
+  t.meta.pass = "bwd";
+  t.meta.dtype = "bf16";
+  t.meta.B = t.meta.H = 1;
+  t.meta.N = N;
+  t.meta.d = d;
+  t.meta.Br = t.meta.Bc = 64;  // the dK/dV kernel's, as set_tiles records them
+  tr::Kernel k;
+  k.name = "tc_dq_kernel";
+  k.grid[0] = grid;
+  k.block[0] = threads;
+  k.smem_bytes = smem;
+  t.kernels.push_back(k);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, from the trace", "[viz][pipeline][bwd]") {
+  SECTION("the shipped traces: the atomic dK/dV kernel (every rung and fa2), and the deterministic pair") {
+    for (const char* v : {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"}) {
+      INFO(v);
+      const auto t = tr::read_trace(shipped_trace(std::string("08_tensor_cores_") + v + ".bwd.json"));
+      REQUIRE(t.kernels.size() == 3);
+      const SmemPipeline L = derive_smem_pipeline(t, 1);
+      INFO(L.why_not);
+      REQUIRE(L.valid);
+      REQUIRE(L.kernel == SmemKernel::Dkdv);
+      REQUIRE(L.Br == 64);  // queries a stage
+      REQUIRE(L.Bc == 64);  // keys a CTA
+      REQUIRE(L.warps == 4);
+      REQUIRE(L.rows_per_warp == 16);
+      REQUIRE(L.warp_row0(3) == 48);
+      REQUIRE(L.stages == 2);
+      REQUIRE(L.split == 1);
+      REQUIRE(L.cols() == 64);
+      REQUIRE(L.atomic_dq);
+      REQUIRE(L.kv_in_regs == 1);  // backward_configs.cuh at d = 64
+      REQUIRE(L.ds_bytes() == 64 * 64 * 2);
+      REQUIRE(L.total_bytes() == 58368);
+      REQUIRE(L.total_bytes() == t.kernels[1].smem_bytes);
+      REQUIRE(L.dq_row_tiles == 1);
+      REQUIRE(L.dq_row_groups() == 4);  // each warp adds 16 queries × all 64 columns of dQ
+      REQUIRE(L.dq_cols() == 64);
+      // The preprocess and convert kernels stream nothing: their own drawing, no complaint.
+      for (int k : {0, 2}) {
+        const SmemPipeline other = derive_smem_pipeline(t, k);
+        REQUIRE_FALSE(other.valid);
+        REQUIRE(other.why_not.empty());
+      }
+    }
+    const auto t = tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json"));
+    REQUIRE(t.kernels[2].name == "tc_dq_kernel");
+    const SmemPipeline dkdv = derive_smem_pipeline(t, 1);
+    REQUIRE(dkdv.valid);
+    REQUIRE_FALSE(dkdv.atomic_dq);  // no dSᵀ tile: 8 KiB less
+    REQUIRE(dkdv.total_bytes() == 50176);
+    const SmemPipeline dq = derive_smem_pipeline(t, 2);
+    INFO(dq.why_not);
+    REQUIRE(dq.valid);
+    REQUIRE(dq.kernel == SmemKernel::Dq);
+    REQUIRE(dq.Br == 64);  // from its grid (4 CTAs over N = 256) and its 48 KiB
+    REQUIRE(dq.Bc == 64);
+    REQUIRE(dq.rows_per_warp == 16);
+    REQUIRE_FALSE(dq.from_variant);
+    REQUIRE(dq.total_bytes() == 49152);
+    REQUIRE(dq.kept_tensors() == std::vector<tr::Tensor>{tr::Tensor::Q, tr::Tensor::dO});
+    REQUIRE(dq.stage_tensors() == std::vector<tr::Tensor>{tr::Tensor::K, tr::Tensor::V});
+  }
+  SECTION("d = 256: a key tile's CTAs in pairs, from the grid; 8 warps at d = 128") {
+    test::TcBwdSpec s;
+    s.d = 256;
+    s.split = 2;
+    const auto t = test::tc_dkdv_trace(s);
+    SmemPipeline L = derive_smem_pipeline(t, 0);
+    INFO(L.why_not);
+    REQUIRE(L.valid);
+    REQUIRE(L.split == 2);
+    REQUIRE(L.cols() == 128);
+    REQUIRE(L.kv_in_regs == 0);
+    REQUIRE(L.total_bytes() == t.kernels[0].smem_bytes);
+    s.d = 128;
+    s.split = 1;
+    s.warps = 8;
+    L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.Bc == 128);
+    REQUIRE(L.warp_row0(7) == 112);
+    REQUIRE(L.dq_col_groups() == 2);  // warps w and w + 4 add the same 16 queries, 64 columns each
+    REQUIRE(L.dq_cols() == 64);
+    REQUIRE(L.kv_in_regs == 0);
+    // A table entry the trace contradicts (4 warps at d = 128) is not believed.
+    s.warps = 4;
+    L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.kv_in_regs == -1);
+    s.warps = 8;
+    s.step = "09_something_else";  // the table is step 08's
+    REQUIRE(derive_smem_pipeline(test::tc_dkdv_trace(s), 0).kv_in_regs == -1);
+    // A variant the table does not know: how many rows of dQ each warp adds is not guessed.
+    s.step = "08_tensor_cores";
+    s.variant = "tomorrow";
+    L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.kv_in_regs == -1);
+    REQUIRE(L.dq_row_tiles == 0);
+  }
+  SECTION("the dQ kernel's tiles where grid and shared memory fit two: backward_configs.cuh decides") {
+    // N = 32: one CTA whether it has 64 rows or 128; 48 KiB is 64 rows + 64 keys or 128 + 32.
+    SmemPipeline L = derive_smem_pipeline(tc_dq_kernel_trace(32, 64, 1, 128, 49152), 0);
+    INFO(L.why_not);
+    REQUIRE(L.valid);
+    REQUIRE(L.from_variant);
+    REQUIRE(L.Br == 64);
+    REQUIRE(L.Bc == 64);
+    L = derive_smem_pipeline(tc_dq_kernel_trace(32, 64, 1, 128, 49152, "tomorrow"), 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("does not say") != std::string::npos);
+    // N = 256 and two CTAs: 128 rows, and 48 KiB leaves 32 keys a stage.
+    L = derive_smem_pipeline(tc_dq_kernel_trace(256, 64, 2, 128, 49152, "tomorrow"), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.Br == 128);
+    REQUIRE(L.Bc == 32);
+    REQUIRE(L.rows_per_warp == 32);
+    REQUIRE_FALSE(L.from_variant);
+  }
+  SECTION("what does not fit is said, not drawn") {
+    test::TcBwdSpec s;
+    auto t = test::tc_dkdv_trace(s);
+    t.kernels[0].smem_bytes += 16;
+    auto L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("fits no layout") != std::string::npos);
+    t = test::tc_dkdv_trace(s);
+    t.kernels[0].block[0] = 256;  // 8 warps: 128 keys, not the trace's 64
+    L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("16 keys each") != std::string::npos);
+    t = test::tc_dkdv_trace(s);
+    t.kernels[0].grid[0] = 6;  // 4 key tiles
+    REQUIRE(derive_smem_pipeline(t, 0).why_not.find("do not split") != std::string::npos);
+    REQUIRE(derive_smem_pipeline(tc_dq_kernel_trace(256, 64, 4, 128, 50000), 0).why_not.find("fit no tile") !=
+            std::string::npos);
+    // fp32 steps keep their own drawing.
+    t = test::tc_dkdv_trace(s);
+    t.meta.dtype = "fp32";
+    L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.empty());
+  }
+}
+
+TEST_CASE("step 08's backward stages: the tile computed and in flight, dSᵀ and dQ's atomics, from the events",
+          "[viz][pipeline][bwd]") {
+  SECTION("the dK/dV kernel (fa2 on the H200): query tiles through two stages, K and V kept") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_fa2.bwd.json")));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 1);
+    REQUIRE(L.valid);
+    const int k1 = track_of(r, 1, 1);  // keys 64..127
+    // Issuing K and V: no stage issued yet, nothing landed.
+    auto v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Load, 0, tr::Tensor::K)));
+    REQUIRE(v.tiles == 4);
+    REQUIRE(v.kept_row0 == 64);
+    REQUIRE(v.kept_rows == 64);
+    REQUIRE(v.col0 == 0);
+    REQUIRE_FALSE(v.kept_loaded);
+    check_stage(v, 0, StageState::Empty, -1);
+    check_stage(v, 1, StageState::Empty, -1);
+    // Waiting for query tile 0 (K and V land with it); tile 1 is not issued until it has.
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Load, 0, tr::Tensor::Q)));
+    REQUIRE_FALSE(v.kept_loaded);
+    check_stage(v, 0, StageState::Loading, 0, 0);
+    REQUIRE(v.stages[0].waited_on);
+    check_stage(v, 1, StageState::Empty, -1);
+    REQUIRE(v.in_flight == -1);
+    // Sᵀ of tile 0 from stage 0, tile 1 (queries 64..127) in flight into stage 1.
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeS, 0)));
+    REQUIRE(v.kept_loaded);
+    REQUIRE(v.computing == 0);
+    check_stage(v, 0, StageState::Computing, 0, 0);
+    check_stage(v, 1, StageState::Loading, 1, 64);
+    REQUIRE(v.in_flight == 1);
+    REQUIRE(v.ds_tile == -1);
+    // Waiting for tile 1: stage 0 keeps tile 0's spent bytes (tile 2 goes there after the wait).
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Load, 1, tr::Tensor::Q)));
+    REQUIRE(v.computing == -1);
+    check_stage(v, 1, StageState::Loading, 1, 64);
+    REQUIRE(v.stages[1].waited_on);
+    check_stage(v, 0, StageState::Free, 0, 0);
+    REQUIRE(v.ds_phase == DsPhase::Spent);
+    REQUIRE(v.ds_tile == 0);
+    REQUIRE(v.dq_atomic_tile == -1);
+    // dSᵀ of tile 1: written with dV and dK, read back for dQ with the atomics, then spent.
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::AccumulateDV, 1)));
+    REQUIRE(v.ds_tile == 1);
+    REQUIRE(v.ds_row0 == 64);
+    REQUIRE(v.ds_phase == DsPhase::Writing);
+    check_stage(v, 1, StageState::Computing, 1, 64);
+    check_stage(v, 0, StageState::Loading, 2, 128);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::AccumulateDK, 1)));
+    REQUIRE(v.ds_phase == DsPhase::Written);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Load, 1, tr::Tensor::dQacc)));
+    REQUIRE(v.ds_phase == DsPhase::Reading);
+    REQUIRE(v.dq_atomic_tile == 1);
+    REQUIRE(v.computing == 1);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Store, 1, tr::Tensor::dQacc)));
+    REQUIRE(v.ds_phase == DsPhase::Spent);
+    REQUIRE(v.dq_atomic_tile == 1);
+    REQUIRE(v.computing == 1);  // the atomics are tile 1's work: tile 2 is not waited on yet
+    // The last tile: nothing left to issue; storing dK and dV: the loop is over.
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeS, 3)));
+    REQUIRE(v.computing == 3);
+    REQUIRE(v.in_flight == -1);
+    check_stage(v, 1, StageState::Computing, 3, 192);
+    check_stage(v, 0, StageState::Free, 2, 128);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Store, 0, tr::Tensor::dK)));
+    REQUIRE(v.computing == -1);
+    REQUIRE(v.kept_loaded);
+    check_stage(v, 1, StageState::Free, 3);
+    // Retired: its shared memory is gone.
+    v = pipeline_at(r, L, k1, r.track_cursor(k1, Cursor{Order::Logical, double(r.event_count())}));
+    check_stage(v, 0, StageState::Empty, -1);
+    REQUIRE(v.ds_tile == -1);
+  }
+  SECTION("the deterministic dK/dV kernel: no dSᵀ; its dQ kernel: Q and dO kept, key tiles through the stages") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json")));
+    const SmemPipeline dkdv = derive_smem_pipeline(r.trace(), 1);
+    const int k0 = track_of(r, 1, 0);
+    auto v = pipeline_at(r, dkdv, k0, during(r, k0, nth(r, k0, tr::Kind::AccumulateDV, 1)));
+    REQUIRE(v.ds_tile == -1);
+    REQUIRE(v.ds_phase == DsPhase::None);
+    check_stage(v, 1, StageState::Computing, 1, 64);
+    const SmemPipeline dq = derive_smem_pipeline(r.trace(), 2);
+    const int q1 = track_of(r, 2, 1);  // rows 64..127
+    v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::Load, 0, tr::Tensor::dO)));
+    REQUIRE(v.kept_row0 == 64);
+    REQUIRE_FALSE(v.kept_loaded);
+    check_stage(v, 0, StageState::Empty, -1);
+    v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::Load, 0, tr::Tensor::K)));
+    REQUIRE_FALSE(v.kept_loaded);  // Q and dO land with key tile 0
+    check_stage(v, 0, StageState::Loading, 0, 0);
+    REQUIRE(v.stages[0].waited_on);
+    v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::AccumulateDQ, 0)));
+    REQUIRE(v.kept_loaded);
+    check_stage(v, 0, StageState::Computing, 0, 0);
+    check_stage(v, 1, StageState::Loading, 1, 64);
+    REQUIRE(v.dq_atomic_tile == -1);
+    v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::Store, 0, tr::Tensor::dQ)));
+    REQUIRE(v.computing == -1);
+    check_stage(v, 1, StageState::Free, 3, 192);
+  }
+  SECTION("d = 256: each CTA of a pair, its half of the columns") {
+    test::TcBwdSpec s;
+    s.d = 256;
+    s.split = 2;
+    const Replay r(test::tc_dkdv_trace(s));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+    for (int cta = 0; cta < 8; ++cta) {
+      const int t = track_of(r, 0, cta);
+      const auto v = pipeline_at(r, L, t, during(r, t, nth(r, t, tr::Kind::ComputeS, 1)));
+      const auto& dk = r.trace().events[std::size_t(r.track_events(t)[std::size_t(nth(r, t, tr::Kind::AccumulateDK, 0))])];
+      INFO("CTA " << cta);
+      REQUIRE(v.col0 == dk.col0);  // blockIdx.x % kSplit · kCols, as the kernel's events say
+      REQUIRE(v.kept_row0 == cta / 2 * 64);
+    }
   }
 }
 
