@@ -14,6 +14,7 @@
 #include "visualizer/model/document.hpp"
 #include "visualizer/model/synthetic.hpp"
 #include "visualizer/tests/dqacc_trace.hpp"
+#include "visualizer/tests/tc_bwd_trace.hpp"
 #include "visualizer/ui/app.hpp"
 #include "visualizer/ui/theme.hpp"
 #include "visualizer/ui/widgets.hpp"
@@ -105,7 +106,8 @@ TEST_CASE("every panel draws with no backend, in both orders, with one trace or 
 }
 
 // A 16-bit backward that adds dQ up in float32 dQacc (trace tensor 17), and step 08's shipped
-// tensor-core traces (their SRAM drawn as the kernel's stages), through every panel.
+// tensor-core traces, forward and backward (their SRAM drawn as the kernel's stages), through
+// every panel.
 TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui][dqacc][pipeline]") {
   Headless h;
   App app;
@@ -113,13 +115,18 @@ TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui
   app.state().panels = parse_panels("all", bad);
   std::vector<std::unique_ptr<Document>> docs;
   docs.push_back(make_document(test::dqacc_trace(), "test:dqacc"));
-  for (const char* v : {"fa2", "r1_mma", "r3_pipeline"}) {
+  for (const char* v : {"fa2.fwd", "r1_mma.fwd", "r3_pipeline.fwd", "fa2.bwd", "deterministic.bwd"}) {
     std::string error;
-    auto doc = load_document(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_" + v + ".fwd.json", error);
+    auto doc = load_document(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_" + v + ".json", error);
     INFO(error);
     REQUIRE(doc);
     docs.push_back(std::move(doc));
   }
+  // The backward at d = 256: a key tile's CTAs in pairs, each with half of d's columns.
+  test::TcBwdSpec split;
+  split.d = 256;
+  split.split = 2;
+  docs.push_back(make_document(test::tc_dkdv_trace(split), "test:tc_dkdv_d256"));
   for (auto& doc : docs) {
     INFO(doc->path);
     app.set_document(std::move(doc), false);

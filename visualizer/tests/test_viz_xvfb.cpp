@@ -230,6 +230,32 @@ TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {
   WARN(n << " shipped trace(s) in " << dir);
 }
 
+// Step 08's dK/dV kernel in the memory panel: its SRAM as the kernel lays it out. fa2's CTA 0
+// adds tile 1's share of dQ by atomics (its Load dQacc event, seq 221 of the shipped trace): dSᵀ's
+// tile is drawn, being read back, beside K and V and the two Q/dO stages; the deterministic
+// variant's dK/dV kernel has no dSᵀ tile.
+TEST_CASE("step 08's backward: the dK/dV kernel's shared memory with its dS tile, or without", "[viz][xvfb][pipeline]") {
+  const int W = 1300, H = 760;
+  auto sram_px = [&](const std::string& trace, const std::string& at, fs::trace::Tensor t) {
+    const std::string png = (scratch() / ("bwd_" + at + ".png")).string();
+    const Result r = run(kXvfb + kExe + " " + std::string(FS_SOURCE_DIR) + "/docs/traces/" + trace +
+                         " --order logical --at " + at + " --panels memory --size 1300x760 --screenshot " + png);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    Image img;
+    REQUIRE(img.load(png));
+    // The chip's side, above its registers: the shared memory's slots.
+    return img.count_near(int(W * 0.62f), int(H * 0.2f), W, int(H * 0.5f), theme::tensor_color(t), 40);
+  };
+  const int ds = sram_px("08_tensor_cores_fa2.bwd.json", "seq:221", fs::trace::Tensor::dS);
+  const int q = sram_px("08_tensor_cores_fa2.bwd.json", "seq:221", fs::trace::Tensor::Q);
+  const int none = sram_px("08_tensor_cores_deterministic.bwd.json", "seq:200", fs::trace::Tensor::dS);
+  INFO("dS " << ds << " px, Q " << q << " px; deterministic dS " << none << " px");
+  REQUIRE(ds > 3000);   // an 86-px square, less its lines and labels
+  REQUIRE(q > 3000);    // the stage computed
+  REQUIRE(none < 100);  // the registers' dS is further down
+}
+
 TEST_CASE("the frames option writes an animation sequence", "[viz][xvfb]") {
   const auto dir = scratch() / "frames";
   const Result r = run(kXvfb + kExe + " --synthetic flash --N 256 --heads 2 --size 640x400 --frame-count 5 --frames " + dir.string());

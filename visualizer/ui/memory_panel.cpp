@@ -153,6 +153,7 @@ void memory_panel(UiState& s) {
   // Where the selected CTA's tiles came from (a gathered tile: each of its rows).
   for (const auto& t : tiles) {
     if (t.where != Residence::Smem || !r.placeable(t.tensor, t.bh, t.round)) continue;
+    if (pipe.valid && t.tensor == tr::Tensor::dQacc) continue;  // added to by atomics, never held in SRAM
     if (const HbmItem* it = layout.find(t.tensor))
       for (const Rect& er : element_rects(*it->grid, it->rect, r.slot_orders(t.tensor, t.bh, t.round), t.row0, t.rows,
                                           t.col0, t.cols))
@@ -161,9 +162,10 @@ void memory_panel(UiState& s) {
   // And, with stages, where the tiles in flight come from.
   for (const auto& st : pview.stages) {
     if (st.state != StageState::Loading) continue;
-    for (tr::Tensor t : {tr::Tensor::K, tr::Tensor::V})
+    for (tr::Tensor t : pipe.stage_tensors())
       if (const HbmItem* it = layout.find(t)) {
-        const Rect er = element_rect(*it->grid, it->rect, st.key0, st.keys, 0, pipe.d);
+        const int cols = t == tr::Tensor::LSE || t == tr::Tensor::D ? 1 : pipe.d;
+        const Rect er = element_rect(*it->grid, it->rect, st.key0, st.keys, 0, cols);
         dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), IM_COL32(255, 255, 255, 170), 0, 0, 1.5f);
       }
   }
@@ -353,13 +355,31 @@ void memory_panel(UiState& s) {
     return nullptr;
   };
   const int last_event = tc.done > 0 ? list[std::size_t(tc.done) - 1] : -1;
-  for (const auto& t : tiles) {
+  // The atomic dK/dV kernel computes a tile's share of dQ and adds it to dQacc within that
+  // tile's Load dQacc event (its AccumulateDQ is recorded after): meanwhile the registers hold
+  // that share, whatever the last AccumulateDQ said.
+  std::vector<ResidentTile> on_chip = tiles;
+  if (pipe.valid && pipe.atomic_dq && tc.active >= 0) {
+    const int ei = list[std::size_t(tc.active)];
+    const auto& e = r.trace().events[std::size_t(ei)];
+    if (e.tensor == tr::Tensor::dQacc && e.kind != tr::Kind::Skip) {
+      const ResidentTile share{tr::Tensor::dQ, Residence::Regs, e.bh, e.row0, e.rows, e.col0, e.cols,
+                               std::int64_t(e.rows) * e.cols * 4, ei, e.round};
+      auto it = std::find_if(on_chip.begin(), on_chip.end(),
+                             [](const ResidentTile& t) { return t.tensor == tr::Tensor::dQ && t.where == Residence::Regs; });
+      if (it != on_chip.end())
+        *it = share;
+      else
+        on_chip.push_back(share);
+    }
+  }
+  for (const auto& t : on_chip) {
     if (pipe.valid && t.where == Residence::Smem) continue;
     const Slot* sl = slot_of(t.tensor, t.where);
     if (!sl) continue;
     const Rect card = draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
-    // Each warp holds its rows of S, P̃ and O as mma accumulators.
-    if (pipe.valid && t.rows == pipe.Br) draw_warp_bands(dl, pipe, card, false);
+    // Each warp holds its rows of S, P̃ and O as mma accumulators (the dK/dV kernel: its keys).
+    if (pipe.valid) draw_register_bands(dl, pipe, card, t);
   }
 
   // Running statistics of the sampled row, next to the registers.
@@ -386,8 +406,10 @@ void memory_panel(UiState& s) {
     std::snprintf(buf, sizeof buf, "retired at %s: its tiles are gone; what it stored is in HBM", format_ns(r.track_end_ns(track)).c_str());
   } else if (tc.active >= 0) {
     const auto& e = r.trace().events[std::size_t(list[std::size_t(tc.active)])];
-    std::snprintf(buf, sizeof buf, "now: %s %s%s  (%d%%)", kind_label(e.kind), tile_label(e).c_str(),
-                  e.bytes > 0 ? ("  " + format_bytes(double(e.bytes))).c_str() : "", int(tc.frac * 100));
+    // The atomic dK/dV kernel's dQacc events are its atomics.
+    const char* atomics = pipe.valid && pipe.atomic_dq && e.tensor == tr::Tensor::dQacc ? " · atomics" : "";
+    std::snprintf(buf, sizeof buf, "now: %s %s%s  (%d%%)%s", kind_label(e.kind), tile_label(e).c_str(),
+                  e.bytes > 0 ? ("  " + format_bytes(double(e.bytes))).c_str() : "", int(tc.frac * 100), atomics);
   } else if (tc.done > 0) {
     const auto& e = r.trace().events[std::size_t(list[std::size_t(tc.done) - 1])];
     std::snprintf(buf, sizeof buf, "last: %s %s", kind_label(e.kind), tile_label(e).c_str());
@@ -409,10 +431,16 @@ void memory_panel(UiState& s) {
       // accumulator in registers, and the pass that rounds dQacc into dQ stores the dQacc tile it loaded.
       if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQacc) sl = slot_of(tr::Tensor::dQ, Residence::Regs);
       if (!sl && e.kind == tr::Kind::Store && chip_t == tr::Tensor::dQ) sl = slot_of(tr::Tensor::dQacc, Residence::Smem);
+      // The atomic dK/dV kernel's Load and Store of dQacc are its atomics: dQ's share goes from
+      // the warps' registers to HBM, and nothing comes back to SRAM.
+      const bool atomics = pipe.valid && pipe.atomic_dq && e.tensor == tr::Tensor::dQacc;
+      if (atomics) sl = slot_of(tr::Tensor::dQ, Residence::Regs);
+      const bool to_hbm = e.kind == tr::Kind::Store || atomics;
       const HbmItem* it = layout.find(e.tensor);
       // With the kernel's slots, a load lands in its own: Q's, or the stage its tile goes to.
       const Rect* pslot = nullptr;
-      if (pipe.valid && e.kind == tr::Kind::Load) {
+      if (pipe.valid && pipe.backward() && e.kind == tr::Kind::Load && !atomics) pslot = prects.landing(pview, e.tensor, e.row0);
+      if (pipe.valid && !pipe.backward() && e.kind == tr::Kind::Load) {
         if (e.tensor == tr::Tensor::Q) pslot = &prects.q;
         for (std::size_t st = 0; st < pview.stages.size() && !pslot; ++st)
           if (pview.stages[st].tile >= 0 && pview.stages[st].key0 == e.row0 &&
@@ -429,7 +457,7 @@ void memory_panel(UiState& s) {
                                 : ImVec2((sl->rect.min.x + sl->rect.max.x) * 0.5f,
                                          sl->rect.min.y + (sl->rect.h() - f.small->FontSize * 2) * 0.5f);
         const Rect cr{ImVec2(sc.x - w2 * 0.5f, sc.y - h2 * 0.5f), ImVec2(sc.x + w2 * 0.5f, sc.y + h2 * 0.5f)};
-        const Rect from = e.kind == tr::Kind::Load ? hr : cr, to = e.kind == tr::Kind::Load ? cr : hr;
+        const Rect from = to_hbm ? cr : hr, to = to_hbm ? hr : cr;
         const float t = smooth(float(std::clamp(tc.frac, 0.0, 1.0)));
         auto lerp = [&](ImVec2 a, ImVec2 b) { return ImVec2(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t); };
         const ImVec2 a((from.min.x + from.max.x) * 0.5f, (from.min.y + from.max.y) * 0.5f);

@@ -73,10 +73,415 @@ void draw_kv_tile(ImDrawList* dl, const SmemPipeline& L, Rect r, tr::Tensor t, c
   (void)L;
 }
 
+// --- The backward (tc_dkdv_kernel, tc_dq_kernel) -------------------------------------------
+
+constexpr float kStatW = 6;         // a stage's LSE and D: strips beside Q and dO (Br floats, too thin to scale)
+constexpr int kBwdCaptionLines = 5;  // kept free for the caption when sizing (it says more than the forward's)
+
+bool is_dkdv(const SmemPipeline& L) { return L.kernel == SmemKernel::Dkdv; }
+int kept_el(const SmemPipeline& L) { return is_dkdv(L) ? L.Bc : L.Br; }   // rows of a kept tile
+int stage_el(const SmemPipeline& L) { return is_dkdv(L) ? L.Br : L.Bc; }  // rows of a stage's tile
+const char* kept_unit(const SmemPipeline& L) { return is_dkdv(L) ? "keys" : "rows"; }
+const char* stage_unit(const SmemPipeline& L) { return is_dkdv(L) ? "queries" : "keys"; }
+std::string range_text(int a, int n) { return std::to_string(a) + "–" + std::to_string(a + n - 1); }
+// The tile's number in its tensor: query tile i (dK/dV), key tile j (dQ).
+int stage_tile_no(const SmemPipeline& L, const StageView& s) {
+  const int rows = stage_el(L);
+  return rows > 0 ? s.key0 / rows : s.tile;
+}
+
+// Draws text segments one after another from p, each in its colour.
+void segments(ImDrawList* dl, ImFont* f, ImVec2 p, std::initializer_list<std::pair<std::string, ImU32>> parts) {
+  for (const auto& [s, c] : parts) {
+    text_at(dl, f, p, c, s);
+    p.x += text_w(f, s);
+  }
+}
+
+// The warps' rows of a kept tile in r: lines between them, and (labels) which rows each holds,
+// counted in the head from `first`.
+void kept_bands(ImDrawList* dl, const SmemPipeline& L, Rect r, int first, bool labels) {
+  const auto& f = theme::fonts();
+  const float band = r.h() / float(std::max(1, L.warps));
+  for (int w = 1; w < L.warps; ++w) {
+    const float y = r.min.y + band * float(w);
+    dl->AddLine(ImVec2(r.min.x + 1, y), ImVec2(r.max.x - 1, y), theme::kPanel, 2);
+  }
+  if (!labels || band < f.small->FontSize) return;
+  const std::string unit = kept_unit(L);
+  const std::string widest = unit + " " + range_text(first + L.warp_row0(L.warps - 1), L.rows_per_warp);
+  const bool two_lines = band >= 2 * f.small->FontSize + 2 && text_w(f.small, widest) + 4 <= r.w();
+  // Every band says the same: the longest form that fits the widest of them.
+  auto one_line = [&](int w) {
+    const std::string ws = std::to_string(w), rows = range_text(first + L.warp_row0(w), L.rows_per_warp);
+    return std::vector<std::string>{"warp " + ws + " · " + unit + " " + rows, "w" + ws + " · " + unit + " " + rows,
+                                    "w" + ws + ": " + rows, "warp " + ws, "w" + ws};
+  };
+  std::size_t form = 0;
+  const auto widest_forms = one_line(L.warps - 1);
+  while (form < widest_forms.size() && text_w(f.small, widest_forms[form]) > r.w() - 4) ++form;
+  for (int w = 0; w < L.warps; ++w) {
+    const Rect b{ImVec2(r.min.x, r.min.y + band * float(w)), ImVec2(r.max.x, r.min.y + band * float(w + 1))};
+    const std::string ws = std::to_string(w), rows = range_text(first + L.warp_row0(w), L.rows_per_warp);
+    if (two_lines) {
+      const Rect top{b.min, ImVec2(b.max.x, b.min.y + b.h() * 0.5f + 1)};
+      const Rect bottom{ImVec2(b.min.x, b.min.y + b.h() * 0.5f - 1), b.max};
+      centered_text(dl, {top.min, ImVec2(top.max.x, top.max.y + f.small->FontSize * 0.25f)}, kInk, ("warp " + ws).c_str(), f.small);
+      centered_text(dl, {ImVec2(bottom.min.x, bottom.min.y - f.small->FontSize * 0.25f), bottom.max}, kInk,
+                    (unit + " " + rows).c_str(), f.small);
+    } else if (form < widest_forms.size()) {
+      centered_text(dl, b, kInk, one_line(w)[form].c_str(), f.small);
+    }
+  }
+}
+
+// A stage's LSE or D: a strip filled as the stage's tiles are.
+void draw_stat_strip(ImDrawList* dl, Rect r, tr::Tensor t, const StageView& s) {
+  switch (s.state) {
+    case StageState::Computing: dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.92f), 1); break;
+    case StageState::Loading:
+      dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.3f), 1);
+      dl->AddRect(r.min, r.max, IM_COL32(255, 255, 255, 200), 1);
+      break;
+    case StageState::Free:
+      dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.14f), 1);
+      dl->AddRect(r.min, r.max, theme::tensor_color(t, 0.35f), 1);
+      break;
+    case StageState::Empty: dl->AddRect(r.min, r.max, theme::kBorder, 1); break;
+  }
+}
+
+// The CTA's columns of d (d = 256: half of them) under a tile: an accent line along its bottom.
+void mark_columns(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect r) {
+  if (L.split <= 1 || L.d <= 0) return;
+  const float x0 = r.min.x + r.w() * float(v.col0) / float(L.d), x1 = r.min.x + r.w() * float(v.col0 + L.cols()) / float(L.d);
+  dl->AddRectFilled(ImVec2(x0, r.max.y - 3), ImVec2(x1, r.max.y), theme::kAccent);
+}
+
+// dSᵀ's column is at least this wide, for the lines under it (at d = 256 its Br queries are
+// narrow beside the stages' d columns).
+float ds_col_w(const SmemPipeline& L, float s) { return std::max(float(L.Br) * s, text_w(theme::fonts().small, "read back") + 4); }
+
+double bwd_scale(const SmemPipeline& L, Rect area) {
+  const int ncols = 1 + L.stages + (L.atomic_dq ? 1 : 0);
+  const double fixed = kColGap * float(ncols - 1) + (is_dkdv(L) ? L.stages * (2 + kStatW) : 0);
+  const double tall = 2.0 * std::max(kept_el(L), stage_el(L));
+  const double h = area.h() - header_h() - kInnerGap - (kLinesBelow + kBwdCaptionLines) * line_h() - 10;
+  const double cols = double(L.d) * (1 + L.stages);
+  double s = std::min((area.w() - fixed) / (cols + (L.atomic_dq ? L.Br : 0)), h / tall);
+  if (L.atomic_dq && float(L.Br * s) < ds_col_w(L, float(s)))  // dSᵀ at its least width
+    s = std::min((area.w() - fixed - ds_col_w(L, 0)) / cols, h / tall);
+  return std::clamp(s, 0.05, 4.0);
+}
+
+PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect area, double scale) {
+  PipelineRects out;
+  const auto& f = theme::fonts();
+  const bool dkdv = is_dkdv(L);
+  const float s = float(scale);
+  const float top = area.min.y + header_h();
+  float x = area.min.x;
+  float text_bottom = top;
+  const auto kept = L.kept_tensors();     // K, V or Q, dO
+  const auto staged = L.stage_tensors();  // Q, dO (LSE, D) or K, V
+  auto lines_under = [&](float x0, float y, std::initializer_list<std::pair<std::string, ImU32>> lines) {
+    for (const auto& [l, c] : lines) {
+      if (l.empty()) continue;
+      text_at(dl, f.small, ImVec2(x0, y), c, l);
+      y += line_h();
+    }
+    text_bottom = std::max(text_bottom, y);
+  };
+
+  // The kept tiles, one above the other: one band per warp, the keys (rows) it holds.
+  {
+    const float w = float(L.d) * s, h = float(kept_el(L)) * s;
+    const float room = w + kColGap - 4;
+    const std::string a = tensor_label(kept[0]), b = tensor_label(kept[1]), nw = std::to_string(L.warps);
+    for (const std::string& tail : {" · " + nw + " warps", " · " + nw + "w", std::string()})
+      if (text_w(f.regular, a + ", " + b + tail) <= room || tail.empty()) {
+        segments(dl, f.regular, ImVec2(x, area.min.y),
+                 {{a, theme::tensor_color(kept[0])}, {", ", theme::kTextDim}, {b, theme::tensor_color(kept[1])}, {tail, theme::kTextDim}});
+        break;
+      }
+    for (int i = 0; i < 2; ++i) {
+      const float y0 = top + float(i) * (h + kInnerGap);
+      const Rect r{ImVec2(x, y0), ImVec2(x + w, y0 + h)};
+      out.kept.emplace_back(kept[std::size_t(i)], r);
+      const tr::Tensor t = kept[std::size_t(i)];
+      const float band = h / float(std::max(1, L.warps));
+      for (int k = 0; k < L.warps; ++k) {
+        const Rect bk{ImVec2(x, y0 + band * float(k)), ImVec2(x + w, y0 + band * float(k + 1))};
+        if (v.kept_loaded)
+          dl->AddRectFilled(bk.min, bk.max, theme::tensor_color(t, k % 2 ? 0.72f : 0.92f));
+        else
+          hatch(dl, bk, theme::tensor_color(t, 0.45f), 6);
+      }
+      dl->AddRect(r.min, r.max, v.kept_loaded ? theme::tensor_color(t) : IM_COL32(255, 255, 255, 200), 2);
+      if (v.kept_loaded) {
+        kept_bands(dl, L, r, v.kept_row0, i == 0);
+        if (i == 1)  // its name in the first band, clear of the lines between warps
+          centered_text(dl, {r.min, ImVec2(r.max.x, r.min.y + h / float(std::max(1, L.warps)))}, kInk, tensor_label(t), f.small);
+        if (dkdv && t == tr::Tensor::K) mark_columns(dl, L, v, r);
+      } else {
+        centered_text(dl, r, theme::kText, tensor_label(t), f.small);
+      }
+    }
+    const float ty = top + 2 * h + kInnerGap + 3;
+    lines_under(x, ty,
+                {{fit(f.small, room, {std::string(kept_unit(L)) + " " + range_text(v.kept_row0, std::max(1, v.kept_rows)),
+                                      range_text(v.kept_row0, std::max(1, v.kept_rows))}),
+                  theme::kTextDim},
+                 {fit(f.small, room, {format_bytes(double(L.kept_tile_bytes())) + " each", format_bytes(double(L.kept_tile_bytes()))}),
+                  theme::kTextDim},
+                 {fit(f.small, room, {std::to_string(L.rows_per_warp) + " " + kept_unit(L) + " a warp",
+                                      std::to_string(L.rows_per_warp) + "/warp"}),
+                  theme::kTextDim}});
+    x += w + kColGap;
+  }
+
+  // The stages: two tiles each (and, dK/dV, the strips of LSE and D beside them).
+  out.staged.resize(std::size_t(L.stages));
+  for (int st = 0; st < L.stages; ++st) {
+    const StageView sv = st < int(v.stages.size()) ? v.stages[std::size_t(st)] : StageView{};
+    const float w = float(L.d) * s, h = float(stage_el(L)) * s;
+    const float strips = dkdv ? 2 + kStatW : 0;
+    const float room = w + strips + kColGap - 4;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "stage %d", st);
+    text_at(dl, f.regular, ImVec2(x, area.min.y), sv.state == StageState::Computing ? theme::kAccent : theme::kText,
+            fit(f.regular, room, {buf, "s" + std::to_string(st)}));
+    auto& slots = out.staged[std::size_t(st)];
+    for (int i = 0; i < 2; ++i) {
+      const float y0 = top + float(i) * (h + kInnerGap);
+      const Rect r{ImVec2(x, y0), ImVec2(x + w, y0 + h)};
+      slots.emplace_back(staged[std::size_t(i)], r);
+      draw_kv_tile(dl, L, r, staged[std::size_t(i)], sv);
+      if (dkdv && sv.state != StageState::Empty) mark_columns(dl, L, v, r);
+      if (dkdv) {
+        const Rect sr{ImVec2(r.max.x + 2, y0), ImVec2(r.max.x + 2 + kStatW, y0 + h)};
+        slots.emplace_back(staged[std::size_t(2 + i)], sr);
+        draw_stat_strip(dl, sr, staged[std::size_t(2 + i)], sv);
+      }
+    }
+    const float col_bottom = top + 2 * h + kInnerGap;
+    if (sv.state == StageState::Computing)
+      dl->AddRect(ImVec2(x - 3, top - 3), ImVec2(x + w + strips + 3, col_bottom + 3), theme::kAccent, 3, 0, 2);
+    const std::string j = std::to_string(stage_tile_no(L, sv));
+    const std::string rows = sv.keys > 0 ? range_text(sv.key0, sv.keys) : std::string();
+    const std::string what = fit(f.small, room, {std::string(stage_unit(L)) + " " + rows, rows});
+    std::string l1, l2, l3;
+    ImU32 c1 = theme::kTextDim;
+    switch (sv.state) {
+      case StageState::Computing:
+        l1 = fit(f.small, room, {"computing tile " + j, "computing", "comp."});
+        if (l1.rfind("computing tile", 0) != 0) l2 = "tile " + j;
+        l3 = what;
+        c1 = theme::kAccent;
+        break;
+      case StageState::Loading:
+        l1 = fit(f.small, room, {"in flight: tile " + j, "in flight", "loading"});
+        if (l1.rfind("in flight:", 0) != 0) l2 = "tile " + j;
+        l3 = sv.waited_on ? fit(f.small, room, {"the CTA waits for it", "CTA waits", "waited"})
+                          : fit(f.small, room, {what + " (cp.async)", what, "cp.async"});
+        c1 = theme::kText;
+        break;
+      case StageState::Free:
+        l1 = fit(f.small, room, {"free: tile " + j + " done", "free"});
+        if (l1.rfind("free:", 0) != 0) l2 = fit(f.small, room, {"tile " + j + " done", "tile " + j});
+        break;
+      case StageState::Empty: l1 = "empty"; break;
+    }
+    lines_under(x, col_bottom + 3, {{l1, c1}, {l2, theme::kTextDim}, {l3, theme::kTextDim}});
+    x += w + strips + kColGap;
+  }
+
+  // dSᵀ (atomic dK/dV): written by the warps' keys (rows), read back by query columns.
+  if (L.atomic_dq) {
+    const float w = float(L.Br) * s, h = float(L.Bc) * s;
+    out.ds = {ImVec2(x, top), ImVec2(x + w, top + h)};
+    const tr::Tensor dS = tr::Tensor::dS;
+    text_at(dl, f.regular, ImVec2(x, area.min.y), theme::tensor_color(dS), "dSᵀ");
+    const bool live = v.ds_phase == DsPhase::Writing || v.ds_phase == DsPhase::Reading;
+    const float fill = live ? 0.9f : v.ds_phase == DsPhase::Written ? 0.55f : v.ds_phase == DsPhase::Spent ? 0.14f : 0;
+    if (fill > 0) dl->AddRectFilled(out.ds.min, out.ds.max, theme::tensor_color(dS, fill), 2);
+    if (live)
+      dl->AddRect(ImVec2(out.ds.min.x - 3, out.ds.min.y - 3), ImVec2(out.ds.max.x + 3, out.ds.max.y + 3), theme::kAccent, 3, 0, 2);
+    dl->AddRect(out.ds.min, out.ds.max, theme::tensor_color(dS, v.ds_tile >= 0 ? 0.6f : 0.35f), 2);
+    const ImU32 ink = fill >= 0.5f ? kInk : theme::tensor_color(dS, 0.7f);
+    if (v.ds_phase == DsPhase::Reading && L.dq_row_tiles > 0) {
+      // By query columns: group g's 16·T queries go to warps g, g + groups, … (ldmatrix.trans).
+      const int groups = L.dq_row_groups();
+      const float band = w / float(groups);
+      for (int g = 1; g < groups; ++g)
+        dl->AddLine(ImVec2(x + band * float(g), top + 1), ImVec2(x + band * float(g), top + h - 1), theme::kPanel, 2);
+      for (int g = 0; g < groups; ++g) {
+        std::string who = "w" + std::to_string(g);
+        for (int k = g + groups; k < L.warps; k += groups) who += "," + std::to_string(k);
+        const Rect b{ImVec2(x + band * float(g), top), ImVec2(x + band * float(g + 1), top + h)};
+        if (text_w(f.small, who) + 2 <= band) centered_text(dl, b, ink, who.c_str(), f.small);
+      }
+    } else if (v.ds_phase != DsPhase::None && v.ds_phase != DsPhase::Reading) {
+      const float band = h / float(std::max(1, L.warps));
+      for (int k = 1; k < L.warps; ++k)
+        dl->AddLine(ImVec2(x + 1, top + band * float(k)), ImVec2(x + w - 1, top + band * float(k)), theme::kPanel, 2);
+      if (band >= f.small->FontSize)
+        for (int k = 0; k < L.warps; ++k)
+          centered_text(dl, {ImVec2(x, top + band * float(k)), ImVec2(x + w, top + band * float(k + 1))}, ink,
+                        fit(f.small, w - 4, {"warp " + std::to_string(k), "w" + std::to_string(k)}).c_str(), f.small);
+    }
+    const float room = ds_col_w(L, s);
+    const std::string i = std::to_string(L.Br > 0 ? v.ds_row0 / L.Br : v.ds_tile);
+    std::string l2, l3;
+    ImU32 c2 = theme::kTextDim;
+    switch (v.ds_phase) {
+      case DsPhase::Writing:
+        l2 = fit(f.small, room, {"written by keys", "writing", "write"});
+        c2 = theme::kAccent;
+        break;
+      case DsPhase::Written: l2 = fit(f.small, room, {"written: tile " + i, "written"}); break;
+      case DsPhase::Reading:
+        l2 = fit(f.small, room, {"read by queries", "read back", "read"});
+        c2 = theme::kAccent;
+        break;
+      case DsPhase::Spent: l2 = fit(f.small, room, {"spent: tile " + i, "spent"}); break;
+      case DsPhase::None: l2 = "empty"; break;
+    }
+    if (v.dq_atomic_tile >= 0) l3 = fit(f.small, room, {"dQ: atomics → HBM", "atomics → HBM", "atomics"});
+    lines_under(x, out.ds.max.y + 3, {{fit(f.small, room, {format_bytes(double(L.ds_bytes()))}), theme::kTextDim}, {l2, c2}, {l3, theme::kAccent}});
+  }
+
+  // The caption: what this kernel keeps where, as far as there is room.
+  std::string caption;
+  // Each sentence in a long form and a short one (the same, when it has none): the long forms
+  // where all of them fit, else the short ones, as far as there is room.
+  std::vector<std::pair<std::string, std::string>> sentences;
+  auto add = [&](std::initializer_list<std::string> forms) {
+    sentences.emplace_back(*forms.begin(), *(forms.end() - 1));
+  };
+  const std::string band = std::to_string(L.rows_per_warp);
+  const std::string owned = band + "w to " + band + "w+" + std::to_string(L.rows_per_warp - 1);
+  if (dkdv) {
+    add({"K, V: kept all CTA long. Warp w owns keys " + owned + ": their rows of Sᵀ, dPᵀ, dK and dV are in its registers.",
+         "Warp w owns keys " + owned + " (in registers: Sᵀ, dPᵀ, dK, dV)."});
+    if (L.atomic_dq)
+      add({"dSᵀ: written once, by each warp's keys; read back by queries (ldmatrix.trans) for dQ += dS·K, added to the "
+           "float32 dQacc in HBM by atomics.",
+           "dSᵀ: written by keys, read by queries for dQ, added to dQacc in HBM by atomics."});
+    else
+      add({"No dSᵀ tile: dQ has its own kernel (tc_dq_kernel), which recomputes S and dP by query tile.",
+           "dQ: its own kernel (tc_dq_kernel)."});
+    add({"Two stages: tile i+1's Q, dO, LSE and D (strips) arrive (cp.async) while tile i is computed.",
+         "Tile i+1 arrives while tile i is computed."});
+    if (L.kv_in_regs == 1) add({"Each warp also keeps its rows of K and V in registers, loaded once."});
+    if (L.kv_in_regs == 0) add({"Each warp reads its rows of K and V from SRAM (ldmatrix) for every query tile."});
+    if (L.split > 1)
+      add({"d = " + std::to_string(L.d) + ": " + std::to_string(L.split) +
+               " CTAs share the key tile; each computes Sᵀ and dPᵀ over all of d and accumulates columns " +
+               range_text(v.col0, L.cols()) + " of dK, dV" + (L.atomic_dq ? " and dQ" : "") + " (underlined).",
+           "This CTA: columns " + range_text(v.col0, L.cols()) + " of d (underlined)."});
+  } else {
+    add({"Q, dO: kept all CTA long. Warp w owns rows " + owned + ": their rows of S, dP, dS and dQ are in its registers.",
+         "Warp w owns rows " + owned + " (in registers: S, dP, dS, dQ)."});
+    add({"dQ: registers. dS, rounded to 16 bits, is the A operand of dQ += dS·K, summed over every key tile and stored "
+         "once: no atomics, the same bits every run.",
+         "dQ: summed in registers, stored once; no atomics."});
+    add({"Two stages: tile j+1's K and V arrive (cp.async) while tile j is computed. LSE and D: read into registers once.",
+         "Tile j+1 arrives while tile j is computed."});
+    if (L.from_variant)
+      add({"(" + format_bytes(double(L.smem_bytes)) + " and the grid fit more than one tile size: backward_configs.cuh's is drawn.)"});
+  }
+  auto fits = [&](const std::string& text) {
+    return text_bottom + 6 + f.small->CalcTextSizeA(f.small->FontSize, 1e9f, area.w(), text.c_str()).y <= area.max.y;
+  };
+  for (const auto& [full, brief] : sentences) caption += (caption.empty() ? "" : " ") + full;
+  if (!fits(caption)) {
+    caption.clear();
+    for (const auto& [full, brief] : sentences) {
+      const std::string next = caption.empty() ? brief : caption + " " + brief;
+      if (fits(next)) caption = next;
+    }
+  }
+  if (!caption.empty())
+    dl->AddText(f.small, f.small->FontSize, ImVec2(area.min.x, text_bottom + 6), theme::kTextDim, caption.c_str(), nullptr,
+                area.w());
+  return out;
+}
+
+void draw_bwd_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
+  float x = bar.min.x;
+  auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) {
+    const float w = float(double(bytes) / budget * bar.w());
+    const Rect r{ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y)};
+    if (fill) dl->AddRectFilled(r.min, r.max, fill);
+    if (hatched) hatch(dl, r, hatch_c, 4);
+    dl->AddLine(ImVec2(r.max.x, r.min.y), ImVec2(r.max.x, r.max.y), theme::kPanel, 1);
+    x += w;
+  };
+  auto stage_fill = [&](tr::Tensor t, std::int64_t bytes, const StageView& s) {
+    switch (s.state) {
+      case StageState::Computing: region(bytes, theme::tensor_color(t, 0.95f), false, 0); break;
+      case StageState::Loading: region(bytes, theme::tensor_color(t, 0.2f), true, theme::tensor_color(t, 0.7f)); break;
+      case StageState::Free: region(bytes, theme::tensor_color(t, 0.25f), false, 0); break;
+      case StageState::Empty: region(bytes, 0, false, 0); break;
+    }
+  };
+  auto stage = [&](int st) { return st < int(v.stages.size()) ? v.stages[std::size_t(st)] : StageView{}; };
+  // Address order, as the kernel carves its dynamic shared memory: dK/dV: K, V, the Q stages,
+  // the dO stages, dSᵀ, the LSE stages, the D stages; dQ: Q, dO, the K stages, the V stages.
+  const auto kept = L.kept_tensors();
+  const auto staged = L.stage_tensors();
+  for (tr::Tensor t : kept)
+    region(L.kept_tile_bytes(), v.kept_loaded ? theme::tensor_color(t, 0.9f) : 0, !v.kept_loaded, theme::tensor_color(t, 0.6f));
+  for (int i = 0; i < 2; ++i)
+    for (int st = 0; st < L.stages; ++st) stage_fill(staged[std::size_t(i)], L.stage_tile_bytes(), stage(st));
+  if (L.atomic_dq) {
+    const float a = v.ds_phase == DsPhase::Writing || v.ds_phase == DsPhase::Reading ? 0.95f
+                    : v.ds_phase == DsPhase::Written                                  ? 0.6f
+                                                                                      : 0.25f;
+    region(L.ds_bytes(), v.ds_tile < 0 ? 0 : theme::tensor_color(tr::Tensor::dS, a), false, 0);
+  }
+  if (L.stat_bytes() > 0)
+    for (int i = 2; i < 4; ++i)
+      for (int st = 0; st < L.stages; ++st) stage_fill(staged[std::size_t(i)], L.stat_bytes(), stage(st));
+}
+
+std::string bwd_map_caption(const SmemPipeline& L, double budget, float width) {
+  const auto& f = theme::fonts();
+  const std::string total = format_bytes(double(L.total_bytes())), kept = format_bytes(double(L.kept_tile_bytes())),
+                    stg = format_bytes(double(L.stage_tile_bytes())), b = format_bytes(budget), st = std::to_string(L.stages);
+  if (is_dkdv(L)) {
+    const std::string stat = format_bytes(double(L.stat_bytes())), ds = L.atomic_dq ? " + dSᵀ " + format_bytes(double(L.ds_bytes())) : "";
+    return fit(f.small, width,
+               {total + " = K, V " + kept + " each + " + st + " stages × (Q, dO " + stg + " each + LSE, D " + stat + " each)" +
+                    ds + " · budget " + b,
+                total + " = K, V " + kept + " each + " + st + " × (Q, dO " + stg + " + LSE, D " + stat + ")" + ds + " · budget " + b,
+                total + " = K, V + " + st + " × (Q, dO, LSE, D)" + (L.atomic_dq ? " + dSᵀ" : "") + " · of " + b,
+                total + " of " + b});
+  }
+  return fit(f.small, width,
+             {total + " = Q, dO " + kept + " each + " + st + " stages × (K, V " + stg + " each) · budget " + b,
+              total + " = Q, dO + " + st + " × (K, V " + stg + ") · budget " + b, total + " = Q, dO + " + st + " × (K, V) · of " + b,
+              total + " of " + b});
+}
+
+// Lines every `unit` of `n` rows (or columns) across r.
+void unit_lines(ImDrawList* dl, Rect r, int n, int unit, bool vertical) {
+  if (n <= 0 || unit <= 0) return;
+  for (int k = unit; k < n; k += unit) {
+    const float f = float(k) / float(n);
+    if (vertical)
+      dl->AddLine(ImVec2(r.min.x + r.w() * f, r.min.y + 1), ImVec2(r.min.x + r.w() * f, r.max.y - 1), theme::kPanel, 2);
+    else
+      dl->AddLine(ImVec2(r.min.x + 1, r.min.y + r.h() * f), ImVec2(r.max.x - 1, r.min.y + r.h() * f), theme::kPanel, 2);
+  }
+}
+
 }  // namespace
 
 double pipeline_scale(const SmemPipeline& L, Rect area) {
   if (!L.valid) return 1;
+  if (L.backward()) return bwd_scale(L, area);
   const int ncols = 1 + L.stages + (L.p_in_smem ? 1 : 0);
   const double cols = double(L.d) * (1 + L.stages) + (L.p_in_smem ? L.Bc : 0);
   const double tall = std::max(double(L.Br), 2.0 * L.Bc);
@@ -118,6 +523,7 @@ PipelineRects draw_smem_pipeline(ImDrawList* dl, const SmemPipeline& L, const Pi
                                  double scale) {
   PipelineRects out;
   if (!L.valid) return out;
+  if (L.backward()) return draw_bwd(dl, L, v, area, scale);
   const auto& f = theme::fonts();
   const float s = float(scale);
   const float top = area.min.y + header_h();
@@ -259,6 +665,7 @@ PipelineRects draw_smem_pipeline(ImDrawList* dl, const SmemPipeline& L, const Pi
 
 void draw_smem_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
   if (!L.valid || budget <= 0) return;
+  if (L.backward()) return draw_bwd_map(dl, L, v, bar, budget);
   float x = bar.min.x;
   auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) {
     const float w = float(double(bytes) / budget * bar.w());
@@ -287,6 +694,7 @@ void draw_smem_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v,
 }
 
 std::string smem_map_caption(const SmemPipeline& L, double budget, float width) {
+  if (L.backward()) return bwd_map_caption(L, budget, width);
   const auto& f = theme::fonts();
   const std::string total = format_bytes(double(L.total_bytes())), q = format_bytes(double(L.q_bytes())),
                     kv = format_bytes(double(L.kv_tile_bytes())), p = format_bytes(double(L.p_bytes())),
@@ -298,6 +706,49 @@ std::string smem_map_caption(const SmemPipeline& L, double budget, float width) 
               total + " = Q " + q + " + " + st + " × (K + V " + kv + ")" + pp + " · budget " + b,
               total + " = Q + " + st + " × (K + V)" + (L.p_in_smem ? " + P̃" : "") + " · of " + b,
               total + " of " + b});
+}
+
+void draw_register_bands(ImDrawList* dl, const SmemPipeline& L, Rect card, const ResidentTile& t) {
+  if (!L.valid) return;
+  if (!L.backward()) {
+    if (t.rows == L.Br) draw_warp_bands(dl, L, card, false);
+    return;
+  }
+  switch (t.tensor) {
+    case tr::Tensor::S:
+    case tr::Tensor::P:
+    case tr::Tensor::dP:
+    case tr::Tensor::dS:
+      // dK/dV: the warp's 16 keys are columns of S's (query, key) tile; dQ: its rows.
+      if (is_dkdv(L))
+        unit_lines(dl, card, t.cols, L.rows_per_warp, true);
+      else
+        unit_lines(dl, card, t.rows, L.rows_per_warp, false);
+      break;
+    case tr::Tensor::dK:
+    case tr::Tensor::dV: unit_lines(dl, card, t.rows, L.rows_per_warp, false); break;
+    case tr::Tensor::dQ:
+    case tr::Tensor::dQacc:
+      if (is_dkdv(L)) {  // the atomic share: 16·T queries × dq_cols() columns a warp (T unknown: no lines)
+        if (L.dq_row_tiles <= 0) break;
+        unit_lines(dl, card, t.rows, 16 * L.dq_row_tiles, false);
+        unit_lines(dl, card, t.cols, L.dq_cols(), true);
+      } else {
+        unit_lines(dl, card, t.rows, L.rows_per_warp, false);
+      }
+      break;
+    default: break;
+  }
+}
+
+const Rect* PipelineRects::landing(const PipelineView& view, tr::Tensor t, int row0) const {
+  for (const auto& [kt, r] : kept)
+    if (kt == t) return &r;
+  for (std::size_t st = 0; st < staged.size() && st < view.stages.size(); ++st)
+    if (view.stages[st].tile >= 0 && view.stages[st].key0 == row0)
+      for (const auto& [tt, r] : staged[st])
+        if (tt == t) return &r;
+  return nullptr;
 }
 
 }  // namespace fs::viz
