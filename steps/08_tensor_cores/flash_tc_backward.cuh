@@ -2,7 +2,8 @@
 // same order of passes) with its five matrix products on mma.sync, bf16 or fp16 in, fp32
 // accumulate.
 //
-//   tc_bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i) in fp32, once per row; the atomic
+//   tc_bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i), once per row, on the tensor cores as
+//                             the dK/dV kernel computes dP (exact cancellation); the atomic
 //                             variant also zeroes dQacc, a float32 copy of dQ's shape
 //   tc_dkdv_kernel            one CTA per K_j, V_j tile (kKeys keys: 16 per warp), streaming
 //                             Q_i, dO_i, LSE_i, D_i tiles through a two-stage cp.async pipeline.
@@ -98,30 +99,46 @@ __device__ __forceinline__ float tc_prob(float s, float scale, float lse) {
   return exp2_fast(__fsub_rn(__fmul_rn(s, scale), lse) * kLog2e);
 }
 
-constexpr int kTcPreprocessRows = 8;  // rows per CTA of the preprocess kernel, one warp each
+// D_i = rowsum(dO_i ∘ O_i) on the tensor cores, 16 rows per warp: the diagonal of O dOᵀ, summed
+// over d in the order the dK/dV kernel sums dPᵀ = V_j dO_iᵀ (16 columns of d per mma.sync, from
+// 0). Where a row's softmax is one-hot, O_i is exactly the row V_k of its top key, and D_i is then
+// the very number the kernel computes for dP_ik, bit for bit: dS_ik = P_ik (dP_ik − D_i) is an
+// exact 0, as the fp64 reference has it. Summed by FMAs instead, D_i and dP_ik are two roundings
+// of one dot product, and at inputs of magnitude 1e3 (dot products of 1e6) their difference
+// times K or Q put errors of tenths into dQ and dK.
+constexpr int kTcPreprocessWarps = 4, kTcPreprocessRows = 16 * kTcPreprocessWarps;  // rows per CTA
 
 template <typename E, bool kZeroDQ, bool kTrace>
-__global__ void __launch_bounds__(kTcPreprocessRows * 32)
+__global__ void __launch_bounds__(kTcPreprocessWarps * 32)
     tc_bwd_preprocess_kernel(const BwdParams p, float* __restrict__ delta, float* __restrict__ dq_acc,
                              trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
   const int d = p.shape.d, N = p.shape.N;
   const std::int64_t rows = std::int64_t(p.shape.B) * p.shape.H * N;
   const std::int64_t r0 = std::int64_t(blockIdx.x) * kTcPreprocessRows, r1 = min(rows, r0 + kTcPreprocessRows);
-  const std::int64_t r = r0 + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (r < rows) {
-    const auto* o = reinterpret_cast<const std::uint32_t*>(as<E>(p.o) + r * d);  // two elements each
-    const auto* dout = reinterpret_cast<const std::uint32_t*>(as<E>(p.dout) + r * d);
-    float acc = 0.f;
-    for (int c = lane; c < d / 2; c += 32) {
-      const float2 a = Element<E>::unpack(o[c]), b = Element<E>::unpack(dout[c]);
-      acc = fmaf(a.x, b.x, fmaf(a.y, b.y, acc));
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) delta[r] = acc;
-    if constexpr (kZeroDQ)
-      for (int c = 4 * lane; c < d; c += 128) *reinterpret_cast<float4*>(dq_acc + r * d + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const std::int64_t w0 = r0 + 16 * warp;  // the warp's rows: this lane's are w0 + g and w0 + g + 8
+  // Two elements of row r from column c; rows past the end are zero.
+  auto pair = [&](const void* base, std::int64_t r, int c) -> std::uint32_t {
+    return r < rows ? *reinterpret_cast<const std::uint32_t*>(as<E>(base) + r * d + c) : 0u;
+  };
+  // A = O (rows w0..w0+15), B = dOᵀ: dO's rows w0..w0+7 (tile lo) and w0+8..w0+15 (tile hi) as columns.
+  float lo[4] = {}, hi[4] = {};
+  for (int kk = 0; kk < d / 16; ++kk) {
+    const int c = 16 * kk + 2 * t4;
+    const std::uint32_t a[4] = {pair(p.o, w0 + g, c), pair(p.o, w0 + g + 8, c), pair(p.o, w0 + g, c + 8),
+                                pair(p.o, w0 + g + 8, c + 8)};
+    Element<E>::mma(lo, a, pair(p.dout, w0 + g, c), pair(p.dout, w0 + g, c + 8));
+    Element<E>::mma(hi, a, pair(p.dout, w0 + g + 8, c), pair(p.dout, w0 + g + 8, c + 8));
+  }
+  // The diagonal: (g, g) is lo's column g, (g + 8, g + 8) hi's column g, both held by lane t4 = g/2.
+  if (t4 == g / 2) {
+    if (w0 + g < rows) delta[w0 + g] = lo[g % 2];
+    if (w0 + g + 8 < rows) delta[w0 + g + 8] = hi[2 + g % 2];
+  }
+  if constexpr (kZeroDQ) {
+    auto* z = reinterpret_cast<float4*>(dq_acc + r0 * d);
+    for (std::int64_t i = threadIdx.x; i < (r1 - r0) * d / 4; i += blockDim.x) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   if constexpr (kTrace)
     if (tr.records()) {
@@ -570,7 +587,7 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
                   static_cast<unsigned>(s.heads()));
   if (atomic_dq) {
     trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
-                  tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessRows * 32, 0, p.stream, p, delta,
+                  tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                   dq_acc);
     trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, true, false>,
                   tc_dkdv_kernel<Dkdv, kDropout, true, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
@@ -581,7 +598,7 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
     return;
   }
   trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
-                tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessRows * 32, 0, p.stream, p, delta,
+                tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                 dq_acc);
   trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, false, false>,
                 tc_dkdv_kernel<Dkdv, kDropout, false, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,

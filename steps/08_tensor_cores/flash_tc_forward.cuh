@@ -245,7 +245,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
         // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
         const float m_use = (mx == -INFINITY ? 0.f : mx) * scale_log2;
-        const float alpha = exp2_fast(m[mt][h] * scale_log2 - m_use);  // e^{τ(m − m_new)}; 0 at first
+        // α = e^{τ(m − m_new)}, 0 at first; its exponent rounded as P̃'s, fl(τ log2(e) m) − m_use,
+        // so that α is exactly 1 when the max has not moved. Fused into one FMA it would be the
+        // rounding error of τ log2(e) m instead, ℓ and O would drift by it on every tile, and at
+        // scores of 1e5 a one-hot row's ℓ would miss 1 by a percent: O / ℓ does not see it, but
+        // LSE does, and the backward's P of that row with it.
+        const float alpha = exp2_fast(__fmul_rn(m[mt][h], scale_log2) - m_use);
         m[mt][h] = mx;
         l[mt][h] *= alpha;
 #pragma unroll
