@@ -27,7 +27,7 @@ struct Bwd<E, 32> {
 };
 template <typename E>
 struct Bwd<E, 64> {
-  using Dkdv = DkdvConfig<E, 64, 4, 64, 1, true>;
+  using Dkdv = DkdvConfig<E, 64, 4, 64, 1, true, 2>;
   using Dq = DqConfig<E, 64, 4, 1, 64>;
 };
 template <typename E>
@@ -37,7 +37,7 @@ struct Bwd<E, 96> {
 };
 template <typename E>
 struct Bwd<E, 128> {
-  using Dkdv = DkdvConfig<E, 128, 8, 64, 1, false>;
+  using Dkdv = DkdvConfig<E, 128, 8, 64, 1, false, 2>;
   using Dq = DqConfig<E, 128, 4, 1, 64>;
 };
 template <typename E>

@@ -46,17 +46,19 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
 struct DkdvConfig {
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
   static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
-  // dQ's share (atomic): kQueries / 16 row groups × kDqGroups column groups of the CTA's columns.
-  static constexpr int kRowGroups = kQueries / 16, kDqGroups = kWarps / kRowGroups, kDqCols = kCols / kDqGroups;
-  static_assert(kQueries % 16 == 0 && kWarps % kRowGroups == 0 && kCols % (16 * kDqGroups) == 0,
-                "every warp takes 16 rows × a multiple of 16 columns of dQ");
-  static_assert(D % 16 == 0 && kCols % 16 == 0, "mma.sync steps over 16 of d");
+  // dQ's share (atomic): each warp takes 16·kDqRowTiles rows × kDqCols columns of the CTA's
+  // columns, kRowGroups × kDqGroups warps.
+  static constexpr int kDqRowTiles = kDqRowTiles_;
+  static constexpr int kRowGroups = kQueries / (16 * kDqRowTiles), kDqGroups = kWarps / kRowGroups,
+                       kDqCols = kCols / kDqGroups;
+  static_assert(kQueries % (16 * kDqRowTiles) == 0 && kWarps % kRowGroups == 0 && kCols % (16 * kDqGroups) == 0,
+                "every warp takes whole 16-row tiles × a multiple of 16 columns of dQ");
   using KTile = SmemTile<kKeys, D, true>;     // K_j, V_j
   using QTile = SmemTile<kQueries, D, true>;  // Q_i, dO_i: two stages each
   using DsTile = SmemTile<kKeys, kQueries, true>;  // dS_ijᵀ (atomic dQ)
@@ -352,37 +354,45 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if constexpr (kAtomicDQ) {
       // dQ_i += dS_ij K_j (τ in the convert kernel): warp w adds rows qr.. qr + 16 of the tile ×
       // kDqCols columns from cq. A = dS, read transposed out of the (key, query) tile.
-      constexpr int DQT = Cfg::kDqCols / 8;
-      const int qr = 16 * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
+      constexpr int DQT = Cfg::kDqCols / 8, MQ = Cfg::kDqRowTiles;
+      const int qr = 16 * MQ * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
       __syncthreads();  // every warp's dS rows are in
-      float dq[DQT][4] = {};
+      float dq[MQ][DQT][4] = {};
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        std::uint32_t a[4];
-        ldmatrix_x4_trans(a, sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3), qr / 8 + ((lane >> 3) & 1)));
+        std::uint32_t a[MQ][4];
+#pragma unroll
+        for (int mq = 0; mq < MQ; ++mq)
+          ldmatrix_x4_trans(a[mq], sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3),
+                                                        (qr + 16 * mq) / 8 + ((lane >> 3) & 1)));
 #pragma unroll
         for (int ct = 0; ct < DQT; ct += 2) {
           std::uint32_t b[4];
           load_b_v<KTile>(b, sK, kk, cq + 8 * ct);
-          Element<E>::mma(dq[ct], a, b[0], b[1]);
-          Element<E>::mma(dq[ct + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int mq = 0; mq < MQ; ++mq) {
+            Element<E>::mma(dq[mq][ct], a[mq], b[0], b[1]);
+            Element<E>::mma(dq[mq][ct + 1], a[mq], b[2], b[3]);
+          }
         }
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = i0 + qr + g + 8 * h;
-        if (row >= N) continue;
-        float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
+      for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
-        for (int ct = 0; ct < DQT; ++ct) {
+        for (int h = 0; h < 2; ++h) {
+          const int row = i0 + qr + 16 * mq + g + 8 * h;
+          if (row >= N) continue;
+          float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
+#pragma unroll
+          for (int ct = 0; ct < DQT; ++ct) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[ct][2 * h], dq[ct][2 * h + 1]));
+            atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
 #else
-          atomicAdd(dst + 8 * ct, dq[ct][2 * h]);
-          atomicAdd(dst + 8 * ct + 1, dq[ct][2 * h + 1]);
+            atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
+            atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
 #endif
+          }
         }
-      }
       // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);

@@ -33,18 +33,19 @@ const KnownVariant* known_variant(const tr::Meta& m) {
 
 // What the trace cannot say of the backward: steps/08_tensor_cores/backward_configs.cuh's tiles
 // at each head dimension, for the variants that run them (every one of step 08's: they differ
-// only in how dQ is summed, which the dK/dV kernel's shared memory says), each warp adding 16
-// rows of dQ's share (kDqRowTiles = 1). Used only where this entry agrees with what the trace
-// does say.
+// only in how dQ is summed, which the dK/dV kernel's shared memory says), with the 16-row tiles
+// of dQ's share each warp adds (kDqRowTiles). Used only where this entry agrees with what the
+// trace does say.
 struct KnownBackward {
   int d;
-  int dkdv_warps, queries, split;  // DkdvConfig<E, d, kWarps, kQueries, kSplit, kKVInRegs>
+  int dkdv_warps, queries, split;  // DkdvConfig<E, d, kWarps, kQueries, kSplit, kKVInRegs, kDqRowTiles>
   bool kv_in_regs;
+  int dq_row_tiles;
   int dq_warps, dq_mtiles, dq_keys;  // DqConfig<E, d, kWarps, kMTiles, kKeys>
 };
 constexpr KnownBackward kKnownBackward[] = {
-    {32, 4, 64, 1, true, 4, 1, 64},    {64, 4, 64, 1, true, 4, 1, 64},    {96, 8, 64, 1, false, 4, 1, 64},
-    {128, 8, 64, 1, false, 4, 1, 64},  {256, 4, 64, 2, false, 4, 1, 32},
+    {32, 4, 64, 1, true, 1, 4, 1, 64},   {64, 4, 64, 1, true, 2, 4, 1, 64},   {96, 8, 64, 1, false, 1, 4, 1, 64},
+    {128, 8, 64, 1, false, 2, 4, 1, 64}, {256, 4, 64, 2, false, 1, 4, 1, 32},
 };
 
 constexpr const char* kBackwardVariants[] = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
@@ -128,13 +129,16 @@ SmemPipeline derive_backward(const tr::Trace& trace, int kernel) {
                   " fits no layout of K, V, two stages of Q, dO, LSE, D and dSᵀ";
       return L;
     }
-    L.dq_row_tiles = kb ? 1 : 0;
-    if (L.atomic_dq && (L.warps % L.dq_row_groups() != 0 || L.cols() % (16 * L.dq_col_groups()) != 0)) {
+    const bool agrees = kb && kb->dkdv_warps == L.warps && kb->queries == L.Br && kb->split == L.split;
+    L.dq_row_tiles = agrees ? kb->dq_row_tiles : 0;
+    if (L.atomic_dq && L.dq_row_tiles > 0 &&
+        (L.Br % (16 * L.dq_row_tiles) != 0 || L.warps % L.dq_row_groups() != 0 ||
+         L.cols() % (16 * L.dq_col_groups()) != 0)) {
       L.valid = false;
-      L.why_not = "dQ's share does not split into 16-row warp tiles of the CTA's " + std::to_string(L.cols()) + " columns";
+      L.why_not = "dQ's share does not split into whole warp tiles of the CTA's " + std::to_string(L.cols()) + " columns";
       return L;
     }
-    if (kb && kb->dkdv_warps == L.warps && kb->queries == L.Br && kb->split == L.split) L.kv_in_regs = kb->kv_in_regs;
+    if (agrees) L.kv_in_regs = kb->kv_in_regs;
     return L;
   }
   // The dQ kernel: Br = 16·MT·W rows a CTA (its grid: ceil(N / Br) CTAs a head), Bc keys a stage,

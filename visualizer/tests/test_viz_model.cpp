@@ -871,9 +871,9 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
       REQUIRE(L.ds_bytes() == 64 * 64 * 2);
       REQUIRE(L.total_bytes() == 58368);
       REQUIRE(L.total_bytes() == t.kernels[1].smem_bytes);
-      REQUIRE(L.dq_row_tiles == 1);
-      REQUIRE(L.dq_row_groups() == 4);  // each warp adds 16 queries × all 64 columns of dQ
-      REQUIRE(L.dq_cols() == 64);
+      REQUIRE(L.dq_row_tiles == 2);
+      REQUIRE(L.dq_row_groups() == 2);  // each warp adds 32 queries × 32 of the 64 columns of dQ
+      REQUIRE(L.dq_cols() == 32);
       // The preprocess and convert kernels stream nothing: their own drawing, no complaint.
       for (int k : {0, 2}) {
         const SmemPipeline other = derive_smem_pipeline(t, k);
@@ -918,8 +918,9 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
     REQUIRE(L.valid);
     REQUIRE(L.Bc == 128);
     REQUIRE(L.warp_row0(7) == 112);
-    REQUIRE(L.dq_col_groups() == 2);  // warps w and w + 4 add the same 16 queries, 64 columns each
-    REQUIRE(L.dq_cols() == 64);
+    REQUIRE(L.dq_row_tiles == 2);
+    REQUIRE(L.dq_col_groups() == 4);  // warps w, w + 2, w + 4, w + 6 add the same 32 queries, 32 columns each
+    REQUIRE(L.dq_cols() == 32);
     REQUIRE(L.kv_in_regs == 0);
     // A table entry the trace contradicts (4 warps at d = 128) is not believed.
     s.warps = 4;
