@@ -244,13 +244,16 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
         // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
-        const float m_use = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+        // Every rounding below is spelled out (__fmul_rn, __fsub_rn): left to itself the compiler
+        // fuses a multiply into the subtraction that uses it — m_use's into each of its uses,
+        // too — and the differences that must be exactly 0 become rounding errors instead.
+        const float m_use = __fmul_rn(mx == -INFINITY ? 0.f : mx, scale_log2);
         // α = e^{τ(m − m_new)}, 0 at first; its exponent rounded as P̃'s, fl(τ log2(e) m) − m_use,
         // so that α is exactly 1 when the max has not moved. Fused into one FMA it would be the
         // rounding error of τ log2(e) m instead, ℓ and O would drift by it on every tile, and at
         // scores of 1e5 a one-hot row's ℓ would miss 1 by a percent: O / ℓ does not see it, but
         // LSE does, and the backward's P of that row with it.
-        const float alpha = exp2_fast(__fmul_rn(m[mt][h], scale_log2) - m_use);
+        const float alpha = exp2_fast(__fsub_rn(__fmul_rn(m[mt][h], scale_log2), m_use));
         m[mt][h] = mx;
         l[mt][h] *= alpha;
 #pragma unroll
@@ -265,7 +268,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
             // P̃_ij = e^{τ s − τ m}. Rounded as τ log2(e)·s, then the difference, not fused: the
             // top score's exponent is then exactly 0 (P̃ = 1), so that a one-hot row has ℓ = 1,
             // LSE = fl(τ m) and the backward recomputes exactly this P (flash_tc_backward.cuh).
-            s[mt][nt][e] = exp2_fast(__fmul_rn(s[mt][nt][e], scale_log2) - m_use);
+            s[mt][nt][e] = exp2_fast(__fsub_rn(__fmul_rn(s[mt][nt][e], scale_log2), m_use));
             l[mt][h] += s[mt][nt][e];
           }
       }
