@@ -1,6 +1,6 @@
 // The tiles of step 08's backward at each head dimension.
 //
-//   DkdvConfig<E, D, kWarps, kQueries, kSplit, kKVInRegs>   keys per CTA = 16·kWarps
+//   DkdvConfig<E, D, kWarps, kQueries, kSplit, kKVInRegs, kDqRowTiles>   keys per CTA = 16·kWarps
 //   DqConfig<E, D, kWarps, kMTiles, kKeys>                  rows per CTA = 16·kMTiles·kWarps
 //
 // A dK/dV lane holds 2 × 16 × (d / kSplit) / 32 floats of dK and dV, and 2 × 16 × kQueries / 32
@@ -10,7 +10,9 @@
 // causal and not; tuneA-C there are 4 × 64, 8 × 128, 8 × 32 warps × queries at d = 64 and
 // 4 × 64, 8 × 32, 4 × 32 at d = 128): at d = 64, 4 × 64 is 6-7% faster than 8 × 64, within 1%
 // of 8 × 128 (which spills) and 25-30% faster than 8 × 32; at d = 128, 8 × 64 is 6-19% faster
-// than each of the others.
+// than each of the others. kDqRowTiles = 2 (each warp adds 32 rows of dQ's share, a quarter less
+// of K and dSᵀ read per product than 16 rows) took the backward to 0.91× its time at d = 64 and
+// 0.97× at d = 128 (docs/benchmarks/h200_tc_dq_tiles.csv, tuneA there).
 #pragma once
 
 #include "steps/08_tensor_cores/flash_tc_backward.cuh"
