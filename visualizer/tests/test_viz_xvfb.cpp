@@ -247,9 +247,9 @@ TEST_CASE("step 08's backward: the dK/dV kernel's shared memory with its dS tile
     // The chip's side, above its registers: the shared memory's slots.
     return img.count_near(int(W * 0.62f), int(H * 0.2f), W, int(H * 0.5f), theme::tensor_color(t), 40);
   };
-  const int ds = sram_px("08_tensor_cores_fa2.bwd.json", "seq:221", fs::trace::Tensor::dS);
-  const int q = sram_px("08_tensor_cores_fa2.bwd.json", "seq:221", fs::trace::Tensor::Q);
-  const int none = sram_px("08_tensor_cores_deterministic.bwd.json", "seq:200", fs::trace::Tensor::dS);
+  const int ds = sram_px("08_tensor_cores_fa2.bwd.json", "seq:107", fs::trace::Tensor::dS);
+  const int q = sram_px("08_tensor_cores_fa2.bwd.json", "seq:107", fs::trace::Tensor::Q);
+  const int none = sram_px("08_tensor_cores_deterministic.bwd.json", "seq:114", fs::trace::Tensor::dS);
   INFO("dS " << ds << " px, Q " << q << " px; deterministic dS " << none << " px");
   REQUIRE(ds > 3000);   // an 86-px square, less its lines and labels
   REQUIRE(q > 3000);    // the stage computed
