@@ -59,6 +59,22 @@ const KnownBackward* known_backward(const tr::Meta& m) {
   return nullptr;
 }
 
+// Tile t of a CTA's walk, keys [key0, key0 + keys), issued: landed tiles (the first `landed`) are
+// the one computed now or free; the others are loading, and waited on when the CTA is at its event.
+StageView tile_stage(int t, int landed, int computing, bool at_its_load, int key0, int keys) {
+  StageView s;
+  s.tile = t;
+  s.key0 = key0;
+  s.keys = keys;
+  if (t < landed) {
+    s.state = t == computing ? StageState::Computing : StageState::Free;
+  } else {
+    s.state = StageState::Loading;
+    s.waited_on = at_its_load;
+  }
+  return s;
+}
+
 int ceil_div(int a, int b) { return b > 0 ? (a + b - 1) / b : 0; }
 
 // The backward's dK/dV and dQ kernels (flash_tc_backward.cuh), from the kernel's block, grid
@@ -231,17 +247,9 @@ PipelineView backward_at(const Replay& r, const SmemPipeline& L, int track, cons
     // Tile 0 goes out where its marker's span begins, tile t + 1 where tile t's marker ends.
     const bool issued = t == 0 ? p >= pos[0] : p > pos[std::size_t(t - 1)];
     if (!issued) break;
-    StageView s;
-    s.tile = t;
-    s.key0 = at(pos[std::size_t(t)]).row0;
-    s.keys = at(pos[std::size_t(t)]).rows;
-    if (t < landed) {
-      s.state = t == v.computing ? StageState::Computing : StageState::Free;
-    } else {
-      s.state = StageState::Loading;
-      s.waited_on = p == pos[std::size_t(t)];
-      if (!s.waited_on) v.in_flight = t;
-    }
+    const StageView s = tile_stage(t, landed, v.computing, p == pos[std::size_t(t)], at(pos[std::size_t(t)]).row0,
+                                   at(pos[std::size_t(t)]).rows);
+    if (s.state == StageState::Loading && !s.waited_on) v.in_flight = t;
     v.stages[std::size_t(L.stage_of(t))] = s;
   }
   if (dkdv && L.atomic_dq)
@@ -370,17 +378,9 @@ PipelineView pipeline_at(const Replay& r, const SmemPipeline& L, int track, cons
     // Issued where the span of Load K t (one stage) or Load K t−1 (two: the prefetch) begins.
     const bool issued = p >= pos[std::size_t(L.stages == 2 ? std::max(0, t - 1) : t)];
     if (!issued) break;
-    StageView s;
-    s.tile = t;
-    s.key0 = at(pos[std::size_t(t)]).row0;
-    s.keys = at(pos[std::size_t(t)]).rows;
-    if (t < landed) {
-      s.state = t == v.computing ? StageState::Computing : StageState::Free;
-    } else {
-      s.state = StageState::Loading;
-      s.waited_on = p == pos[std::size_t(t)];
-      if (!s.waited_on) v.in_flight = t;
-    }
+    const StageView s = tile_stage(t, landed, v.computing, p == pos[std::size_t(t)], at(pos[std::size_t(t)]).row0,
+                                   at(pos[std::size_t(t)]).rows);
+    if (s.state == StageState::Loading && !s.waited_on) v.in_flight = t;
     v.stages[std::size_t(L.stage_of(t))] = s;
   }
   if (L.p_in_smem)
