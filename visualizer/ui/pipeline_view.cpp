@@ -408,24 +408,35 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
   return out;
 }
 
-void draw_bwd_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
-  float x = bar.min.x;
-  auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) {
+// The shared-memory bar, drawn left to right in address order: each region its bytes' share of
+// the budget; a stage's tile filled by its state (computing, loading: hatched, free, empty).
+struct MapCursor {
+  ImDrawList* dl;
+  Rect bar;
+  double budget;
+  float x;
+  void region(std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) {
     const float w = float(double(bytes) / budget * bar.w());
     const Rect r{ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y)};
     if (fill) dl->AddRectFilled(r.min, r.max, fill);
     if (hatched) hatch(dl, r, hatch_c, 4);
     dl->AddLine(ImVec2(r.max.x, r.min.y), ImVec2(r.max.x, r.max.y), theme::kPanel, 1);
     x += w;
-  };
-  auto stage_fill = [&](tr::Tensor t, std::int64_t bytes, const StageView& s) {
+  }
+  void stage(tr::Tensor t, std::int64_t bytes, const StageView& s) {
     switch (s.state) {
       case StageState::Computing: region(bytes, theme::tensor_color(t, 0.95f), false, 0); break;
       case StageState::Loading: region(bytes, theme::tensor_color(t, 0.2f), true, theme::tensor_color(t, 0.7f)); break;
       case StageState::Free: region(bytes, theme::tensor_color(t, 0.25f), false, 0); break;
       case StageState::Empty: region(bytes, 0, false, 0); break;
     }
-  };
+  }
+};
+
+void draw_bwd_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
+  MapCursor map{dl, bar, budget, bar.min.x};
+  auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) { map.region(bytes, fill, hatched, hatch_c); };
+  auto stage_fill = [&](tr::Tensor t, std::int64_t bytes, const StageView& s) { map.stage(t, bytes, s); };
   auto stage = [&](int st) { return st < int(v.stages.size()) ? v.stages[std::size_t(st)] : StageView{}; };
   // Address order, as the kernel carves its dynamic shared memory: dK/dV: K, V, the Q stages,
   // the dO stages, dSᵀ, the LSE stages, the D stages; dQ: Q, dO, the K stages, the V stages.
@@ -666,23 +677,9 @@ PipelineRects draw_smem_pipeline(ImDrawList* dl, const SmemPipeline& L, const Pi
 void draw_smem_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
   if (!L.valid || budget <= 0) return;
   if (L.backward()) return draw_bwd_map(dl, L, v, bar, budget);
-  float x = bar.min.x;
-  auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) {
-    const float w = float(double(bytes) / budget * bar.w());
-    const Rect r{ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y)};
-    if (fill) dl->AddRectFilled(r.min, r.max, fill);
-    if (hatched) hatch(dl, r, hatch_c, 4);
-    dl->AddLine(ImVec2(r.max.x, r.min.y), ImVec2(r.max.x, r.max.y), theme::kPanel, 1);
-    x += w;
-  };
-  auto stage_fill = [&](tr::Tensor t, const StageView& s) {
-    switch (s.state) {
-      case StageState::Computing: region(L.kv_tile_bytes(), theme::tensor_color(t, 0.95f), false, 0); break;
-      case StageState::Loading: region(L.kv_tile_bytes(), theme::tensor_color(t, 0.2f), true, theme::tensor_color(t, 0.7f)); break;
-      case StageState::Free: region(L.kv_tile_bytes(), theme::tensor_color(t, 0.25f), false, 0); break;
-      case StageState::Empty: region(L.kv_tile_bytes(), 0, false, 0); break;
-    }
-  };
+  MapCursor map{dl, bar, budget, bar.min.x};
+  auto region = [&](std::int64_t bytes, ImU32 fill, bool hatched, ImU32 hatch_c) { map.region(bytes, fill, hatched, hatch_c); };
+  auto stage_fill = [&](tr::Tensor t, const StageView& s) { map.stage(t, L.kv_tile_bytes(), s); };
   // Address order, as the kernel carves its dynamic shared memory: Q, K stages, V stages, P.
   region(L.q_bytes(), v.q_loaded ? theme::tensor_color(tr::Tensor::Q, 0.9f) : 0, !v.q_loaded,
          theme::tensor_color(tr::Tensor::Q, 0.6f));
