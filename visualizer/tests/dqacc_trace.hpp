@@ -10,6 +10,7 @@
 
 #include "common/trace/names.hpp"
 #include "common/trace/trace.hpp"
+#include "visualizer/tests/trace_events.hpp"
 
 namespace fs::viz::test {
 
@@ -35,22 +36,7 @@ inline fs::trace::Trace dqacc_trace(int N = 64, int d = 16, int tile = 32) {
   const int tiles = (N + tile - 1) / tile;
   double now = 1000;
   auto add = [&](int track, tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int cols) {
-    tr::Event e;
-    e.track = track;
-    e.kind = kind;
-    e.tensor = tensor;
-    e.row0 = row0;
-    e.rows = rows;
-    e.col0 = col0;
-    e.cols = cols;
-    if (kind == tr::Kind::Load || kind == tr::Kind::Store)
-      e.bytes = std::int64_t(rows) * cols * tr::element_bytes(tensor, m.dtype);
-    e.seq = std::int64_t(t.events.size());
-    e.ts_ns = now;
-    e.dur_ns = 64;
-    now += 64;
-    t.events.push_back(e);
-    (kind == tr::Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
+    append_event(t, track, kind, tensor, row0, rows, col0, cols, now, 64);
   };
   for (int k = 0; k < 2; ++k) {
     tr::Kernel kern;

@@ -11,6 +11,7 @@
 
 #include "common/trace/names.hpp"
 #include "common/trace/trace.hpp"
+#include "visualizer/tests/trace_events.hpp"
 
 namespace fs::viz::test {
 
@@ -57,22 +58,7 @@ inline fs::trace::Trace tc_dkdv_trace(const TcBwdSpec& s) {
     t.tracks.push_back(tr::Track{0, cta, cta, 0});
     const int key0 = cta / s.split * Bc, c0 = cta % s.split * cols, n_keys = std::min(Bc, s.N - key0);
     auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int ncols) {
-      tr::Event e;
-      e.track = track;
-      e.kind = kind;
-      e.tensor = tensor;
-      e.row0 = row0;
-      e.rows = rows;
-      e.col0 = col0;
-      e.cols = ncols;
-      if (kind == tr::Kind::Load || kind == tr::Kind::Store)
-        e.bytes = std::int64_t(rows) * ncols * tr::element_bytes(tensor, m.dtype);
-      e.seq = std::int64_t(t.events.size());
-      e.ts_ns = now;
-      e.dur_ns = 100;
-      now += 100;
-      t.events.push_back(e);
-      (kind == tr::Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
+      append_event(t, track, kind, tensor, row0, rows, col0, ncols, now, 100);
     };
     add(tr::Kind::Load, tr::Tensor::K, key0, n_keys, 0, s.d);
     add(tr::Kind::Load, tr::Tensor::V, key0, n_keys, 0, s.d);
