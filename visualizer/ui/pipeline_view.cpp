@@ -35,6 +35,38 @@ std::string keys_text(const StageView& s) {
   return "keys " + std::to_string(s.key0) + "–" + std::to_string(s.key0 + s.keys - 1);
 }
 
+// What a stage holds, in words, for the lines under it: its state and tile j (l1, in c1, and l2
+// where l1 had to be short), then `what` it holds or whether the CTA waits for it (l3).
+struct StageLines {
+  std::string l1, l2, l3;
+  ImU32 c1;
+};
+StageLines stage_lines(const StageView& sv, const std::string& j, const std::string& what, float room) {
+  const auto& f = theme::fonts();
+  StageLines o{{}, {}, {}, theme::kTextDim};
+  switch (sv.state) {
+    case StageState::Computing:
+      o.l1 = fit(f.small, room, {"computing tile " + j, "computing", "comp."});
+      if (o.l1.rfind("computing tile", 0) != 0) o.l2 = "tile " + j;
+      o.l3 = fit(f.small, room, {what});
+      o.c1 = theme::kAccent;
+      break;
+    case StageState::Loading:
+      o.l1 = fit(f.small, room, {"in flight: tile " + j, "in flight", "loading"});
+      if (o.l1.rfind("in flight:", 0) != 0) o.l2 = "tile " + j;
+      o.l3 = sv.waited_on ? fit(f.small, room, {"the CTA waits for it", "CTA waits", "waited"})
+                          : fit(f.small, room, {what + " (cp.async)", what, "cp.async"});
+      o.c1 = theme::kText;
+      break;
+    case StageState::Free:
+      o.l1 = fit(f.small, room, {"free: tile " + j + " done", "free"});
+      if (o.l1.rfind("free:", 0) != 0) o.l2 = fit(f.small, room, {"tile " + j + " done", "tile " + j});
+      break;
+    case StageState::Empty: o.l1 = "empty"; break;
+  }
+  return o;
+}
+
 // The key tile's number: tile j holds keys [j·Bc, (j+1)·Bc).
 int key_tile(const SmemPipeline& L, const StageView& s) { return L.Bc > 0 ? s.key0 / L.Bc : s.tile; }
 
@@ -270,28 +302,7 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
     const std::string j = std::to_string(stage_tile_no(L, sv));
     const std::string rows = sv.keys > 0 ? range_text(sv.key0, sv.keys) : std::string();
     const std::string what = fit(f.small, room, {std::string(stage_unit(L)) + " " + rows, rows});
-    std::string l1, l2, l3;
-    ImU32 c1 = theme::kTextDim;
-    switch (sv.state) {
-      case StageState::Computing:
-        l1 = fit(f.small, room, {"computing tile " + j, "computing", "comp."});
-        if (l1.rfind("computing tile", 0) != 0) l2 = "tile " + j;
-        l3 = what;
-        c1 = theme::kAccent;
-        break;
-      case StageState::Loading:
-        l1 = fit(f.small, room, {"in flight: tile " + j, "in flight", "loading"});
-        if (l1.rfind("in flight:", 0) != 0) l2 = "tile " + j;
-        l3 = sv.waited_on ? fit(f.small, room, {"the CTA waits for it", "CTA waits", "waited"})
-                          : fit(f.small, room, {what + " (cp.async)", what, "cp.async"});
-        c1 = theme::kText;
-        break;
-      case StageState::Free:
-        l1 = fit(f.small, room, {"free: tile " + j + " done", "free"});
-        if (l1.rfind("free:", 0) != 0) l2 = fit(f.small, room, {"tile " + j + " done", "tile " + j});
-        break;
-      case StageState::Empty: l1 = "empty"; break;
-    }
+    const auto [l1, l2, l3, c1] = stage_lines(sv, j, what, room);
     lines_under(x, col_bottom + 3, {{l1, c1}, {l2, theme::kTextDim}, {l3, theme::kTextDim}});
     x += w + strips + kColGap;
   }
@@ -588,28 +599,7 @@ PipelineRects draw_smem_pipeline(ImDrawList* dl, const SmemPipeline& L, const Pi
       dl->AddRect(ImVec2(kr.min.x - 3, kr.min.y - 3), ImVec2(vr.max.x + 3, vr.max.y + 3), theme::kAccent, 3, 0, 2);
     // What it holds, in words: up to three short lines under it.
     const std::string j = std::to_string(key_tile(L, sv));
-    std::string l1, l2, l3;
-    ImU32 c1 = theme::kTextDim;
-    switch (sv.state) {
-      case StageState::Computing:
-        l1 = fit(f.small, room, {"computing tile " + j, "computing", "comp."});
-        if (l1.rfind("computing tile", 0) != 0) l2 = "tile " + j;
-        l3 = fit(f.small, room, {keys_text(sv)});
-        c1 = theme::kAccent;
-        break;
-      case StageState::Loading:
-        l1 = fit(f.small, room, {"in flight: tile " + j, "in flight", "loading"});
-        if (l1.rfind("in flight:", 0) != 0) l2 = "tile " + j;
-        l3 = sv.waited_on ? fit(f.small, room, {"the CTA waits for it", "CTA waits", "waited"})
-                          : fit(f.small, room, {keys_text(sv) + " (cp.async)", keys_text(sv), "cp.async"});
-        c1 = theme::kText;
-        break;
-      case StageState::Free:
-        l1 = fit(f.small, room, {"free: tile " + j + " done", "free"});
-        if (l1.rfind("free:", 0) != 0) l2 = fit(f.small, room, {"tile " + j + " done", "tile " + j});
-        break;
-      case StageState::Empty: l1 = "empty"; break;
-    }
+    const auto [l1, l2, l3, c1] = stage_lines(sv, j, keys_text(sv), room);
     float ty = vr.max.y + 3;
     for (const auto* line : {&l1, &l2, &l3}) {
       if (line->empty()) continue;
