@@ -28,6 +28,7 @@
 #include "visualizer/model/synthetic.hpp"
 #include "visualizer/tests/dqacc_trace.hpp"
 #include "visualizer/tests/tc_bwd_trace.hpp"
+#include "visualizer/tests/trace_events.hpp"
 
 using namespace fs::viz;
 namespace tr = fs::trace;
@@ -598,19 +599,9 @@ tr::Trace tc_trace(int Br, int Bc, int d, int threads, std::int64_t smem, const 
   k.smem_bytes = smem;
   t.kernels.push_back(k);
   t.tracks.push_back(tr::Track{0, 0, 0, 0});
+  double now = 1000;
   auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int cols) {
-    tr::Event e;
-    e.kind = kind;
-    e.tensor = tensor;
-    e.row0 = row0;
-    e.rows = rows;
-    e.col0 = col0;
-    e.cols = cols;
-    e.bytes = kind == tr::Kind::Load || kind == tr::Kind::Store ? std::int64_t(rows) * cols * 2 : 0;
-    e.seq = std::int64_t(t.events.size());
-    e.ts_ns = 1000 + 100.0 * double(e.seq);
-    e.dur_ns = 100;
-    t.events.push_back(e);
+    test::append_event(t, 0, kind, tensor, row0, rows, col0, cols, now, 100);
   };
   add(tr::Kind::Load, tr::Tensor::Q, 0, Br, 0, d);
   for (int j0 : keys) {
