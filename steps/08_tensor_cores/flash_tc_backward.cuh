@@ -46,8 +46,9 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1, int kTune_ = 0>
 struct DkdvConfig {
+  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 per-chunk row checks in load_tile
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -211,8 +212,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const E* gQ = as<E>(p.q) + head * D;
   const E* gdO = as<E>(p.dout) + head * D;
 
-  load_tile<KTile, Cfg::kThreads>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, Cfg::kTune & 1>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, Cfg::kTune & 1>(sV, as<E>(p.v) + head * D, key0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads>(sdO + s * QTile::kElems, gdO, i0, N);
+    load_tile<QTile, Cfg::kThreads, Cfg::kTune & 1>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads, Cfg::kTune & 1>(sdO + s * QTile::kElems, gdO, i0, N);
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
       const bool valid = i0 + i < N;
       cp_async_4(sL + s * BM + i, p.lse + head + (valid ? i0 + i : 0), valid);

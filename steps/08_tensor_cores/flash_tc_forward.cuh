@@ -39,8 +39,9 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_>
+          bool kQInRegs_, int kTune_ = 0>
 struct FwdConfig {
+  static constexpr int kTune = kTune_;  // EXPERIMENT bits: 1 per-chunk row checks, 2 row-by-row softmax, 4 opaque tid
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
@@ -59,18 +60,40 @@ struct FwdConfig {
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kCols) matrix into a tile, 16 bytes per
 // cp.async, all threads; rows at or past n_rows are zero-filled. Commit and wait before use.
-// Thread i copies chunks i, i + kThreads, ...: with kThreads a multiple of 8 rows' chunks, they
-// lie at the same column and swizzle of rows 8 apart, so the unrolled loop's addresses are the
-// first one plus constants.
-template <typename Tile, int kThreads, typename E>
+// Thread i copies chunks i, i + kThreads, ...: the tile's rows are contiguous in memory, so
+// chunk i of the tile is element 8i past its first row, and a thread's global addresses are one
+// pointer plus constants. Only a tile that runs past n_rows (the last, when N is not a multiple
+// of the tile) checks rows, in a branch of its own: folded into every copy, the checks made the
+// compiler keep a pointer per chunk in registers across the key loop, and spill them.
+template <typename Tile, int kThreads, int kTune = 0, typename E>
 __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
-  constexpr int kChunks = Tile::kChunks, kCols = kChunks * 8, kPerThread = Tile::kElems / 8 / kThreads;
+  constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
   static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
+  unsigned tid = threadIdx.x;
+  if constexpr (kTune & 4) asm volatile("" : "+r"(tid));
+  if constexpr (kTune & 1) {
 #pragma unroll
-  for (int k = 0; k < kPerThread; ++k) {
-    const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
-    const bool valid = row0 + r < n_rows;
-    cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * kCols + 8 * c, valid);
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = tid + k * kThreads, r = i / kChunks, c = i % kChunks;
+      const bool valid = row0 + r < n_rows;
+      cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * (8 * kChunks) + 8 * c, valid);
+    }
+    return;
+  }
+  const E* src = g + static_cast<long long>(row0) * (8 * kChunks) + 8 * tid;
+  if (row0 + Tile::kRows <= n_rows) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = tid + k * kThreads;
+      cp_async_16(s + Tile::offset(i / kChunks, i % kChunks), src + 8 * k * kThreads, true);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = tid + k * kThreads;
+      const bool valid = row0 + i / kChunks < n_rows;  // else zero-filled, from an address that is valid
+      cp_async_16(s + Tile::offset(i / kChunks, i % kChunks), valid ? src + 8 * k * kThreads : g, valid);
+    }
   }
 }
 
@@ -144,8 +167,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
-    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), N);
-    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(0), gK, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(0), gV, walk.start(0), N);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
@@ -175,13 +198,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
-        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
-        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
-      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, N);
-      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, N);
+      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(0), gK, j0, N);
+      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(0), gV, j0, N);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
@@ -232,7 +255,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
-    // The online softmax, row by row (h: row g or g + 8 of the row tile).
+    // The online softmax (h: row g or g + 8 of the row tile). First every row's max, over this
+    // lane's columns and then over the row's 4 lanes — all of the lane's rows at each step, so
+    // that their shuffles are in flight together rather than one row's after another's.
+    float mxs[MT][2];
+    if constexpr (!(Cfg::kTune & 2)) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -240,8 +267,29 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         float mx = m[mt][h];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // the row's 4 lanes
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mxs[mt][h] = mx;
+      }
+#pragma unroll
+    for (int x = 1; x <= 2; x *= 2)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) mxs[mt][h] = fmaxf(mxs[mt][h], __shfl_xor_sync(0xffffffffu, mxs[mt][h], x));
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx;
+        if constexpr (Cfg::kTune & 2) {
+          mx = m[mt][h];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        } else {
+          mx = mxs[mt][h];
+        }
         // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
         // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
         // Every rounding below is spelled out (__fmul_rn, __fsub_rn): left to itself the compiler

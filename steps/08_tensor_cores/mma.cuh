@@ -119,11 +119,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 //   swizzled  offset(r, c) = r·kCols + 8·(c ^ (r & 7))          rows of 8·k chunks (d = 64, 128, 256)
 //             offset(r, c) = r·kCols + 8·(c ^ ((r >> 1) & 3))    rows of 4·k chunks (d = 32, 96):
 //             two rows fill 128 bytes, and pairs of rows take the 4 patterns
-template <int kRows, int kCols, bool kSwizzle>
+template <int kRows_, int kCols, bool kSwizzle>
 struct SmemTile {
   static constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
   static_assert(kCols % 8 == 0, "rows move in 16-byte chunks");
   static_assert(!kSwizzle || kChunks % 4 == 0, "the swizzle permutes groups of 4 or 8 chunks");
+  static constexpr int kRows = kRows_;
   static constexpr int kElems = kRows * kCols;
 
   // Element offset of chunk c (columns 8c .. 8c+7) of row r.
