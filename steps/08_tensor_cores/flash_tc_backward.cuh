@@ -48,7 +48,7 @@ namespace fs::tc {
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
 template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1, int kTune_ = 0>
 struct DkdvConfig {
-  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 per-chunk row checks in load_tile
+  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 per-chunk row checks in load_tile, 2 LSE (+inf for -inf) from the preprocess, 4 one FMA for τs − LSE when τ is a power of 2, 8 opaque tid + decomposition in load_tile
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -109,6 +109,9 @@ __device__ __forceinline__ float tc_prob(float s, float scale, float lse) {
 // exact 0, as the fp64 reference has it. Summed by FMAs instead, D_i and dP_ik are two roundings
 // of one dot product, and at inputs of magnitude 1e3 (dot products of 1e6) their difference
 // times K or Q put errors of tenths into dQ and dK.
+inline __host__ __device__ std::int64_t tc_delta_floats(const Shape& s) {
+  return (std::int64_t(s.B) * s.H * s.N + 63) / 64 * 64;
+}
 constexpr int kTcPreprocessWarps = 4, kTcPreprocessRows = 16 * kTcPreprocessWarps;  // rows per CTA
 
 template <typename E, bool kZeroDQ, bool kTrace>
@@ -138,6 +141,13 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
   if (t4 == g / 2) {
     if (w0 + g < rows) delta[w0 + g] = lo[g % 2];
     if (w0 + g + 8 < rows) delta[w0 + g + 8] = hi[2 + g % 2];
+  }
+  {  // EXPERIMENT: LSE for the dK/dV kernel, +inf for a row that saw no key (P = 0)
+    float* lse_bwd = delta + tc_delta_floats(p.shape);
+    for (std::int64_t i = r0 + threadIdx.x; i < r1; i += blockDim.x) {
+      const float x = p.lse[i];
+      lse_bwd[i] = x == -INFINITY ? INFINITY : x;
+    }
   }
   if constexpr (kZeroDQ) {
     auto* z = reinterpret_cast<float4*>(dq_acc + r0 * d);
@@ -211,9 +221,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int wkey = 16 * warp;  // the warp's first key in the tile
   const E* gQ = as<E>(p.q) + head * D;
   const E* gdO = as<E>(p.dout) + head * D;
+  const float* gLse = gDelta + tc_delta_floats(p.shape);  // EXPERIMENT: the preprocess's LSE
 
-  load_tile<KTile, Cfg::kThreads, Cfg::kTune & 1>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, Cfg::kTune & 1>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sV, as<E>(p.v) + head * D, key0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -224,11 +235,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads, Cfg::kTune & 1>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads, Cfg::kTune & 1>(sdO + s * QTile::kElems, gdO, i0, N);
+    load_tile<QTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sdO + s * QTile::kElems, gdO, i0, N);
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
       const bool valid = i0 + i < N;
-      cp_async_4(sL + s * BM + i, p.lse + head + (valid ? i0 + i : 0), valid);
+      cp_async_4(sL + s * BM + i, (Cfg::kTune & 2 ? gLse : p.lse) + head + (valid ? i0 + i : 0), valid);
       cp_async_4(sD + s * BM + i, gDelta + head + (valid ? i0 + i : 0), valid);
     }
     cp_async_commit();
@@ -292,17 +303,26 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
     // warp, query 8nt + 2t4 + e%2. Queries past N have LSE = +inf: P = 0.
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
+    const bool pow2_scale = (__float_as_uint(p.scale) & 0x7fffffu) == 0;  // EXPERIMENT
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);
+      if constexpr (!(Cfg::kTune & 2)) {
       lse.x = lse.x == -INFINITY ? INFINITY : lse.x;  // a row that saw no key: P = 0
       lse.y = lse.y == -INFINITY ? INFINITY : lse.y;
+      }
       const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
-        float p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
-        float p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
+        float p0, p1;
+        if ((Cfg::kTune & 4) && pow2_scale) {
+          p0 = exp2_fast(fmaf(st[nt][2 * h], p.scale, -lse.x) * kLog2e);
+          p1 = exp2_fast(fmaf(st[nt][2 * h + 1], p.scale, -lse.y) * kLog2e);
+        } else {
+          p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
+          p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
+        }
         if (edge) {
           if (key >= N || (p.causal && key > q)) p0 = 0.f;
           if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
@@ -579,7 +599,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 }
 
 // The backward's workspace: D (B·H·N floats, padded to 256 bytes), then dQacc (B·H·N·d floats).
-inline std::size_t tc_delta_bytes(const Shape& s) { return (s.rows() * sizeof(float) + 255) / 256 * 256; }
+// EXPERIMENT: D, then the preprocess's LSE, each padded.
+inline std::size_t tc_delta_bytes(const Shape& s) { return 2 * tc_delta_floats(s) * sizeof(float); }
 inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
   return tc_delta_bytes(s) + s.elems() * sizeof(float);
 }

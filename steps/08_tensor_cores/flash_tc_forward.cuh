@@ -41,7 +41,7 @@ namespace fs::tc {
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
           bool kQInRegs_, int kTune_ = 0>
 struct FwdConfig {
-  static constexpr int kTune = kTune_;  // EXPERIMENT bits: 1 per-chunk row checks, 2 row-by-row softmax, 4 opaque tid
+  static constexpr int kTune = kTune_;  // EXPERIMENT bits: 1 per-chunk row checks, 2 row-by-row softmax, 4 opaque tid, 8 row/chunk decomposition
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
@@ -81,6 +81,21 @@ __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows
     return;
   }
   const E* src = g + static_cast<long long>(row0) * (8 * kChunks) + 8 * tid;
+  if constexpr ((kTune & 8) && kThreads % kChunks == 0) {  // EXPERIMENT: row r0 + k·kStep, chunk c
+    constexpr int kStep = kThreads / kChunks;
+    const int r0 = tid / kChunks, c = tid % kChunks;
+    if (row0 + Tile::kRows <= n_rows) {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) cp_async_16(s + Tile::offset(r0 + k * kStep, c), src + 8 * k * kThreads, true);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) {
+        const bool valid = row0 + r0 + k * kStep < n_rows;
+        cp_async_16(s + Tile::offset(r0 + k * kStep, c), valid ? src + 8 * k * kThreads : g, valid);
+      }
+    }
+    return;
+  }
   if (row0 + Tile::kRows <= n_rows) {
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
@@ -167,8 +182,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
-    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(0), gK, walk.start(0), N);
-    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(0), gV, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(0), gK, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(0), gV, walk.start(0), N);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
@@ -198,13 +213,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
-        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
-        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
-      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(k_tile(0), gK, j0, N);
-      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 5>(v_tile(0), gV, j0, N);
+      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(0), gK, j0, N);
+      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(0), gV, j0, N);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile t (and Q) have landed, for every warp's reads below

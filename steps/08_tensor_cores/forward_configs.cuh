@@ -15,9 +15,9 @@ namespace fs::tc {
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
 // fa2 and deterministic run the same forward and differ in the backward (dQ by atomics, or by a
 // kernel of its own); every rung's backward is fa2's.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTuneC, kTcVariants };
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTuneC, kTuneD, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
-// EXPERIMENT: fa2's tiles with the kTune bits of FwdConfig (tuneA 3, tuneB 2, tuneC 4).
+// EXPERIMENT: fa2's tiles with the kTune bits of FwdConfig (tuneA 3, tuneB 4, tuneC 12, tuneD 8).
 constexpr bool is_tune(int variant) { return variant >= kTuneA && variant < kTcVariants; }
 template <typename C, int T>
 struct Tuned;
@@ -64,8 +64,9 @@ void tc_forward_dispatch(const FwdParams& p) {
       case kR3Pipeline: return launch_tc_forward<R3Pipeline<E, D>>(p);
       case kR4PInRegs: return launch_tc_forward<R4PInRegs<E, D>>(p);
       case kTuneA: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 3>::type>(p);
-      case kTuneB: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 2>::type>(p);
-      case kTuneC: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 4>::type>(p);
+      case kTuneB: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 4>::type>(p);
+      case kTuneC: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 12>::type>(p);
+      case kTuneD: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 8>::type>(p);
       default: break;
     }
   }
