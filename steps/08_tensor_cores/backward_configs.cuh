@@ -61,9 +61,9 @@ void tc_backward_dispatch(const BwdParams& p) {
     };
     switch (p.variant) {
       case kTuneA: return with(std::integral_constant<int, 1>{});
-      case kTuneB: return with(std::integral_constant<int, 1 | 2 | 4>{});
-      case kTuneC: return with(std::integral_constant<int, 1 | 2>{});
-      case kTuneD: return with(std::integral_constant<int, 8 | 2 | 4>{});
+      case kTuneB: return with(std::integral_constant<int, 2>{});
+      case kTuneC: return with(std::integral_constant<int, 4>{});
+      case kTuneD: return with(std::integral_constant<int, 2 | 4>{});
       default: break;
     }
   }

@@ -48,7 +48,7 @@ namespace fs::tc {
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
 template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1, int kTune_ = 0>
 struct DkdvConfig {
-  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 per-chunk row checks in load_tile, 2 LSE (+inf for -inf) from the preprocess, 4 one FMA for τs − LSE when τ is a power of 2, 8 opaque tid + decomposition in load_tile
+  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 load_tile's decomposed form, 2 one FMA for τs − LSE when τ is a power of 2 (a branch around the whole block), 4 Q's, dO's B fragments loaded a step ahead
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const E* gdO = as<E>(p.dout) + head * D;
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // EXPERIMENT: the preprocess's LSE
 
-  load_tile<KTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sV, as<E>(p.v) + head * D, key0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -235,11 +235,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads, (Cfg::kTune & 1) | (Cfg::kTune & 8 ? 12 : 0)>(sdO + s * QTile::kElems, gdO, i0, N);
+    load_tile<QTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sdO + s * QTile::kElems, gdO, i0, N);
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
       const bool valid = i0 + i < N;
-      cp_async_4(sL + s * BM + i, (Cfg::kTune & 2 ? gLse : p.lse) + head + (valid ? i0 + i : 0), valid);
+      cp_async_4(sL + s * BM + i, gLse + head + (valid ? i0 + i : 0), valid);
       cp_async_4(sD + s * BM + i, gDelta + head + (valid ? i0 + i : 0), valid);
     }
     cp_async_commit();
@@ -274,6 +274,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
     // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warp's 16 keys × BM queries.
     float st[NT][4] = {}, dpt[NT][4] = {};
+    if constexpr (!(Cfg::kTune & 4)) {
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
       std::uint32_t ak[4], av[4];
@@ -295,6 +296,33 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         Element<E>::mma(dpt[nt + 1], av, bo[2], bo[3]);
       }
     }
+    } else {  // EXPERIMENT: the B fragments of step i + 1 loaded before step i's products
+      constexpr int NP = NT / 2, KI = KD * NP;
+      std::uint32_t bq[2][4], bo[2][4], ak[4], av[4];
+      load_b_k<QTile>(bq[0], sQs, 0, 0);
+      load_b_k<QTile>(bo[0], sdOs, 0, 0);
+#pragma unroll
+      for (int i = 0; i < KI; ++i) {
+        const int kk = i / NP, nt = 2 * (i % NP), b = i & 1;
+        if (i % NP == 0) {
+          if constexpr (Cfg::kKVInRegs) {
+#pragma unroll
+            for (int x = 0; x < 4; ++x) ak[x] = kf[kk][x], av[x] = vf[kk][x];
+          } else {
+            load_a<KTile>(ak, sK, wkey, kk);
+            load_a<KTile>(av, sV, wkey, kk);
+          }
+        }
+        if (i + 1 < KI) {
+          load_b_k<QTile>(bq[b ^ 1], sQs, 16 * ((i + 1) % NP), (i + 1) / NP);
+          load_b_k<QTile>(bo[b ^ 1], sdOs, 16 * ((i + 1) % NP), (i + 1) / NP);
+        }
+        Element<E>::mma(st[nt], ak, bq[b][0], bq[b][1]);
+        Element<E>::mma(st[nt + 1], ak, bq[b][2], bq[b][3]);
+        Element<E>::mma(dpt[nt], av, bo[b][0], bo[b][1]);
+        Element<E>::mma(dpt[nt + 1], av, bo[b][2], bo[b][3]);
+      }
+    }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
 
@@ -303,20 +331,19 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
     // warp, query 8nt + 2t4 + e%2. Queries past N have LSE = +inf: P = 0.
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
-    const bool pow2_scale = (__float_as_uint(p.scale) & 0x7fffffu) == 0;  // EXPERIMENT
+    // τ a power of 2 (τ = 1/√d at d = 32·4^k... d = 64 and 256): τs is exact, and one FMA rounds
+    // τs − LSE exactly as the two separate roundings do.
+    const bool pow2_scale = (Cfg::kTune & 2) && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
+    auto probs_and_ds = [&](auto exact_scale) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);
-      if constexpr (!(Cfg::kTune & 2)) {
-      lse.x = lse.x == -INFINITY ? INFINITY : lse.x;  // a row that saw no key: P = 0
-      lse.y = lse.y == -INFINITY ? INFINITY : lse.y;
-      }
+      const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
       const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
         float p0, p1;
-        if ((Cfg::kTune & 4) && pow2_scale) {
+        if constexpr (decltype(exact_scale)::value) {
           p0 = exp2_fast(fmaf(st[nt][2 * h], p.scale, -lse.x) * kLog2e);
           p1 = exp2_fast(fmaf(st[nt][2 * h + 1], p.scale, -lse.y) * kLog2e);
         } else {
@@ -335,6 +362,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         st[nt][2 * h + 1] = p1 * z.z1;
       }
     }
+    };
+    if (pow2_scale)
+      probs_and_ds(std::true_type{});
+    else
+      probs_and_ds(std::false_type{});
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
 
     // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the A fragment of queries [16kq, 16kq + 16) is

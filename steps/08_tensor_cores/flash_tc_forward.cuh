@@ -39,9 +39,8 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_, int kTune_ = 0>
+          bool kQInRegs_>
 struct FwdConfig {
-  static constexpr int kTune = kTune_;  // EXPERIMENT bits: 1 per-chunk row checks, 2 row-by-row softmax, 4 opaque tid, 8 row/chunk decomposition
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
@@ -60,54 +59,42 @@ struct FwdConfig {
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kCols) matrix into a tile, 16 bytes per
 // cp.async, all threads; rows at or past n_rows are zero-filled. Commit and wait before use.
-// Thread i copies chunks i, i + kThreads, ...: the tile's rows are contiguous in memory, so
-// chunk i of the tile is element 8i past its first row, and a thread's global addresses are one
-// pointer plus constants. Only a tile that runs past n_rows (the last, when N is not a multiple
-// of the tile) checks rows, in a branch of its own: folded into every copy, the checks made the
-// compiler keep a pointer per chunk in registers across the key loop, and spill them.
-template <typename Tile, int kThreads, int kTune = 0, typename E>
+// Thread i copies chunks i, i + kThreads, ... of the tile, which are contiguous in memory: chunk i
+// is element 8i past the tile's first row.
+//
+// kPerChunkChecks = false (the forward's K and V): when kThreads is a multiple of a row's chunks,
+// a thread's chunks are chunk c = i mod kChunks of rows r0 = i / kChunks, r0 + kStep, ..., so its
+// addresses, global and (the swizzle repeating every 8 rows) shared, are one of each plus
+// constants; and only a tile that runs past n_rows (the last, when N is not a multiple of the
+// tile) checks rows, in a branch of its own. Written as one index i per chunk with a check in
+// every copy, the same loop made ptxas keep a pointer per chunk across the key loop and spill
+// them: at d = 128 the forward then reloaded 1.9 GB of spilled registers at N = 4096 and ran
+// 1.07× as long (docs/benchmarks/h200_tc_load_tile.csv). true (the backward's tiles): that
+// form, which measured faster there.
+template <typename Tile, int kThreads, bool kPerChunkChecks = false, typename E>
 __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
   static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
-  unsigned tid = threadIdx.x;
-  if constexpr (kTune & 4) asm volatile("" : "+r"(tid));
-  if constexpr (kTune & 1) {
+  if constexpr (kPerChunkChecks || kThreads % kChunks != 0) {
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
-      const int i = tid + k * kThreads, r = i / kChunks, c = i % kChunks;
+      const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
       const bool valid = row0 + r < n_rows;
       cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * (8 * kChunks) + 8 * c, valid);
     }
-    return;
-  }
-  const E* src = g + static_cast<long long>(row0) * (8 * kChunks) + 8 * tid;
-  if constexpr ((kTune & 8) && kThreads % kChunks == 0) {  // EXPERIMENT: row r0 + k·kStep, chunk c
-    constexpr int kStep = kThreads / kChunks;
-    const int r0 = tid / kChunks, c = tid % kChunks;
+  } else {
+    constexpr int kStep = kThreads / kChunks;  // rows between a thread's chunks
+    const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
+    const E* src = g + static_cast<long long>(row0) * (8 * kChunks) + 8 * threadIdx.x;
     if (row0 + Tile::kRows <= n_rows) {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) cp_async_16(s + Tile::offset(r0 + k * kStep, c), src + 8 * k * kThreads, true);
     } else {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
-        const bool valid = row0 + r0 + k * kStep < n_rows;
+        const bool valid = row0 + r0 + k * kStep < n_rows;  // else zero-filled, from an address that is valid
         cp_async_16(s + Tile::offset(r0 + k * kStep, c), valid ? src + 8 * k * kThreads : g, valid);
       }
-    }
-    return;
-  }
-  if (row0 + Tile::kRows <= n_rows) {
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) {
-      const int i = tid + k * kThreads;
-      cp_async_16(s + Tile::offset(i / kChunks, i % kChunks), src + 8 * k * kThreads, true);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kPerThread; ++k) {
-      const int i = tid + k * kThreads;
-      const bool valid = row0 + i / kChunks < n_rows;  // else zero-filled, from an address that is valid
-      cp_async_16(s + Tile::offset(i / kChunks, i % kChunks), valid ? src + 8 * k * kThreads : g, valid);
     }
   }
 }
@@ -182,8 +169,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
-    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(0), gK, walk.start(0), N);
-    load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(0), gV, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), N);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
@@ -213,13 +200,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
-        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
-        load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
-      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(k_tile(0), gK, j0, N);
-      load_tile<KVTile, Cfg::kThreads, Cfg::kTune & 13>(v_tile(0), gV, j0, N);
+      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, N);
+      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, N);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
@@ -274,7 +261,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     // lane's columns and then over the row's 4 lanes — all of the lane's rows at each step, so
     // that their shuffles are in flight together rather than one row's after another's.
     float mxs[MT][2];
-    if constexpr (!(Cfg::kTune & 2)) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -290,21 +276,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) mxs[mt][h] = fmaxf(mxs[mt][h], __shfl_xor_sync(0xffffffffu, mxs[mt][h], x));
-    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx;
-        if constexpr (Cfg::kTune & 2) {
-          mx = m[mt][h];
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        } else {
-          mx = mxs[mt][h];
-        }
+        const float mx = mxs[mt][h];
         // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
         // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
         // Every rounding below is spelled out (__fmul_rn, __fsub_rn): left to itself the compiler

@@ -17,14 +17,8 @@ namespace fs::tc {
 // kernel of its own); every rung's backward is fa2's.
 enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTuneC, kTuneD, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
-// EXPERIMENT: fa2's tiles with the kTune bits of FwdConfig (tuneA 3, tuneB 4, tuneC 12, tuneD 8).
+// EXPERIMENT: the backward's candidates (backward_configs.cuh); their forward is fa2's.
 constexpr bool is_tune(int variant) { return variant >= kTuneA && variant < kTcVariants; }
-template <typename C, int T>
-struct Tuned;
-template <typename E, int D, int BM, int BN, int W, bool Sw, int St, bool P, bool Q, int T0, int T>
-struct Tuned<FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, T0>, T> {
-  using type = FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, T>;
-};
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
@@ -63,10 +57,6 @@ void tc_forward_dispatch(const FwdParams& p) {
       case kR2Swizzle: return launch_tc_forward<R2Swizzle<E, D>>(p);
       case kR3Pipeline: return launch_tc_forward<R3Pipeline<E, D>>(p);
       case kR4PInRegs: return launch_tc_forward<R4PInRegs<E, D>>(p);
-      case kTuneA: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 3>::type>(p);
-      case kTuneB: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 4>::type>(p);
-      case kTuneC: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 12>::type>(p);
-      case kTuneD: return launch_tc_forward<typename Tuned<typename Fa2<E, D>::Cfg, 8>::type>(p);
       default: break;
     }
   }
