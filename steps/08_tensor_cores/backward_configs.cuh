@@ -52,21 +52,6 @@ struct Bwd<E, 256> {
 // by its own kernel (deterministic).
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
-  if constexpr (is_ladder_head_dim(D) && std::is_same_v<E, __nv_bfloat16>) {  // EXPERIMENT: DkdvConfig's kTune
-    using K = typename Bwd<E, D>::Dkdv;
-    using Q = typename Bwd<E, D>::Dq;
-    auto with = [&](auto tune) {
-      using KT = DkdvConfig<E, D, K::kWarps, K::kQueries, K::kSplit, K::kKVInRegs, K::kDqRowTiles, decltype(tune)::value>;
-      launch_tc_backward<KT, Q>(p, true);
-    };
-    switch (p.variant) {
-      case kTuneA: return with(std::integral_constant<int, 1>{});
-      case kTuneB: return with(std::integral_constant<int, 2>{});
-      case kTuneC: return with(std::integral_constant<int, 4>{});
-      case kTuneD: return with(std::integral_constant<int, 2 | 4>{});
-      default: break;
-    }
-  }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

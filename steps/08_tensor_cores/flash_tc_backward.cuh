@@ -3,8 +3,10 @@
 // accumulate.
 //
 //   tc_bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i), once per row, on the tensor cores as
-//                             the dK/dV kernel computes dP (exact cancellation); the atomic
-//                             variant also zeroes dQacc, a float32 copy of dQ's shape
+//                             the dK/dV kernel computes dP (exact cancellation); a copy of LSE
+//                             with +inf for a row that saw no key (−inf), so that its P is 0
+//                             with no test per score; the atomic variant also zeroes dQacc, a
+//                             float32 copy of dQ's shape
 //   tc_dkdv_kernel            one CTA per K_j, V_j tile (kKeys keys: 16 per warp), streaming
 //                             Q_i, dO_i, LSE_i, D_i tiles through a two-stage cp.async pipeline.
 //                             Each warp computes the transposed tiles of its 16 keys,
@@ -46,13 +48,16 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1, int kTune_ = 0>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
 struct DkdvConfig {
-  static constexpr int kTune = kTune_;  // EXPERIMENT: 1 load_tile's decomposed form, 2 one FMA for τs − LSE when τ is a power of 2 (a branch around the whole block), 4 Q's, dO's B fragments loaded a step ahead
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
   static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
+  // The one-FMA probabilities for a power-of-2 τ, compiled where the default τ = 1/√d is one (d a
+  // power of 4). At d = 128, where it is not, the second copy of the loop alone made the kernel
+  // 1.6% slower (docs/benchmarks/h200_tc_load_tile.csv, tuneB).
+  static constexpr bool kExactScalePath = (D & (D - 1)) == 0 && (D & 0x55555555) != 0;
   // dQ's share (atomic): each warp takes 16·kDqRowTiles rows × kDqCols columns of the CTA's
   // columns, kRowGroups × kDqGroups warps.
   static constexpr int kDqRowTiles = kDqRowTiles_;
@@ -82,6 +87,11 @@ struct DqConfig {
   static constexpr std::size_t kSmemBytes = sizeof(E) * (2 * QTile::kElems + 4 * KVTile::kElems);
 };
 
+// Floats of each per-row array of the workspace (D, the copy of LSE): B·H·N, padded to 256 bytes.
+inline __host__ __device__ std::int64_t tc_delta_floats(const Shape& s) {
+  return (std::int64_t(s.B) * s.H * s.N + 63) / 64 * 64;
+}
+
 // LSE of row i; a row that saw no key (−inf) or lies past N gets +inf, so that every P of it is
 // exactly 0.
 __device__ __forceinline__ float tc_lse(const float* lse, int i, int N) {
@@ -109,9 +119,6 @@ __device__ __forceinline__ float tc_prob(float s, float scale, float lse) {
 // exact 0, as the fp64 reference has it. Summed by FMAs instead, D_i and dP_ik are two roundings
 // of one dot product, and at inputs of magnitude 1e3 (dot products of 1e6) their difference
 // times K or Q put errors of tenths into dQ and dK.
-inline __host__ __device__ std::int64_t tc_delta_floats(const Shape& s) {
-  return (std::int64_t(s.B) * s.H * s.N + 63) / 64 * 64;
-}
 constexpr int kTcPreprocessWarps = 4, kTcPreprocessRows = 16 * kTcPreprocessWarps;  // rows per CTA
 
 template <typename E, bool kZeroDQ, bool kTrace>
@@ -142,7 +149,8 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
     if (w0 + g < rows) delta[w0 + g] = lo[g % 2];
     if (w0 + g + 8 < rows) delta[w0 + g + 8] = hi[2 + g % 2];
   }
-  {  // EXPERIMENT: LSE for the dK/dV kernel, +inf for a row that saw no key (P = 0)
+  {  // LSE for the dK/dV kernel, +inf where a row saw no key (−inf): its P is then exactly 0
+     // with no test per score there
     float* lse_bwd = delta + tc_delta_floats(p.shape);
     for (std::int64_t i = r0 + threadIdx.x; i < r1; i += blockDim.x) {
       const float x = p.lse[i];
@@ -160,6 +168,8 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
         FS_TRACE_EVENT(tr, Kind::Load, Tensor::O, bh, i, n, 0, d, n * d * kE);
         FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i, n, 0, d, n * d * kE);
         FS_TRACE_EVENT(tr, Kind::Store, Tensor::D, bh, i, n, 0, 1, n * kF);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i, n, 0, 1, n * kF);   // and its copy, written
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, i, n, 0, 1, n * kF);  // to the workspace
         if (kZeroDQ) FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i, n, 0, d, n * d * kF);
       });
     }
@@ -221,10 +231,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const int wkey = 16 * warp;  // the warp's first key in the tile
   const E* gQ = as<E>(p.q) + head * D;
   const E* gdO = as<E>(p.dout) + head * D;
-  const float* gLse = gDelta + tc_delta_floats(p.shape);  // EXPERIMENT: the preprocess's LSE
+  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
 
-  load_tile<KTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + head * D, key0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -235,8 +245,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads, !(Cfg::kTune & 1)>(sdO + s * QTile::kElems, gdO, i0, N);
+    load_tile<QTile, Cfg::kThreads, true>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads, true>(sdO + s * QTile::kElems, gdO, i0, N);
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
       const bool valid = i0 + i < N;
       cp_async_4(sL + s * BM + i, gLse + head + (valid ? i0 + i : 0), valid);
@@ -274,7 +284,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
     // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warp's 16 keys × BM queries.
     float st[NT][4] = {}, dpt[NT][4] = {};
-    if constexpr (!(Cfg::kTune & 4)) {
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
       std::uint32_t ak[4], av[4];
@@ -296,33 +305,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         Element<E>::mma(dpt[nt + 1], av, bo[2], bo[3]);
       }
     }
-    } else {  // EXPERIMENT: the B fragments of step i + 1 loaded before step i's products
-      constexpr int NP = NT / 2, KI = KD * NP;
-      std::uint32_t bq[2][4], bo[2][4], ak[4], av[4];
-      load_b_k<QTile>(bq[0], sQs, 0, 0);
-      load_b_k<QTile>(bo[0], sdOs, 0, 0);
-#pragma unroll
-      for (int i = 0; i < KI; ++i) {
-        const int kk = i / NP, nt = 2 * (i % NP), b = i & 1;
-        if (i % NP == 0) {
-          if constexpr (Cfg::kKVInRegs) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x) ak[x] = kf[kk][x], av[x] = vf[kk][x];
-          } else {
-            load_a<KTile>(ak, sK, wkey, kk);
-            load_a<KTile>(av, sV, wkey, kk);
-          }
-        }
-        if (i + 1 < KI) {
-          load_b_k<QTile>(bq[b ^ 1], sQs, 16 * ((i + 1) % NP), (i + 1) / NP);
-          load_b_k<QTile>(bo[b ^ 1], sdOs, 16 * ((i + 1) % NP), (i + 1) / NP);
-        }
-        Element<E>::mma(st[nt], ak, bq[b][0], bq[b][1]);
-        Element<E>::mma(st[nt + 1], ak, bq[b][2], bq[b][3]);
-        Element<E>::mma(dpt[nt], av, bo[b][0], bo[b][1]);
-        Element<E>::mma(dpt[nt + 1], av, bo[b][2], bo[b][3]);
-      }
-    }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
 
@@ -331,9 +313,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
     // warp, query 8nt + 2t4 + e%2. Queries past N have LSE = +inf: P = 0.
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
-    // τ a power of 2 (τ = 1/√d at d = 32·4^k... d = 64 and 256): τs is exact, and one FMA rounds
-    // τs − LSE exactly as the two separate roundings do.
-    const bool pow2_scale = (Cfg::kTune & 2) && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
+    // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
+    // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score; the
+    // branch is taken once per tile, around the whole loop.
+    const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
     auto probs_and_ds = [&](auto exact_scale) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -630,8 +613,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, n_rows, 0, D, n_rows * D * kE);
 }
 
-// The backward's workspace: D (B·H·N floats, padded to 256 bytes), then dQacc (B·H·N·d floats).
-// EXPERIMENT: D, then the preprocess's LSE, each padded.
+// The backward's workspace: D, then the preprocess's copy of LSE (B·H·N floats each, padded to
+// 256 bytes), then dQacc (B·H·N·d floats).
 inline std::size_t tc_delta_bytes(const Shape& s) { return 2 * tc_delta_floats(s) * sizeof(float); }
 inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
   return tc_delta_bytes(s) + s.elems() * sizeof(float);
