@@ -68,5 +68,5 @@ t08p=docs/traces/08_tensor_cores_r3_pipeline.fwd.json
 # query tile 1 computed from stage 1 while tile 2 is in flight into stage 0; dSᵀ read back by
 # query columns while CTA 0 adds tile 1's share of dQ to dQacc by atomics (its Load dQacc, seq 221).
 t08b=docs/traces/08_tensor_cores_fa2.bwd.json
-[ -f "$t08b" ] && "$viz" "$t08b" --order logical --at seq:107 --kernel 1 --cta 0 --panels memory --size 1300x760 \
+[ -f "$t08b" ] && "$viz" "$t08b" --order logical --at seq:115 --kernel 1 --cta 0 --panels memory --size 1300x760 \
   --screenshot "$out/viz_backward_08.png"

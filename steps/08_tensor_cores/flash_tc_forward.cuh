@@ -68,9 +68,8 @@ struct FwdConfig {
 // constants; and only a tile that runs past n_rows (the last, when N is not a multiple of the
 // tile) checks rows, in a branch of its own. Written as one index i per chunk with a check in
 // every copy, the same loop made ptxas keep a pointer per chunk across the key loop and spill
-// them: at d = 128 the forward then reloaded 1.9 GB of spilled registers at N = 4096 and ran
-// 1.07× as long (docs/benchmarks/h200_tc_load_tile.csv). true (the backward's tiles): that
-// form, which measured faster there.
+// them (the lesson, "Against PyTorch on the same GPU", has the profiles). true (the backward's
+// tiles): that form, which measured faster there (docs/benchmarks/h200_tc_bwd_candidates.csv).
 template <typename Tile, int kThreads, bool kPerChunkChecks = false, typename E>
 __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
