@@ -24,6 +24,8 @@ packages+=(libimgui-dev libglfw3-dev libstb-dev fonts-dejavu-core xvfb xauth lib
 # The benchmark figures (docs/benchmarks/render.py, which CI runs with --check): Debian's matplotlib,
 # for /usr/bin/python3.
 packages+=(python3-matplotlib)
+# The Python module (common/python) and its tests (tests/python), for Debian's /usr/bin/python3.
+packages+=(python3-dev pybind11-dev libdlpack-dev python3-numpy python3-pytest)
 # The fuzz targets: libFuzzer, AddressSanitizer and UBSan come with clang's runtime libraries.
 [ "$mode" = fuzz ] && packages+=(clang-14 libclang-rt-14-dev)
 
@@ -62,6 +64,9 @@ fi
 config=(-S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc")
 [ -n "${FS_DEPS_PREFIX:-}" ] && config+=(-DCMAKE_PREFIX_PATH="$FS_DEPS_PREFIX")
 [ -n "${CUDAARCHS:-}" ] && config+=(-DCMAKE_CUDA_ARCHITECTURES="$CUDAARCHS")
+# The Python module is built for the distribution's interpreter, where apt put NumPy and pytest
+# (a python3 earlier on PATH may be another one).
+[ -x /usr/bin/python3 ] && config+=(-DPython3_EXECUTABLE=/usr/bin/python3)
 cmake "${config[@]}" >/dev/null
 cmake --build build
 

@@ -1,0 +1,200 @@
+"""The Python module's reference (common/python/flashsteps.cpp) against attention written here in
+NumPy float64 from its definition: flash_attn_func's layout, masks aligned to the bottom-right
+corner, GQA, windows, ALiBi, softcap, packed sequences; and the module's errors and zero-copy reads."""
+import numpy as np
+import pytest
+
+import flashsteps
+
+RNG = np.random.default_rng(7)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None):
+    """out (B, Nq, H, d), lse (B, H, Nq) and the gradient function, in float64, from the definition."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    B, Nq, H, d = q.shape
+    Nk, Hk = k.shape[1], k.shape[2]
+    g = H // Hk
+    k = np.repeat(k, g, axis=2)  # query head h reads K/V head h // g
+    v = np.repeat(v, g, axis=2)
+    tau = scale if scale is not None else float(np.float32(1) / np.sqrt(np.float32(d)))  # the kernels' float32 1/√d
+    raw = np.einsum("bihd,bjhd->bhij", q, k) * tau
+    s = softcap * np.tanh(raw / softcap) if softcap > 0 else raw
+    i = np.arange(Nq)[:, None] + (Nk - Nq)  # bottom-right alignment: query i sits at key i + Nk - Nq
+    j = np.arange(Nk)[None, :]
+    if alibi is not None:
+        s = s - np.asarray(alibi, np.float64)[None, :, None, None] * np.abs(i - j)[None, None]
+    keep = np.ones((Nq, Nk), bool)
+    if causal:
+        keep &= j <= i
+    if window[0] >= 0:
+        keep &= j >= i - window[0]
+    if window[1] >= 0:
+        keep &= j <= i + window[1]
+    s = np.where(keep[None, None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m)
+    l = e.sum(axis=-1, keepdims=True)
+    p = np.divide(e, l, out=np.zeros_like(e), where=l > 0)
+    out = np.einsum("bhij,bjhd->bihd", p, v)
+    with np.errstate(divide="ignore"):
+        lse = np.where(l[..., 0] > 0, m[..., 0] + np.log(l[..., 0]), -np.inf)
+
+    def grads(dout):
+        dout = dout.astype(np.float64)
+        dv = np.einsum("bhij,bihd->bjhd", p, dout)
+        dp = np.einsum("bihd,bjhd->bhij", dout, v)
+        ds = p * (dp - (dout * out).sum(-1).transpose(0, 2, 1)[..., None])
+        if softcap > 0:
+            ds = ds * (1 - np.tanh(raw / softcap) ** 2)
+        dq = np.einsum("bhij,bjhd->bihd", ds, k) * tau
+        dk = np.einsum("bhij,bihd->bjhd", ds, q) * tau
+        fold = lambda x: x.reshape(B, Nk, Hk, g, d).sum(axis=3)  # a group's heads add up
+        return dq, fold(dk), fold(dv)
+
+    return out, lse, grads
+
+
+CASES = [
+    dict(),
+    dict(causal=True),
+    dict(causal=True, nk=23),  # N_q < N_k: causal from the bottom-right corner
+    dict(causal=True, nk=5),   # N_q > N_k: the first queries see no key (O = 0, LSE = -inf)
+    dict(hk=1),                # MQA
+    dict(hk=2, causal=True),   # GQA
+    dict(window=(3, 2)),
+    dict(window=(4, 0), nk=20),
+    dict(window=(100, 100)),   # wider than N
+    dict(softcap=2.5),
+    dict(alibi=True, causal=True),
+    dict(scale=float(np.float32(0.3))),  # the scale the kernels take is a float32
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
+def test_forward_and_backward_match_numpy(case):
+    B, Nq, H, d = 2, 17, 4, 16
+    Nk, Hk = case.get("nk", Nq), case.get("hk", H)
+    q, k, v, dout = randn(B, Nq, H, d), randn(B, Nk, Hk, d), randn(B, Nk, Hk, d), randn(B, Nq, H, d)
+    slopes = flashsteps.alibi_slopes(H) if case.get("alibi") else None
+    kw = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)), softcap=case.get("softcap", 0.0),
+              alibi_slopes=slopes, softmax_scale=case.get("scale"))
+    want_o, want_lse, grads = attention(q, k, v, case.get("causal", False), case.get("window", (-1, -1)),
+                                        case.get("softcap", 0.0), slopes, case.get("scale"))
+    out, lse = flashsteps.reference(q, k, v, **kw)
+    assert out.dtype == np.float64 and out.shape == q.shape and lse.shape == (B, H, Nq)
+    np.testing.assert_allclose(out, want_o, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(want_lse))
+    fin = np.isfinite(want_lse)
+    np.testing.assert_allclose(lse[fin], want_lse[fin], rtol=1e-10, atol=1e-12)
+    dq, dk, dv = flashsteps.reference_backward(q, k, v, dout, **kw)
+    for got, want in zip((dq, dk, dv), grads(dout)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+def test_packed_sequences_equal_separate_runs():
+    lens_q, lens_k = [5, 0, 9, 1], [7, 3, 9, 0]  # an empty sequence of each kind
+    H, Hk, d = 4, 2, 8
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q, k, v = randn(cu_q[-1], H, d), randn(cu_k[-1], Hk, d), randn(cu_k[-1], Hk, d)
+    dout = randn(cu_q[-1], H, d)
+    out, lse = flashsteps.reference(q, k, v, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    dq, dk, dv = flashsteps.reference_backward(q, k, v, dout, causal=True, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    assert out.shape == q.shape and lse.shape == (H, cu_q[-1])
+    for b in range(len(lens_q)):
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lens_q[b] == 0:
+            continue
+        if lens_k[b] == 0:  # no key at all: O = 0, LSE = -inf, no gradient
+            assert np.all(out[sq] == 0) and np.all(np.isneginf(lse[:, sq])) and np.all(dq[sq] == 0)
+            continue
+        o1, l1, grads = attention(q[None, sq], k[None, sk], v[None, sk], causal=True)
+        np.testing.assert_allclose(out[sq], o1[0], rtol=1e-10, atol=1e-12)
+        fin = np.isfinite(l1[0])
+        np.testing.assert_allclose(lse[:, sq][fin], l1[0][fin], rtol=1e-10, atol=1e-12)
+        g = grads(dout[None, sq])
+        np.testing.assert_allclose(dq[sq], g[0][0], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(dk[sk], g[1][0], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(dv[sk], g[2][0], rtol=1e-9, atol=1e-11)
+
+
+def test_strided_and_16_bit_inputs_read_in_place():
+    q, k, v = randn(1, 9, 2, 8), randn(1, 9, 2, 8), randn(1, 9, 2, 8)
+    assert flashsteps._address(q) == q.ctypes.data  # DLPack hands over the array's own memory
+    view = np.ascontiguousarray(q.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)  # same values, other strides
+    assert not view.flags.c_contiguous and flashsteps._address(view) == view.ctypes.data
+    np.testing.assert_array_equal(flashsteps.reference(view, k, v)[0], flashsteps.reference(q, k, v)[0])
+    h = [x.astype(np.float16) for x in (q, k, v)]
+    np.testing.assert_array_equal(flashsteps.reference(*h)[0], flashsteps.reference(*[x.astype(np.float32) for x in h])[0])
+
+
+def test_dropout_is_the_seeded_mask():
+    q, k, v = randn(1, 33, 2, 16), randn(1, 33, 2, 16), randn(1, 33, 2, 16)
+    plain = flashsteps.reference(q, k, v)[0]
+    a = flashsteps.reference(q, k, v, dropout_p=0.2, seed=5)[0]
+    np.testing.assert_array_equal(a, flashsteps.reference(q, k, v, dropout_p=0.2, seed=5)[0])
+    assert not np.allclose(a, plain) and not np.allclose(a, flashsteps.reference(q, k, v, dropout_p=0.2, seed=6)[0])
+    np.testing.assert_array_equal(flashsteps.reference(q, k, v, dropout_p=0.0, seed=5)[0], plain)
+
+
+def test_alibi_slopes_are_the_geometric_ones():
+    np.testing.assert_allclose(flashsteps.alibi_slopes(8), 2.0 ** (-np.arange(1, 9)), rtol=1e-7)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda q, k, v: flashsteps.reference(q[0], k, v), ValueError, "expected (batch, seqlen, heads, head_dim)"),
+    (lambda q, k, v: flashsteps.reference(q.astype(np.float64), k, v), TypeError, "float64"),
+    (lambda q, k, v: flashsteps.reference(q, np.concatenate([k, k[:, :, :1]], 2), np.concatenate([v, v[:, :, :1]], 2)),
+     ValueError, "multiple"),
+    (lambda q, k, v: flashsteps.reference(q, k, v[:, :4]), ValueError, "does not match"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, cu_seqlens_q=np.array([0, 5], np.int32)), ValueError, "go together"),
+    (lambda q, k, v: flashsteps.reference(q.tolist(), k, v), TypeError, "__dlpack__"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, dropout_p=1.0), ValueError, "dropout_p"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.ones(3, np.float32)), ValueError, "one slope per head"),
+    (lambda q, k, v: flashsteps.reference_backward(q, k, v, q[:, :3]), ValueError, "dout"),
+])
+def test_bad_input_raises_one_clear_error(call, error, words):
+    q, k, v = randn(1, 7, 4, 8), randn(1, 7, 2, 8), randn(1, 7, 2, 8)
+    with pytest.raises(error) as info:
+        call(q, k, v)
+    assert words in str(info.value)
+
+
+def test_check_passes_a_faithful_kernel_and_fails_a_wrong_one():
+    q, k, v = randn(2, 33, 4, 16), randn(2, 40, 2, 16), randn(2, 40, 2, 16)
+    out, lse = flashsteps.reference(q, k, v, causal=True)
+    good = flashsteps.check(out.astype(np.float32), q, k, v, lse=lse.astype(np.float32), causal=True)
+    assert good["ok"] and [t["name"] for t in good["tensors"]] == ["O", "LSE"] and "ok" in good["summary"]
+    bad_out = out.astype(np.float32)
+    bad_out[1, 7, 3, 5] += 1e-3
+    bad = flashsteps.check(bad_out, q, k, v, causal=True)
+    assert not bad["ok"] and abs(bad["tensors"][0]["err"] - 1e-3) < 1e-6 and "FAIL" in bad["summary"]
+    # the masks count: the same output is wrong for attention that is not causal
+    assert not flashsteps.check(out.astype(np.float32), q, k, v)["ok"]
+
+
+def test_check_takes_16_bit_kernels_at_their_rounding():
+    q, k, v = (randn(1, 65, 2, 32).astype(np.float16) for _ in range(3))
+    out, _ = flashsteps.reference(q, k, v)
+    assert flashsteps.check(out.astype(np.float16), q, k, v)["ok"]  # one rounding of the exact answer
+    worse = (out.astype(np.float16).astype(np.float32) * 1.01).astype(np.float16)
+    assert not flashsteps.check(worse, q, k, v)["ok"]
+
+
+def test_check_backward():
+    q, k, v, dout = randn(1, 17, 4, 8), randn(1, 17, 2, 8), randn(1, 17, 2, 8), randn(1, 17, 4, 8)
+    dq, dk, dv = (g.astype(np.float32) for g in flashsteps.reference_backward(q, k, v, dout, window_size=(4, 4)))
+    r = flashsteps.check_backward(dq, dk, dv, q, k, v, dout, window_size=(4, 4))
+    assert r["ok"] and [t["name"] for t in r["tensors"]] == ["dQ", "dK", "dV"]
+    dk[0, 3, 1, 2] *= 1.5
+    r = flashsteps.check_backward(dq, dk, dv, q, k, v, dout, window_size=(4, 4))
+    assert not r["ok"] and [t["ok"] for t in r["tensors"]] == [True, False, True]
+    with pytest.raises(ValueError, match="dK: shape"):
+        flashsteps.check_backward(dq, dq, dv, q, k, v, dout)
