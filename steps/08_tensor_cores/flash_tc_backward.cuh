@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // P = exp(S − LSE), 0 where causal hides the key and for keys past N (their rows of K are
     // zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative); dS =
     // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
-    // warp, query 8nt + 2t4 + e%2. Queries past N have LSE = +inf: P = 0.
+    // warp, query 8nt + 2t4 + e%2. Queries past N add nothing (zero-filled: see load_stage).
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
     // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
     // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score; the
