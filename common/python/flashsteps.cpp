@@ -309,10 +309,19 @@ Problem problem(const py::object& q, const py::object& k, const py::object& v, c
                       kw.cu_k, kw.seed);
 }
 
-py::tuple reference(const py::object& q, const py::object& k, const py::object& v, const Keywords& kw) {
+// plain: the plain float32 implementation's result instead of the float64 one (the values check()
+// measures err_fp32 with), in float64 arrays.
+py::tuple reference(const py::object& q, const py::object& k, const py::object& v, const Keywords& kw, bool plain) {
   const Problem P = problem(q, k, v, nullptr, kw);
   std::vector<double> o, lse;
-  forward(P, o, lse);
+  if (plain) {
+    std::vector<float> o32, lse32;
+    forward(P, o32, lse32);
+    o.assign(o32.begin(), o32.end());
+    lse.assign(lse32.begin(), lse32.end());
+  } else {
+    forward(P, o, lse);
+  }
   return py::make_tuple(from_bhnd(o, P.s.B, P.s.H, P.s.N, P.s.d, P.packed), lse_array(P, lse));
 }
 
@@ -453,13 +462,15 @@ PYBIND11_MODULE(flashsteps, m) {
   m.def(
       "reference",
       [](O q, O k, O v, double p, Scale sc, bool c, Window w, double cap, py::object a, py::object cq, py::object ck,
-         std::uint64_t seed) { return reference(q, k, v, keywords(p, sc, c, w, cap, a, cq, ck, seed)); },
+         std::uint64_t seed, bool plain) { return reference(q, k, v, keywords(p, sc, c, w, cap, a, cq, ck, seed), plain); },
       "Exact attention in float64 on the CPU, as flash_attn_func defines it: q (batch, seqlen_q, heads, head_dim), k\n"
       "and v (batch, seqlen_k, heads_k, head_dim), heads a multiple of heads_k; or, with cu_seqlens (int32 prefix sums),\n"
       "q (total_q, heads, head_dim) and k, v (total_k, heads_k, head_dim) as flash_attn_varlen_func takes them. Masks\n"
       "align to the bottom-right corner when seqlen_q != seqlen_k. Dropout uses the project's Philox mask of `seed`.\n"
-      "Returns (out, lse): out like q, float64; lse (batch, heads, seqlen_q), or (heads, total_q) packed.",
-      py::arg("q"), py::arg("k"), py::arg("v"), FS_KEYWORDS);
+      "Returns (out, lse): out like q, float64; lse (batch, heads, seqlen_q), or (heads, total_q) packed.\n"
+      "plain=True: the plain float32 implementation instead, rounding where a kernel of q's dtype must (what check()\n"
+      "measures err_fp32 with), its values in float64 arrays.",
+      py::arg("q"), py::arg("k"), py::arg("v"), FS_KEYWORDS, py::arg("plain") = false);
   m.def(
       "reference_backward",
       [](O q, O k, O v, O dout, double p, Scale sc, bool c, Window w, double cap, py::object a, py::object cq, py::object ck,

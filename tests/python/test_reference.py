@@ -198,3 +198,14 @@ def test_check_backward():
     assert not r["ok"] and [t["ok"] for t in r["tensors"]] == [True, False, True]
     with pytest.raises(ValueError, match="dK: shape"):
         flashsteps.check_backward(dq, dq, dv, q, k, v, dout)
+
+
+def test_check_measures_the_plain_float32_implementation_it_returns():
+    q, k, v = (randn(1, 50, 2, 32).astype(np.float16) for _ in range(3))
+    exact, _ = flashsteps.reference(q, k, v, causal=True)
+    plain, _ = flashsteps.reference(q, k, v, causal=True, plain=True)
+    err_fp32 = np.abs(plain - exact).max()
+    assert 0 < err_fp32 < 1e-2  # a 16-bit kernel's roundings: P and O in fp16
+    assert np.all(plain.astype(np.float16).astype(np.float64) == plain)  # O rounded to the kernel's dtype
+    r = flashsteps.check(exact.astype(np.float16), q, k, v, causal=True)
+    assert r["tensors"][0]["err_fp32"] == pytest.approx(err_fp32, rel=0, abs=0)
