@@ -1,6 +1,7 @@
 // A small trace that is right in every way the validator checks: step 01's forward at
 // B=H=1, N=4, d=2 as the naive kernels would record it, with a re-read marked cached, two CTAs
-// on one kernel, host ranges, a mark and named buffers. Tests corrupt copies of it.
+// on one kernel, host ranges, a mark and named buffers. Tests corrupt copies of it. And the
+// tile_event() every hand-built trace of the tests makes its events with.
 #pragma once
 
 #include <string>
@@ -11,6 +12,26 @@
 #include "common/trace/trace.hpp"
 
 namespace fs::test {
+
+// One tile event: `rows` × `cols` of `tensor` from (row0, col0), on `track` over [ts_ns, ts_ns +
+// dur_ns); a load or store moves the tile's bytes in the trace's element type `dtype`. Its seq is
+// the caller's to set (its place in the trace's list).
+inline trace::Event tile_event(int track, trace::Kind kind, trace::Tensor tensor, int row0, int rows, int col0, int cols,
+                               double ts_ns, double dur_ns, const std::string& dtype = "fp32") {
+  trace::Event e;
+  e.track = track;
+  e.kind = kind;
+  e.tensor = tensor;
+  e.row0 = row0;
+  e.rows = rows;
+  e.col0 = col0;
+  e.cols = cols;
+  if (kind == trace::Kind::Load || kind == trace::Kind::Store)
+    e.bytes = std::int64_t(rows) * cols * trace::element_bytes(tensor, dtype);
+  e.ts_ns = ts_ns;
+  e.dur_ns = dur_ns;
+  return e;
+}
 
 class TraceBuilder {
  public:
@@ -38,18 +59,8 @@ class TraceBuilder {
   // An event of `dur_ns` on `track`, beginning where the track's previous one ended.
   trace::Event& event(int track, trace::Kind kind, trace::Tensor tensor, int row0, int rows, int col0,
                       int cols, double dur_ns, bool cached = false) {
-    trace::Event e;
-    e.track = track;
-    e.kind = kind;
-    e.tensor = tensor;
-    e.row0 = row0;
-    e.rows = rows;
-    e.col0 = col0;
-    e.cols = cols;
-    if (kind == trace::Kind::Load || kind == trace::Kind::Store) e.bytes = std::int64_t(rows) * cols * 4;
+    trace::Event e = tile_event(track, kind, tensor, row0, rows, col0, cols, clock_[track], dur_ns, t_.meta.dtype);
     e.cached = cached;
-    e.ts_ns = clock_[track];
-    e.dur_ns = dur_ns;
     clock_[track] += dur_ns;
     e.seq = static_cast<std::int64_t>(t_.events.size());
     t_.events.push_back(e);

@@ -5,30 +5,18 @@
 
 #include <cstdint>
 
-#include "common/trace/names.hpp"
 #include "common/trace/trace.hpp"
+#include "tests/trace_fixtures.hpp"
 
 namespace fs::viz::test {
 
 inline void append_event(fs::trace::Trace& t, int track, fs::trace::Kind kind, fs::trace::Tensor tensor, int row0,
                          int rows, int col0, int cols, double& now, double dur_ns) {
-  namespace tr = fs::trace;
-  tr::Event e;
-  e.track = track;
-  e.kind = kind;
-  e.tensor = tensor;
-  e.row0 = row0;
-  e.rows = rows;
-  e.col0 = col0;
-  e.cols = cols;
-  if (kind == tr::Kind::Load || kind == tr::Kind::Store)
-    e.bytes = std::int64_t(rows) * cols * tr::element_bytes(tensor, t.meta.dtype);
+  fs::trace::Event e = fs::test::tile_event(track, kind, tensor, row0, rows, col0, cols, now, dur_ns, t.meta.dtype);
   e.seq = std::int64_t(t.events.size());
-  e.ts_ns = now;
-  e.dur_ns = dur_ns;
   now += dur_ns;
   t.events.push_back(e);
-  (kind == tr::Kind::Load ? t.meta.io_read_bytes : t.meta.io_write_bytes) += e.bytes;
+  (kind == fs::trace::Kind::Load ? t.meta.io_read_bytes : t.meta.io_write_bytes) += e.bytes;
 }
 
 }  // namespace fs::viz::test
