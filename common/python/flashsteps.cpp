@@ -118,13 +118,19 @@ class Borrowed {
   DLManagedTensor* managed_ = nullptr;
 };
 
-std::string shape_of(const Borrowed& b) {
+std::string shape_text(const std::vector<std::int64_t>& dims) {
   std::string s = "(";
-  for (int i = 0; i < b.ndim(); ++i) {
+  for (std::size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ", ";
-    s += std::to_string(b.dim(i));
+    s += std::to_string(dims[i]);
   }
-  return s + (b.ndim() == 1 ? ",)" : ")");
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+std::string shape_of(const Borrowed& b) {
+  std::vector<std::int64_t> dims;
+  for (int i = 0; i < b.ndim(); ++i) dims.push_back(b.dim(i));
+  return shape_text(dims);
 }
 
 // Integer offsets of a 1-D int32 tensor (cu_seqlens).
@@ -335,24 +341,18 @@ py::tuple reference_backward(const py::object& q, const py::object& k, const py:
                         from_bhnd(dv, s.B, P.kv_heads, P.kv_len, s.d, P.packed));
 }
 
-// A kernel's output tensor, read as the reference's layout and checked against its shape.
-std::vector<float> output(const py::object& obj, const char* name, const Problem& P, std::int64_t B, std::int64_t N,
-                          std::int64_t H, bool lse) {
+// A kernel's output tensor, B × N rows of H heads × d (or N × H × d packed; an LSE (B, H, N) or
+// (H, N)), checked against that shape and read in the reference's layout.
+std::vector<float> output(const py::object& obj, const char* name, bool packed, std::int64_t B, std::int64_t N,
+                          std::int64_t H, std::int64_t d, bool lse) {
   Borrowed b(obj, name);
   b.require_cpu_float();
-  std::vector<std::int64_t> want = lse ? (P.packed ? std::vector<std::int64_t>{H, N} : std::vector<std::int64_t>{B, H, N})
-                                       : (P.packed ? std::vector<std::int64_t>{N, H, P.s.d} : std::vector<std::int64_t>{B, N, H, P.s.d});
+  const std::vector<std::int64_t> want = lse ? (packed ? std::vector<std::int64_t>{H, N} : std::vector<std::int64_t>{B, H, N})
+                                             : (packed ? std::vector<std::int64_t>{N, H, d} : std::vector<std::int64_t>{B, N, H, d});
   bool ok = b.ndim() == int(want.size());
   for (int i = 0; ok && i < b.ndim(); ++i) ok = b.dim(i) == want[i];
-  if (!ok) {
-    std::string w = "(";
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      if (i) w += ", ";
-      w += std::to_string(want[i]);
-    }
-    throw py::value_error(std::string(name) + ": shape " + shape_of(b) + ", expected " + w + ")");
-  }
-  if (!lse) return to_bhnd(b, P.packed);
+  if (!ok) throw py::value_error(std::string(name) + ": shape " + shape_of(b) + ", expected " + shape_text(want));
+  if (!lse) return to_bhnd(b, packed);
   std::vector<float> out(b.dim(0) * (b.ndim() == 3 ? b.dim(1) * b.dim(2) : b.dim(1)));
   std::int64_t i = 0;
   if (b.ndim() == 3) {
@@ -401,7 +401,7 @@ py::dict check(const py::object& out, const py::object& q, const py::object& k, 
   const Problem P = problem(q, k, v, nullptr, kw);
   const fs::Shape& s = P.s;
   const fs::DType out_dtype = Borrowed(out, "out").kernel_dtype();
-  const std::vector<float> o_k = output(out, "out", P, s.B, s.N, s.H, false);
+  const std::vector<float> o_k = output(out, "out", P.packed, s.B, s.N, s.H, s.d, false);
   std::vector<double> o64, l64;
   std::vector<float> o32, l32;
   forward(P, o64, l64);
@@ -410,7 +410,7 @@ py::dict check(const py::object& out, const py::object& q, const py::object& k, 
   r.coverage = "all " + std::to_string(s.rows()) + " rows";
   r.tensors.push_back(judged("O", o_k, o32, o64, fs::kForwardFactor, fs::kForwardFloor, out_dtype));
   if (!lse.is_none())
-    r.tensors.push_back(judged("LSE", output(lse, "lse", P, s.B, s.N, s.H, true), l32, l64, fs::kForwardFactor,
+    r.tensors.push_back(judged("LSE", output(lse, "lse", P.packed, s.B, s.N, s.H, s.d, true), l32, l64, fs::kForwardFactor,
                                fs::kForwardFloor, fs::DType::fp32));
   return report(r);
 }
@@ -429,10 +429,8 @@ py::dict check_backward(const py::object& dq, const py::object& dk, const py::ob
   auto one = [&](const py::object& g, const char* name, std::int64_t B, std::int64_t N, std::int64_t H, const std::vector<float>& f32,
                  const std::vector<double>& f64) {
     const fs::DType dt = Borrowed(g, name).kernel_dtype();
-    // dK, dV have K's shape: read them as a "query" tensor of N_k rows and H_kv heads.
-    Problem shape = P;
-    shape.s = fs::Shape{int(B), int(H), int(N), s.d};
-    r.tensors.push_back(judged(name, output(g, name, shape, B, N, H, false), f32, f64, fs::kBackwardFactor, fs::kBackwardFloor, dt));
+    r.tensors.push_back(judged(name, output(g, name, P.packed, B, N, H, s.d, false), f32, f64, fs::kBackwardFactor,
+                               fs::kBackwardFloor, dt));
   };
   one(dq, "dQ", s.B, s.N, s.H, q32, q64);
   one(dk, "dK", Bk, Nk, Hk, k32, k64);
