@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 #include "common/flash_tile.cuh"
@@ -56,7 +57,7 @@ struct DkdvConfig {
   static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
   // The one-FMA probabilities for a power-of-2 τ, compiled where the default τ = 1/√d is one (d a
   // power of 4). At d = 128, where it is not, the second copy of the loop alone made the kernel
-  // 1.6% slower (docs/benchmarks/h200_tc_load_tile.csv, tuneB).
+  // 1.7% slower (docs/benchmarks/h200_tc_bwd_candidates.csv, tuneB).
   static constexpr bool kExactScalePath = (D & (D - 1)) == 0 && (D & 0x55555555) != 0;
   // dQ's share (atomic): each warp takes 16·kDqRowTiles rows × kDqCols columns of the CTA's
   // columns, kRowGroups × kDqGroups warps.
@@ -319,32 +320,32 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
     auto probs_and_ds = [&](auto exact_scale) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
-      const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
+      for (int nt = 0; nt < NT; ++nt) {
+        const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
+        const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
-        float p0, p1;
-        if constexpr (decltype(exact_scale)::value) {
-          p0 = exp2_fast(fmaf(st[nt][2 * h], p.scale, -lse.x) * kLog2e);
-          p1 = exp2_fast(fmaf(st[nt][2 * h + 1], p.scale, -lse.y) * kLog2e);
-        } else {
-          p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
-          p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
+        for (int h = 0; h < 2; ++h) {
+          const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
+          float p0, p1;
+          if constexpr (decltype(exact_scale)::value) {
+            p0 = exp2_fast(fmaf(st[nt][2 * h], p.scale, -lse.x) * kLog2e);
+            p1 = exp2_fast(fmaf(st[nt][2 * h + 1], p.scale, -lse.y) * kLog2e);
+          } else {
+            p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
+            p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
+          }
+          if (edge) {
+            if (key >= N || (p.causal && key > q)) p0 = 0.f;
+            if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
+          }
+          Z2 z{1.f, 1.f};
+          if constexpr (kDropout) z = dropout.along_queries(q, key);
+          dpt[nt][2 * h] = p0 * (dpt[nt][2 * h] * z.z0 - dd.x);
+          dpt[nt][2 * h + 1] = p1 * (dpt[nt][2 * h + 1] * z.z1 - dd.y);
+          st[nt][2 * h] = p0 * z.z0;
+          st[nt][2 * h + 1] = p1 * z.z1;
         }
-        if (edge) {
-          if (key >= N || (p.causal && key > q)) p0 = 0.f;
-          if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
-        }
-        Z2 z{1.f, 1.f};
-        if constexpr (kDropout) z = dropout.along_queries(q, key);
-        dpt[nt][2 * h] = p0 * (dpt[nt][2 * h] * z.z0 - dd.x);
-        dpt[nt][2 * h + 1] = p1 * (dpt[nt][2 * h + 1] * z.z1 - dd.y);
-        st[nt][2 * h] = p0 * z.z0;
-        st[nt][2 * h + 1] = p1 * z.z1;
       }
-    }
     };
     if (pow2_scale)
       probs_and_ds(std::true_type{});
