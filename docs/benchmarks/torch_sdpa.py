@@ -30,7 +30,7 @@ def flops(B, H, N, d, causal, bwd):
     return f * 2.5 if bwd else f
 
 
-def time_ms(fn, reps, warmup=3):
+def time_ms(fn, reps, warmup=3, hold_cycles=0):
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
     for _ in range(warmup):
@@ -39,6 +39,8 @@ def time_ms(fn, reps, warmup=3):
     times = []
     for _ in range(reps):
         flush.zero_()
+        if hold_cycles:
+            torch.cuda._sleep(hold_cycles)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -74,6 +76,7 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--heads", type=int, default=0)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--hold-cycles", type=int, default=0)
     ap.add_argument("--csv", required=True)
     args = ap.parse_args()
 
@@ -104,7 +107,7 @@ def main():
                             torch.cuda.synchronize()
                             peak = torch.cuda.max_memory_allocated()
                             for p, fn in passes:
-                                ms = time_ms(fn, args.reps)
+                                ms = time_ms(fn, args.reps, hold_cycles=args.hold_cycles)
                                 tf = flops(B, H, N, d, causal, p == "bwd") / (ms * 1e-3) / 1e12
                                 line += f"{p} {ms:9.3f} ms {tf:7.2f} TFLOP/s  "
                                 out.write(f"{gpu},{name},{p},{dtype_name},{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
