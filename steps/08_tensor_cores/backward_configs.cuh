@@ -50,18 +50,8 @@ struct Bwd<E, 256> {
 
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
-template <typename C>
-struct RowChunkLoads;
-template <typename E, int D, int W, int Q, int S, bool KV, int R>
-struct RowChunkLoads<DkdvConfig<E, D, W, Q, S, KV, R>> {
-  using type = DkdvConfig<E, D, W, Q, S, KV, R, 1>;
-};
-
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
-  if constexpr (is_ladder_head_dim(D))
-    if (p.variant == kTuneB)
-      return launch_tc_backward<typename RowChunkLoads<typename Bwd<E, D>::Dkdv>::type, typename Bwd<E, D>::Dq>(p, true);
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

@@ -49,11 +49,9 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1, int kTune_ = 0>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
 struct DkdvConfig {
   using E = E_;
-  // EXPERIMENT kTune & 1: load_tile's row/chunk form (the forward's) for K, V, Q and dO.
-  static constexpr bool kPerChunkChecks = !(kTune_ & 1);
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
   static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
@@ -236,8 +234,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const E* gdO = as<E>(p.dout) + head * D;
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
 
-  load_tile<KTile, Cfg::kThreads, Cfg::kPerChunkChecks>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, Cfg::kPerChunkChecks>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + head * D, key0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -248,8 +246,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads, Cfg::kPerChunkChecks>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads, Cfg::kPerChunkChecks>(sdO + s * QTile::kElems, gdO, i0, N);
+    load_tile<QTile, Cfg::kThreads, true>(sQ + s * QTile::kElems, gQ, i0, N);
+    load_tile<QTile, Cfg::kThreads, true>(sdO + s * QTile::kElems, gdO, i0, N);
     for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
       const bool valid = i0 + i < N;
       cp_async_4(sL + s * BM + i, gLse + head + (valid ? i0 + i : 0), valid);

@@ -24,7 +24,6 @@
 //                 (the default)
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "common/cuda_utils.cuh"
@@ -40,13 +39,9 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_, bool kPersist_ = false>
+          bool kQInRegs_>
 struct FwdConfig {
   using E = E_;
-  // EXPERIMENT kPersist: as many CTAs as fit on the GPU at once, each looping over (query tile,
-  // head) items and issuing the next item's Q, K_0, V_0 while it finishes the one before.
-  static constexpr bool kPersist = kPersist_;
-  static_assert(!kPersist_ || kStages_ == 2, "the next item's first tile goes to the other stage");
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
   static constexpr bool kSwizzle = kSwizzle_, kPInRegs = kPInRegs_, kQInRegs = kQInRegs_;
@@ -146,23 +141,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   [[maybe_unused]] E* sP = sV + Cfg::kStages * KVTile::kElems;  // (BM, BN), P through shared memory
 
   const int N = p.shape.N;
-  // The CTA's work: one (query tile, head) item, its grid coordinates; or (kPersist) items
-  // blockIdx.x, blockIdx.x + gridDim.x, ... of n_qtiles × B·H, query tile fastest.
-  const int n_qtiles = Cfg::kPersist ? (N + BM - 1) / BM : gridDim.x;
-  const int n_items = Cfg::kPersist ? n_qtiles * p.shape.B * p.shape.H : 1;
-  // Causal: the last query tiles have the most key tiles; launch them first.
-  auto tile_of = [&](int x) { return kCausal ? n_qtiles - 1 - x : x; };
-  int item = Cfg::kPersist ? blockIdx.x : 0;
-  int stage0 = 0;           // the stage the item's first key tile goes to
-  bool prefetched = false;  // the item's Q, K_0, V_0 were issued by the item before
-  for (;;) {
-  const std::int64_t bh = Cfg::kPersist ? item / n_qtiles : blockIdx.y, head = bh * N * D;
+  const std::int64_t bh = blockIdx.y, head = bh * N * D;
   const E* gK = as<E>(p.k) + head;  // (N, D)
   const E* gV = as<E>(p.v) + head;  // (N, D)
-  const int tile = tile_of(Cfg::kPersist ? item % n_qtiles : blockIdx.x);
+  // Causal: the last query tiles have the most key tiles; launch them first.
+  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * BM;
-  const int next = item + gridDim.x;
-  const bool has_next = Cfg::kPersist && next < n_items;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;  // this lane's row group and column pair (mma.cuh)
   const int wrow0 = warp * 16 * MT;       // the warp's first row in the tile
@@ -180,19 +164,17 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
   auto v_tile = [&](int stage) { return sV + stage * KVTile::kElems; };
 
-  if (!prefetched) {
-    load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head, row0, N);
-    cp_async_commit();
-  }
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head, row0, N);
+  cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
-  if (!prefetched && Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
+  if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
     load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), N);
     load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), N);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
   if constexpr (Cfg::kQInRegs) {
-    if (!prefetched && Cfg::kStages == 2 && n_tiles > 0) cp_async_wait<1>(); else cp_async_wait<0>();
+    if (Cfg::kStages == 2 && n_tiles > 0) cp_async_wait<1>(); else cp_async_wait<0>();
     __syncthreads();  // Q has landed for every warp
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -212,18 +194,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 
   for (int t = 0; t < n_tiles; ++t) {
     const int j0 = walk.start(t);
-    const int stage = Cfg::kStages == 2 ? (stage0 + t) & 1 : 0;
+    const int stage = Cfg::kStages == 2 ? t & 1 : 0;
     if constexpr (Cfg::kStages == 2) {
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
         load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
         load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
-        cp_async_commit();
-      } else if (has_next) {  // the next item's first key tile, in flight while this item's last is computed
-        const std::int64_t next_head = std::int64_t(next / n_qtiles) * N * D;
-        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), as<E>(p.k) + next_head, 0, N);
-        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), as<E>(p.v) + next_head, 0, N);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
@@ -411,12 +388,6 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
     walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 
-  if (has_next) {  // the next item's Q, in flight while this one's O is stored
-    __syncthreads();  // every warp is done reading Q (the last tile's S)
-    load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + std::int64_t(next / n_qtiles) * N * D,
-                                    tile_of(next % n_qtiles) * BM, N);
-    cp_async_commit();
-  }
   // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
   // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
   E* gO = as<E>(p.o) + head;
@@ -439,35 +410,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     }
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
-  if (!has_next) break;
-  stage0 = (stage0 + n_tiles) & 1;
-  item = next;
-  prefetched = true;
-  }
 }
 
-// The CTAs of one kernel that fit on the device at once (kPersist's grid).
-template <typename Kernel>
-int resident_ctas(Kernel kernel, int threads, std::size_t smem) {
-  trace::allow_dynamic_smem(kernel, smem);
-  int device = 0, sms = 0, per_sm = 0;
-  FS_CUDA_CHECK(cudaGetDevice(&device));
-  FS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  FS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  return std::max(1, per_sm) * sms;
-}
-
-// Grid (query tiles, B·H); kPersist: (the CTAs that fit at once, at most one per item).
+// Grid (query tiles, B·H).
 template <typename Cfg, bool kDropout>
 void launch_tc_forward_as(const FwdParams& p) {
-  const unsigned n_qtiles = (p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  dim3 grid(n_qtiles, static_cast<unsigned>(p.shape.heads()));
-  if constexpr (Cfg::kPersist) {
-    const long long items = static_cast<long long>(n_qtiles) * p.shape.heads();
-    const int fit = p.causal ? resident_ctas(tc_forward_kernel<Cfg, true, kDropout, false>, Cfg::kThreads, Cfg::kSmemBytes)
-                             : resident_ctas(tc_forward_kernel<Cfg, false, kDropout, false>, Cfg::kThreads, Cfg::kSmemBytes);
-    grid = dim3(static_cast<unsigned>(std::min<long long>(items, fit)), 1);
-  }
+  const dim3 grid((p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
     trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, false>,

@@ -15,17 +15,8 @@ namespace fs::tc {
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
 // fa2 and deterministic run the same forward and differ in the backward (dQ by atomics, or by a
 // kernel of its own); every rung's backward is fa2's.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTcVariants };
-constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
-// EXPERIMENT: tuneA fa2's forward with kPersist; tuneB fa2's backward with load_tile's row/chunk
-// form in the dK/dV kernel (DkdvConfig's kTune).
-constexpr bool is_tune(int variant) { return variant == kTuneA || variant == kTuneB; }
-template <typename C>
-struct Persistent;
-template <typename E, int D, int BM, int BN, int W, bool Sw, int St, bool P, bool Q>
-struct Persistent<FwdConfig<E, D, BM, BN, W, Sw, St, P, Q>> {
-  using type = FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, true>;
-};
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTcVariants };
+constexpr bool is_rung(int variant) { return variant >= kR1Mma; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
@@ -67,8 +58,6 @@ void tc_forward_dispatch(const FwdParams& p) {
       default: break;
     }
   }
-  if constexpr (is_ladder_head_dim(D))
-    if (p.variant == kTuneA) return launch_tc_forward<typename Persistent<typename Fa2<E, D>::Cfg>::type, true>(p);
   launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true>(p);
 }
 
