@@ -11,6 +11,10 @@ void L2Flusher::flush(cudaStream_t stream) {
   FS_CUDA_CHECK(cudaMemsetAsync(scratch_.get(), 0, scratch_.bytes(), stream));
 }
 
+void L2Flusher::hold(cudaStream_t stream) {
+  for (int i = 0; i < kHoldFlushes; ++i) flush(stream);
+}
+
 namespace {
 struct Event {
   cudaEvent_t e{};
@@ -29,7 +33,7 @@ Timing time_gpu(const std::function<void()>& launch, cudaStream_t stream, int wa
   std::vector<double> ms;
   Event start, stop;
   for (int r = 0; r < reps; ++r) {
-    if (flusher) flusher->flush(stream);
+    if (flusher) flusher->hold(stream);
     FS_CUDA_CHECK(cudaEventRecord(start.e, stream));
     launch();
     FS_CUDA_CHECK(cudaEventRecord(stop.e, stream));

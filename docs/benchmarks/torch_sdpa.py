@@ -6,7 +6,9 @@ standard attention, S and P materialised) as `torch_math`, EFFICIENT_ATTENTION (
 memory-efficient kernel) as `torch_efficient`, and for bf16/fp16 FLASH_ATTENTION (the
 FlashAttention-2 kernels) as `torch_flash` and CUDNN_ATTENTION as `torch_cudnn`. --dtypes picks
 fp32 (TF32 off), bf16, fp16; a backend that does not take a dtype is skipped, saying why. Timed
-like the steps: CUDA events, warm-up, L2 flushed before each timed run, median of --reps.
+like the steps (common/timing.hpp): CUDA events, warm-up, median of --reps, and before each timed
+run the L2 flush enqueued HOLD_FLUSHES times, so that the GPU is busy while Python and autograd
+enqueue the run, and the events time the kernels back to back rather than the host's launch gaps.
 """
 import argparse
 import datetime
@@ -23,6 +25,7 @@ HEADER = ("gpu,step,pass,dtype,B,H,N,d,causal,dropout,mask,density,median_ms,tfl
 BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIENT_ATTENTION,
             "torch_flash": SDPBackend.FLASH_ATTENTION, "torch_cudnn": SDPBackend.CUDNN_ATTENTION}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+HOLD_FLUSHES = 32  # as L2Flusher::kHoldFlushes
 
 
 def flops(B, H, N, d, causal, bwd):
@@ -30,7 +33,7 @@ def flops(B, H, N, d, causal, bwd):
     return f * 2.5 if bwd else f
 
 
-def time_ms(fn, reps, warmup=3, hold_cycles=0):
+def time_ms(fn, reps, warmup=3):
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
     for _ in range(warmup):
@@ -38,9 +41,8 @@ def time_ms(fn, reps, warmup=3, hold_cycles=0):
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
-        flush.zero_()
-        if hold_cycles:
-            torch.cuda._sleep(hold_cycles)
+        for _ in range(HOLD_FLUSHES):
+            flush.zero_()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -76,7 +78,6 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--heads", type=int, default=0)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--hold-cycles", type=int, default=0)
     ap.add_argument("--csv", required=True)
     args = ap.parse_args()
 
@@ -107,7 +108,7 @@ def main():
                             torch.cuda.synchronize()
                             peak = torch.cuda.max_memory_allocated()
                             for p, fn in passes:
-                                ms = time_ms(fn, args.reps, hold_cycles=args.hold_cycles)
+                                ms = time_ms(fn, args.reps)
                                 tf = flops(B, H, N, d, causal, p == "bwd") / (ms * 1e-3) / 1e12
                                 line += f"{p} {ms:9.3f} ms {tf:7.2f} TFLOP/s  "
                                 out.write(f"{gpu},{name},{p},{dtype_name},{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
