@@ -50,21 +50,8 @@ struct Bwd<E, 256> {
 
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
-// EXPERIMENT: Tuned<Cfg, bits> is Cfg with DkdvConfig's kTune bits.
-template <typename C, int kBits>
-struct Tuned;
-template <typename E, int D, int W, int Q, int S, bool KV, int R, int kBits>
-struct Tuned<DkdvConfig<E, D, W, Q, S, KV, R>, kBits> {
-  using type = DkdvConfig<E, D, W, Q, S, KV, R, kBits>;
-};
-
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
-  if constexpr (is_ladder_head_dim(D)) {
-    using Dkdv = typename Bwd<E, D>::Dkdv;
-    if (p.variant == kTuneA) return launch_tc_backward<typename Tuned<Dkdv, 1>::type, typename Bwd<E, D>::Dq>(p, true);
-    if (p.variant == kTuneB) return launch_tc_backward<typename Tuned<Dkdv, 3>::type, typename Bwd<E, D>::Dq>(p, true);
-  }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

@@ -49,10 +49,8 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1,
-          int kTune_ = 0>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
 struct DkdvConfig {
-  static constexpr bool kRotate = kTune_ & 1, kVec4Atomics = kTune_ & 2;  // EXPERIMENT
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -245,13 +243,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // The query tiles this CTA visits. Causal: none before its first key.
   const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
   const int n_tiles = walk.size();
-  // EXPERIMENT (kRotate): CTA j starts its walk at its (j mod n)-th tile, so that the CTAs of a
-  // head add to different rows of dQ at any moment.
-  const int rot = Cfg::kRotate && n_tiles > 0 ? int(blockIdx.x / Cfg::kSplit) % n_tiles : 0;
-  auto tile_start = [&](int t) {
-    const int u = t + rot;
-    return walk.start(u >= n_tiles ? u - n_tiles : u);
-  };
   // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
   // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
@@ -264,17 +255,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     }
     cp_async_commit();
   };
-  if (n_tiles > 0) load_stage(0, tile_start(0));
+  if (n_tiles > 0) load_stage(0, walk.start(0));
 
   [[maybe_unused]] std::uint32_t kf[Cfg::kKVInRegs ? KD : 1][4], vf[Cfg::kKVInRegs ? KD : 1][4];
   float dk[CT][4] = {}, dv[CT][4] = {};  // this warp's 16 keys × the CTA's DP columns
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, i0 = tile_start(t), n_q = min(BM, N - i0);
+    const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
     cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
     __syncthreads();     // for everyone; and everyone is done with stage t − 1 and its dS
-    if (t + 1 < n_tiles) load_stage(s ^ 1, tile_start(t + 1));  // in flight while t is computed
+    if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
@@ -422,31 +413,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
           }
         }
       }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      constexpr bool kVec4 = Cfg::kVec4Atomics;
-#else
-      constexpr bool kVec4 = false;
-#endif
-      if constexpr (kVec4) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        // EXPERIMENT: lanes t4 and t4 ^ 1 trade halves, the even one taking row g's four columns
-        // 8ct + 2(t4 & ~1) .. + 3, the odd one row g + 8's, one vector atomic each.
-        const bool odd = t4 & 1;
-#pragma unroll
-        for (int mq = 0; mq < MQ; ++mq) {
-          const int row = i0 + qr + 16 * mq + g + (odd ? 8 : 0);
-          float* dst = dq_acc + (head + row) * D + cq + 2 * (t4 & ~1);
-#pragma unroll
-          for (int ct = 0; ct < DQT; ++ct) {
-            const float r0 = __shfl_xor_sync(0xffffffffu, odd ? dq[mq][ct][0] : dq[mq][ct][2], 1);
-            const float r1 = __shfl_xor_sync(0xffffffffu, odd ? dq[mq][ct][1] : dq[mq][ct][3], 1);
-            const float4 v = odd ? make_float4(r0, r1, dq[mq][ct][2], dq[mq][ct][3])
-                                 : make_float4(dq[mq][ct][0], dq[mq][ct][1], r0, r1);
-            if (row < N) atomicAdd(reinterpret_cast<float4*>(dst + 8 * ct), v);
-          }
-        }
-#endif
-      } else {
 #pragma unroll
       for (int mq = 0; mq < MQ; ++mq)
 #pragma unroll
@@ -464,7 +430,6 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #endif
           }
         }
-      }
       // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);

@@ -15,11 +15,8 @@ namespace fs::tc {
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
 // fa2 and deterministic run the same forward and differ in the backward (dQ by atomics, or by a
 // kernel of its own); every rung's backward is fa2's.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTcVariants };
-constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
-// EXPERIMENT: tuneA, fa2 with each dK/dV CTA's query walk rotated; tuneB, that and dQ's atomics
-// four floats at a time (DkdvConfig's kTune bits 1 and 2).
-constexpr bool is_tune(int variant) { return variant == kTuneA || variant == kTuneB; }
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTcVariants };
+constexpr bool is_rung(int variant) { return variant >= kR1Mma; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }

@@ -27,8 +27,6 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
   if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
     return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
-  if (tc::is_tune(settings.variant) && !tc::is_ladder_head_dim(s.d))
-    return "the tune variants (an experiment) are compiled at d = 64 and 128";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
@@ -150,7 +148,7 @@ StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "tuneA", "tuneB"};
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -159,7 +157,7 @@ StepInfo step08_info() {
   s.io_backward = io_backward;
   s.dropout = true;
   s.dtypes = {DType::bf16, DType::fp16};
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "tuneA", "tuneB"};
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
   return s;
 }
 
