@@ -24,7 +24,9 @@ requires exactly one):
 
     csv         docs/benchmarks/<gpu>.csv (gpu=h200), any column as a filter, field=COLUMN.
                 Without dropout= and mask= filters: rows without dropout and without a mask.
-                A later row of the same configuration replaces an earlier one, as in the tables.
+                A later row of the same configuration replaces an earlier one, as in the tables;
+                with commit=, the rows that commit recorded, even where later ones replace them
+                (the figures of an earlier run, quoted beside the latest).
     ncu         docs/benchmarks/<gpu>_ncu.csv: step= pass= kernel= field=dram_read_bytes|
                 dram_write_bytes|time_ns, summed over the matching launches
     ncu_metric  an Nsight Compute CSV export: file= (in docs/benchmarks) metric="Metric Name"
@@ -161,9 +163,10 @@ class Sources:
             f.setdefault("dropout", "0")
             f.setdefault("mask", "")
             latest = {}
+            measured = MEASURED - {"commit"} if "commit" in f else MEASURED  # commit=: one per commit
             for r in self.csv_rows(path):
                 r = {"dropout": "0", "mask": "", "density": "1", **r}
-                latest[tuple((k, v) for k, v in r.items() if k not in MEASURED)] = r
+                latest[tuple((k, v) for k, v in r.items() if k not in measured)] = r
             rows = _match(list(latest.values()), f, os.path.relpath(path, ROOT))
             return _combine([float(r[field]) for r in rows], agg, spec)
         if kind == "ncu":

@@ -64,6 +64,14 @@ class ProseCheck(unittest.TestCase):
         bad, _, _ = self.run_on("<!-- n:csv step=03_tiled pass=fwd N=4096 d=64 field=tflops -->18.9<!-- /n -->")
         self.assertIn("2 rows of csv", bad[0])
 
+    def test_commit_names_the_rows_of_an_earlier_run_that_later_rows_replace(self):
+        # Step 01 at N = 512: two rows of commit fae8b16ebb (44.6982, then 44.7199 ms), replaced by
+        # one of 267386bf50 (44.9385 ms).
+        src = "csv step=01_naive pass=fwd N=512 d=64 causal=0 B=32"
+        ok, _, _ = self.run_on(f"<!-- n:{src} field=median_ms -->44.94<!-- /n --> ms, "
+                               f"<!-- n:{src} commit=fae8b16ebb field=median_ms -->44.72<!-- /n --> ms")
+        self.assertEqual(ok, [])
+
     def test_an_unmarked_measurement_fails_but_code_and_tables_do_not(self):
         problems, _, _ = self.run_on("Step 03 takes 29.0 ms and is 1.46× slower.\n\n"
                                      "    build/bin/x   # prints 29.0 ms\n\n"
