@@ -27,7 +27,7 @@ template <int D, typename T, bool kCausal, template <int> class Walk, class Tile
 __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
   trace::CtaTracer<kTrace> tr(slices);
-  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
+  float* smem = dynamic_smem<float>();  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N * D;

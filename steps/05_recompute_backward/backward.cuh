@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(T::kThreads)
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   using L = DkdvSmem<D, T, kAtomicDQ>;
   trace::CtaTracer<kTrace> tr(slices);
-  extern __shared__ float smem[];
+  float* smem = dynamic_smem<float>();
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N;  // head: first row of the head
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads)
     bwd_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   trace::CtaTracer<kTrace> tr(slices);
-  extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
+  float* smem = dynamic_smem<float>();  // stage s: K at smem + 2s·stage·D, V after it
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N;

@@ -1,0 +1,101 @@
+// Steps 04 and 05 on the CPU: the FlashAttention-2 forward (step 04's fa2) and the recomputation
+// backward (step 05, dQ by atomics and deterministic), their own source compiled by the host
+// compiler and run by the emulator (common/emulator: every CUDA thread a fiber, every barrier
+// honoured), through the launchers the steps call. The outputs are held to the rule the GPU tests
+// hold them to (tests/test_steps_gpu.cpp): the fp64 reference under the fp32 rule.
+//
+// No substitute for the GPU tests (emulator.hpp says what the emulation cannot see); it runs on
+// every machine, so that a tile bound, a tail, a causal or dropout mask that is wrong fails here
+// first, before a kernel change reaches a GPU.
+#include "common/emulator/emulator.hpp"  // first: it defines threadIdx, __syncthreads, ... for the kernels
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "common/harness.hpp"
+#include "common/verify.hpp"
+#include "steps/04_online_softmax/flash2_forward.cuh"
+#include "steps/05_recompute_backward/backward.cuh"
+
+namespace {
+
+struct Outputs {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+// The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
+// run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does.
+template <int D>
+Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq) {
+  Outputs out;
+  out.o.assign(s.elems(), NAN);
+  out.lse.assign(s.rows(), NAN);
+  fs::FwdParams fp;
+  fp.q = p.q.data();
+  fp.k = p.k.data();
+  fp.v = p.v.data();
+  fp.o = out.o.data();
+  fp.lse = out.lse.data();
+  fp.shape = s;
+  fp.scale = fs::default_scale(s.d);
+  fp.causal = causal;
+  fp.dropout = dropout;
+  if (dropout.on())
+    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::PhiloxDropout>(fp);
+  else
+    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::NoDropout>(fp);
+
+  out.dq.assign(s.elems(), NAN);
+  out.dk.assign(s.elems(), NAN);
+  out.dv.assign(s.elems(), NAN);
+  std::vector<float> delta(s.rows(), NAN);
+  fs::BwdParams bp;
+  bp.q = p.q.data();
+  bp.k = p.k.data();
+  bp.v = p.v.data();
+  bp.o = out.o.data();
+  bp.lse = out.lse.data();
+  bp.dout = p.dout.data();
+  bp.dq = out.dq.data();
+  bp.dk = out.dk.data();
+  bp.dv = out.dv.data();
+  bp.shape = s;
+  bp.scale = fp.scale;
+  bp.causal = causal;
+  bp.dropout = dropout;
+  bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
+  if (dropout.on())
+    fs::launch_backward<D, fs::DenseWalk, fs::PhiloxDropout>(bp, atomic_dq, delta.data());
+  else
+    fs::launch_backward<D, fs::DenseWalk, fs::NoDropout>(bp, atomic_dq, delta.data());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("emulated steps 04 and 05: O, LSE, dQ, dK, dV match the fp64 reference on odd shapes, causal or not, "
+          "with and without dropout, dQ by atomics and deterministic",
+          "[flash][emulated]") {
+  const int N = GENERATE(1, 17, 100);
+  const int d = GENERATE(16, 32, 64, 128);
+  const bool causal = GENERATE(false, true);
+  const float p_drop = GENERATE(0.f, 0.2f);
+  const bool atomic_dq = GENERATE(true, false);
+  const fs::Shape s{2, 2, N, d};
+  DYNAMIC_SECTION("N=" << N << " d=" << d << (causal ? " causal" : "") << " dropout=" << p_drop
+                       << (atomic_dq ? " atomic dQ" : " deterministic dQ")) {
+    const fs::HostProblem p = fs::random_problem(s, 1009ull * N + 31ull * d + (causal ? 7 : 0), true);
+    const fs::Dropout dropout{p_drop, 1234};
+    const Outputs g = fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq); });
+    const fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
+    const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
+    INFO(fwd.summary());
+    REQUIRE(fwd.pass());
+    const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                         g.dk.data(), g.dv.data(), 7);
+    INFO(bwd.summary());
+    REQUIRE(bwd.pass());
+  }
+}
