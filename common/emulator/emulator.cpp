@@ -20,6 +20,12 @@
 #include <string>
 #include <vector>
 
+// The emulation's shared memory: a kernel's `extern __shared__ float smem[]` (__shared__ is nothing
+// here) declares this array, fs::smem, and dynamic_smem<T>() returns it too. One CTA runs at a time.
+namespace fs {
+alignas(16) float smem[emu::kMaxSmemBytes / sizeof(float)];
+}
+
 namespace fs::emu {
 
 uint3 block_index;
@@ -27,7 +33,7 @@ dim3 block_dim, grid_dim;
 
 namespace {
 
-alignas(16) unsigned char shared_memory[kMaxSmemBytes];  // the running CTA's
+unsigned char* const shared_memory = reinterpret_cast<unsigned char*>(fs::smem);  // the running CTA's
 constexpr std::size_t kStackBytes = 256 * 1024;  // a thread's registers and locals, and what it calls
 constexpr int kWarp = 32;
 

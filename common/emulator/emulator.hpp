@@ -31,9 +31,10 @@
 #include <type_traits>
 
 // Shared memory: dynamic shared memory only, as dynamic_smem<T>() (common/cuda_utils.cuh) returns
-// it; a kernel that names it `extern __shared__ float smem[]` compiles here but cannot run. A
-// static `__shared__ float x[n]` would be a local array of each thread, not one array of the
-// CTA's: kernels that run in the emulation use dynamic shared memory.
+// it, or as a kernel in namespace fs names it, `extern __shared__ float smem[]` (__shared__ is
+// nothing here, so that declares the emulator's array fs::smem; another element type or name
+// would need its own). A static `__shared__ float x[n]` would be a local array of each thread,
+// not one array of the CTA's: kernels that run in the emulation use dynamic shared memory.
 #undef __shared__
 #define __shared__
 // Occupancy hints mean nothing here.

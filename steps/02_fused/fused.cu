@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) scores_softmax_kernel(const float* _
                                                                   int d, float scale, bool causal,
                                                                   trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();
+  extern __shared__ float smem[];
   float* sQ = smem;          // (R, d)
   float* sS = smem + R * d;  // (R, N)
   const std::int64_t bh = blockIdx.y;
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) ds_fused_kernel(const float* __restr
                                                             float* __restrict__ dS, int N, int d,
                                                             trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();
+  extern __shared__ float smem[];
   float* sdO = smem;        // (R, d)
   float* sD = smem + R * d;  // (R)
   const std::int64_t bh = blockIdx.y;

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(TiledTile<D>::kThreads) tiled_forward_kernel(c
   using T = TiledTile<D>;
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();  // stage s: K tile at smem + 2s·BC·D, V tile after it
+  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N * D;

@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kAlg1Threads)
     alg1_forward_kernel(const FwdParams p, Alg1Layout L, float* __restrict__ gm, float* __restrict__ gl,
                         trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();
+  extern __shared__ float smem[];
   float* sK = smem + L.k();  // (Bc, D+1)
   float* sV = smem + L.v();  // (Bc, D)
   float* sQ = smem + L.q();  // (Br, D)
