@@ -76,6 +76,22 @@ struct SmyrfParams {
   bool on() const { return hashes > 0; }
 };
 
+// FlashAttention's interface features that change the scores (flash_attn_func's window_size,
+// softcap, alibi_slopes; common/reference.hpp defines them for the fp64 reference): for query i
+// and key j of head h, with τ the softmax scale,
+//   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap)          (else S_ij = τ q_i·k_j)
+//   ALiBi    S_ij −= slope_h · |i − j|                                 (slopes: one per head, H)
+//   window   key j is visible only when i − window_left ≤ j ≤ i + window_right; −1 leaves that
+//            side unbounded (window_left = −1, window_right = 0 is the causal mask)
+// Square shapes only, so far: N queries and N keys, the masks' diagonal i = j.
+struct ScoreMods {
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  const float* alibi_slopes = nullptr;  // where the kernels run (device memory on a GPU); null: none
+  bool windowed() const { return window_left >= 0 || window_right >= 0; }
+  bool on() const { return windowed() || softcap > 0.f || alibi_slopes != nullptr; }
+};
+
 // HBM traffic of one pass, as a step's IO model counts it.
 struct IoCount {
   std::int64_t read_bytes = 0;
@@ -114,6 +130,7 @@ struct FwdParams {
   Dropout dropout;              // steps with StepInfo::dropout only
   BlockSparse sparse;           // steps with StepInfo::block_sparse only; off: dense
   SmyrfParams smyrf;            // steps with StepInfo::clustered only
+  ScoreMods mods;               // kernels instantiated with FlashScoreMods only (common/score_mods.cuh)
   // Clustered steps: the clusters to use instead of hashing (--load), on the device: the query
   // orders (B·H, hashes, N), then the key orders likewise; null: the step hashes and sorts.
   const std::int32_t* smyrf_orders = nullptr;
@@ -143,6 +160,7 @@ struct BwdParams {
   Dropout dropout;              // as the forward's: the same mask is regenerated
   BlockSparse sparse;           // as the forward's
   SmyrfParams smyrf;            // as the forward's (its clusters are in fwd_workspace)
+  ScoreMods mods;               // as the forward's
   const void* fwd_workspace = nullptr;  // what the forward left there (step 01: S and P)
   void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape, settings) bytes
   cudaStream_t stream = nullptr;

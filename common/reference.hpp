@@ -45,7 +45,8 @@ struct AttnOptions {
   // of dense attention; fp32, not causal, no dropout or block mask.
   const SmyrfClusters* clusters = nullptr;
   // FlashAttention's interface features (flash_attn_func), as it defines them (docs/notation.md,
-  // "The interface features"). The reference has them; no kernel takes them yet. The Shape is the
+  // "The interface features"). Steps 04/05's kernels take the window, ALiBi and softcap for square
+  // shapes (common/score_mods.cuh); the rest only the reference has. The Shape is the
   // queries': Q, O are (B, H, N, d). With δ = N_k − N (masks aligned to the bottom-right corner):
   //   K, V     (B, kv_heads, kv_len, d); 0 means H and N. H must be a multiple of kv_heads (GQA,
   //            MQA: query head h reads K/V head h / (H / kv_heads))

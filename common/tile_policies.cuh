@@ -8,6 +8,10 @@
 //   TileDropout  what happens to a thread's tile of probabilities before they are used
 //                  NoDropout   nothing
 //                  step 05: PhiloxDropout, P ∘ Z with Z regenerated from a seed (its own file)
+//   ScoreMod     what happens to a thread's tile of scores before the softmax, and which tiles a
+//                window leaves out of a walk
+//                  NoScoreMods     nothing
+//                  FlashScoreMods  softcap, ALiBi, a sliding window (common/score_mods.cuh)
 //
 // A kernel that takes them:
 //
@@ -73,6 +77,27 @@ struct NoDropout {
   __device__ NoDropout(const Dropout&, long long /*bh*/) {}
   template <bool kKeyRows, int R, int BC>
   __device__ __forceinline__ KeepAll keep(int /*row*/, int /*col0*/) const { return {}; }
+};
+
+// The result of ScoreMod::scores for a thread's R × BC tile: what the backward's chain rule needs
+// from the modified scores (the softcap's derivative). NoScoreMods's is nothing.
+struct NoChain {
+  template <int R, int BC>
+  __device__ __forceinline__ void apply(float (&)[R][BC]) const {}
+};
+
+struct NoScoreMods {
+  __device__ NoScoreMods(const ScoreMods&, long long /*bh*/, int /*H*/) {}
+  // The scores (log2 units) of a thread's tile, modified in place: rows row + r, columns col0 + c
+  // (kKeyRows: the rows are keys and the columns queries, as in the dK/dV kernel).
+  template <bool kKeyRows, int R, int BC>
+  __device__ __forceinline__ NoChain scores(float (&)[R][BC], int /*row*/, int /*col0*/) const { return {}; }
+  // A walk over the keys of query rows [row0, last_row], or over the queries of keys
+  // [key0, last_key], less the tiles the window leaves out.
+  template <class W>
+  __device__ __forceinline__ W keys(W walk, int /*row0*/, int /*last_row*/) const { return walk; }
+  template <class W>
+  __device__ __forceinline__ W queries(W walk, int /*key0*/, int /*last_key*/) const { return walk; }
 };
 
 }  // namespace fs

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "common/harness.hpp"
+#include "common/reference.hpp"
+#include "common/score_mods.cuh"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -26,9 +28,26 @@ struct Outputs {
 };
 
 // The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
-// run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does.
+// run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does. With
+// score mods (softcap, ALiBi, a window), the kernels' FlashScoreMods instantiations.
+template <int D, class Mod>
+void forward(const fs::FwdParams& fp) {
+  if (fp.dropout.on())
+    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::PhiloxDropout, Mod>(fp);
+  else
+    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::NoDropout, Mod>(fp);
+}
+template <int D, class Mod>
+void backward(const fs::BwdParams& bp, bool atomic_dq, float* delta) {
+  if (bp.dropout.on())
+    fs::launch_backward<D, fs::DenseWalk, fs::PhiloxDropout, Mod>(bp, atomic_dq, delta);
+  else
+    fs::launch_backward<D, fs::DenseWalk, fs::NoDropout, Mod>(bp, atomic_dq, delta);
+}
+
 template <int D>
-Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq) {
+Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
+            const fs::ScoreMods& mods = {}) {
   Outputs out;
   out.o.assign(s.elems(), NAN);
   out.lse.assign(s.rows(), NAN);
@@ -42,10 +61,11 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropo
   fp.scale = fs::default_scale(s.d);
   fp.causal = causal;
   fp.dropout = dropout;
-  if (dropout.on())
-    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::PhiloxDropout>(fp);
+  fp.mods = mods;
+  if (mods.on())
+    forward<D, fs::FlashScoreMods>(fp);
   else
-    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::NoDropout>(fp);
+    forward<D, fs::NoScoreMods>(fp);
 
   out.dq.assign(s.elems(), NAN);
   out.dk.assign(s.elems(), NAN);
@@ -66,10 +86,11 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropo
   bp.causal = causal;
   bp.dropout = dropout;
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
-  if (dropout.on())
-    fs::launch_backward<D, fs::DenseWalk, fs::PhiloxDropout>(bp, atomic_dq, delta.data());
+  bp.mods = mods;
+  if (mods.on())
+    backward<D, fs::FlashScoreMods>(bp, atomic_dq, delta.data());
   else
-    fs::launch_backward<D, fs::DenseWalk, fs::NoDropout>(bp, atomic_dq, delta.data());
+    backward<D, fs::NoScoreMods>(bp, atomic_dq, delta.data());
   return out;
 }
 
@@ -98,4 +119,71 @@ TEST_CASE("emulated steps 04 and 05: O, LSE, dQ, dK, dV match the fp64 reference
     INFO(bwd.summary());
     REQUIRE(bwd.pass());
   }
+}
+
+TEST_CASE("emulated steps 04 and 05 with FlashAttention's score features: a sliding window, softcapping and ALiBi "
+          "match the fp64 reference, forward and backward",
+          "[flash][emulated][features]") {
+  struct Features {
+    int left, right;
+    float softcap;
+    bool alibi;
+  };
+  const int N = GENERATE(17, 100);
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  const fs::Shape s{2, 2, N, d};
+  const std::vector<float> slopes = fs::alibi_slopes(s.H);
+  for (const Features f : {Features{8, 0, 0.f, false}, Features{3, 5, 0.f, false}, Features{-1, 4, 0.f, false},
+                           Features{20, -1, 0.f, false}, Features{0, 0, 0.f, false}, Features{-1, -1, 2.f, false},
+                           Features{-1, -1, 0.f, true}, Features{5, 40, 1.5f, true}}) {
+    DYNAMIC_SECTION("N=" << N << " d=" << d << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")
+                         << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
+                         << (f.alibi ? " alibi" : "")) {
+      fs::ScoreMods mods;
+      mods.window_left = f.left;
+      mods.window_right = f.right;
+      mods.softcap = f.softcap;
+      mods.alibi_slopes = f.alibi ? slopes.data() : nullptr;
+      const fs::Dropout dropout{f.softcap > 0 ? 0.1f : 0.f, 99};  // and with dropout, where it softcaps
+      const fs::HostProblem p = fs::random_problem(s, 7ull * N + d + f.left + 3ull * f.right, true);
+      const Outputs g =
+          fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq, mods); });
+      fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
+      attn.window_left = f.left;
+      attn.window_right = f.right;
+      attn.softcap = f.softcap;
+      attn.alibi_slopes = mods.alibi_slopes;
+      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
+      INFO(fwd.summary());
+      REQUIRE(fwd.pass());
+      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                           g.dk.data(), g.dv.data(), 7);
+      INFO(bwd.summary());
+      REQUIRE(bwd.pass());
+    }
+  }
+}
+
+TEST_CASE("a window shortens the kernels' walks to the tiles it reaches", "[flash][emulated][features]") {
+  fs::ScoreMods m;
+  m.window_left = 8;
+  m.window_right = 0;
+  const fs::FlashScoreMods mods(m, 0, 1);
+  using W = fs::DenseWalk<64>;
+  // Queries 256..319 see keys 248..319: the tiles at 192 and 256, of the 16 at N = 1000.
+  const W keys = mods.keys(W::range(0, 1000), 256, 319);
+  REQUIRE(keys.first == 192);
+  REQUIRE(keys.size() == 2);
+  // Keys 256..319 are seen by queries 256..327: the tiles at 256 and 320.
+  const W queries = mods.queries(W::range(0, 1000), 256, 319);
+  REQUIRE(queries.first == 256);
+  REQUIRE(queries.size() == 2);
+  // Causal walks (keys up to the last row) are clipped within what they visit already.
+  REQUIRE(mods.keys(W::range(0, 320), 256, 319).size() == 2);
+  // Unbounded sides leave the walk as it was.
+  const fs::FlashScoreMods none(fs::ScoreMods{}, 0, 1);
+  REQUIRE(none.keys(W::range(0, 1000), 256, 319).size() == 16);
+  REQUIRE(none.queries(W::range(64, 1000), 0, 63).first == 64);
 }

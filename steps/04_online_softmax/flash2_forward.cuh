@@ -4,6 +4,7 @@
 //   Walk         the key tiles a CTA visits: DenseWalk here; step 06 BlockListWalk, the
 //                nonzero blocks of its query block row (Algorithm 5)
 //   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (docs/notation.md, Algorithm 2)
+//   ScoreMod     NoScoreMods here; FlashScoreMods, softcap, ALiBi and a window (common/score_mods.cuh)
 //
 // With the plain policies the kernel is exactly step 04's: they compile to nothing.
 #pragma once
@@ -23,11 +24,11 @@ namespace fs {
 template <int D>
 using Flash2Tile = DefaultRowTile<D>;
 
-template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, bool kTrace>
+template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, class ScoreMod, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();  // stage s: K tile at smem + 2s·BC·D, V tile after it
+  extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N * D;
@@ -46,9 +47,10 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   load_q_rows<D, R, DC>(as<float>(p.q) + head, row, N, part, p.scale * kLog2e, q);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
-  // The key tiles this CTA visits. Causal: none past its last row.
+  // The key tiles this CTA visits. Causal: none past its last row; a window: none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const Walk<BC> walk = Walk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal);
+  const ScoreMod mods(p.mods, bh, p.shape.H);  // NoScoreMods here
+  const Walk<BC> walk = mods.keys(Walk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
@@ -82,6 +84,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
 
     float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
+    mods.template scores<false, R, BC>(s, row, j0);  // softcap, ALiBi, window; here nothing
     if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
@@ -120,17 +123,19 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
 }
 
 // Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory.
-template <int D, typename T, template <int> class Walk, class TileDropout>
+template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod = NoScoreMods>
 void launch_flash2(const FwdParams& p) {
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
   if (p.causal)
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, false>,
-                  flash2_forward_kernel<D, T, true, Walk, TileDropout, true>, grid, T::kThreads, smem, p.stream, p);
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, ScoreMod, false>,
+                  flash2_forward_kernel<D, T, true, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, smem, p.stream,
+                  p);
   else
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, false>,
-                  flash2_forward_kernel<D, T, false, Walk, TileDropout, true>, grid, T::kThreads, smem, p.stream, p);
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, ScoreMod, false>,
+                  flash2_forward_kernel<D, T, false, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, smem,
+                  p.stream, p);
 }
 
 }  // namespace fs

@@ -126,13 +126,14 @@ __device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_
   }
 }
 
-template <int D, typename T, template <int> class Walk, class TileDropout, bool kAtomicDQ, bool kTrace>
+template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod, bool kAtomicDQ,
+          bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   using L = DkdvSmem<D, T, kAtomicDQ>;
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();
+  extern __shared__ float smem[];
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N;  // head: first row of the head
@@ -147,8 +148,10 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
 
-  // The query tiles this CTA visits. Causal: none before its first key.
-  const Walk<kBwdStage> walk = Walk<kBwdStage>::queries_of(p.sparse, N, key0, p.causal);
+  // The query tiles this CTA visits. Causal: none before its first key; a window: none outside it.
+  const ScoreMod mods(p.mods, bh, p.shape.H);  // NoScoreMods, or FlashScoreMods (common/score_mods.cuh)
+  const Walk<kBwdStage> walk =
+      mods.queries(Walk<kBwdStage>::queries_of(p.sparse, N, key0, p.causal), key0, key0 + n_keys - 1);
   const int n_tiles = walk.size();
   const TileDropout dropout(p.dropout, bh);  // NoDropout, or PhiloxDropout (dropout.cuh)
 
@@ -185,6 +188,7 @@ __global__ void __launch_bounds__(T::kThreads)
       float pr[R][BC], dp[R][BC];  // Pᵀ and dPᵀ: [key][query]
       row_scores<D, BC, R, DC, T::kSplit>(k, sq, part, pr);
       row_scores<D, BC, R, DC, T::kSplit>(v, sdo, part, dp);
+      const auto chain = mods.template scores<true, R, BC>(pr, key, i0);  // softcap, ALiBi, window
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -196,6 +200,7 @@ __global__ void __launch_bounds__(T::kThreads)
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - sd[c]);  // dS_ij = P_ij ∘ (dP_ij − D_i)
+      chain.apply(dp);  // a softcap's derivative, for dK and dQ
       keep.apply(pr);  // P_ij ∘ Z_ij, for dV
       accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += (P ∘ Z)ᵀ dO_i
       accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
@@ -262,12 +267,12 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
 }
 
-template <int D, typename T, template <int> class Walk, class TileDropout, bool kTrace>
+template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   trace::CtaTracer<kTrace> tr(slices);
-  float* smem = dynamic_smem<float>();  // stage s: K at smem + 2s·stage·D, V after it
+  extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
 
   const int N = p.shape.N;
   const std::int64_t bh = blockIdx.y, head = bh * N;
@@ -289,9 +294,11 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
 
-  // The key tiles this CTA visits. Causal: none past its last row.
+  // The key tiles this CTA visits. Causal: none past its last row; a window: none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const Walk<kBwdStage> walk = Walk<kBwdStage>::keys_of(p.sparse, N, row0, last_row, p.causal);
+  const ScoreMod mods(p.mods, bh, p.shape.H);
+  const Walk<kBwdStage> walk =
+      mods.keys(Walk<kBwdStage>::keys_of(p.sparse, N, row0, last_row, p.causal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_stage = [&](int s) { return smem + 2 * s * kBwdStage * D; };
   auto v_stage = [&](int s) { return smem + (2 * s + 1) * kBwdStage * D; };
@@ -324,6 +331,7 @@ __global__ void __launch_bounds__(T::kThreads)
       float pr[R][BC], dp[R][BC];
       row_scores<D, BC, R, DC, T::kSplit>(q, sk, part, pr);
       row_scores<D, BC, R, DC, T::kSplit>(dout, sv, part, dp);
+      const auto chain = mods.template scores<false, R, BC>(pr, row, j0);
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -334,6 +342,7 @@ __global__ void __launch_bounds__(T::kThreads)
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - delta[r]);  // dS_ij
+      chain.apply(dp);
       accumulate_pv<D, BC, R, DC>(dp, sk, part, dq);  // dQ_i += dS_ij K_j  (τ at the end)
     }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, n_rows, j_stage, n_k, 0);
@@ -357,7 +366,7 @@ __global__ void __launch_bounds__(T::kThreads)
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
 // `delta`: B·H·N floats of workspace.
-template <int D, template <int> class Walk, class TileDropout>
+template <int D, template <int> class Walk, class TileDropout, class ScoreMod = NoScoreMods>
 void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
   using T = BwdTile<D>;
   const Shape& s = p.shape;
@@ -372,17 +381,17 @@ void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
 
   const dim3 grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
   if (atomic_dq) {
-    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, true, false>,
-                  bwd_dkdv_kernel<D, T, Walk, TileDropout, true, true>, grid, T::kThreads,
+    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, true, false>,
+                  bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, true, true>, grid, T::kThreads,
                   DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
     return;
   }
-  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, false, false>,
-                bwd_dkdv_kernel<D, T, Walk, TileDropout, false, true>, grid, T::kThreads,
+  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, false, false>,
+                bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, false, true>, grid, T::kThreads,
                 DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
   const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
-  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, false>,
-                bwd_dq_kernel<D, T, Walk, TileDropout, true>, grid, T::kThreads, dq_smem, p.stream, p, delta);
+  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, ScoreMod, false>,
+                bwd_dq_kernel<D, T, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, dq_smem, p.stream, p, delta);
 }
 
 // The backward of p over the tiles Walk visits (step 05: DenseWalk; step 06: BlockListWalk): any

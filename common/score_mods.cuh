@@ -1,0 +1,97 @@
+// FlashScoreMods: the ScoreMod policy (common/tile_policies.cuh) of FlashAttention's interface
+// features that change the scores — softcapping, ALiBi and a sliding window (ScoreMods,
+// common/problem.hpp) — for the fp32 kernels of steps 04 and 05.
+//
+// The kernels keep scores in log2 units, s = τ log2(e) q·k, so that P = exp2(s − m). In those
+// units, with c = softcap · log2(e) and a = slope_h · log2(e):
+//
+//   softcap   s ← c · tanh(s / c)          (= log2(e) · softcap · tanh(τ q·k / softcap))
+//   ALiBi     s ← s − a · |i − j|
+//   window    s ← −∞ where j < i − window_left or j > i + window_right
+//
+// in that order (the reference's, common/reference.cpp), before the causal and tail masks. The
+// backward recomputes the same s, and its chain rule takes the softcap's derivative,
+// dS_raw = dS ∘ (1 − tanh²), for dQ and dK; ALiBi's bias is a constant and the window a mask.
+// A window also shortens the walks: the tiles it leaves wholly out are never loaded (a DenseWalk;
+// other walks are masked element by element).
+#pragma once
+
+#include <climits>
+#include <cmath>
+
+#include "common/flash_tile.cuh"
+#include "common/problem.hpp"
+#include "common/tile_policies.cuh"
+
+namespace fs {
+
+// The softcap's derivative at each score of a thread's R × BC tile.
+template <int R, int BC>
+struct SoftcapChain {
+  float g[R][BC];
+  __device__ __forceinline__ void apply(float (&ds)[R][BC]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < BC; ++c) ds[r][c] *= g[r][c];
+  }
+};
+
+struct FlashScoreMods {
+  int left, right;  // the window; −1: unbounded
+  float cap;        // softcap · log2(e); 0: none
+  float slope;      // this head's ALiBi slope · log2(e); 0: none
+
+  __device__ FlashScoreMods(const ScoreMods& m, long long bh, int H)
+      : left(m.window_left),
+        right(m.window_right),
+        cap(m.softcap > 0.f ? m.softcap * kLog2e : 0.f),
+        slope(m.alibi_slopes ? m.alibi_slopes[bh % H] * kLog2e : 0.f) {}
+
+  template <bool kKeyRows, int R, int BC>
+  __device__ __forceinline__ SoftcapChain<R, BC> scores(float (&s)[R][BC], int row, int col0) const {
+    SoftcapChain<R, BC> chain;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < BC; ++c) {
+        const int q = kKeyRows ? col0 + c : row + r, k = kKeyRows ? row + r : col0 + c;
+        float x = s[r][c], g = 1.f;
+        if (cap > 0.f) {
+          const float t = tanhf(x / cap);
+          x = cap * t;
+          g = 1.f - t * t;
+        }
+        x -= slope * fabsf(float(q - k));
+        if ((left >= 0 && k < q - left) || (right >= 0 && k > q + right)) x = -INFINITY;
+        s[r][c] = x;
+        chain.g[r][c] = g;
+      }
+    return chain;
+  }
+
+  // The keys query rows [row0, last_row] can see: [row0 − left, last_row + right].
+  template <int BC>
+  __device__ DenseWalk<BC> keys(DenseWalk<BC> w, int row0, int last_row) const {
+    return clip(w, left >= 0 ? row0 - left : 0, right >= 0 ? last_row + right + 1 : INT_MAX);
+  }
+  // The queries that can see keys [key0, last_key]: [key0 − right, last_key + left].
+  template <int BC>
+  __device__ DenseWalk<BC> queries(DenseWalk<BC> w, int key0, int last_key) const {
+    return clip(w, right >= 0 ? key0 - right : 0, left >= 0 ? last_key + left + 1 : INT_MAX);
+  }
+  template <class W>
+  __device__ W keys(W w, int, int) const { return w; }
+  template <class W>
+  __device__ W queries(W w, int, int) const { return w; }
+
+ private:
+  // The tiles of w that meet [lo, end): w's tiles start at multiples of BC.
+  template <int BC>
+  static __device__ DenseWalk<BC> clip(DenseWalk<BC> w, int lo, int end) {
+    const int first = max(w.first, max(lo, 0) / BC * BC), stop = min(w.first + w.count * BC, end);
+    return stop > first ? DenseWalk<BC>::range(first, stop) : DenseWalk<BC>{first, 0};
+  }
+};
+
+}  // namespace fs
