@@ -1,5 +1,6 @@
-// Steps 04 and 05 on the CPU: the FlashAttention-2 forward (step 04's fa2) and the recomputation
-// backward (step 05, dQ by atomics and deterministic), their own source compiled by the host
+// Steps 04, 05 and 06 on the CPU: the FlashAttention-2 forward (step 04's fa2) and the recomputation
+// backward (step 05, dQ by atomics and deterministic), with FlashAttention's score features
+// (common/score_mods.cuh) and with step 06's block-sparse walk, their own source compiled by the host
 // compiler and run by the emulator (common/emulator: every CUDA thread a fiber, every barrier
 // honoured), through the launchers the steps call. The outputs are held to the rule the GPU tests
 // hold them to (tests/test_steps_gpu.cpp): the fp64 reference under the fp32 rule.
@@ -14,12 +15,14 @@
 #include <cmath>
 #include <vector>
 
+#include "common/block_mask.hpp"
 #include "common/harness.hpp"
 #include "common/reference.hpp"
 #include "common/score_mods.cuh"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
+#include "steps/06_block_sparse/block_list_walk.cuh"
 
 namespace {
 
@@ -186,4 +189,69 @@ TEST_CASE("a window shortens the kernels' walks to the tiles it reaches", "[flas
   const fs::FlashScoreMods none(fs::ScoreMods{}, 0, 1);
   REQUIRE(none.keys(W::range(0, 1000), 256, 319).size() == 16);
   REQUIRE(none.queries(W::range(64, 1000), 0, 63).first == 64);
+}
+
+TEST_CASE("emulated step 06: block-sparse forward and backward match the fp64 reference under the same mask",
+          "[flash][emulated][block_sparse]") {
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  const int N = 600, block = 256;  // 256: a multiple of every compiled d's tiles; the last block ends past N
+  const fs::Shape s{1, 2, N, d};
+  DYNAMIC_SECTION("N=" << N << " d=" << d << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")) {
+    fs::BlockMask mask = fs::empty_mask(N, block, block);  // a row with no block at all, one with all
+    mask.set(0, 0, true);
+    mask.set(0, 2, true);
+    mask.set(2, 0, true);
+    mask.set(2, 1, true);
+    mask.set(2, 2, true);
+    const fs::BlockLists l = fs::to_lists(mask, causal);
+    fs::BlockSparse sp{block, block, mask.Tr, mask.Tc, l.row_ptr.data(), l.col_idx.data(), l.col_ptr.data(),
+                       l.row_idx.data()};
+    const fs::HostProblem p = fs::random_problem(s, 4242ull + d + (causal ? 1 : 0), true);
+    Outputs g;
+    g.o.assign(s.elems(), NAN);
+    g.lse.assign(s.rows(), NAN);
+    g.dq.assign(s.elems(), NAN);
+    g.dk.assign(s.elems(), NAN);
+    g.dv.assign(s.elems(), NAN);
+    std::vector<float> delta(s.rows(), NAN);
+    fs::FwdParams fp;
+    fp.q = p.q.data();
+    fp.k = p.k.data();
+    fp.v = p.v.data();
+    fp.o = g.o.data();
+    fp.lse = g.lse.data();
+    fp.shape = s;
+    fp.scale = fs::default_scale(d);
+    fp.causal = causal;
+    fp.sparse = sp;
+    fs::BwdParams bp;
+    bp.q = p.q.data();
+    bp.k = p.k.data();
+    bp.v = p.v.data();
+    bp.o = g.o.data();
+    bp.lse = g.lse.data();
+    bp.dout = p.dout.data();
+    bp.dq = g.dq.data();
+    bp.dk = g.dk.data();
+    bp.dv = g.dv.data();
+    bp.shape = s;
+    bp.scale = fp.scale;
+    bp.causal = causal;
+    bp.sparse = sp;
+    fs::dispatch_head_dim(d, [&](auto D) {  // as block_sparse.cu launches them
+      fs::launch_flash2<D, fs::Flash2Tile<D>, fs::BlockListWalk, fs::NoDropout>(fp);
+      fs::launch_backward<D, fs::BlockListWalk, fs::NoDropout>(bp, atomic_dq, delta.data());
+    });
+    const fs::BlockMaskView view{mask.dense.data(), mask.block_r, mask.block_c, mask.Tc};
+    const fs::AttnOptions attn{fs::default_scale(d), causal, {}, &view};
+    const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
+    INFO(fwd.summary());
+    REQUIRE(fwd.pass());
+    const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                         g.dk.data(), g.dv.data(), 7);
+    INFO(bwd.summary());
+    REQUIRE(bwd.pass());
+  }
 }
