@@ -1,0 +1,128 @@
+// FlashAttention's score features in steps 04 and 05's fp32 kernels on the GPU: the kernels'
+// FlashScoreMods instantiations (a sliding window, softcapping, ALiBi; common/score_mods.cuh),
+// forward and both backwards, against the fp64 reference's definitions of those features under
+// the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
+// larger ones than the emulation can afford. No step program offers the features yet, so this
+// test launches the kernels itself, as the steps' launchers do.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "common/buffer.hpp"
+#include "common/harness.hpp"
+#include "common/reference.hpp"
+#include "common/score_mods.cuh"
+#include "common/verify.hpp"
+#include "steps/04_online_softmax/flash2_forward.cuh"
+#include "steps/05_recompute_backward/backward.cuh"
+
+namespace {
+
+struct Features {
+  int left, right;
+  float softcap;
+  bool alibi;
+  float dropout;
+};
+
+struct Outputs {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+template <int D, class Dropout>
+Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
+            const fs::ScoreMods& mods) {
+  const std::size_t n = s.elems(), rows = s.rows();
+  fs::DeviceBuffer<float> q(n), k(n), v(n), o(n), lse(rows), dout(n), dq(n), dk(n), dv(n), delta(rows);
+  q.upload(p.q.data(), n);
+  k.upload(p.k.data(), n);
+  v.upload(p.v.data(), n);
+  dout.upload(p.dout.data(), n);
+  for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
+  fs::FwdParams fp;
+  fp.q = q.get();
+  fp.k = k.get();
+  fp.v = v.get();
+  fp.o = o.get();
+  fp.lse = lse.get();
+  fp.shape = s;
+  fp.scale = fs::default_scale(s.d);
+  fp.causal = causal;
+  fp.dropout = dropout;
+  fp.mods = mods;
+  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, fs::FlashScoreMods>(fp);
+  fs::BwdParams bp;
+  bp.q = q.get();
+  bp.k = k.get();
+  bp.v = v.get();
+  bp.o = o.get();
+  bp.lse = lse.get();
+  bp.dout = dout.get();
+  bp.dq = dq.get();
+  bp.dk = dk.get();
+  bp.dv = dv.get();
+  bp.shape = s;
+  bp.scale = fp.scale;
+  bp.causal = causal;
+  bp.dropout = dropout;
+  bp.mods = mods;
+  fs::launch_backward<D, fs::DenseWalk, Dropout, fs::FlashScoreMods>(bp, atomic_dq, delta.get());
+  FS_CUDA_CHECK(cudaDeviceSynchronize());
+  Outputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
+              std::vector<float>(n)};
+  o.download(out.o.data(), n);
+  lse.download(out.lse.data(), rows);
+  dq.download(out.dq.data(), n);
+  dk.download(out.dk.data(), n);
+  dv.download(out.dv.data(), n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match the fp64 reference, forward and "
+          "backward, on the GPU",
+          "[gpu][features]") {
+  const int N = GENERATE(1, 17, 257, 1025);
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  const fs::Shape s{2, 2, N, d};
+  const std::vector<float> slopes = fs::alibi_slopes(s.H);
+  fs::DeviceBuffer<float> dslopes(slopes.size());
+  dslopes.upload(slopes.data(), slopes.size());
+  for (const Features f : {Features{64, 0, 0.f, false, 0.f}, Features{3, 5, 0.f, false, 0.f},
+                           Features{-1, 100, 0.f, false, 0.f}, Features{300, -1, 0.f, false, 0.f},
+                           Features{0, 0, 0.f, false, 0.f}, Features{-1, -1, 2.f, false, 0.f},
+                           Features{-1, -1, 0.f, true, 0.f}, Features{40, 200, 1.5f, true, 0.1f},
+                           Features{5000, 5000, 0.f, false, 0.f}}) {  // a window wider than N
+    DYNAMIC_SECTION("N=" << N << " d=" << d << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")
+                         << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
+                         << (f.alibi ? " alibi" : "") << " dropout " << f.dropout) {
+      fs::ScoreMods mods;
+      mods.window_left = f.left;
+      mods.window_right = f.right;
+      mods.softcap = f.softcap;
+      mods.alibi_slopes = f.alibi ? dslopes.get() : nullptr;
+      const fs::Dropout dropout{f.dropout, 99};
+      const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
+      const Outputs g = fs::dispatch_head_dim(d, [&](auto D) {
+        return dropout.on() ? run<D, fs::PhiloxDropout>(s, p, causal, dropout, atomic_dq, mods)
+                            : run<D, fs::NoDropout>(s, p, causal, dropout, atomic_dq, mods);
+      });
+      fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
+      attn.window_left = f.left;
+      attn.window_right = f.right;
+      attn.softcap = f.softcap;
+      attn.alibi_slopes = f.alibi ? slopes.data() : nullptr;
+      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
+      INFO(fwd.summary());
+      REQUIRE(fwd.pass());
+      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                           g.dk.data(), g.dv.data(), 7);
+      INFO(bwd.summary());
+      REQUIRE(bwd.pass());
+    }
+  }
+}
