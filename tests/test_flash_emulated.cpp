@@ -23,12 +23,11 @@
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
 #include "steps/06_block_sparse/block_list_walk.cuh"
+#include "tests/flash_checks.hpp"
 
 namespace {
 
-struct Outputs {
-  std::vector<float> o, lse, dq, dk, dv;
-};
+using fs::testing::FlashOutputs;
 
 // The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
 // run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does. With
@@ -48,52 +47,29 @@ void backward(const fs::BwdParams& bp, bool atomic_dq, float* delta) {
     fs::launch_backward<D, fs::DenseWalk, fs::NoDropout, Mod>(bp, atomic_dq, delta);
 }
 
-template <int D>
-Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
-            const fs::ScoreMods& mods = {}) {
-  Outputs out;
-  out.o.assign(s.elems(), NAN);
-  out.lse.assign(s.rows(), NAN);
-  fs::FwdParams fp;
-  fp.q = p.q.data();
-  fp.k = p.k.data();
-  fp.v = p.v.data();
-  fp.o = out.o.data();
-  fp.lse = out.lse.data();
-  fp.shape = s;
-  fp.scale = fs::default_scale(s.d);
-  fp.causal = causal;
-  fp.dropout = dropout;
-  fp.mods = mods;
-  if (mods.on())
-    forward<D, fs::FlashScoreMods>(fp);
-  else
-    forward<D, fs::NoScoreMods>(fp);
+FlashOutputs poisoned(const fs::Shape& s) {
+  const std::size_t n = s.elems();
+  return {std::vector<float>(n, NAN), std::vector<float>(s.rows(), NAN), std::vector<float>(n, NAN),
+          std::vector<float>(n, NAN), std::vector<float>(n, NAN)};
+}
 
-  out.dq.assign(s.elems(), NAN);
-  out.dk.assign(s.elems(), NAN);
-  out.dv.assign(s.elems(), NAN);
+template <int D>
+FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
+                 const fs::ScoreMods& mods = {}) {
+  FlashOutputs out = poisoned(s);
   std::vector<float> delta(s.rows(), NAN);
-  fs::BwdParams bp;
-  bp.q = p.q.data();
-  bp.k = p.k.data();
-  bp.v = p.v.data();
-  bp.o = out.o.data();
-  bp.lse = out.lse.data();
-  bp.dout = p.dout.data();
-  bp.dq = out.dq.data();
-  bp.dk = out.dk.data();
-  bp.dv = out.dv.data();
-  bp.shape = s;
-  bp.scale = fp.scale;
-  bp.causal = causal;
-  bp.dropout = dropout;
+  fs::FwdParams fp =
+      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), causal, dropout);
+  fp.mods = mods;
+  fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
-  bp.mods = mods;
-  if (mods.on())
+  if (mods.on()) {
+    forward<D, fs::FlashScoreMods>(fp);
     backward<D, fs::FlashScoreMods>(bp, atomic_dq, delta.data());
-  else
+  } else {
+    forward<D, fs::NoScoreMods>(fp);
     backward<D, fs::NoScoreMods>(bp, atomic_dq, delta.data());
+  }
   return out;
 }
 
@@ -112,15 +88,8 @@ TEST_CASE("emulated steps 04 and 05: O, LSE, dQ, dK, dV match the fp64 reference
                        << (atomic_dq ? " atomic dQ" : " deterministic dQ")) {
     const fs::HostProblem p = fs::random_problem(s, 1009ull * N + 31ull * d + (causal ? 7 : 0), true);
     const fs::Dropout dropout{p_drop, 1234};
-    const Outputs g = fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq); });
-    const fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
-    const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-    INFO(fwd.summary());
-    REQUIRE(fwd.pass());
-    const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                         g.dk.data(), g.dv.data(), 7);
-    INFO(bwd.summary());
-    REQUIRE(bwd.pass());
+    const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq); });
+    fs::testing::require_reference(s, fs::AttnOptions{fs::default_scale(d), causal, dropout}, p, g);
   }
 }
 
@@ -151,20 +120,11 @@ TEST_CASE("emulated steps 04 and 05 with FlashAttention's score features: a slid
       mods.alibi_slopes = f.alibi ? slopes.data() : nullptr;
       const fs::Dropout dropout{f.softcap > 0 ? 0.1f : 0.f, 99};  // and with dropout, where it softcaps
       const fs::HostProblem p = fs::random_problem(s, 7ull * N + d + f.left + 3ull * f.right, true);
-      const Outputs g =
+      const FlashOutputs g =
           fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq, mods); });
-      fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
-      attn.window_left = f.left;
-      attn.window_right = f.right;
-      attn.softcap = f.softcap;
-      attn.alibi_slopes = mods.alibi_slopes;
-      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-      INFO(fwd.summary());
-      REQUIRE(fwd.pass());
-      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                           g.dk.data(), g.dv.data(), 7);
-      INFO(bwd.summary());
-      REQUIRE(bwd.pass());
+      fs::testing::require_reference(
+          s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),
+          p, g);
     }
   }
 }
@@ -209,49 +169,18 @@ TEST_CASE("emulated step 06: block-sparse forward and backward match the fp64 re
     fs::BlockSparse sp{block, block, mask.Tr, mask.Tc, l.row_ptr.data(), l.col_idx.data(), l.col_ptr.data(),
                        l.row_idx.data()};
     const fs::HostProblem p = fs::random_problem(s, 4242ull + d + (causal ? 1 : 0), true);
-    Outputs g;
-    g.o.assign(s.elems(), NAN);
-    g.lse.assign(s.rows(), NAN);
-    g.dq.assign(s.elems(), NAN);
-    g.dk.assign(s.elems(), NAN);
-    g.dv.assign(s.elems(), NAN);
+    FlashOutputs g = poisoned(s);
     std::vector<float> delta(s.rows(), NAN);
-    fs::FwdParams fp;
-    fp.q = p.q.data();
-    fp.k = p.k.data();
-    fp.v = p.v.data();
-    fp.o = g.o.data();
-    fp.lse = g.lse.data();
-    fp.shape = s;
-    fp.scale = fs::default_scale(d);
-    fp.causal = causal;
+    fs::FwdParams fp =
+        fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), causal);
     fp.sparse = sp;
-    fs::BwdParams bp;
-    bp.q = p.q.data();
-    bp.k = p.k.data();
-    bp.v = p.v.data();
-    bp.o = g.o.data();
-    bp.lse = g.lse.data();
-    bp.dout = p.dout.data();
-    bp.dq = g.dq.data();
-    bp.dk = g.dk.data();
-    bp.dv = g.dv.data();
-    bp.shape = s;
-    bp.scale = fp.scale;
-    bp.causal = causal;
-    bp.sparse = sp;
+    const fs::BwdParams bp =
+        fs::testing::backward_params(fp, p.dout.data(), g.dq.data(), g.dk.data(), g.dv.data());
     fs::dispatch_head_dim(d, [&](auto D) {  // as block_sparse.cu launches them
       fs::launch_flash2<D, fs::Flash2Tile<D>, fs::BlockListWalk, fs::NoDropout>(fp);
       fs::launch_backward<D, fs::BlockListWalk, fs::NoDropout>(bp, atomic_dq, delta.data());
     });
     const fs::BlockMaskView view{mask.dense.data(), mask.block_r, mask.block_c, mask.Tc};
-    const fs::AttnOptions attn{fs::default_scale(d), causal, {}, &view};
-    const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-    INFO(fwd.summary());
-    REQUIRE(fwd.pass());
-    const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                         g.dk.data(), g.dv.data(), 7);
-    INFO(bwd.summary());
-    REQUIRE(bwd.pass());
+    fs::testing::require_reference(s, fs::AttnOptions{fs::default_scale(d), causal, {}, &view}, p, g);
   }
 }

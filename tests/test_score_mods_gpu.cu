@@ -16,6 +16,7 @@
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
+#include "tests/flash_checks.hpp"
 
 namespace {
 
@@ -26,13 +27,11 @@ struct Features {
   float dropout;
 };
 
-struct Outputs {
-  std::vector<float> o, lse, dq, dk, dv;
-};
+using fs::testing::FlashOutputs;
 
 template <int D, class Dropout>
-Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
-            const fs::ScoreMods& mods) {
+FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
+                 const fs::ScoreMods& mods) {
   const std::size_t n = s.elems(), rows = s.rows();
   fs::DeviceBuffer<float> q(n), k(n), v(n), o(n), lse(rows), dout(n), dq(n), dk(n), dv(n), delta(rows);
   q.upload(p.q.data(), n);
@@ -40,37 +39,14 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs:
   v.upload(p.v.data(), n);
   dout.upload(p.dout.data(), n);
   for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
-  fs::FwdParams fp;
-  fp.q = q.get();
-  fp.k = k.get();
-  fp.v = v.get();
-  fp.o = o.get();
-  fp.lse = lse.get();
-  fp.shape = s;
-  fp.scale = fs::default_scale(s.d);
-  fp.causal = causal;
-  fp.dropout = dropout;
+  fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal, dropout);
   fp.mods = mods;
   fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, fs::FlashScoreMods>(fp);
-  fs::BwdParams bp;
-  bp.q = q.get();
-  bp.k = k.get();
-  bp.v = v.get();
-  bp.o = o.get();
-  bp.lse = lse.get();
-  bp.dout = dout.get();
-  bp.dq = dq.get();
-  bp.dk = dk.get();
-  bp.dv = dv.get();
-  bp.shape = s;
-  bp.scale = fp.scale;
-  bp.causal = causal;
-  bp.dropout = dropout;
-  bp.mods = mods;
+  const fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
   fs::launch_backward<D, fs::DenseWalk, Dropout, fs::FlashScoreMods>(bp, atomic_dq, delta.get());
   FS_CUDA_CHECK(cudaDeviceSynchronize());
-  Outputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
-              std::vector<float>(n)};
+  FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
+                   std::vector<float>(n)};
   o.download(out.o.data(), n);
   lse.download(out.lse.data(), rows);
   dq.download(out.dq.data(), n);
@@ -107,22 +83,13 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
       mods.alibi_slopes = f.alibi ? dslopes.get() : nullptr;
       const fs::Dropout dropout{f.dropout, 99};
       const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
-      const Outputs g = fs::dispatch_head_dim(d, [&](auto D) {
+      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
         return dropout.on() ? run<D, fs::PhiloxDropout>(s, p, causal, dropout, atomic_dq, mods)
                             : run<D, fs::NoDropout>(s, p, causal, dropout, atomic_dq, mods);
       });
-      fs::AttnOptions attn{fs::default_scale(d), causal, dropout};
-      attn.window_left = f.left;
-      attn.window_right = f.right;
-      attn.softcap = f.softcap;
-      attn.alibi_slopes = f.alibi ? slopes.data() : nullptr;
-      const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), 7);
-      INFO(fwd.summary());
-      REQUIRE(fwd.pass());
-      const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
-                                           g.dk.data(), g.dv.data(), 7);
-      INFO(bwd.summary());
-      REQUIRE(bwd.pass());
+      fs::testing::require_reference(
+          s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),
+          p, g);
     }
   }
 }

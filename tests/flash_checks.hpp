@@ -1,0 +1,87 @@
+// What the tests that launch steps 04-06's kernels themselves share (test_flash_emulated.cpp on the
+// CPU, test_score_mods_gpu.cu on the GPU): the kernels' parameters from a pass's buffers, the
+// reference's options for FlashAttention's score features, and the check every step's outputs are
+// held to — O, LSE, dQ, dK, dV against the fp64 reference under the fp32 rule (common/verify.hpp).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "common/harness.hpp"
+#include "common/problem.hpp"
+#include "common/reference.hpp"
+#include "common/verify.hpp"
+
+namespace fs::testing {
+
+// A pass's outputs, on the host; dq, dk, dv empty when no backward ran.
+struct FlashOutputs {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+// The forward's parameters over buffers where the kernels run (host memory in the emulation).
+inline FwdParams forward_params(const Shape& s, const void* q, const void* k, const void* v, void* o, float* lse,
+                                bool causal, Dropout dropout = {}) {
+  FwdParams fp;
+  fp.q = q;
+  fp.k = k;
+  fp.v = v;
+  fp.o = o;
+  fp.lse = lse;
+  fp.shape = s;
+  fp.scale = default_scale(s.d);
+  fp.causal = causal;
+  fp.dropout = dropout;
+  return fp;
+}
+
+// The backward's of the same pass: the forward's inputs, settings and outputs, dO, the gradients.
+inline BwdParams backward_params(const FwdParams& fp, const void* dout, void* dq, void* dk, void* dv) {
+  BwdParams bp;
+  bp.q = fp.q;
+  bp.k = fp.k;
+  bp.v = fp.v;
+  bp.o = fp.o;
+  bp.lse = fp.lse;
+  bp.dout = dout;
+  bp.dq = dq;
+  bp.dk = dk;
+  bp.dv = dv;
+  bp.shape = fp.shape;
+  bp.scale = fp.scale;
+  bp.causal = fp.causal;
+  bp.dropout = fp.dropout;
+  bp.sparse = fp.sparse;
+  bp.mods = fp.mods;
+  return bp;
+}
+
+// The reference's options for the kernels' score features; `host_slopes` are mods' ALiBi slopes as
+// the CPU reads them (the kernels' may be in device memory).
+inline AttnOptions with_score_mods(AttnOptions attn, const ScoreMods& mods, const float* host_slopes) {
+  attn.window_left = mods.window_left;
+  attn.window_right = mods.window_right;
+  attn.softcap = mods.softcap;
+  attn.alibi_slopes = mods.alibi_slopes ? host_slopes : nullptr;
+  return attn;
+}
+
+// O and LSE, then (when they were computed) dQ, dK, dV against the fp64 reference under `attn`.
+inline void require_reference(const Shape& s, const AttnOptions& attn, const HostProblem& p, const float* o,
+                              const float* lse, const float* dq = nullptr, const float* dk = nullptr,
+                              const float* dv = nullptr) {
+  const auto fwd = verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), o, lse, 7);
+  INFO(fwd.summary());
+  REQUIRE(fwd.pass());
+  if (!dq) return;
+  const auto bwd = verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), dq, dk, dv, 7);
+  INFO(bwd.summary());
+  REQUIRE(bwd.pass());
+}
+inline void require_reference(const Shape& s, const AttnOptions& attn, const HostProblem& p, const FlashOutputs& g) {
+  if (g.dq.empty()) return require_reference(s, attn, p, g.o.data(), g.lse.data());
+  require_reference(s, attn, p, g.o.data(), g.lse.data(), g.dq.data(), g.dk.data(), g.dv.data());
+}
+
+}  // namespace fs::testing
