@@ -53,11 +53,21 @@ IoCount io_tiled_forward(const Shape& s, bool causal, int Br, int Bc) {
   return per_head(s, reads, writes);
 }
 
-IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes) {
+std::int64_t window_keys(const Shape& s, bool causal, int r0, int rows, int Bc, int left, int right) {
+  const std::int64_t all = keys_for_rows(s, causal, r0 + rows, Bc);
+  if (left < 0 && right < 0) return all;
+  const TileRun run = clip_tiles(0, int((all + Bc - 1) / Bc), Bc, window_lo(r0, left),
+                                 window_end(r0 + rows - 1, right));
+  return std::max<std::int64_t>(0, std::min<std::int64_t>(s.N, run.first + std::int64_t(run.count) * Bc) - run.first);
+}
+
+IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes, int window_left,
+                          int window_right) {
   std::int64_t elems_read = 0, elems_written = 0, lse = 0;
   for (std::int64_t r0 = 0; r0 < s.N; r0 += Br) {
     const std::int64_t rows = std::min<std::int64_t>(Br, s.N - r0);
-    elems_read += rows * s.d + 2 * keys_for_rows(s, causal, r0 + rows, Bc) * s.d;  // Q; K, V
+    const std::int64_t keys = window_keys(s, causal, int(r0), int(rows), Bc, window_left, window_right);
+    elems_read += rows * s.d + 2 * keys * s.d;  // Q; K, V
     elems_written += rows * s.d;                                                  // O
     lse += rows;                                                                  // LSE
   }

@@ -92,6 +92,37 @@ struct ScoreMods {
   bool on() const { return windowed() || softcap > 0.f || alibi_slopes != nullptr; }
 };
 
+// The same features as a run asks for them (the command line's --window, --softcap, --alibi),
+// on the host: the slopes are values here, uploaded where the kernels run.
+struct ScoreFeatures {
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  std::vector<float> alibi_slopes;  // one per head (H); empty: none
+  bool windowed() const { return window_left >= 0 || window_right >= 0; }
+  bool on() const { return windowed() || softcap > 0.f || !alibi_slopes.empty(); }
+};
+
+// A window's reach over tiles, the same on the host (IO models) and in the kernels: query rows
+// [first, last] see the keys [window_lo(first, left), window_end(last, right)), and keys
+// [first, last] are seen by the queries [window_lo(first, right), window_end(last, left)). A
+// reach of −1 is unbounded. Reaches are at most N (a wider window is the same window).
+__host__ __device__ inline int window_lo(int first, int reach) { return reach >= 0 ? first - reach : 0; }
+__host__ __device__ inline int window_end(int last, int reach) { return reach >= 0 ? last + reach + 1 : 0x7fffffff; }
+// A reach as the kernels and the IO models take it: one past N sees no more than N does.
+inline int clamp_reach(int reach, int N) { return reach < N ? reach : N; }
+
+// The tiles of a run of `count` tiles of `tile` elements from `first` (a multiple of `tile`)
+// that meet [lo, end): the first of them and how many.
+struct TileRun {
+  int first = 0, count = 0;
+};
+__host__ __device__ inline TileRun clip_tiles(int first, int count, int tile, int lo, int end) {
+  const int lo_tile = (lo > 0 ? lo : 0) / tile * tile;
+  const int from = first > lo_tile ? first : lo_tile;
+  const int run_end = first + count * tile, stop = run_end < end ? run_end : end;
+  return stop > from ? TileRun{from, (stop - from + tile - 1) / tile} : TileRun{from, 0};
+}
+
 // HBM traffic of one pass, as a step's IO model counts it.
 struct IoCount {
   std::int64_t read_bytes = 0;
@@ -187,6 +218,7 @@ struct PassSettings {
   DType dtype = DType::fp32;        // of the tensors (StepInfo::dtypes)
   SmyrfParams smyrf;                // clustered steps: the clustering
   const SmyrfClusters* clusters = nullptr;  // clustered steps: clusters given (--load); null: hashed on the GPU
+  ScoreFeatures features;           // steps with StepInfo::score_mods: window, softcap, ALiBi
 };
 
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
@@ -210,6 +242,7 @@ struct StepInfo {
   std::string memory_note;
   bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
+  bool score_mods = false;    // the kernels take FwdParams/BwdParams::mods (StepInfo::refusal says which variants)
   int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
   std::vector<DType> dtypes{DType::fp32};  // the element types its kernels take
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the

@@ -16,7 +16,6 @@
 // other walks are masked element by element).
 #pragma once
 
-#include <climits>
 #include <cmath>
 
 #include "common/flash_tile.cuh"
@@ -70,15 +69,15 @@ struct FlashScoreMods {
     return chain;
   }
 
-  // The keys query rows [row0, last_row] can see: [row0 − left, last_row + right].
+  // The keys query rows [row0, last_row] can see, the queries that see keys [key0, last_key]
+  // (window_lo, window_end: common/problem.hpp, which the IO models share).
   template <int BC>
   __device__ DenseWalk<BC> keys(DenseWalk<BC> w, int row0, int last_row) const {
-    return clip(w, left >= 0 ? row0 - left : 0, right >= 0 ? last_row + right + 1 : INT_MAX);
+    return clip(w, window_lo(row0, left), window_end(last_row, right));
   }
-  // The queries that can see keys [key0, last_key]: [key0 − right, last_key + left].
   template <int BC>
   __device__ DenseWalk<BC> queries(DenseWalk<BC> w, int key0, int last_key) const {
-    return clip(w, right >= 0 ? key0 - right : 0, left >= 0 ? last_key + left + 1 : INT_MAX);
+    return clip(w, window_lo(key0, right), window_end(last_key, left));
   }
   template <class W>
   __device__ W keys(W w, int, int) const { return w; }
@@ -86,11 +85,10 @@ struct FlashScoreMods {
   __device__ W queries(W w, int, int) const { return w; }
 
  private:
-  // The tiles of w that meet [lo, end): w's tiles start at multiples of BC.
   template <int BC>
   static __device__ DenseWalk<BC> clip(DenseWalk<BC> w, int lo, int end) {
-    const int first = max(w.first, max(lo, 0) / BC * BC), stop = min(w.first + w.count * BC, end);
-    return stop > first ? DenseWalk<BC>::range(first, stop) : DenseWalk<BC>{first, 0};
+    const TileRun r = clip_tiles(w.first, w.count, BC, lo, end);
+    return {r.first, r.count};
   }
 };
 

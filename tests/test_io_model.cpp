@@ -1,6 +1,11 @@
 // The IO model's counts against hand counts at small shapes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "common/block_mask.hpp"
 #include "common/io_model.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
@@ -137,4 +142,60 @@ TEST_CASE("block-sparse IO: the tile term scales with the fraction s of nonzero 
     REQUIRE(double(io.read_bytes - nd_reads) == density * double(dense.read_bytes - nd_reads));
     REQUIRE(io.write_bytes == dense.write_bytes);
   }
+}
+
+namespace {
+
+// Whether query i sees key j under causal and a window (−1: unbounded), by the definition.
+bool visible(std::int64_t i, std::int64_t j, bool causal, int left, int right) {
+  return (!causal || j <= i) && (left < 0 || j >= i - left) && (right < 0 || j <= i + right);
+}
+// Whether any query of [q0, q0 + nq) sees any key of [k0, k0 + nk), both cut at N.
+bool meets(std::int64_t N, std::int64_t q0, std::int64_t nq, std::int64_t k0, std::int64_t nk, bool causal, int left,
+           int right) {
+  for (std::int64_t i = q0; i < std::min(N, q0 + nq); ++i)
+    for (std::int64_t j = k0; j < std::min(N, k0 + nk); ++j)
+      if (visible(i, j, causal, left, right)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a sliding window: the IO models count exactly the tiles holding a visible score", "[io][features]") {
+  const int N = GENERATE(1, 37, 100, 257);
+  const int d = 64;
+  const fs::Shape s{1, 2, N, d};
+  for (bool causal : {false, true})
+    for (auto [left, right] : std::vector<std::pair<int, int>>{
+             {-1, -1}, {0, 0}, {3, 5}, {40, -1}, {-1, 40}, {64, 0}, {100, 1}, {N, N}, {N - 1, 0}}) {
+      INFO("N=" << N << (causal ? " causal" : "") << " window " << left << "," << right);
+      // Forward, Br × Bc tiles: Q and O once per query tile, K and V once per key tile it sees.
+      const int Br = 16, Bc = 32;
+      std::int64_t reads = 0;
+      for (std::int64_t r0 = 0; r0 < N; r0 += Br) {
+        const std::int64_t rows = std::min<std::int64_t>(Br, N - r0);
+        reads += rows * d;
+        for (std::int64_t j0 = 0; j0 < N; j0 += Bc)
+          if (meets(N, r0, rows, j0, Bc, causal, left, right)) reads += 2 * std::min<std::int64_t>(Bc, N - j0) * d;
+      }
+      const fs::IoCount fwd = fs::io_flash2_forward(s, causal, Br, Bc, 4, left, right);
+      REQUIRE(fwd.read_bytes == reads * 4 * s.heads());
+      REQUIRE(fwd.write_bytes == (std::int64_t(N) * d + N) * 4 * s.heads());
+      // Backward: the same walk with the tiles listed by the definition.
+      const fs::BwdTiles t = fs::backward_tiles(d);
+      auto query_tiles = [&](int key0, const fs::TileVisit& visit) {
+        for (int i0 = 0; i0 < N; i0 += t.stage)
+          if (meets(N, i0, t.stage, key0, t.keys, causal, left, right)) visit(i0);
+      };
+      auto key_tiles = [&](int row0, const fs::TileVisit& visit) {
+        for (int j0 = 0; j0 < N; j0 += t.stage)
+          if (meets(N, row0, t.keys, j0, t.stage, causal, left, right)) visit(j0);
+      };
+      for (bool atomic : {true, false}) {
+        const fs::IoCount want = fs::io_backward_walk(s, atomic, t, query_tiles, key_tiles);
+        const fs::IoCount got = fs::io_recompute_backward(s, causal, atomic, left, right);
+        REQUIRE(got.read_bytes == want.read_bytes);
+        REQUIRE(got.write_bytes == want.write_bytes);
+      }
+    }
 }
