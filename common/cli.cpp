@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iostream>
 
@@ -95,6 +96,21 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
         ->capture_default_str();
   }
 
+  // Every step takes these on its command line, so that one without the features refuses them
+  // with the plan's message (naming the steps that have them) rather than CLI11's.
+  std::string window, alibi;
+  app.add_option("--window", window,
+                 "sliding window: query i sees keys i-L to i+R (-1: that side unbounded; -1,0 is causal)")
+      ->type_name("L,R");
+  app.add_option("--softcap", o.softcap, "cap the scores: C*tanh(s/C) before the softmax (0: off)")
+      ->type_name("C")
+      ->transform(decimal_real());
+  app.add_option("--alibi", alibi,
+                 "ALiBi: subtract slope_h*|i-j| from the scores; the standard slopes of H heads, or FILE's "
+                 "(.npy, H float32)")
+      ->expected(0, 1)
+      ->type_name("[FILE]");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -155,6 +171,26 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     o.smyrf.r = lsh_r;
     o.smyrf_given = app.count("--hashes") || app.count("--cluster") || split;
   }
+  if (app.count("--window")) {
+    const auto comma = window.find(',');
+    if (comma == std::string::npos)
+      throw InputError("--window takes L,R: the keys each query sees on its left and right (-1: unbounded)");
+    auto reach = [&](const std::string& text, const char* side) {
+      long long v = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, ec] = std::from_chars(text.data(), end, v, 10);
+      if (text.empty() || ec != std::errc() || stop != end || v < -1 || v > kMaxInt)
+        throw InputError(std::string("--window: ") + side + " must be -1 (unbounded) or 0 to " +
+                         std::to_string(kMaxInt) + " (got '" + text + "')");
+      return static_cast<int>(v);
+    };
+    o.window_left = reach(window.substr(0, comma), "L");
+    o.window_right = reach(window.substr(comma + 1), "R");
+  }
+  if (!(std::isfinite(o.softcap) && o.softcap >= 0.f))
+    throw InputError("--softcap must be a finite number, 0 (off) or more");
+  o.alibi = app.count("--alibi") > 0;
+  o.alibi_path = alibi;
   return o;
 }
 

@@ -1,6 +1,7 @@
 // The command line every step program shares:
 //   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps
 //   --dtype --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
+//   --window --softcap --alibi (refused by the plan where a step's kernels lack them)
 //   (--backward only where a step has a backward pass; --variant where a step holds several
 //   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
@@ -41,6 +42,14 @@ struct Options {
   // --seed draws the projections too. Off (hashes 0) for the other steps.
   SmyrfParams smyrf;
   bool smyrf_given = false;        // one of those options was given (else --load's clusters.npy may say)
+  // FlashAttention's score features (steps with StepInfo::score_mods): --window L,R (−1: that
+  // side unbounded), --softcap C (0: off), --alibi (the standard slopes of H heads) or --alibi FILE
+  // (.npy of H float32 slopes). The plan makes them PassSettings::features (the slopes need H,
+  // and a file needs reading).
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  bool alibi = false;
+  std::string alibi_path;          // empty with alibi: the standard slopes
   std::string trace_path;          // --trace FILE: record a traced run (common/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
 

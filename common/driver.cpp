@@ -56,8 +56,13 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   // A clustered step is checked against the attention of the clusters it used.
   std::optional<SmyrfClusters> clusters;
   if (step.clustered) clusters = run.clusters();
-  const AttnOptions attn{settings.scale,  settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
-                         settings.dtype, clusters ? &*clusters : nullptr};
+  AttnOptions attn{settings.scale,  settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
+                   settings.dtype, clusters ? &*clusters : nullptr};
+  const ScoreFeatures& features = settings.features;
+  attn.window_left = features.window_left;
+  attn.window_right = features.window_right;
+  attn.softcap = features.softcap;
+  if (!features.alibi_slopes.empty()) attn.alibi_slopes = features.alibi_slopes.data();
   PassReport fwd;
   fwd.pass = "fwd";
   fwd.io = plan.io("fwd");
@@ -179,6 +184,18 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     std::cout << "  " << problem.rounded << " input values were not " << dtype_name(opt.dtype)
               << " numbers: each was rounded to the nearest one\n";
   if (plan.mask()) std::cout << "  block mask " << plan.mask_label() << ": " << describe(*plan.mask()) << "\n";
+  if (const ScoreFeatures& f = plan.settings().features; f.on()) {
+    std::cout << "  scores:";
+    if (f.windowed())
+      std::cout << " window (" << f.window_left << ", " << f.window_right << ") keeps " << std::setprecision(3)
+                << 100 * plan.density() << std::defaultfloat << "% of the " << (opt.causal ? "causal " : "")
+                << "scores;";
+    if (f.softcap > 0.f) std::cout << " softcap " << f.softcap << ";";
+    if (!f.alibi_slopes.empty())
+      std::cout << " ALiBi, " << (opt.alibi_path.empty() ? "the standard slopes" : "slopes from " + opt.alibi_path)
+                << " (head 0: " << f.alibi_slopes.front() << ")";
+    std::cout << "\n";
+  }
   if (step.clustered) {
     const SmyrfParams& c = plan.settings().smyrf;
     std::cout << "  SMYRF: " << c.hashes << (c.hashes == 1 ? " round" : " rounds") << " of clusters of " << c.q_cluster

@@ -122,6 +122,17 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
     FS_CUDA_CHECK(cudaMemcpy(given_orders_.get() + c.q_order.size(), c.k_order.data(),
                              c.k_order.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
   }
+  const ScoreFeatures& f = settings.features;
+  if (f.on()) {  // the score features, once, for every pass; a reach past N is the same as N
+    mods_.window_left = clamp_reach(f.window_left, shape_.N);
+    mods_.window_right = clamp_reach(f.window_right, shape_.N);
+    mods_.softcap = f.softcap;
+    if (!f.alibi_slopes.empty()) {
+      alibi_ = DeviceBuffer<float>(f.alibi_slopes.size());
+      alibi_.upload(f.alibi_slopes.data(), f.alibi_slopes.size());
+      mods_.alibi_slopes = alibi_.get();
+    }
+  }
   const std::size_t n = shape_.elems();
   {
     FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
@@ -165,6 +176,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.dropout = settings_.dropout;
   p.sparse = sparse_;
   p.smyrf = settings_.smyrf;
+  p.mods = mods_;
   p.smyrf_orders = given_orders_.get();
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
@@ -191,6 +203,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.dropout = settings_.dropout;
   p.sparse = sparse_;
   p.smyrf = settings_.smyrf;
+  p.mods = mods_;
   p.fwd_workspace = fwd_ws_.get();
   p.workspace = bwd_ws_.get();
   p.stream = stream_;

@@ -88,6 +88,8 @@ class DeviceRun {
   DeviceBuffer<int> row_ptr_, col_idx_, col_ptr_, row_idx_;  // block-sparse steps: the mask's lists
   DeviceBuffer<std::int32_t> given_orders_;  // clustered steps with given clusters: q orders, then k orders
   BlockSparse sparse_;
+  DeviceBuffer<float> alibi_;  // steps with score features: the ALiBi slopes
+  ScoreMods mods_;
   nvtx::NamedBuffers names_;  // after the buffers: unregistered before they are freed
   trace::DeviceSink* trace_ = nullptr;
 };

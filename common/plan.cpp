@@ -1,12 +1,17 @@
 #include "common/plan.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <sstream>
 
 #include "common/errors.hpp"
 #include "common/files.hpp"
 #include "common/harness.hpp"
 #include "common/host_memory.hpp"
+#include "common/npy.hpp"
+#include "common/reference.hpp"
 #include "common/traced_run.hpp"
 
 namespace fs {
@@ -18,6 +23,39 @@ void check_output(const std::string& option, const std::string& problem) {
 }
 
 int mask_block(const StepInfo& step, const Options& opt) { return opt.block ? opt.block : step.mask_block(opt.shape.d); }
+
+// --alibi=FILE: one float32 slope per head, finite.
+std::vector<float> read_alibi_slopes(const std::string& path, int H) {
+  const NpyRaw raw = read_npy_raw(path, {"<f4"}, "is not float32; save the slopes with slopes.astype(np.float32)");
+  if (raw.shape != std::vector<std::int64_t>{H})
+    throw InputError(path + ": shape " + shape_string(raw.shape) + ", but ALiBi takes one slope per head: (" +
+                     std::to_string(H) + ",)");
+  std::vector<float> slopes(H);
+  for (int h = 0; h < H; ++h) {
+    slopes[h] = static_cast<float>(raw.value(h));
+    if (!std::isfinite(slopes[h])) throw InputError(path + ": slope " + std::to_string(h) + " is not finite");
+  }
+  return slopes;
+}
+
+// The scores a window keeps of the N × N (causal: of those with j ≤ i), counted row by row.
+double window_fraction(int N, bool causal, int left, int right) {
+  double kept = 0, all = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    const std::int64_t lo = left >= 0 ? std::max<std::int64_t>(0, i - left) : 0;
+    const std::int64_t hi_all = causal ? i : N - 1;
+    const std::int64_t hi = right >= 0 ? std::min(hi_all, i + right) : hi_all;
+    kept += double(std::max<std::int64_t>(0, hi - lo + 1));
+    all += double(hi_all + 1);
+  }
+  return kept / all;
+}
+
+std::string number_label(float x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
 
 }  // namespace
 
@@ -89,7 +127,15 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
     // The clusters' orders: two int32 arrays of (B·H, hashes, N) on the host.
     require_host_memory(std::uint64_t(s.rows()) * std::uint64_t(opt_.smyrf.hashes) * 8, "the SMYRF clusters");
   }
-  const PassSettings checked{opt.effective_scale(),
+  if (opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi) {
+    if (!step.score_mods)
+      throw InputError(who + " has no --window, --softcap or --alibi; steps with them: " + kStepsScoreMods);
+    features_.window_left = opt.window_left;
+    features_.window_right = opt.window_right;
+    features_.softcap = opt.softcap;
+    if (opt.alibi) features_.alibi_slopes = opt.alibi_path.empty() ? alibi_slopes(s.H) : read_alibi_slopes(opt.alibi_path, s.H);
+  }
+  PassSettings checked{opt.effective_scale(),
                              opt.causal,
                              opt.variant,
                              opt.effective_dropout(),
@@ -97,6 +143,7 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
                              opt.dtype,
                              opt_.effective_smyrf(),
                              given_clusters()};
+  checked.features = features_;
   if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
 }
 
@@ -107,12 +154,16 @@ const BlockMask* RunPlan::mask() const {
 }
 
 PassSettings RunPlan::settings() const {
-  return {opt_.effective_scale(), opt_.causal,  opt_.variant,           opt_.effective_dropout(),
-          mask(),                 opt_.dtype,   opt_.effective_smyrf(), given_clusters()};
+  PassSettings s{opt_.effective_scale(), opt_.causal,  opt_.variant,           opt_.effective_dropout(),
+                 mask(),                 opt_.dtype,   opt_.effective_smyrf(), given_clusters()};
+  s.features = features_;
+  return s;
 }
 
 double RunPlan::density() const {
   if (mask()) return mask()->density();
+  if (features_.windowed())
+    return window_fraction(opt_.shape.N, opt_.causal, features_.window_left, features_.window_right);
   if (!step_->clustered) return 1.0;
   // Every round, each cluster's queries × its keys, of the N × N scores.
   const SmyrfGeometry g = smyrf_geometry(opt_.shape.N, opt_.smyrf);
@@ -124,6 +175,15 @@ double RunPlan::density() const {
 
 std::string RunPlan::mask_label() const {
   if (step_->clustered) return "smyrf:" + smyrf_spec(opt_.smyrf);  // "smyrf:8x32": rounds × cluster size
+  if (features_.on()) {
+    std::string label;
+    auto add = [&](const std::string& part) { label += (label.empty() ? "" : "+") + part; };
+    if (features_.windowed())
+      add("window:" + std::to_string(features_.window_left) + "," + std::to_string(features_.window_right));
+    if (features_.softcap > 0.f) add("softcap:" + number_label(features_.softcap));
+    if (!features_.alibi_slopes.empty()) add("alibi");
+    return label;
+  }
   if (!step_->block_sparse) return {};
   return opt_.mask_path.empty() ? opt_.pattern : std::filesystem::path(opt_.mask_path).filename().string();
 }

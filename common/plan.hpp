@@ -26,6 +26,8 @@ namespace fs {
 // only its own step; tests/test_plan.cpp checks these against the table of steps).
 constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06, 07";
 constexpr const char* kSteps16Bit = "08";
+// The steps whose kernels take a window, softcapping and ALiBi (StepInfo::score_mods).
+constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05";
 
 class RunPlan {
  public:
@@ -44,6 +46,8 @@ class RunPlan {
   //             k_order.npy and clusters.npy gives the clusters (read and kept), whose rounds
   //             and cluster sizes must agree with --hashes and --cluster where those are given
   //   trace     --trace for a step that records none
+//   features  --window, --softcap, --alibi for a step whose kernels have none; --alibi=FILE read
+//             (and kept): H finite float32 slopes
   RunPlan(const StepInfo& step, const Options& opt);
 
   const StepInfo& step() const { return *step_; }
@@ -55,10 +59,12 @@ class RunPlan {
   const BlockMask* mask() const;
   // Clustered steps with --load's clusters: those; else null (the step hashes on the GPU).
   const SmyrfClusters* given_clusters() const { return clusters_ ? &*clusters_ : nullptr; }
-  // The fraction of the N × N scores a pass computes: the mask's blocks, SMYRF's clusters.
+  // The fraction of the N × N scores a pass computes: the mask's blocks, SMYRF's clusters; with
+  // a window, the scores it keeps of those the FLOP count takes (all, or the causal half).
   double density() const;
   // What the results and the output call the run: "04_online_softmax/fa2"; the mask's pattern
-  // spec or file name (empty for steps without one).
+  // spec or file name, SMYRF's clustering, or the score features ("window:256,0+softcap:30+alibi");
+  // empty for a plain dense run.
   std::string label() const { return step_->label(opt_.variant); }
   std::string mask_label() const;
   // The step's IO model of one pass, "fwd" or "bwd".
@@ -69,6 +75,7 @@ class RunPlan {
   Options opt_;
   mutable std::optional<BlockMask> mask_;  // --mask: read by the checks; --pattern: on demand
   std::optional<SmyrfClusters> clusters_;   // --load's clusters
+  ScoreFeatures features_;                  // --window, --softcap, --alibi
 };
 
 }  // namespace fs

@@ -56,6 +56,11 @@ int main(int argc, char** argv) {
                  "clusterings for clustered steps (SMYRF): rounds x cluster size, or rounds x queries x keys, "
                  "e.g. \"8x32 2x64 1x128x256\"")
       ->capture_default_str();
+  std::string windows = "none";
+  app.add_option("--windows", windows,
+                 "sliding windows for steps whose kernels take one, e.g. \"none 4096,0 1024,0\" (L,R as --window; "
+                 "other steps run none only)")
+      ->capture_default_str();
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)")->transform(fs::decimal<int>());
   app.add_option("--heads", heads, "heads (default 2048/d)")->transform(fs::decimal<int>());
   app.add_option("--reps", reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
@@ -94,6 +99,21 @@ int main(int argc, char** argv) {
     }
     smyrf_list.push_back(*p);
   }
+  struct Window {
+    int left = -1, right = -1;
+  };
+  std::vector<Window> window_list;
+  for (const auto& spec : parse_list<std::string>(windows)) {
+    Window w;
+    char comma = 0;
+    std::istringstream in(spec);
+    if (spec != "none" && !(in >> w.left >> comma >> w.right && comma == ',' && in.peek() == EOF && w.left >= -1 &&
+                            w.right >= -1)) {
+      std::fprintf(stderr, "bench: error: --windows %s is not none or L,R (each -1 or more)\n", spec.c_str());
+      return fs::kExitBadInput;
+    }
+    window_list.push_back(w);
+  }
   if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {  // after the arguments: bad ones are exit 2 anywhere
     std::printf("%s Nothing to benchmark.\n", why.c_str());
     return fs::kExitNoGpu;
@@ -119,16 +139,22 @@ int main(int argc, char** argv) {
           if (step->takes(dtype))
           for (const std::string& pattern : step->block_sparse ? parse_list<std::string>(patterns) : std::vector<std::string>{""})
           for (const fs::SmyrfParams& clustering : step->clustered ? smyrf_list : std::vector<fs::SmyrfParams>{{}})
+          for (const Window& window : step->score_mods ? window_list : std::vector<Window>{{}})
           for (std::size_t v = 0; v < step->variants.size() && (dropout == 0.f || step->dropout); ++v) {
             if (!variants_arg.empty() && step->variants.size() > 1 &&
                 !contains(parse_list<std::string>(variants_arg), step->variants[v]))
               continue;
             opt.pattern = pattern;
             opt.smyrf = clustering;
+            opt.window_left = window.left;
+            opt.window_right = window.right;
             opt.variant = static_cast<int>(v);
             opt.backward = backward && step->backward;
             const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern) +
-                                     (step->clustered ? " " + fs::smyrf_spec(clustering) : "");
+                                     (step->clustered ? " " + fs::smyrf_spec(clustering) : "") +
+                                     (window.left >= 0 || window.right >= 0
+                                          ? " window " + std::to_string(window.left) + "," + std::to_string(window.right)
+                                          : "");
             std::printf("%-34s %s B=%-3d H=%-3d N=%-6d d=%-4d causal=%d dropout=%g  ", name.c_str(),
                         fs::dtype_name(dtype), opt.shape.B, opt.shape.H, N, d, causal, dropout);
             try {

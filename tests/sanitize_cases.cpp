@@ -8,8 +8,10 @@
 //   sanitize_cases --list     name the cases, without a GPU
 //   sanitize_cases --probe    exit 0 with a usable GPU, 77 (CTest's "skipped") without one
 //   sanitize_cases --only 06  only the cases of steps whose id starts with "06"
+//   sanitize_cases --with window  only the cases whose name holds "window"
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -33,14 +35,19 @@ struct SanitizeCase {
   std::string name() const {
     const fs::Shape& s = opt.shape;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s/%s %s B=%d H=%d N=%d d=%d%s%s%s%s%s", step->id.c_str(),
+    const std::string features =
+        opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi
+            ? " window " + std::to_string(opt.window_left) + "," + std::to_string(opt.window_right) + " softcap " +
+                  std::to_string(int(opt.softcap)) + (opt.alibi ? " alibi" : "")
+            : "";
+    std::snprintf(buf, sizeof buf, "%s/%s %s B=%d H=%d N=%d d=%d%s%s%s%s%s%s", step->id.c_str(),
                   step->variants[std::size_t(opt.variant)].c_str(), fs::dtype_name(opt.dtype), s.B, s.H, s.N,
                   s.d, opt.causal ? " causal" : "",
                   opt.dropout > 0 ? " dropout" : "", opt.backward ? " fwd+bwd" : " fwd",
                   step->block_sparse  ? (" mask " + opt.pattern).c_str()
                   : step->clustered   ? (" smyrf " + fs::smyrf_spec(opt.smyrf)).c_str()
                                       : "",
-                  traced ? " traced" : "");
+                  features.c_str(), traced ? " traced" : "");
     return buf;
   }
 };
@@ -71,13 +78,17 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
           }
         continue;
       }
-      auto add = [&](fs::Shape shape, bool causal, float dropout, const std::string& pattern, bool traced) {
-        SanitizeCase c{&step, base, traced};
+      auto add_from = [&](const fs::Options& from, fs::Shape shape, bool causal, float dropout,
+                          const std::string& pattern, bool traced) {
+        SanitizeCase c{&step, from, traced};
         c.opt.shape = shape;
         c.opt.causal = causal;
         c.opt.dropout = step.dropout ? dropout : 0.f;
         if (step.block_sparse) c.opt.pattern = pattern;
         out.push_back(c);
+      };
+      auto add = [&](fs::Shape shape, bool causal, float dropout, const std::string& pattern, bool traced) {
+        add_from(base, shape, causal, dropout, pattern, traced);
       };
       // The full grid at one shape: causal × dropout.
       for (bool causal : {false, true})
@@ -94,6 +105,20 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
           for (bool causal : {false, true}) add({1, 2, 301, 64}, causal, 0.2f, pattern, false);
       // The traced kernels (a compile-time switch: other instantiations, which write records).
       add({1, 1, 97, 64}, true, 0.f, step.block_sparse ? "local:0" : "dense", true);
+      // FlashAttention's score features (the FlashScoreMods instantiations), where the variant
+      // takes them: a window that skips tiles at both ends, softcapping, ALiBi; traced too.
+      fs::Options featured = base;
+      featured.window_left = 40;
+      featured.window_right = 7;
+      featured.softcap = 20.f;
+      featured.alibi = true;
+      fs::PassSettings with_features;
+      with_features.variant = v;
+      with_features.features.window_left = 40;
+      if (step.score_mods && step.refusal({1, 1, 97, 64}, with_features).empty()) {
+        for (int d : {16, 64, 128}) add_from(featured, {2, 3, 301, d}, d == 64, 0.2f, "dense", false);
+        add_from(featured, {1, 1, 97, 64}, true, 0.f, "dense", true);
+      }
     }
   }
   return out;
@@ -103,18 +128,24 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
 
 int main(int argc, char** argv) {
   bool list = false, probe = false;
-  std::string only;
+  std::string only, with;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--list") list = true;
     else if (a == "--probe") probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--with" && i + 1 < argc) with = argv[++i];
     else {
-      std::fprintf(stderr, "sanitize_cases: unknown argument '%s' (--list, --probe, --only STEP)\n", a.c_str());
+      std::fprintf(stderr, "sanitize_cases: unknown argument '%s' (--list, --probe, --only STEP, --with TEXT)\n",
+                   a.c_str());
       return fs::kExitBadInput;
     }
   }
-  const std::vector<SanitizeCase> cases = all_cases(only);
+  std::vector<SanitizeCase> cases = all_cases(only);
+  if (!with.empty())
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const SanitizeCase& c) { return c.name().find(with) == std::string::npos; }),
+                cases.end());
   if (list) {
     for (const auto& c : cases) std::printf("%s\n", c.name().c_str());
     std::printf("%zu cases\n", cases.size());

@@ -54,3 +54,25 @@ TEST_CASE("shapes too large for any GPU are refused before allocating", "[cli]")
   fs::Shape s{65536, 65536, 65536, 128};
   REQUIRE_THROWS_WITH(fs::validate_shape(s), Catch::Contains("beyond any GPU"));
 }
+
+TEST_CASE("--window, --softcap and --alibi are read as FlashAttention takes them, bad values refused naming the option",
+          "[cli][features]") {
+  using Catch::Contains;
+  const auto o = parse({"--window", "256,-1", "--softcap", "30", "--alibi"}, "05");
+  REQUIRE(o);
+  REQUIRE((o->window_left == 256 && o->window_right == -1));
+  REQUIRE(o->softcap == 30.f);
+  REQUIRE((o->alibi && o->alibi_path.empty()));  // the standard slopes
+  const auto f = parse({"--alibi", "slopes.npy", "--window", "-1,0"}, "05");
+  REQUIRE((f->alibi && f->alibi_path == "slopes.npy"));
+  REQUIRE((f->window_left == -1 && f->window_right == 0));
+  const auto none = parse({}, "05");
+  REQUIRE((none->window_left == -1 && none->window_right == -1 && none->softcap == 0.f && !none->alibi));
+  REQUIRE_THROWS_WITH(parse({"--window", "64"}, "05"), Contains("--window takes L,R"));
+  REQUIRE_THROWS_WITH(parse({"--window", "-2,0"}, "05"), Contains("L must be -1"));
+  REQUIRE_THROWS_WITH(parse({"--window", "3,x"}, "05"), Contains("R must be -1"));
+  REQUIRE_THROWS_WITH(parse({"--window", "3,4,5"}, "05"), Contains("R must be -1"));
+  REQUIRE_THROWS_WITH(parse({"--window", "0x10,0"}, "05"), Contains("L must be -1"));
+  REQUIRE_THROWS_WITH(parse({"--softcap", "-1"}, "05"), Contains("--softcap"));
+  REQUIRE_THROWS_WITH(parse({"--softcap", "inf"}, "05"), Contains("--softcap"));
+}

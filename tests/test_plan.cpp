@@ -3,11 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/harness.hpp"
 #include "common/npy.hpp"
 #include "common/plan.hpp"
+#include "common/reference.hpp"
 #include "common/smyrf.hpp"
 #include "steps/registry.hpp"
 
@@ -127,4 +130,50 @@ TEST_CASE("a SMYRF plan computes rounds × clusters of the scores, and takes --l
   opt.smyrf = {};
   REQUIRE(fs::RunPlan(step, opt).mask_label() == "smyrf:8x32");
   REQUIRE(fs::RunPlan(step, opt).settings().smyrf.r == fs::kSmyrfDefault.r);
+}
+
+TEST_CASE("the score features: refused where the kernels lack them, kept by the plan with the slopes, the label and "
+          "the window's share of the scores",
+          "[plan][features]") {
+  std::string with;
+  for (const auto& step : fs::all_steps())
+    if (step.score_mods) with += (with.empty() ? "" : " ") + step.id.substr(0, 2);
+  REQUIRE(with == "04 05");  // kStepsScoreMods's list
+  fs::Options opt = options({1, 4, 10, 64});
+  opt.window_left = 2;
+  opt.window_right = 0;
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("03"), opt),
+                      Catch::Contains("has no --window, --softcap or --alibi") && Catch::Contains(fs::kStepsScoreMods));
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("04"), opt), Catch::Contains("--variant fa2"));  // alg1
+  opt.variant = 1;
+  opt.softcap = 30.f;
+  opt.alibi = true;
+  const fs::RunPlan plan(*fs::find_step("04"), opt);
+  const fs::ScoreFeatures& f = plan.settings().features;
+  REQUIRE((f.window_left == 2 && f.window_right == 0 && f.softcap == 30.f));
+  REQUIRE(f.alibi_slopes == fs::alibi_slopes(4));
+  REQUIRE(plan.mask_label() == "window:2,0+softcap:30+alibi");
+  // Row i keeps keys max(0, i − 2)..i: 1 + 2 + 3·8 = 27 of the 100 scores (causal: of the 55).
+  REQUIRE(plan.density() == Approx(27.0 / 100));
+  opt.causal = true;
+  opt.window_right = -1;  // causal bounds the right side alone: the same scores
+  REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).density() == Approx(27.0 / 55));
+  // A window wider than N keeps everything, and so does no window at all.
+  opt.window_left = 1000;
+  REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).density() == Approx(1.0));
+  opt.window_left = -1;
+  REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).density() == 1.0);
+  REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).mask_label() == "softcap:30+alibi");
+
+  // --alibi FILE: H float32 slopes.
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_alibi";
+  std::filesystem::create_directories(dir);
+  const std::vector<float> slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  fs::write_npy((dir / "four.npy").string(), slopes.data(), {4});
+  fs::write_npy((dir / "three.npy").string(), slopes.data(), {3});
+  opt.alibi_path = (dir / "four.npy").string();
+  REQUIRE(fs::RunPlan(*fs::find_step("05"), opt).settings().features.alibi_slopes == slopes);
+  opt.alibi_path = (dir / "three.npy").string();
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("one slope per head: (4,)"));
+  std::filesystem::remove_all(dir);
 }

@@ -2,21 +2,27 @@
 // FlashScoreMods instantiations (a sliding window, softcapping, ALiBi; common/score_mods.cuh),
 // forward and both backwards, against the fp64 reference's definitions of those features under
 // the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
-// larger ones than the emulation can afford. No step program offers the features yet, so this
-// test launches the kernels itself, as the steps' launchers do.
+// larger ones than the emulation can afford. The first case launches the kernels itself; the
+// second runs them as the step programs do (--window, --softcap, --alibi through the plan), checked
+// and traced: the trace's bytes must equal the IO model, which leaves out the tiles a window skips.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "common/buffer.hpp"
+#include "common/driver.hpp"
 #include "common/harness.hpp"
+#include "common/traced_run.hpp"
 #include "common/reference.hpp"
 #include "common/score_mods.cuh"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
+#include "steps/registry.hpp"
 #include "tests/flash_checks.hpp"
+#include "tests/gpu_cases.hpp"
 
 namespace {
 
@@ -92,4 +98,54 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
           p, g);
     }
   }
+}
+
+TEST_CASE("the step programs' --window, --softcap and --alibi: planned, run and checked against the fp64 reference, "
+          "and traced with the bytes of the IO model",
+          "[gpu][features]") {
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_score_mods_gpu";
+  std::filesystem::create_directories(dir);
+  struct Run {
+    const char* step;
+    int variant;
+    bool backward;
+  };
+  for (const Run r : {Run{"04", 1, false}, Run{"05", 0, true}, Run{"05", 1, true}})
+    for (const bool causal : {false, true})
+      for (const Features f : {Features{40, 7, 0.f, false, 0.f}, Features{100, 0, 20.f, true, 0.f},
+                               Features{-1, -1, 5.f, true, 0.2f}}) {
+        const fs::StepInfo& step = *fs::find_step(r.step);
+        if (f.dropout > 0.f && !step.dropout) continue;
+        DYNAMIC_SECTION(step.label(r.variant) << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
+                                              << ") softcap " << f.softcap << (f.alibi ? " alibi" : "")
+                                              << " dropout " << f.dropout) {
+          fs::Options opt;
+          opt.shape = {2, 3, 300, 64};
+          opt.causal = causal;
+          opt.variant = r.variant;
+          opt.backward = r.backward;
+          opt.check = true;
+          opt.dropout = f.dropout;
+          opt.window_left = f.left;
+          opt.window_right = f.right;
+          opt.softcap = f.softcap;
+          opt.alibi = f.alibi;
+          opt.trace_path = (dir / (step.id + ".json")).string();
+          const fs::RunPlan plan(step, opt);
+          REQUIRE(plan.settings().features.on());
+          const fs::HostProblem p = fs::random_problem(opt.shape, 31, opt.backward);
+          const fs::CaseReport report = fs::run_case(plan, p, fs::testing::test_device());
+          for (const auto& pass : report.passes) {
+            INFO(pass.pass << ": " << pass.check->summary());
+            REQUIRE(pass.check->pass());
+          }
+          REQUIRE(report.passes.size() == (opt.backward ? 2u : 1u));
+          for (const fs::TraceFile& t : fs::trace_case(plan, p, fs::testing::test_device())) {
+            INFO(t.pass << ": " << t.report.summary() << (t.report.errors.empty() ? "" : "\n" + t.report.errors.front()));
+            REQUIRE(t.report.ok());
+            REQUIRE(t.report.dropped == 0);
+          }
+        }
+      }
+  std::filesystem::remove_all(dir);
 }

@@ -46,6 +46,7 @@
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
 #include "common/recorder/nvtx.hpp"
+#include "common/score_mods.cuh"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 
 namespace fs {
@@ -293,6 +294,8 @@ template <int D>
 void launch(const FwdParams& p) {
   if (p.variant == kAlgorithm1)
     launch_alg1<D>(p);
+  else if (p.mods.on())  // a window, softcapping or ALiBi (common/score_mods.cuh)
+    launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashScoreMods>(p);
   else
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
 }
@@ -303,6 +306,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (std::string why = tiled_unsupported(s); !why.empty()) return why;
   if (settings.variant == kAlgorithm1 && alg1_tiles(s.d, smem_budget_bytes()).Br < 1)
     return "the GPU's shared memory is too small for Algorithm 1's tiles";
+  if (settings.variant == kAlgorithm1 && settings.features.on())
+    return "Algorithm 1's kernel takes no window, softcap or ALiBi (--variant fa2 does)";
   return {};
 }
 
@@ -312,7 +317,9 @@ IoCount io_forward(const Shape& s, const PassSettings& settings) {
     return io_flash1_forward(s, settings.causal, t.Br, t.Bc);
   }
   const Flash2Tiles t = flash2_tiles(s.d);
-  return io_flash2_forward(s, settings.causal, t.Br, t.Bc);
+  const ScoreFeatures& f = settings.features;
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N),
+                           clamp_reach(f.window_right, s.N));
 }
 
 }  // namespace
@@ -350,6 +357,7 @@ StepInfo step04_info() {
   s.fwd_workspace_bytes = fwd_ws_bytes;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
+  s.score_mods = true;  // fa2's (unsupported refuses them for alg1)
   return s;
 }
 

@@ -18,6 +18,7 @@
 
 #include "common/io_model.hpp"
 #include "common/flash_tile.cuh"
+#include "common/score_mods.cuh"
 #include "steps/04_online_softmax/flash.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -30,11 +31,15 @@ std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.rows() 
 
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const Flash2Tiles t = flash2_tiles(s.d);
-  return io_flash2_forward(s, settings.causal, t.Br, t.Bc);
+  const ScoreFeatures& f = settings.features;
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N),
+                           clamp_reach(f.window_right, s.N));
 }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
-  return io_recompute_backward(s, settings.causal, settings.variant == kAtomicDQ);
+  const ScoreFeatures& f = settings.features;
+  return io_recompute_backward(s, settings.causal, settings.variant == kAtomicDQ, clamp_reach(f.window_left, s.N),
+                               clamp_reach(f.window_right, s.N));
 }
 
 }  // namespace
@@ -47,16 +52,23 @@ BwdTiles backward_tiles(int d) {
   });
 }
 
-IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq) {
+IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq, int window_left, int window_right) {
   const BwdTiles t = backward_tiles(s.d);
   // Dense: a dK/dV CTA visits the query tiles from its first key on (causal) or all; a dQ CTA
-  // the key tiles up to its last row (causal) or all.
+  // the key tiles up to its last row (causal) or all. A window clips both to the tiles it
+  // reaches (window_lo, window_end), as the kernels' FlashScoreMods does.
+  auto visit_run = [&](int first, int end, int lo, int hi, const TileVisit& visit) {
+    const TileRun run = clip_tiles(first, (end - first + t.stage - 1) / t.stage, t.stage, lo, hi);
+    for (int c = 0; c < run.count; ++c) visit(run.first + c * t.stage);
+  };
   auto query_tiles = [&](int key0, const TileVisit& visit) {
-    for (int i0 = causal ? key0 / t.stage * t.stage : 0; i0 < s.N; i0 += t.stage) visit(i0);
+    const int last_key = std::min(s.N, key0 + t.keys) - 1;
+    visit_run(causal ? key0 / t.stage * t.stage : 0, s.N, window_lo(key0, window_right),
+              window_end(last_key, window_left), visit);
   };
   auto key_tiles = [&](int row0, const TileVisit& visit) {
-    const int end = causal ? std::min(s.N, row0 + t.keys) : s.N;
-    for (int j0 = 0; j0 < end; j0 += t.stage) visit(j0);
+    const int last_row = std::min(s.N, row0 + t.keys) - 1;
+    visit_run(0, causal ? last_row + 1 : s.N, window_lo(row0, window_left), window_end(last_row, window_right), visit);
   };
   return io_backward_walk(s, atomic_dq, t, query_tiles, key_tiles);
 }
@@ -99,12 +111,25 @@ void recompute_forward(const FwdParams& p) {
     flash_forward(q);
     return;
   }
-  dispatch_head_dim(p.shape.d, [&](auto D) { launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p); });
+  dispatch_head_dim(p.shape.d, [&](auto D) {
+    if (p.mods.on())  // a window, softcapping or ALiBi (common/score_mods.cuh)
+      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashScoreMods>(p);
+    else
+      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p);
+  });
 }
 
 void recompute_backward(const BwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
-  run_backward<DenseWalk>(p);
+  if (!p.mods.on()) return run_backward<DenseWalk>(p);
+  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
+  const bool atomic = p.variant == kAtomicDQ;
+  dispatch_head_dim(p.shape.d, [&](auto D) {
+    if (p.dropout.on())
+      launch_backward<D, DenseWalk, PhiloxDropout, FlashScoreMods>(p, atomic, delta);
+    else
+      launch_backward<D, DenseWalk, NoDropout, FlashScoreMods>(p, atomic, delta);
+  });
 }
 
 StepInfo step05_info() {
@@ -119,6 +144,7 @@ StepInfo step05_info() {
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.dropout = true;
+  s.score_mods = true;
   s.order_dependent = {"atomic"};
   return s;
 }

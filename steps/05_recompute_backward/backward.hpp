@@ -28,8 +28,10 @@ BwdTiles backward_tiles(int d);
 // move): the preprocess reads O, dO and writes D (and zeroes dQ for atomic dQ); each dK/dV CTA
 // reads its K_j, V_j once and Q_i, dO_i, LSE_i, D_i per query tile it visits (atomic dQ: also
 // reads and writes dQ_i there), and writes dK_j, dV_j; the deterministic dQ kernel reads Q_i,
-// dO_i, LSE_i, D_i once and every K_j, V_j it visits, and writes dQ_i.
-IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq);
+// dO_i, LSE_i, D_i once and every K_j, V_j it visits, and writes dQ_i. A window (ScoreMods;
+// −1: unbounded) leaves out the tiles it does not reach.
+IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq, int window_left = -1,
+                              int window_right = -1);
 
 // The same count over any visiting order: query_tiles(key0, visit) calls visit(i0) for each
 // query tile the dK/dV CTA at key0 visits, key_tiles(row0, visit) visit(j0) for each key tile
