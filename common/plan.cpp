@@ -179,7 +179,7 @@ std::string RunPlan::mask_label() const {
     std::string label;
     auto add = [&](const std::string& part) { label += (label.empty() ? "" : "+") + part; };
     if (features_.windowed())
-      add("window:" + std::to_string(features_.window_left) + "," + std::to_string(features_.window_right));
+      add("window:" + std::to_string(features_.window_left) + ":" + std::to_string(features_.window_right));
     if (features_.softcap > 0.f) add("softcap:" + number_label(features_.softcap));
     if (!features_.alibi_slopes.empty()) add("alibi");
     return label;

@@ -32,10 +32,21 @@ std::string csv_header() {
          "hbm_bytes_model,max_err,commit,date";
 }
 
+namespace {
+// A text field as CSV (RFC 4180): quoted, inner quotes doubled, where it holds a comma, a quote
+// or a line break (a mask file's name can), else as it is.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + '"';
+}
+}  // namespace
+
 std::string csv_line(const ResultRow& r) {
   std::ostringstream out;
-  out << r.gpu << ',' << r.step << ',' << r.pass << ',' << r.dtype << ',' << r.B << ',' << r.H
-      << ',' << r.N << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << r.dropout << ',' << r.mask << ','
+  out << csv_field(r.gpu) << ',' << csv_field(r.step) << ',' << r.pass << ',' << r.dtype << ',' << r.B << ',' << r.H
+      << ',' << r.N << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << r.dropout << ',' << csv_field(r.mask) << ','
       << std::setprecision(4) << r.density << ',' << std::fixed
       << std::setprecision(4) << r.median_ms << ',' << std::setprecision(3) << r.tflops << ','
       << r.peak_mem_bytes << ',' << r.hbm_bytes_model << ',';

@@ -14,6 +14,7 @@
 #include "common/files.hpp"
 #include "common/host_memory.hpp"
 #include "common/npy.hpp"
+#include "common/results.hpp"
 
 namespace stdfs = std::filesystem;
 
@@ -97,4 +98,17 @@ TEST_CASE("a need beyond the memory available is refused with how much", "[files
   REQUIRE_NOTHROW(fs::require_host_memory(1024, "a small thing"));
   REQUIRE_THROWS_WITH(fs::require_host_memory(std::uint64_t(1) << 62, "this"),
                       Catch::Matches("this needs 4294967296\\.00 GiB of memory, but [0-9.]+ GiB are available"));
+}
+
+TEST_CASE("a result row's text fields are quoted where they hold a comma or a quote, so the columns stay put",
+          "[files]") {
+  fs::ResultRow row;
+  row.gpu = "NVIDIA H200";
+  row.step = "06_block_sparse/atomic";
+  row.mask = "my,mask \"v2\".npy";
+  const std::string line = fs::csv_line(row);
+  REQUIRE(line.rfind("NVIDIA H200,06_block_sparse/atomic,", 0) == 0);
+  REQUIRE(line.find(",\"my,mask \"\"v2\"\".npy\",") != std::string::npos);
+  row.mask = "window:256:0+alibi";
+  REQUIRE(fs::csv_line(row).find(",window:256:0+alibi,") != std::string::npos);
 }

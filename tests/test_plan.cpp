@@ -152,7 +152,7 @@ TEST_CASE("the score features: refused where the kernels lack them, kept by the 
   const fs::ScoreFeatures& f = plan.settings().features;
   REQUIRE((f.window_left == 2 && f.window_right == 0 && f.softcap == 30.f));
   REQUIRE(f.alibi_slopes == fs::alibi_slopes(4));
-  REQUIRE(plan.mask_label() == "window:2,0+softcap:30+alibi");
+  REQUIRE(plan.mask_label() == "window:2:0+softcap:30+alibi");
   // Row i keeps keys max(0, i − 2)..i: 1 + 2 + 3·8 = 27 of the 100 scores (causal: of the 55).
   REQUIRE(plan.density() == Approx(27.0 / 100));
   opt.causal = true;
