@@ -27,6 +27,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   app.add_option("--heads", H, "heads H")->transform(decimal<long long>())->capture_default_str();
   app.add_option("-n,--seq", N, "sequence length N")->transform(decimal<long long>())->capture_default_str();
   app.add_option("-d,--dim", d, "head dimension d")->transform(decimal<long long>())->capture_default_str();
+  long long Nk = 0, Hkv = 0;
+  app.add_option("--seq-k", Nk, "keys (and values) per sequence, when not N: causal aligns to the bottom-right corner")
+      ->transform(decimal<long long>());
+  app.add_option("--heads-kv", Hkv, "K/V heads, when not H (grouped-query attention; 1: multi-query); H a multiple")
+      ->transform(decimal<long long>());
   app.add_flag("--causal", o.causal, "mask key j > query i");
   app.add_option("--scale", scale, "softmax scale (default 1/sqrt(d))")->transform(decimal_real());
   app.add_option("--seed", o.seed, "seed of the random inputs")->transform(decimal<std::uint64_t>())->capture_default_str();
@@ -128,7 +133,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   };
   constexpr long long kMaxInt = 0x7fffffff;
   if (!o.load_dir.empty())
-    for (const char* opt : {"--batch", "--heads", "--seq", "--dim"})
+    for (const char* opt : {"--batch", "--heads", "--seq", "--dim", "--seq-k", "--heads-kv"})
       if (app.count(opt))
         throw InputError(std::string(opt) + " conflicts with --load: the shape comes from the files");
   if (!o.trace_path.empty()) {  // a traced run defaults to a shape a person can follow
@@ -139,6 +144,13 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   }
   o.shape = {positive("--batch", B, kMaxInt), positive("--heads", H, kMaxInt),
              positive("--seq", N, kMaxInt), positive("--dim", d, kMaxInt)};
+  if (app.count("--seq-k")) o.shape.Nk = positive("--seq-k", Nk, kMaxInt);
+  if (app.count("--heads-kv")) {
+    o.shape.Hkv = positive("--heads-kv", Hkv, kMaxInt);
+    if (o.shape.H % o.shape.Hkv != 0)
+      throw InputError("--heads " + std::to_string(o.shape.H) + " must be a multiple of --heads-kv " +
+                       std::to_string(o.shape.Hkv));
+  }
   if (app.count("--scale")) {
     if (!std::isfinite(scale) || scale == 0.f)
       throw InputError("--scale must be a finite, non-zero number");

@@ -1,7 +1,8 @@
 // The command line every step program shares:
-//   --batch --heads --seq --dim --causal --scale --seed --check --bench --reps
+//   --batch --heads --seq --dim --seq-k --heads-kv --causal --scale --seed --check --bench --reps
 //   --dtype --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
-//   --window --softcap --alibi (refused by the plan where a step's kernels lack them)
+//   --window --softcap --alibi (these and --seq-k, --heads-kv refused by the plan where a step's
+//   kernels lack them)
 //   (--backward only where a step has a backward pass; --variant where a step holds several
 //   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a

@@ -58,6 +58,8 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   if (step.clustered) clusters = run.clusters();
   AttnOptions attn{settings.scale,  settings.causal, settings.dropout, plan.mask() ? &view : nullptr,
                    settings.dtype, clusters ? &*clusters : nullptr};
+  attn.kv_heads = s.Hkv;
+  attn.kv_len = s.Nk;
   const ScoreFeatures& features = settings.features;
   attn.window_left = features.window_left;
   attn.window_right = features.window_right;
@@ -97,13 +99,13 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   if (!opt.save_dir.empty()) {
     FS_NVTX_RANGE("save outputs");
     std::filesystem::create_directories(opt.save_dir);
-    const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N};
+    const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N}, kv{s.B, s.kv_heads(), s.keys(), s.d};
     write_npy_as(opt.save_dir + "/o.npy", opt.dtype, run.o().data(), t);
     write_npy(opt.save_dir + "/lse.npy", run.lse().data(), r);
     if (opt.backward) {
       write_npy_as(opt.save_dir + "/dq.npy", opt.dtype, run.dq().data(), t);
-      write_npy_as(opt.save_dir + "/dk.npy", opt.dtype, run.dk().data(), t);
-      write_npy_as(opt.save_dir + "/dv.npy", opt.dtype, run.dv().data(), t);
+      write_npy_as(opt.save_dir + "/dk.npy", opt.dtype, run.dk().data(), kv);
+      write_npy_as(opt.save_dir + "/dv.npy", opt.dtype, run.dv().data(), kv);
     }
     if (plan.mask()) write_block_mask(opt.save_dir + "/mask.npy", *plan.mask());
     if (clusters) write_smyrf_clusters(opt.save_dir, s, *clusters);
@@ -175,7 +177,10 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   const Shape& s = opt.shape;
   std::cout << "step " << step.id << " (" << step.title << ")";
   if (step.variants.size() > 1) std::cout << " [" << step.variants[opt.variant] << "]";
-  std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d
+  std::cout << "\n  B=" << s.B << " H=" << s.H << " N=" << s.N << " d=" << s.d;
+  if (s.keys() != s.N) std::cout << " Nk=" << s.keys();
+  if (s.kv_heads() != s.H) std::cout << " Hkv=" << s.kv_heads();
+  std::cout
             << (opt.causal ? " causal" : "") << " scale=" << opt.effective_scale();
   if (opt.dtype != DType::fp32) std::cout << " " << dtype_name(opt.dtype);
   if (opt.dropout > 0.f) std::cout << " dropout=" << opt.dropout;

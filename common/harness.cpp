@@ -16,7 +16,8 @@ HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout, D
   HostProblem p;
   p.shape = s;
   p.dtype = dtype;
-  for (auto* t : {&p.q, &p.k, &p.v}) t->resize(s.elems());
+  p.q.resize(s.elems());
+  for (auto* t : {&p.k, &p.v}) t->resize(s.kv_elems());
   fill_normal(p.q, seed, 1);
   fill_normal(p.k, seed, 2);
   fill_normal(p.v, seed, 3);
@@ -29,9 +30,13 @@ HostProblem random_problem(const Shape& s, std::uint64_t seed, bool with_dout, D
 }
 
 void validate_shape(const Shape& s) {
-  if (s.B < 1 || s.H < 1 || s.N < 1 || s.d < 1) throw InputError("every size must be at least 1");
+  if (s.B < 1 || s.H < 1 || s.N < 1 || s.d < 1 || s.Nk < 0 || s.Hkv < 0)
+    throw InputError("every size must be at least 1");
+  if (s.H % s.kv_heads() != 0)
+    throw InputError("the query heads (" + std::to_string(s.H) + ") must be a multiple of the K/V heads (" +
+                     std::to_string(s.kv_heads()) + ")");
   // 2^40 elements (4 TiB of float32) is beyond any GPU; past it the byte counts could overflow.
-  const double elems = double(s.B) * s.H * s.N * s.d;
+  const double elems = double(s.B) * s.d * std::max(double(s.H) * s.N, double(s.kv_heads()) * s.keys());
   if (elems > double(std::int64_t(1) << 40))
     throw InputError("B·H·N·d = " + std::to_string(elems) + " elements is beyond any GPU's memory");
 }
@@ -39,9 +44,9 @@ void validate_shape(const Shape& s) {
 HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
   HostProblem p;
   p.dtype = dtype;
-  std::vector<std::int64_t> shape;
-  std::string first;
-  auto load = [&](const char* name, std::vector<float>& into) {
+  // q.npy (and do.npy) are (B, H, N, d); k.npy and v.npy (B, Hkv, Nk, d), the same B and d.
+  std::vector<std::int64_t> q_shape, kv_shape;
+  auto load = [&](const char* name, std::vector<float>& into, std::vector<std::int64_t>& shape, const char* like) {
     const std::string path = dir + "/" + name;
     NpyArray a = dtype == DType::fp16 ? read_npy_f16_or_f32(path) : read_npy(path);
     if (a.shape.size() != 4)
@@ -50,18 +55,24 @@ HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
       if (dim < 1 || dim > 0x7fffffff) throw InputError(path + ": shape " + shape_string(a.shape) + " has a size outside 1..2^31-1");
     if (shape.empty()) {
       shape = a.shape;
-      first = name;
     } else if (a.shape != shape) {
-      throw InputError(path + ": shape " + shape_string(a.shape) + " differs from " + first + "'s " + shape_string(shape));
+      throw InputError(path + ": shape " + shape_string(a.shape) + " differs from " + like + "'s " + shape_string(shape));
     }
     into = std::move(a.data);
     p.rounded += round_all(dtype, into);
   };
-  load("q.npy", p.q);
-  load("k.npy", p.k);
-  load("v.npy", p.v);
-  if (with_dout) load("do.npy", p.dout);
-  p.shape = {int(shape[0]), int(shape[1]), int(shape[2]), int(shape[3])};
+  load("q.npy", p.q, q_shape, "q.npy");
+  load("k.npy", p.k, kv_shape, "k.npy");
+  load("v.npy", p.v, kv_shape, "k.npy");
+  if (with_dout) load("do.npy", p.dout, q_shape, "q.npy");
+  if (kv_shape[0] != q_shape[0] || kv_shape[3] != q_shape[3])
+    throw InputError(dir + "/k.npy: shape " + shape_string(kv_shape) + " has another batch or head dimension than q.npy's " +
+                     shape_string(q_shape));
+  p.shape = {int(q_shape[0]), int(q_shape[1]), int(q_shape[2]), int(q_shape[3])};
+  if (kv_shape != q_shape) {
+    p.shape.Hkv = int(kv_shape[1]);
+    p.shape.Nk = int(kv_shape[2]);
+  }
   validate_shape(p.shape);
   // NaN or an infinity in an input (or a value past fp16's range, once rounded) would make every
   // output NaN, and a check against the reference would fail for a reason that is not the
@@ -72,7 +83,9 @@ HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
     for (std::size_t i = 0; i < data->size(); ++i) {
       const float x = (*data)[i];
       if (std::isfinite(x)) continue;
-      const std::int64_t d = p.shape.d, n = p.shape.N, h = p.shape.H, at = std::int64_t(i);
+      const bool kv = data == &p.k || data == &p.v;
+      const std::int64_t d = p.shape.d, n = kv ? p.shape.keys() : p.shape.N, h = kv ? p.shape.kv_heads() : p.shape.H,
+                         at = std::int64_t(i);
       throw InputError(dir + "/" + name + ": element (" + std::to_string(at / (d * n * h)) + ", " +
                        std::to_string(at / (d * n) % h) + ", " + std::to_string(at / d % n) + ", " +
                        std::to_string(at % d) + ") is " + (std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf") +
@@ -83,9 +96,10 @@ HostProblem load_problem(const std::string& dir, bool with_dout, DType dtype) {
 }
 
 std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, const PassSettings& settings, bool backward) {
-  const std::size_t t = s.elems() * dtype_bytes(settings.dtype), row = s.rows() * sizeof(float);
-  std::size_t bytes = 4 * t + row + step.fwd_workspace(s, settings);  // q k v o, lse
-  if (backward) bytes += 4 * t + step.bwd_workspace(s, settings);     // dO dq dk dv
+  const std::size_t t = s.elems() * dtype_bytes(settings.dtype), kv = s.kv_elems() * dtype_bytes(settings.dtype);
+  const std::size_t row = s.rows() * sizeof(float);
+  std::size_t bytes = 2 * t + 2 * kv + row + step.fwd_workspace(s, settings);  // q o, k v, lse
+  if (backward) bytes += 2 * t + 2 * kv + step.bwd_workspace(s, settings);     // dO dq, dk dv
   return bytes;
 }
 
@@ -137,8 +151,8 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
   {
     FS_NVTX_RANGE("allocate Q, K, V, O, LSE, forward workspace");
     q_ = DeviceTensor(n, settings.dtype);
-    k_ = DeviceTensor(n, settings.dtype);
-    v_ = DeviceTensor(n, settings.dtype);
+    k_ = DeviceTensor(shape_.kv_elems(), settings.dtype);
+    v_ = DeviceTensor(shape_.kv_elems(), settings.dtype);
     o_ = DeviceTensor(n, settings.dtype);
     lse_ = DeviceBuffer<float>(shape_.rows());
     fwd_ws_ = DeviceBuffer<unsigned char>(step.fwd_workspace(shape_, settings));
@@ -229,8 +243,8 @@ void DeviceRun::backward() {
       FS_NVTX_RANGE("allocate dO, dQ, dK, dV, backward workspace");
       dout_ = DeviceTensor(n, settings_.dtype);
       dq_ = DeviceTensor(n, settings_.dtype);
-      dk_ = DeviceTensor(n, settings_.dtype);
-      dv_ = DeviceTensor(n, settings_.dtype);
+      dk_ = DeviceTensor(shape_.kv_elems(), settings_.dtype);
+      dv_ = DeviceTensor(shape_.kv_elems(), settings_.dtype);
       bwd_ws_ = DeviceBuffer<unsigned char>(step_.bwd_workspace(shape_, settings_));
     }
     names_.add(dout_.get(), dout_.bytes(), "dO");

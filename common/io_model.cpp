@@ -53,12 +53,17 @@ IoCount io_tiled_forward(const Shape& s, bool causal, int Br, int Bc) {
   return per_head(s, reads, writes);
 }
 
-std::int64_t window_keys(const Shape& s, bool causal, int r0, int rows, int Bc, int left, int right) {
-  const std::int64_t all = keys_for_rows(s, causal, r0 + rows, Bc);
-  if (left < 0 && right < 0) return all;
-  const TileRun run = clip_tiles(0, int((all + Bc - 1) / Bc), Bc, window_lo(r0, left),
-                                 window_end(r0 + rows - 1, right));
-  return std::max<std::int64_t>(0, std::min<std::int64_t>(s.N, run.first + std::int64_t(run.count) * Bc) - run.first);
+// Keys a query tile of rows [r0, r0 + rows) of the FlashAttention-2 forward loads: every key
+// tile its walk visits (causal: up to its last row's diagonal key, last + δ), less those a window
+// leaves out (clip_tiles, as the kernels clip), each tile's real keys.
+std::int64_t flash2_keys(const Shape& s, bool causal, int r0, int rows, int Bc, int left, int right) {
+  const int Nk = s.keys(), delta = Nk - s.N, last = r0 + rows - 1;
+  if (s.square() && left < 0 && right < 0) return keys_for_rows(s, causal, r0 + rows, Bc);
+  const int end = causal ? std::min(Nk, last + delta + 1) : Nk;
+  if (end <= 0) return 0;
+  const TileRun run = clip_tiles(0, (end + Bc - 1) / Bc, Bc, window_lo(r0 + delta, left),
+                                 std::min(Nk, window_end(last + delta, right)));
+  return std::max<std::int64_t>(0, std::min<std::int64_t>(Nk, run.first + std::int64_t(run.count) * Bc) - run.first);
 }
 
 IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes, int window_left,
@@ -66,7 +71,7 @@ IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_
   std::int64_t elems_read = 0, elems_written = 0, lse = 0;
   for (std::int64_t r0 = 0; r0 < s.N; r0 += Br) {
     const std::int64_t rows = std::min<std::int64_t>(Br, s.N - r0);
-    const std::int64_t keys = window_keys(s, causal, int(r0), int(rows), Bc, window_left, window_right);
+    const std::int64_t keys = flash2_keys(s, causal, int(r0), int(rows), Bc, window_left, window_right);
     elems_read += rows * s.d + 2 * keys * s.d;  // Q; K, V
     elems_written += rows * s.d;                                                  // O
     lse += rows;                                                                  // LSE

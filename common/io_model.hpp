@@ -53,7 +53,9 @@ IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc);
 // Step 04, FlashAttention-2 loop order (Q outer, K/V inner): per query tile, Q once and
 // each needed K/V tile once; O and LSE written once; m, ℓ never leave the chip.
 // elem_bytes: of Q, K, V and O (2 for the 16-bit tensor-core kernels of step 08); LSE is fp32.
-// A window (ScoreMods; −1: unbounded) leaves out the key tiles no row of a query tile sees.
+// A window (ScoreMods; −1: unbounded) leaves out the key tiles no row of a query tile sees. With
+// K, V of Nk keys the causal mask ends at a row's diagonal key i + δ, δ = Nk − N; each query
+// head's CTAs load the K/V tiles of their K/V head (grouped heads are not shared on chip).
 IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes = 4, int window_left = -1,
                           int window_right = -1);
 

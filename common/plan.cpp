@@ -78,8 +78,8 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
                      (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
 
   // Host memory: Q, K, V (and dO), and what comes back to check or save (O, LSE; dQ, dK, dV).
-  const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float);
-  const std::uint64_t host = tensor * (opt.backward ? 8 : 4) + std::uint64_t(s.rows()) * sizeof(float);
+  const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float), kv = std::uint64_t(s.kv_elems()) * sizeof(float);
+  const std::uint64_t host = (tensor + kv) * (opt.backward ? 4 : 2) + std::uint64_t(s.rows()) * sizeof(float);
   require_host_memory(host, "B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) + " N=" + std::to_string(s.N) +
                                 " d=" + std::to_string(s.d) + " on the host");
 
@@ -126,6 +126,13 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
     if (std::string why = smyrf_params_error(s, opt_.smyrf); !why.empty()) throw InputError(who + ": " + why);
     // The clusters' orders: two int32 arrays of (B·H, hashes, N) on the host.
     require_host_memory(std::uint64_t(s.rows()) * std::uint64_t(opt_.smyrf.hashes) * 8, "the SMYRF clusters");
+  }
+  if (!s.square()) {
+    if (!step.kv_shapes)
+      throw InputError(who + " takes K and V of Q's length and heads only; steps with --seq-k and --heads-kv: " +
+                       kStepsKvShapes);
+    if (!opt.trace_path.empty())
+      throw InputError("--trace records square problems only: a trace's tiles are of one length and head count");
   }
   if (opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi) {
     if (!step.score_mods)

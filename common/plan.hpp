@@ -28,6 +28,8 @@ constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06, 07";
 constexpr const char* kSteps16Bit = "08";
 // The steps whose kernels take a window, softcapping and ALiBi (StepInfo::score_mods).
 constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05";
+// ... and K, V of their own length and head count (StepInfo::kv_shapes).
+constexpr const char* kStepsKvShapes = "04 (--variant fa2), 05";
 
 class RunPlan {
  public:
@@ -47,7 +49,8 @@ class RunPlan {
   //             and cluster sizes must agree with --hashes and --cluster where those are given
   //   trace     --trace for a step that records none
 //   features  --window, --softcap, --alibi for a step whose kernels have none; --alibi=FILE read
-//             (and kept): H finite float32 slopes
+//             (and kept): H finite float32 slopes; --seq-k, --heads-kv (or --load's k.npy of
+//             another shape) for a step whose kernels take square problems only, or with --trace
   RunPlan(const StepInfo& step, const Options& opt);
 
   const StepInfo& step() const { return *step_; }

@@ -1,9 +1,11 @@
 // The problem every step solves, and the one interface every step implements.
 //
-// Layout (all steps): Q, K, V, O, dO, dQ, dK, dV are (B, H, N, d), row-major and contiguous,
-// of the run's dtype (fp32; bf16 or fp16 for the tensor-core steps); LSE is (B, H, N) float32,
-// natural log: LSE_i = m_i + log(ℓ_i) (docs/notation.md, Symbols). Causal masks key j > query
-// i (top-left aligned: N queries, N keys).
+// Layout (all steps): Q, O, dO, dQ are (B, H, N, d) and K, V, dK, dV (B, Hkv, Nk, d) — the same
+// unless a step takes other K/V shapes (StepInfo::kv_shapes) —, row-major and contiguous, of the
+// run's dtype (fp32; bf16 or fp16 for the tensor-core steps); LSE is (B, H, N) float32, natural
+// log: LSE_i = m_i + log(ℓ_i) (docs/notation.md, Symbols). Causal masks key j > query i + δ,
+// δ = Nk − N: aligned to the bottom-right corner, as FlashAttention does since 2.1 (δ = 0 when
+// the shape is square).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,13 +26,22 @@ class DeviceSink;  // common/recorder/sink.hpp
 struct Shape {
   int B = 1;   // batch
   int H = 1;   // heads
-  int N = 1;   // sequence length (queries = keys)
+  int N = 1;   // sequence length (queries; keys too unless Nk says otherwise)
   int d = 64;  // head dimension
+  // K and V of their own length and head count, as flash_attn_func takes them (seqlen_k,
+  // nheads_k); 0: N and H. H must be a multiple of the K/V heads (grouped-query attention; one
+  // K/V head is multi-query attention). Steps with StepInfo::kv_shapes take them.
+  int Nk = 0;
+  int Hkv = 0;
 
+  __host__ __device__ int keys() const { return Nk > 0 ? Nk : N; }
+  __host__ __device__ int kv_heads() const { return Hkv > 0 ? Hkv : H; }
+  bool square() const { return keys() == N && kv_heads() == H; }  // the problem of steps 01-08
   std::int64_t heads() const { return std::int64_t(B) * H; }
   std::int64_t rows() const { return heads() * N; }        // elements of LSE
-  std::int64_t elems() const { return rows() * d; }        // elements of Q (or K, V, O)
-  std::int64_t score_elems() const { return heads() * N * std::int64_t(N); }  // of S or P
+  std::int64_t elems() const { return rows() * d; }        // elements of Q (or O, dO, dQ)
+  std::int64_t kv_elems() const { return std::int64_t(B) * kv_heads() * keys() * d; }  // of K (or V, dK, dV)
+  std::int64_t score_elems() const { return heads() * N * std::int64_t(keys()); }  // of S or P
 };
 
 // Default softmax scale τ = 1/√d.
@@ -161,7 +172,7 @@ struct FwdParams {
   Dropout dropout;              // steps with StepInfo::dropout only
   BlockSparse sparse;           // steps with StepInfo::block_sparse only; off: dense
   SmyrfParams smyrf;            // steps with StepInfo::clustered only
-  ScoreMods mods;               // kernels instantiated with FlashScoreMods only (common/score_mods.cuh)
+  ScoreMods mods;               // kernels instantiated with FlashFeatures only (common/flash_features.cuh)
   // Clustered steps: the clusters to use instead of hashing (--load), on the device: the query
   // orders (B·H, hashes, N), then the key orders likewise; null: the step hashes and sorts.
   const std::int32_t* smyrf_orders = nullptr;
@@ -243,6 +254,7 @@ struct StepInfo {
   bool dropout = false;       // the kernels take FwdParams/BwdParams::dropout
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
   bool score_mods = false;    // the kernels take FwdParams/BwdParams::mods (StepInfo::refusal says which variants)
+  bool kv_shapes = false;     // the kernels take Shape::Nk and Shape::Hkv (likewise)
   int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
   std::vector<DType> dtypes{DType::fp32};  // the element types its kernels take
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the

@@ -46,9 +46,10 @@ struct AttnOptions {
   const SmyrfClusters* clusters = nullptr;
   // FlashAttention's interface features (flash_attn_func), as it defines them (docs/notation.md,
   // "The interface features"). Steps 04/05's kernels take the window, ALiBi and softcap for square
-  // shapes (common/score_mods.cuh); the rest only the reference has. The Shape is the
+  // shapes (common/flash_features.cuh); the rest only the reference has. The Shape is the
   // queries': Q, O are (B, H, N, d). With δ = N_k − N (masks aligned to the bottom-right corner):
-  //   K, V     (B, kv_heads, kv_len, d); 0 means H and N. H must be a multiple of kv_heads (GQA,
+  //   K, V     (B, kv_heads, kv_len, d); 0 means the Shape's (Shape::Hkv, Shape::Nk: H and N
+  //            unless it says otherwise). H must be a multiple of kv_heads (GQA,
   //            MQA: query head h reads K/V head h / (H / kv_heads))
   //   causal   key j is kept for query i when j ≤ i + δ
   //   window   key j is kept when i + δ − window_left ≤ j ≤ i + δ + window_right; −1 leaves that
@@ -65,8 +66,8 @@ struct AttnOptions {
   int window_left = -1, window_right = -1;
   const float* alibi_slopes = nullptr;
   float softcap = 0.f;
-  int kv_heads_of(const Shape& s) const { return kv_heads > 0 ? kv_heads : s.H; }
-  int keys(const Shape& s) const { return kv_len > 0 ? kv_len : s.N; }
+  int kv_heads_of(const Shape& s) const { return kv_heads > 0 ? kv_heads : s.kv_heads(); }
+  int keys(const Shape& s) const { return kv_len > 0 ? kv_len : s.keys(); }
 };
 
 // The standard ALiBi slopes of H heads (Press et al. 2022, as FlashAttention's tests take them):

@@ -8,10 +8,12 @@
 //   TileDropout  what happens to a thread's tile of probabilities before they are used
 //                  NoDropout   nothing
 //                  step 05: PhiloxDropout, P ∘ Z with Z regenerated from a seed (its own file)
-//   ScoreMod     what happens to a thread's tile of scores before the softmax, and which tiles a
-//                window leaves out of a walk
-//                  NoScoreMods     nothing
-//                  FlashScoreMods  softcap, ALiBi, a sliding window (common/score_mods.cuh)
+//   Features     FlashAttention's interface beyond the square problem: what happens to a thread's
+//                tile of scores before the softmax, which tiles a window leaves out of a walk,
+//                and K and V of their own length and head count
+//                  NoFeatures     nothing: K and V like Q
+//                  FlashFeatures  softcap, ALiBi, a sliding window; Nk ≠ N, grouped K/V heads
+//                                 (common/flash_features.cuh)
 //
 // A kernel that takes them:
 //
@@ -79,15 +81,27 @@ struct NoDropout {
   __device__ __forceinline__ KeepAll keep(int /*row*/, int /*col0*/) const { return {}; }
 };
 
-// The result of ScoreMod::scores for a thread's R × BC tile: what the backward's chain rule needs
-// from the modified scores (the softcap's derivative). NoScoreMods's is nothing.
+// The result of Features::scores for a thread's R × BC tile: what the backward's chain rule needs
+// from the modified scores (the softcap's derivative). NoFeatures's is nothing.
 struct NoChain {
   template <int R, int BC>
   __device__ __forceinline__ void apply(float (&)[R][BC]) const {}
 };
 
-struct NoScoreMods {
-  __device__ NoScoreMods(const ScoreMods&, long long /*bh*/, int /*H*/) {}
+struct NoFeatures {
+  __device__ NoFeatures(const ScoreMods&, const Shape&, long long /*bh*/) {}
+  // K and V: their length, δ = Nk − N (the causal mask's offset), the K/V head of query head bh,
+  // and the G query heads of K/V head kv_bh (g < G). Here K and V are like Q.
+  static __device__ __forceinline__ int kv_len(const Shape& s) { return s.N; }
+  static __device__ __forceinline__ int shift(const Shape&) { return 0; }
+  static __device__ __forceinline__ long long kv_head(const Shape&, long long bh) { return bh; }
+  // The first row of K/V head kv_bh, kv_bh · Nk: here the query head's own first row, `q_rows`
+  // (passed in, so that the kernel's code is what it was before K and V had shapes of their own).
+  static __device__ __forceinline__ long long kv_rows(const Shape&, long long /*kv_bh*/, long long q_rows) {
+    return q_rows;
+  }
+  static __device__ __forceinline__ int group(const Shape&) { return 1; }
+  static __device__ __forceinline__ long long query_head(const Shape&, long long kv_bh, int /*g*/) { return kv_bh; }
   // The scores (log2 units) of a thread's tile, modified in place: rows row + r, columns col0 + c
   // (kKeyRows: the rows are keys and the columns queries, as in the dK/dV kernel).
   template <bool kKeyRows, int R, int BC>

@@ -75,7 +75,7 @@ namespace {
 
 // Keys each query's row of the reference sums over: N, or SMYRF's rounds × cluster keys.
 std::int64_t keys_per_query(const Shape& s, const AttnOptions& opt) {
-  if (!opt.clusters) return s.N;
+  if (!opt.clusters) return opt.keys(s);
   return std::min<std::int64_t>(s.N, std::int64_t(opt.clusters->hashes) * opt.clusters->geo.k_cluster);
 }
 
@@ -125,37 +125,58 @@ CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float*
   // ~3·K·d, each dK/dV row ~4·K·d. SMYRF's reference computes every row of a head.
   const std::int64_t Kd = keys_per_query(s, opt) * s.d;
   const std::int64_t head_stats = 2 * Kd * s.N;
-  const std::int64_t head_full = head_stats + 7 * Kd * s.N;
-  const std::int64_t n_heads = std::clamp<std::int64_t>(budget / head_full, 1, s.heads());
-  const auto heads = sample_indices(s.heads(), n_heads, seed);
+  // Grouped K/V heads: a K/V head's dK, dV add up the shares of its G query heads, so the check
+  // goes by K/V head, computing each of its query heads (G = 1: a K/V head is a query head).
+  const int Hkv = opt.kv_heads_of(s), G = s.H / Hkv, Nk = opt.keys(s);
+  const std::int64_t head_full = G * (head_stats + 7 * Kd * s.N);
+  const std::int64_t kv_heads = std::int64_t(s.B) * Hkv;
+  const std::int64_t n_heads = std::clamp<std::int64_t>(budget / head_full, 1, kv_heads);
+  const auto heads = sample_indices(kv_heads, n_heads, seed);
   // When one head alone is over budget, check a sample of its rows.
-  const std::int64_t row_budget = std::max<std::int64_t>(budget - head_stats, 7 * Kd * 64);
+  const std::int64_t row_budget = std::max<std::int64_t>(budget / G - head_stats, 7 * Kd * 64);
   const std::int64_t n_rows = opt.clusters ? s.N : std::clamp<std::int64_t>(row_budget / (7 * Kd), 64, s.N);
+  const std::int64_t n_kv_rows = opt.clusters ? Nk : std::clamp<std::int64_t>(row_budget / (7 * Kd), 64, Nk);
 
   ErrorStat e[3], e32[3];
   std::int64_t rows_checked = 0;
-  for (std::int64_t bh : heads) {
-    const auto rows = sample_indices(s.N, n_rows, seed + 1 + std::uint64_t(bh));
-    std::vector<double> g64[3];
-    std::vector<float> g32[3];
-    reference_backward_head<double>(s, q, k, v, dout, opt, bh, rows, rows, g64[0], g64[1], g64[2]);
-    reference_backward_head<float>(s, q, k, v, dout, opt, bh, rows, rows, g32[0], g32[1], g32[2]);
-    const float* got[3] = {dq, dk, dv};
-    for (std::size_t r = 0; r < rows.size(); ++r)
+  const float* got[3] = {dq, dk, dv};
+  for (std::int64_t kvh : heads) {
+    const auto rows = sample_indices(s.N, n_rows, seed + 1 + std::uint64_t(kvh));
+    const auto kv_rows = Nk == s.N ? rows : sample_indices(Nk, n_kv_rows, seed + 2 + std::uint64_t(kvh));
+    std::vector<double> kv64[2] = {std::vector<double>(kv_rows.size() * s.d), std::vector<double>(kv_rows.size() * s.d)};
+    std::vector<float> kv32[2] = {std::vector<float>(kv_rows.size() * s.d), std::vector<float>(kv_rows.size() * s.d)};
+    for (int g = 0; g < G; ++g) {
+      const std::int64_t bh = (kvh / Hkv) * s.H + (kvh % Hkv) * G + g;
+      std::vector<double> g64[3];
+      std::vector<float> g32[3];
+      reference_backward_head<double>(s, q, k, v, dout, opt, bh, rows, kv_rows, g64[0], g64[1], g64[2]);
+      reference_backward_head<float>(s, q, k, v, dout, opt, bh, rows, kv_rows, g32[0], g32[1], g32[2]);
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        for (int c = 0; c < s.d; ++c) {
+          e[0].add(dq[(bh * s.N + rows[r]) * s.d + c], g64[0][r * s.d + c]);
+          e32[0].add(g32[0][r * s.d + c], g64[0][r * s.d + c]);
+        }
+      for (int t = 0; t < 2; ++t)
+        for (std::size_t x = 0; x < kv64[t].size(); ++x) {
+          kv64[t][x] += g64[t + 1][x];
+          kv32[t][x] += g32[t + 1][x];
+        }
+    }
+    for (std::size_t r = 0; r < kv_rows.size(); ++r)
       for (int c = 0; c < s.d; ++c) {
-        const std::int64_t at = (bh * s.N + rows[r]) * s.d + c;
-        for (int t = 0; t < 3; ++t) {
-          e[t].add(got[t][at], g64[t][r * s.d + c]);
-          e32[t].add(g32[t][r * s.d + c], g64[t][r * s.d + c]);
+        const std::int64_t at = (kvh * Nk + kv_rows[r]) * s.d + c;
+        for (int t = 0; t < 2; ++t) {
+          e[t + 1].add(got[t + 1][at], kv64[t][r * s.d + c]);
+          e32[t + 1].add(kv32[t][r * s.d + c], kv64[t][r * s.d + c]);
         }
       }
-    rows_checked += static_cast<std::int64_t>(rows.size());
+    rows_checked += static_cast<std::int64_t>(rows.size()) * G;
   }
   CheckReport report;
   report.coverage = coverage_text(rows_checked, s.rows(), "rows of dQ, dK, dV");
-  if (static_cast<std::int64_t>(heads.size()) < s.heads())
-    report.coverage += ", " + std::to_string(heads.size()) + " of " +
-                       std::to_string(s.heads()) + " heads";
+  if (static_cast<std::int64_t>(heads.size()) < kv_heads)
+    report.coverage += ", " + std::to_string(heads.size()) + " of " + std::to_string(kv_heads) +
+                       (G > 1 ? " K/V heads" : " heads");
   const char* names[3] = {"dQ", "dK", "dV"};
   for (int t = 0; t < 3; ++t)
     report.tensors.push_back(judge(names[t], e[t], e32[t], kBackwardFactor, kBackwardFloor, opt.dtype));

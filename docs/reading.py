@@ -50,9 +50,9 @@ READING = {
          "fa2: one pass, the running max and normaliser, O rescaled by α = e^(m − m_new)"),
         ("common/flash_tile.cuh", ["row_scores", "mask_scores", "accumulate_pv", "store_row"],
          "the tile helpers, as in step 03"),
-        ("common/tile_policies.cuh", ["DenseWalk", "NoDropout", "NoScoreMods"],
+        ("common/tile_policies.cuh", ["DenseWalk", "NoDropout", "NoFeatures"],
          "the three policy objects it takes, plain here: steps 05 and 06 pass their own walks and "
-         "dropout, common/score_mods.cuh FlashAttention's softcap, ALiBi and window"),
+         "dropout, common/flash_features.cuh FlashAttention's softcap, ALiBi and window"),
         ("steps/04_online_softmax/flash.cu", ["alg1_forward_kernel"],
          "alg1: Algorithm 1 as the paper writes it, O, ℓ, m in HBM"),
     ],

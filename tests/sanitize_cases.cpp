@@ -35,11 +35,12 @@ struct SanitizeCase {
   std::string name() const {
     const fs::Shape& s = opt.shape;
     char buf[256];
+    const std::string kv = s.square() ? "" : " Nk=" + std::to_string(s.keys()) + " Hkv=" + std::to_string(s.kv_heads());
     const std::string features =
-        opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi
+        kv + (opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi
             ? " window " + std::to_string(opt.window_left) + "," + std::to_string(opt.window_right) + " softcap " +
                   std::to_string(int(opt.softcap)) + (opt.alibi ? " alibi" : "")
-            : "";
+            : "");
     std::snprintf(buf, sizeof buf, "%s/%s %s B=%d H=%d N=%d d=%d%s%s%s%s%s%s", step->id.c_str(),
                   step->variants[std::size_t(opt.variant)].c_str(), fs::dtype_name(opt.dtype), s.B, s.H, s.N,
                   s.d, opt.causal ? " causal" : "",
@@ -105,7 +106,7 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
           for (bool causal : {false, true}) add({1, 2, 301, 64}, causal, 0.2f, pattern, false);
       // The traced kernels (a compile-time switch: other instantiations, which write records).
       add({1, 1, 97, 64}, true, 0.f, step.block_sparse ? "local:0" : "dense", true);
-      // FlashAttention's score features (the FlashScoreMods instantiations), where the variant
+      // FlashAttention's score features (the FlashFeatures instantiations), where the variant
       // takes them: a window that skips tiles at both ends, softcapping, ALiBi; traced too.
       fs::Options featured = base;
       featured.window_left = 40;
@@ -118,6 +119,10 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       if (step.score_mods && step.refusal({1, 1, 97, 64}, with_features).empty()) {
         for (int d : {16, 64, 128}) add_from(featured, {2, 3, 301, d}, d == 64, 0.2f, "dense", false);
         add_from(featured, {1, 1, 97, 64}, true, 0.f, "dense", true);
+        // K and V of their own length and heads: fewer keys (grouped heads), more (one K/V head).
+        add_from(base, {2, 4, 150, 64, 77, 2}, true, 0.2f, "dense", false);
+        add_from(featured, {1, 4, 90, 128, 333, 1}, true, 0.f, "dense", false);
+        add_from(base, {1, 2, 61, 16, 200, 1}, false, 0.f, "dense", false);
       }
     }
   }

@@ -76,3 +76,15 @@ TEST_CASE("--window, --softcap and --alibi are read as FlashAttention takes them
   REQUIRE_THROWS_WITH(parse({"--softcap", "-1"}, "05"), Contains("--softcap"));
   REQUIRE_THROWS_WITH(parse({"--softcap", "inf"}, "05"), Contains("--softcap"));
 }
+
+TEST_CASE("--seq-k and --heads-kv give K and V their own shape; the query heads must be a multiple of the K/V heads",
+          "[cli][features]") {
+  using Catch::Contains;
+  const auto o = parse({"--heads", "8", "--seq", "100", "--seq-k", "300", "--heads-kv", "2"}, "05");
+  REQUIRE((o->shape.keys() == 300 && o->shape.kv_heads() == 2 && !o->shape.square()));
+  REQUIRE(o->shape.kv_elems() == std::int64_t(2) * 2 * 300 * 64);
+  REQUIRE(parse({}, "05")->shape.square());
+  REQUIRE_THROWS_WITH(parse({"--heads", "8", "--heads-kv", "3"}, "05"), Contains("--heads 8 must be a multiple of --heads-kv 3"));
+  REQUIRE_THROWS_WITH(parse({"--seq-k", "0"}, "05"), Contains("--seq-k must be at least 1"));
+  REQUIRE_THROWS_WITH(parse({"--load", "x", "--seq-k", "8"}, "05"), Contains("--seq-k conflicts with --load"));
+}

@@ -1,6 +1,6 @@
 // Steps 04, 05 and 06 on the CPU: the FlashAttention-2 forward (step 04's fa2) and the recomputation
 // backward (step 05, dQ by atomics and deterministic), with FlashAttention's score features
-// (common/score_mods.cuh) and with step 06's block-sparse walk, their own source compiled by the host
+// (common/flash_features.cuh) and with step 06's block-sparse walk, their own source compiled by the host
 // compiler and run by the emulator (common/emulator: every CUDA thread a fiber, every barrier
 // honoured), through the launchers the steps call. The outputs are held to the rule the GPU tests
 // hold them to (tests/test_steps_gpu.cpp): the fp64 reference under the fp32 rule.
@@ -18,7 +18,7 @@
 #include "common/block_mask.hpp"
 #include "common/harness.hpp"
 #include "common/reference.hpp"
-#include "common/score_mods.cuh"
+#include "common/flash_features.cuh"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -31,7 +31,8 @@ using fs::testing::FlashOutputs;
 
 // The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
 // run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does. With
-// score mods (softcap, ALiBi, a window), the kernels' FlashScoreMods instantiations.
+// score mods (softcap, ALiBi, a window) or K/V of their own shape, the kernels' FlashFeatures
+// instantiations.
 template <int D, class Mod>
 void forward(const fs::FwdParams& fp) {
   if (fp.dropout.on())
@@ -48,9 +49,9 @@ void backward(const fs::BwdParams& bp, bool atomic_dq, float* delta) {
 }
 
 FlashOutputs poisoned(const fs::Shape& s) {
-  const std::size_t n = s.elems();
+  const std::size_t n = s.elems(), kv = s.kv_elems();
   return {std::vector<float>(n, NAN), std::vector<float>(s.rows(), NAN), std::vector<float>(n, NAN),
-          std::vector<float>(n, NAN), std::vector<float>(n, NAN)};
+          std::vector<float>(kv, NAN), std::vector<float>(kv, NAN)};
 }
 
 template <int D>
@@ -63,12 +64,12 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::
   fp.mods = mods;
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
-  if (mods.on()) {
-    forward<D, fs::FlashScoreMods>(fp);
-    backward<D, fs::FlashScoreMods>(bp, atomic_dq, delta.data());
+  if (mods.on() || !s.square()) {
+    forward<D, fs::FlashFeatures>(fp);
+    backward<D, fs::FlashFeatures>(bp, atomic_dq, delta.data());
   } else {
-    forward<D, fs::NoScoreMods>(fp);
-    backward<D, fs::NoScoreMods>(bp, atomic_dq, delta.data());
+    forward<D, fs::NoFeatures>(fp);
+    backward<D, fs::NoFeatures>(bp, atomic_dq, delta.data());
   }
   return out;
 }
@@ -129,11 +130,49 @@ TEST_CASE("emulated steps 04 and 05 with FlashAttention's score features: a slid
   }
 }
 
+TEST_CASE("emulated steps 04 and 05 with K and V of their own length and heads (Nk != N, grouped-query and "
+          "multi-query attention) match the fp64 reference, with the masks at the bottom-right corner",
+          "[flash][emulated][features]") {
+  struct Kv {
+    int N, Nk, H, Hkv;
+  };
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  const std::vector<float> slopes = fs::alibi_slopes(4);
+  // Fewer keys than queries (the first rows see none, causal), more, one query; GQA and MQA.
+  for (const Kv kv : {Kv{100, 37, 2, 2}, Kv{37, 100, 2, 2}, Kv{1, 70, 2, 1}, Kv{70, 70, 4, 2}, Kv{45, 90, 4, 1},
+                      Kv{90, 45, 4, 2}}) {
+    for (const bool featured : {false, true}) {  // alone, and with a window, ALiBi and dropout
+      DYNAMIC_SECTION("N=" << kv.N << " Nk=" << kv.Nk << " H=" << kv.H << " Hkv=" << kv.Hkv << " d=" << d
+                           << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")
+                           << (featured ? " window (20, 3) alibi dropout" : "")) {
+        fs::Shape s{2, kv.H, kv.N, d};
+        s.Nk = kv.Nk;
+        s.Hkv = kv.Hkv;
+        fs::ScoreMods mods;
+        if (featured) {
+          mods.window_left = 20;
+          mods.window_right = 3;
+          mods.alibi_slopes = slopes.data();
+        }
+        const fs::Dropout dropout{featured ? 0.1f : 0.f, 5};
+        const fs::HostProblem p = fs::random_problem(s, 13ull * kv.N + kv.Nk + kv.Hkv, true);
+        const FlashOutputs g =
+            fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq, mods); });
+        fs::testing::require_reference(
+            s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),
+            p, g);
+      }
+    }
+  }
+}
+
 TEST_CASE("a window shortens the kernels' walks to the tiles it reaches", "[flash][emulated][features]") {
   fs::ScoreMods m;
   m.window_left = 8;
   m.window_right = 0;
-  const fs::FlashScoreMods mods(m, 0, 1);
+  const fs::FlashFeatures mods(m, fs::Shape{1, 1, 1000, 64}, 0);
   using W = fs::DenseWalk<64>;
   // Queries 256..319 see keys 248..319: the tiles at 192 and 256, of the 16 at N = 1000.
   const W keys = mods.keys(W::range(0, 1000), 256, 319);
@@ -146,7 +185,7 @@ TEST_CASE("a window shortens the kernels' walks to the tiles it reaches", "[flas
   // Causal walks (keys up to the last row) are clipped within what they visit already.
   REQUIRE(mods.keys(W::range(0, 320), 256, 319).size() == 2);
   // Unbounded sides leave the walk as it was.
-  const fs::FlashScoreMods none(fs::ScoreMods{}, 0, 1);
+  const fs::FlashFeatures none(fs::ScoreMods{}, fs::Shape{1, 1, 1000, 64}, 0);
   REQUIRE(none.keys(W::range(0, 1000), 256, 319).size() == 16);
   REQUIRE(none.queries(W::range(64, 1000), 0, 63).first == 64);
 }

@@ -146,37 +146,44 @@ TEST_CASE("block-sparse IO: the tile term scales with the fraction s of nonzero 
 
 namespace {
 
-// Whether query i sees key j under causal and a window (−1: unbounded), by the definition.
-bool visible(std::int64_t i, std::int64_t j, bool causal, int left, int right) {
-  return (!causal || j <= i) && (left < 0 || j >= i - left) && (right < 0 || j <= i + right);
+// Whether query i sees key j under causal and a window (−1: unbounded), by the definition: both
+// about query i's diagonal key i + δ, δ = Nk − N.
+bool visible(std::int64_t i, std::int64_t j, std::int64_t delta, bool causal, int left, int right) {
+  const std::int64_t diag = i + delta;
+  return (!causal || j <= diag) && (left < 0 || j >= diag - left) && (right < 0 || j <= diag + right);
 }
-// Whether any query of [q0, q0 + nq) sees any key of [k0, k0 + nk), both cut at N.
-bool meets(std::int64_t N, std::int64_t q0, std::int64_t nq, std::int64_t k0, std::int64_t nk, bool causal, int left,
-           int right) {
-  for (std::int64_t i = q0; i < std::min(N, q0 + nq); ++i)
-    for (std::int64_t j = k0; j < std::min(N, k0 + nk); ++j)
-      if (visible(i, j, causal, left, right)) return true;
+// Whether any query of [q0, q0 + nq) sees any key of [k0, k0 + nk), cut at N and Nk.
+bool meets(const fs::Shape& s, std::int64_t q0, std::int64_t nq, std::int64_t k0, std::int64_t nk, bool causal,
+           int left, int right) {
+  for (std::int64_t i = q0; i < std::min<std::int64_t>(s.N, q0 + nq); ++i)
+    for (std::int64_t j = k0; j < std::min<std::int64_t>(s.keys(), k0 + nk); ++j)
+      if (visible(i, j, s.keys() - s.N, causal, left, right)) return true;
   return false;
 }
 
 }  // namespace
 
-TEST_CASE("a sliding window: the IO models count exactly the tiles holding a visible score", "[io][features]") {
+TEST_CASE("a sliding window, K and V of another length: the IO models count exactly the tiles holding a visible "
+          "score",
+          "[io][features]") {
   const int N = GENERATE(1, 37, 100, 257);
+  const int keys = GENERATE(0, 1, 70, 300);
+  const int Nk = keys > 0 ? keys : N;
   const int d = 64;
-  const fs::Shape s{1, 2, N, d};
+  fs::Shape s{1, 2, N, d};
+  s.Nk = Nk;
   for (bool causal : {false, true})
     for (auto [left, right] : std::vector<std::pair<int, int>>{
              {-1, -1}, {0, 0}, {3, 5}, {40, -1}, {-1, 40}, {64, 0}, {100, 1}, {N, N}, {N - 1, 0}}) {
-      INFO("N=" << N << (causal ? " causal" : "") << " window " << left << "," << right);
+      INFO("N=" << N << " Nk=" << Nk << (causal ? " causal" : "") << " window " << left << "," << right);
       // Forward, Br × Bc tiles: Q and O once per query tile, K and V once per key tile it sees.
       const int Br = 16, Bc = 32;
       std::int64_t reads = 0;
       for (std::int64_t r0 = 0; r0 < N; r0 += Br) {
         const std::int64_t rows = std::min<std::int64_t>(Br, N - r0);
         reads += rows * d;
-        for (std::int64_t j0 = 0; j0 < N; j0 += Bc)
-          if (meets(N, r0, rows, j0, Bc, causal, left, right)) reads += 2 * std::min<std::int64_t>(Bc, N - j0) * d;
+        for (std::int64_t j0 = 0; j0 < Nk; j0 += Bc)
+          if (meets(s, r0, rows, j0, Bc, causal, left, right)) reads += 2 * std::min<std::int64_t>(Bc, Nk - j0) * d;
       }
       const fs::IoCount fwd = fs::io_flash2_forward(s, causal, Br, Bc, 4, left, right);
       REQUIRE(fwd.read_bytes == reads * 4 * s.heads());
@@ -185,11 +192,11 @@ TEST_CASE("a sliding window: the IO models count exactly the tiles holding a vis
       const fs::BwdTiles t = fs::backward_tiles(d);
       auto query_tiles = [&](int key0, const fs::TileVisit& visit) {
         for (int i0 = 0; i0 < N; i0 += t.stage)
-          if (meets(N, i0, t.stage, key0, t.keys, causal, left, right)) visit(i0);
+          if (meets(s, i0, t.stage, key0, t.keys, causal, left, right)) visit(i0);
       };
       auto key_tiles = [&](int row0, const fs::TileVisit& visit) {
-        for (int j0 = 0; j0 < N; j0 += t.stage)
-          if (meets(N, row0, t.keys, j0, t.stage, causal, left, right)) visit(j0);
+        for (int j0 = 0; j0 < Nk; j0 += t.stage)
+          if (meets(s, row0, t.keys, j0, t.stage, causal, left, right)) visit(j0);
       };
       for (bool atomic : {true, false}) {
         const fs::IoCount want = fs::io_backward_walk(s, atomic, t, query_tiles, key_tiles);
@@ -198,4 +205,21 @@ TEST_CASE("a sliding window: the IO models count exactly the tiles holding a vis
         REQUIRE(got.write_bytes == want.write_bytes);
       }
     }
+}
+
+TEST_CASE("grouped K/V heads: each query head's CTAs still load K and V in the forward; the backward reads K, V and "
+          "writes dK, dV once per K/V head",
+          "[io][features]") {
+  const fs::Shape square{2, 4, 300, 64};
+  fs::Shape grouped = square;
+  grouped.Hkv = 1;  // multi-query: 2 K/V heads in all instead of 8
+  for (bool causal : {false, true}) {
+    REQUIRE(fs::io_flash2_forward(grouped, causal, 64, 64).total() == fs::io_flash2_forward(square, causal, 64, 64).total());
+    for (bool atomic : {true, false}) {
+      const fs::IoCount a = fs::io_recompute_backward(square, causal, atomic), b = fs::io_recompute_backward(grouped, causal, atomic);
+      const std::int64_t fewer = (8 - 2) * 2 * std::int64_t(300) * 64 * 4;  // K and V (reads), dK and dV (writes)
+      REQUIRE(b.read_bytes == a.read_bytes - fewer);
+      REQUIRE(b.write_bytes == a.write_bytes - fewer);
+    }
+  }
 }

@@ -177,3 +177,22 @@ TEST_CASE("the score features: refused where the kernels lack them, kept by the 
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("one slope per head: (4,)"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("K and V of their own shape: refused by steps whose kernels take square problems, and by --trace",
+          "[plan][features]") {
+  std::string with;
+  for (const auto& step : fs::all_steps())
+    if (step.kv_shapes) with += (with.empty() ? "" : " ") + step.id.substr(0, 2);
+  REQUIRE(with == "04 05");  // kStepsKvShapes's list
+  fs::Options opt = options({1, 4, 100, 64});
+  opt.shape.Nk = 50;
+  opt.shape.Hkv = 2;
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("03"), opt),
+                      Catch::Contains("takes K and V of Q's length and heads only") && Catch::Contains(fs::kStepsKvShapes));
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("04"), opt), Catch::Contains("--variant fa2"));  // alg1
+  opt.variant = 1;
+  REQUIRE_NOTHROW(fs::RunPlan(*fs::find_step("04"), opt));
+  REQUIRE_NOTHROW(fs::RunPlan(*fs::find_step("05"), opt));
+  opt.trace_path = (std::filesystem::temp_directory_path() / "flashsteps_plan_trace.json").string();
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("--trace records square problems"));
+}

@@ -25,6 +25,20 @@ Each kernel of before.ptx is then looked up in after.ptx by its demangled name w
 --rename substitutions (Python regular expressions, PATTERN=>REPLACEMENT, applied in order)
 made; kernels no substitution changes are looked up as they are.
 
+A change that grows a parameter struct in its middle (a field added to fs::Shape, which
+FwdParams holds) moves the fields after it: every load of them has another offset. Say so, and
+the comparison adds the shift to before.ptx's offsets of the kernels whose demangled name
+matches, from the first moved byte on:
+
+    python3 common/recorder/same_ptx.py --param-shift '\(fs::FwdParams=>60:8' \
+        --param-shift '\(fs::BwdParams=>92:8' before.ptx after.ptx
+
+(`[name_param_0+K]` with K ≥ 60 is read as `[name_param_0+K+8]`; the first parameter only.) A
+load through a register that holds the parameter's address (`ld.param.u8 %rs1, [%rd3+12]`) names
+no parameter, so the base is unknown: such a line may differ from its counterpart in the offset
+alone, and by exactly the shift. The loads are then the same loads of the same fields, and
+nothing else may differ.
+
 nvcc 13.0 is not deterministic: compiling one file twice can give a kernel that, after a
 16-byte shared-memory load, loads some of the same bytes again (`.pragma "used_bytes_mask"`,
 then `ld.shared.v2` or `ld.shared.f32` of lanes it already has) and uses those registers. Such
@@ -102,6 +116,30 @@ def renumbered(body):
     return re.sub(r"\.reg \.\S+\s+%\w+<\d+>;", ".reg DECLARED;", body)
 
 
+def shifted(name, body, start, delta):
+    """Offsets ≥ start into the kernel's first parameter, moved by delta."""
+    return re.sub(re.escape(name) + r"_param_0\+(\d+)\]",
+                  lambda m: f"{name}_param_0+{int(m.group(1)) + (delta if int(m.group(1)) >= start else 0)}]", body)
+
+
+_REG_PARAM = re.compile(r"^(\s*ld\.param\.[\w.]+\s+(?:%\w+|\{[^}]*\}), \[%\w+)\+(-?\d+)\];$")
+
+
+def equal_but_shifted(before, after, deltas):
+    """Whether two normalised bodies are the same line for line, but for register-based parameter
+    loads whose offsets differ by one of `deltas`."""
+    a, b = before.splitlines(), after.splitlines()
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        mx, my = _REG_PARAM.match(x), _REG_PARAM.match(y)
+        if not (mx and my and mx.group(1) == my.group(1) and int(my.group(2)) - int(mx.group(2)) in deltas):
+            return False
+    return True
+
+
 def normalised(name, body):
     body = body.replace(name, "KERNEL")
     body = re.sub(r"KERNEL_param_\d+", "PARAM", body)
@@ -149,10 +187,14 @@ def signature(name_sig):
 
 def main():
     args = sys.argv[1:]
-    renames = []
-    while len(args) > 2 and args[0] == "--rename":
+    renames, shifts = [], []
+    while len(args) > 2 and args[0] in ("--rename", "--param-shift"):
         pattern, _, replacement = args[1].partition("=>")
-        renames.append((re.compile(pattern), replacement))
+        if args[0] == "--rename":
+            renames.append((re.compile(pattern), replacement))
+        else:
+            start, _, delta = replacement.partition(":")
+            shifts.append((re.compile(pattern), int(start), int(delta)))
         args = args[2:]
     if len(args) != 2:
         print(__doc__)
@@ -185,7 +227,13 @@ def main():
             print(f"{sig}: no {'such kernel' if renames else 'tracing-off instantiation'} found in {args[1]}")
             same = False
             continue
-        equal = normalised(name, body) == normalised(match, after[match])
+        deltas = set()
+        for pattern, start, delta in shifts:
+            if pattern.search(names_before[name]):
+                body = shifted(name, body, start, delta)
+                deltas.add(delta)
+        a, b = normalised(name, body), normalised(match, after[match])
+        equal = a == b or (bool(deltas) and equal_but_shifted(a, b, deltas))
         same = same and equal
         print(f"{'same     ' if equal else 'DIFFERENT'} {sig}")
     return 0 if same else 1

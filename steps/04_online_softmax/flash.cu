@@ -46,7 +46,7 @@
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
 #include "common/recorder/nvtx.hpp"
-#include "common/score_mods.cuh"
+#include "common/flash_features.cuh"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 
 namespace fs {
@@ -294,8 +294,8 @@ template <int D>
 void launch(const FwdParams& p) {
   if (p.variant == kAlgorithm1)
     launch_alg1<D>(p);
-  else if (p.mods.on())  // a window, softcapping or ALiBi (common/score_mods.cuh)
-    launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashScoreMods>(p);
+  else if (p.mods.on() || !p.shape.square())  // a window, softcapping, ALiBi; Nk ≠ N, GQA (common/flash_features.cuh)
+    launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashFeatures>(p);
   else
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
 }
@@ -308,6 +308,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "the GPU's shared memory is too small for Algorithm 1's tiles";
   if (settings.variant == kAlgorithm1 && settings.features.on())
     return "Algorithm 1's kernel takes no window, softcap or ALiBi (--variant fa2 does)";
+  if (settings.variant == kAlgorithm1 && !s.square())
+    return "Algorithm 1's kernel takes K and V like Q only (--variant fa2 takes --seq-k and --heads-kv)";
   return {};
 }
 
@@ -358,6 +360,7 @@ StepInfo step04_info() {
   s.unsupported = unsupported;
   s.io_forward = io_forward;
   s.score_mods = true;  // fa2's (unsupported refuses them for alg1)
+  s.kv_shapes = true;   // likewise
   return s;
 }
 

@@ -4,7 +4,7 @@
 //   Walk         the key tiles a CTA visits: DenseWalk here; step 06 BlockListWalk, the
 //                nonzero blocks of its query block row (Algorithm 5)
 //   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (docs/notation.md, Algorithm 2)
-//   ScoreMod     NoScoreMods here; FlashScoreMods, softcap, ALiBi and a window (common/score_mods.cuh)
+//   ScoreMod     NoFeatures here; FlashFeatures, softcap, ALiBi and a window (common/flash_features.cuh)
 //
 // With the plain policies the kernel is exactly step 04's: they compile to nothing.
 #pragma once
@@ -24,16 +24,18 @@ namespace fs {
 template <int D>
 using Flash2Tile = DefaultRowTile<D>;
 
-template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, class ScoreMod, bool kTrace>
+template <int D, typename T, bool kCausal, template <int> class Walk, class TileDropout, class Features, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdParams p, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows;
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N * D;
-  const float* gK = as<float>(p.k) + head;  // (N, D)
-  const float* gV = as<float>(p.v) + head;  // (N, D)
+  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t bh = blockIdx.y, head = bh * N * D, kv_bh = Features::kv_head(p.shape, bh);
+  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head / D) * D;  // kv_bh · Nk · D
+  const float* gK = as<float>(p.k) + kv_head;  // (Nk, D)
+  const float* gV = as<float>(p.v) + kv_head;  // (Nk, D)
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
@@ -41,16 +43,18 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   // For the trace: the CTA's real rows, the real keys of the tile at j0. The sampled row is
   // thread 0's first row, row0.
   const int rows = min(T::kBR, N - row0);
-  auto keys = [&](int j0) { return min(BC, N - j0); };
+  auto keys = [&](int j0) { return min(BC, Nk - j0); };
 
   float q[R][DC];
   load_q_rows<D, R, DC>(as<float>(p.q) + head, row, N, part, p.scale * kLog2e, q);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
-  // The key tiles this CTA visits. Causal: none past its last row; a window: none outside it.
+  // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
+  // none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const ScoreMod mods(p.mods, bh, p.shape.H);  // NoScoreMods here
-  const Walk<BC> walk = mods.keys(Walk<BC>::keys_of(p.sparse, N, row0, last_row, kCausal), row0, last_row);
+  const Features features(p.mods, p.shape, bh);  // NoFeatures here
+  const Walk<BC> walk =
+      features.keys(Walk<BC>::keys_of(p.sparse, Nk, row0, last_row + shift, kCausal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
@@ -64,28 +68,28 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     l[r] = 0.f;
   }
   if (n_tiles > 0) {
-    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), N);
-    load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, walk.start(0), N);
+    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), Nk);
+    load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, walk.start(0), Nk);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     const int j0 = walk.start(t);
     if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
-      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), N);
-      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, walk.start(t + 1), N);
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), Nk);
+      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, walk.start(t + 1), Nk);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();  // tile t has landed, for every thread's reads below
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kF);
 
     float s[R][BC];  // S_ij for this thread's rows, log2 units
     row_scores<D, BC, R, DC, T::kSplit>(q, k_tile(t & 1), part, s);
-    mods.template scores<false, R, BC>(s, row, j0);  // softcap, ALiBi, window; here nothing
-    if (j0 + BC > N || (kCausal && j0 + BC - 1 > row0)) mask_scores<R, BC>(s, j0, N, row, kCausal);
+    features.template scores<false, R, BC>(s, row, j0);  // softcap, ALiBi, window; here nothing
+    if (j0 + BC > Nk || (kCausal && j0 + BC - 1 > row0 + shift)) mask_scores<R, BC>(s, j0, Nk, row + shift, kCausal);
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
 #pragma unroll
@@ -114,7 +118,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     __syncthreads();  // everyone is done with stage t&1 before tile t+2 overwrites it
   }
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or masked out
-    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
+    walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r)
     store_row<D, DC>(as<float>(p.o) + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
@@ -123,18 +127,18 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
 }
 
 // Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory.
-template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod = NoScoreMods>
+template <int D, typename T, template <int> class Walk, class TileDropout, class Features = NoFeatures>
 void launch_flash2(const FwdParams& p) {
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
   if (p.causal)
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, ScoreMod, false>,
-                  flash2_forward_kernel<D, T, true, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, smem, p.stream,
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, false>,
+                  flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, true>, grid, T::kThreads, smem, p.stream,
                   p);
   else
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, ScoreMod, false>,
-                  flash2_forward_kernel<D, T, false, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, smem,
+    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, Features, false>,
+                  flash2_forward_kernel<D, T, false, Walk, TileDropout, Features, true>, grid, T::kThreads, smem,
                   p.stream, p);
 }
 

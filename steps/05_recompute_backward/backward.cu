@@ -18,7 +18,7 @@
 
 #include "common/io_model.hpp"
 #include "common/flash_tile.cuh"
-#include "common/score_mods.cuh"
+#include "common/flash_features.cuh"
 #include "steps/04_online_softmax/flash.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -54,53 +54,63 @@ BwdTiles backward_tiles(int d) {
 
 IoCount io_recompute_backward(const Shape& s, bool causal, bool atomic_dq, int window_left, int window_right) {
   const BwdTiles t = backward_tiles(s.d);
-  // Dense: a dK/dV CTA visits the query tiles from its first key on (causal) or all; a dQ CTA
-  // the key tiles up to its last row (causal) or all. A window clips both to the tiles it
-  // reaches (window_lo, window_end), as the kernels' FlashScoreMods does.
+  // Dense: a dK/dV CTA visits the query tiles from the first whose diagonal key i + δ reaches
+  // its first key (causal) or all; a dQ CTA the key tiles up to its last row's diagonal key
+  // (causal) or all. A window clips both to the tiles it reaches (window_lo, window_end), as the
+  // kernels' FlashFeatures does; so does δ ≠ 0, whose causal bounds can fall outside [0, Nk).
+  const int Nk = s.keys(), delta = Nk - s.N;
+  const bool clipped = !s.square() || window_left >= 0 || window_right >= 0;
   auto visit_run = [&](int first, int end, int lo, int hi, const TileVisit& visit) {
-    const TileRun run = clip_tiles(first, (end - first + t.stage - 1) / t.stage, t.stage, lo, hi);
+    const int count = (end - first + t.stage - 1) / t.stage;
+    const TileRun run = clipped ? clip_tiles(first, count, t.stage, lo, hi) : TileRun{first, count};
     for (int c = 0; c < run.count; ++c) visit(run.first + c * t.stage);
   };
   auto query_tiles = [&](int key0, const TileVisit& visit) {
-    const int last_key = std::min(s.N, key0 + t.keys) - 1;
-    visit_run(causal ? key0 / t.stage * t.stage : 0, s.N, window_lo(key0, window_right),
-              window_end(last_key, window_left), visit);
+    const int last_key = std::min(Nk, key0 + t.keys) - 1;
+    visit_run(causal ? (key0 - delta) / t.stage * t.stage : 0, s.N, window_lo(key0 - delta, window_right),
+              window_end(last_key - delta, window_left), visit);
   };
   auto key_tiles = [&](int row0, const TileVisit& visit) {
     const int last_row = std::min(s.N, row0 + t.keys) - 1;
-    visit_run(0, causal ? last_row + 1 : s.N, window_lo(row0, window_left), window_end(last_row, window_right), visit);
+    visit_run(0, causal ? last_row + delta + 1 : Nk, window_lo(row0 + delta, window_left),
+              std::min(Nk, window_end(last_row + delta, window_right)), visit);
   };
   return io_backward_walk(s, atomic_dq, t, query_tiles, key_tiles);
 }
 
 IoCount io_backward_walk(const Shape& s, bool atomic_dq, const BwdTiles& t, const TileLister& query_tiles,
                          const TileLister& key_tiles) {
-  const std::int64_t N = s.N, d = s.d;
-  auto real = [&](std::int64_t start, std::int64_t n) { return std::max<std::int64_t>(0, std::min(n, N - start)); };
-  std::int64_t reads = 2 * N * d, writes = N;  // preprocess: O, dO; D
-  if (atomic_dq) writes += N * d;              // dQ = 0
-  for (int key0 = 0; key0 < N; key0 += t.keys) {
-    const std::int64_t keys = real(key0, t.keys);
-    reads += 2 * keys * d;   // K_j, V_j
-    writes += 2 * keys * d;  // dK_j, dV_j
-    query_tiles(key0, [&](int i0) {
-      const std::int64_t q = real(i0, t.stage);
-      reads += 2 * q * d + 2 * q;  // Q_i, dO_i, LSE_i, D_i
+  // Per query head (q_*) and per K/V head (kv_*): a K/V head's dK/dV CTAs visit the query tiles
+  // of each of the G = H / Hkv query heads of its group.
+  const std::int64_t N = s.N, Nk = s.keys(), d = s.d, G = s.H / s.kv_heads();
+  auto real = [&](std::int64_t start, std::int64_t n, std::int64_t end) {
+    return std::max<std::int64_t>(0, std::min(n, end - start));
+  };
+  std::int64_t q_reads = 2 * N * d, q_writes = N;  // preprocess: O, dO; D
+  std::int64_t kv_reads = 0, kv_writes = 0;
+  if (atomic_dq) q_writes += N * d;                // dQ = 0
+  for (int key0 = 0; key0 < Nk; key0 += t.keys) {
+    const std::int64_t keys = real(key0, t.keys, Nk);
+    kv_reads += 2 * keys * d;   // K_j, V_j
+    kv_writes += 2 * keys * d;  // dK_j, dV_j
+    query_tiles(key0, [&](int i0) {  // for each query head of the group
+      const std::int64_t q = real(i0, t.stage, N);
+      q_reads += 2 * q * d + 2 * q;  // Q_i, dO_i, LSE_i, D_i
       if (atomic_dq) {
-        reads += q * d;   // dQ_i, read and written by the atomic adds
-        writes += q * d;
+        q_reads += q * d;   // dQ_i, read and written by the atomic adds
+        q_writes += q * d;
       }
     });
   }
   if (!atomic_dq)
     for (int row0 = 0; row0 < N; row0 += t.keys) {
-      const std::int64_t rows = real(row0, t.keys);
-      reads += 2 * rows * d + 2 * rows;  // Q_i, dO_i, LSE_i, D_i
-      writes += rows * d;                // dQ_i
-      key_tiles(row0, [&](int j0) { reads += 2 * real(j0, t.stage) * d; });  // K_j, V_j
+      const std::int64_t rows = real(row0, t.keys, N);
+      q_reads += 2 * rows * d + 2 * rows;  // Q_i, dO_i, LSE_i, D_i
+      q_writes += rows * d;                // dQ_i
+      key_tiles(row0, [&](int j0) { q_reads += 2 * real(j0, t.stage, Nk) * d; });  // K_j, V_j
     }
-  const std::int64_t heads = s.heads(), f = sizeof(float);
-  return {reads * heads * f, writes * heads * f};
+  const std::int64_t q_heads = s.heads(), kv_heads = q_heads / G, f = sizeof(float);
+  return {(q_reads * q_heads + kv_reads * kv_heads) * f, (q_writes * q_heads + kv_writes * kv_heads) * f};
 }
 
 void recompute_forward(const FwdParams& p) {
@@ -112,8 +122,8 @@ void recompute_forward(const FwdParams& p) {
     return;
   }
   dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.mods.on())  // a window, softcapping or ALiBi (common/score_mods.cuh)
-      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashScoreMods>(p);
+    if (p.mods.on() || !p.shape.square())  // a window, softcapping, ALiBi; Nk ≠ N, GQA (common/flash_features.cuh)
+      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeatures>(p);
     else
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p);
   });
@@ -121,14 +131,14 @@ void recompute_forward(const FwdParams& p) {
 
 void recompute_backward(const BwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
-  if (!p.mods.on()) return run_backward<DenseWalk>(p);
+  if (!p.mods.on() && p.shape.square()) return run_backward<DenseWalk>(p);
   float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
   const bool atomic = p.variant == kAtomicDQ;
   dispatch_head_dim(p.shape.d, [&](auto D) {
     if (p.dropout.on())
-      launch_backward<D, DenseWalk, PhiloxDropout, FlashScoreMods>(p, atomic, delta);
+      launch_backward<D, DenseWalk, PhiloxDropout, FlashFeatures>(p, atomic, delta);
     else
-      launch_backward<D, DenseWalk, NoDropout, FlashScoreMods>(p, atomic, delta);
+      launch_backward<D, DenseWalk, NoDropout, FlashFeatures>(p, atomic, delta);
   });
 }
 
@@ -145,6 +155,7 @@ StepInfo step05_info() {
   s.io_backward = io_backward;
   s.dropout = true;
   s.score_mods = true;
+  s.kv_shapes = true;
   s.order_dependent = {"atomic"};
   return s;
 }

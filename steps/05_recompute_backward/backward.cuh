@@ -85,16 +85,18 @@ __global__ void __launch_bounds__(kPreprocessRows * kWarpSize)
       });
 }
 
-// Which scores of a thread's R × BC block are masked: rows past N (the thread's rows), columns
-// past N, causal key > query. kKeyRows: rows are keys, columns queries (dK/dV kernel).
+// Which scores of a thread's R × BC block are masked: queries past N, keys past Nk, causal
+// key > query + δ (δ = Nk − N: the bottom-right corner). kKeyRows: rows are keys, columns
+// queries (dK/dV kernel).
 template <bool kKeyRows, int R, int BC>
-__device__ __forceinline__ void mask_probs(float (&p)[R][BC], int row, int col0, int N, bool causal) {
+__device__ __forceinline__ void mask_probs(float (&p)[R][BC], int row, int col0, int N, int Nk, int shift,
+                                           bool causal) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int c = 0; c < BC; ++c) {
       const int q = kKeyRows ? col0 + c : row + r, k = kKeyRows ? row + r : col0 + c;
-      if (q >= N || k >= N || (causal && k > q)) p[r][c] = 0.f;
+      if (q >= N || k >= Nk || (causal && k > q + shift)) p[r][c] = 0.f;
     }
 }
 
@@ -126,7 +128,7 @@ __device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_
   }
 }
 
-template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod, bool kAtomicDQ,
+template <int D, typename T, template <int> class Walk, class TileDropout, class Features, bool kAtomicDQ,
           bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
@@ -135,147 +137,155 @@ __global__ void __launch_bounds__(T::kThreads)
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N;  // head: first row of the head
+  // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
+  // (Features: N, 0 and G = 1 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t kv_bh = blockIdx.y, kv_head = kv_bh * Nk;  // kv_head: first row of the K/V head
   const int key0 = blockIdx.x * T::kBR;
   const int key = T::first_row(key0), part = T::part();  // this thread's first key
-  const int n_keys = min(T::kBR, N - key0);
+  const int n_keys = min(T::kBR, Nk - key0);
 
   float k[R][DC], v[R][DC];  // k scaled by τ·log2 e: k·q is S in log2 units
-  load_q_rows<D, R, DC>(as<float>(p.k) + head * D, key, N, part, p.scale * kLog2e, k);
-  load_q_rows<D, R, DC>(as<float>(p.v) + head * D, key, N, part, 1.f, v);
-  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), as<float>(p.k) + head * D, key0, N);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kF);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kF);
-
-  // The query tiles this CTA visits. Causal: none before its first key; a window: none outside it.
-  const ScoreMod mods(p.mods, bh, p.shape.H);  // NoScoreMods, or FlashScoreMods (common/score_mods.cuh)
-  const Walk<kBwdStage> walk =
-      mods.queries(Walk<kBwdStage>::queries_of(p.sparse, N, key0, p.causal), key0, key0 + n_keys - 1);
-  const int n_tiles = walk.size();
-  const TileDropout dropout(p.dropout, bh);  // NoDropout, or PhiloxDropout (dropout.cuh)
+  load_q_rows<D, R, DC>(as<float>(p.k) + kv_head * D, key, Nk, part, p.scale * kLog2e, k);
+  load_q_rows<D, R, DC>(as<float>(p.v) + kv_head * D, key, Nk, part, 1.f, v);
+  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), as<float>(p.k) + kv_head * D, key0, Nk);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
 
   float dk[R][DC] = {}, dv[R][DC] = {};
-  if (n_tiles == 0) {  // nothing to add up (a block column the mask leaves empty): dK_j = dV_j = 0
-    cp_async_commit();
-    cp_async_wait<0>();
-  } else {
-    load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(0), smem + L::dout(0), smem + L::lse(0),
-                                     smem + L::delta(0), walk.start(0));
-  }
-  for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, i_stage = walk.start(t), n_q = min(kBwdStage, N - i_stage);
-    if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
-      load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(s ^ 1), smem + L::dout(s ^ 1),
-                                       smem + L::lse(s ^ 1), smem + L::delta(s ^ 1), walk.start(t + 1));
-      cp_async_wait<1>();
-    } else {
+  // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
+  for (int g = 0; g < Features::group(p.shape); ++g) {
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, g), head = bh * N;  // head: first row of the head
+
+    // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
+    // reaches key0; a window: none outside it.
+    const Features features(p.mods, p.shape, bh);  // NoFeatures, or FlashFeatures (common/flash_features.cuh)
+    const Walk<kBwdStage> walk =
+        features.queries(Walk<kBwdStage>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
+    const int n_tiles = walk.size();
+    const TileDropout dropout(p.dropout, bh);  // NoDropout, or PhiloxDropout (dropout.cuh)
+
+    if (n_tiles == 0) {  // nothing to add up (a block column the mask leaves empty): dK_j = dV_j = 0
+      cp_async_commit();
       cp_async_wait<0>();
+    } else {
+      load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(0), smem + L::dout(0), smem + L::lse(0),
+                                       smem + L::delta(0), walk.start(0));
     }
-    __syncthreads();  // the stage (and, the first time, K_j) has landed for everyone
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i_stage, n_q, 0, D, n_q * D * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i_stage, n_q, 0, D, n_q * D * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i_stage, n_q, 0, 1, n_q * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i_stage, n_q, 0, 1, n_q * kF);
+    for (int t = 0; t < n_tiles; ++t) {
+      const int s = t & 1, i_stage = walk.start(t), n_q = min(kBwdStage, N - i_stage);
+      if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
+        load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(s ^ 1), smem + L::dout(s ^ 1),
+                                         smem + L::lse(s ^ 1), smem + L::delta(s ^ 1), walk.start(t + 1));
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // the stage (and, the first time, K_j) has landed for everyone
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i_stage, n_q, 0, 1, n_q * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i_stage, n_q, 0, 1, n_q * kF);
 
 #pragma unroll 1
-    for (int u = 0; u < kSub; ++u) {
-      const int i0 = i_stage + u * BC;
-      const float* sq = smem + L::q(s) + u * BC * D;
-      const float* sdo = smem + L::dout(s) + u * BC * D;
-      const float* sl = smem + L::lse(s) + u * BC;
-      const float* sd = smem + L::delta(s) + u * BC;
-      float pr[R][BC], dp[R][BC];  // Pᵀ and dPᵀ: [key][query]
-      row_scores<D, BC, R, DC, T::kSplit>(k, sq, part, pr);
-      row_scores<D, BC, R, DC, T::kSplit>(v, sdo, part, dp);
-      const auto chain = mods.template scores<true, R, BC>(pr, key, i0);  // softcap, ALiBi, window
+      for (int u = 0; u < kSub; ++u) {
+        const int i0 = i_stage + u * BC;
+        const float* sq = smem + L::q(s) + u * BC * D;
+        const float* sdo = smem + L::dout(s) + u * BC * D;
+        const float* sl = smem + L::lse(s) + u * BC;
+        const float* sd = smem + L::delta(s) + u * BC;
+        float pr[R][BC], dp[R][BC];  // Pᵀ and dPᵀ: [key][query]
+        row_scores<D, BC, R, DC, T::kSplit>(k, sq, part, pr);
+        row_scores<D, BC, R, DC, T::kSplit>(v, sdo, part, dp);
+        const auto chain = features.template scores<true, R, BC>(pr, key, i0);  // softcap, ALiBi, window
 #pragma unroll
-      for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - sl[c]);  // P_ij = exp(S_ij − LSE_i)
-      mask_probs<true, R, BC>(pr, key, i0, N, p.causal);  // unconditional: a branch here costs registers
-      const auto keep = dropout.template keep<true, R, BC>(key, i0);
-      keep.apply(dp);  // dP_ij = (dO_i V_jᵀ) ∘ Z_ij
+          for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - sl[c]);  // P_ij = exp(S_ij − LSE_i)
+        mask_probs<true, R, BC>(pr, key, i0, N, Nk, shift, p.causal);  // unconditional: a branch here costs registers
+        const auto keep = dropout.template keep<true, R, BC>(key, i0);
+        keep.apply(dp);  // dP_ij = (dO_i V_jᵀ) ∘ Z_ij
 #pragma unroll
-      for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - sd[c]);  // dS_ij = P_ij ∘ (dP_ij − D_i)
-      chain.apply(dp);  // a softcap's derivative, for dK and dQ
-      keep.apply(pr);  // P_ij ∘ Z_ij, for dV
-      accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += (P ∘ Z)ᵀ dO_i
-      accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
-      if constexpr (kAtomicDQ) {
-        // dQ_i += τ dS_ij K_j: the sum runs over this CTA's keys, held by different threads,
-        // so dS goes through shared memory, (BC queries × kBR keys).
-        float* sdS = smem + L::ds();
-        if (part == 0)
+          for (int c = 0; c < BC; ++c) dp[r][c] = pr[r][c] * (dp[r][c] - sd[c]);  // dS_ij = P_ij ∘ (dP_ij − D_i)
+        chain.apply(dp);  // a softcap's derivative, for dK and dQ
+        keep.apply(pr);  // P_ij ∘ Z_ij, for dV
+        accumulate_pv<D, BC, R, DC>(pr, sdo, part, dv);  // dV_j += (P ∘ Z)ᵀ dO_i
+        accumulate_pv<D, BC, R, DC>(dp, sq, part, dk);   // dK_j += dSᵀ Q_i  (τ at the end)
+        if constexpr (kAtomicDQ) {
+          // dQ_i += τ dS_ij K_j: the sum runs over this CTA's keys, held by different threads,
+          // so dS goes through shared memory, (BC queries × kBR keys).
+          float* sdS = smem + L::ds();
+          if (part == 0)
 #pragma unroll
-          for (int r = 0; r < R; ++r)
+            for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int c = 0; c < BC; ++c) sdS[c * T::kBR + (key - key0) + r] = dp[r][c];
-        __syncthreads();
-        const float* sK = smem + L::k();
-        for (int e = threadIdx.x; e < BC * D / 4; e += T::kThreads) {
-          const int c = e / (D / 4), x = (e % (D / 4)) * 4;
-          float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-          for (int j = 0; j < n_keys; ++j) {
-            const float w = sdS[c * T::kBR + j];
-            const float4 kx = *reinterpret_cast<const float4*>(sK + j * D + x);
-            acc.x = fmaf(w, kx.x, acc.x);
-            acc.y = fmaf(w, kx.y, acc.y);
-            acc.z = fmaf(w, kx.z, acc.z);
-            acc.w = fmaf(w, kx.w, acc.w);
+              for (int c = 0; c < BC; ++c) sdS[c * T::kBR + (key - key0) + r] = dp[r][c];
+          __syncthreads();
+          const float* sK = smem + L::k();
+          for (int e = threadIdx.x; e < BC * D / 4; e += T::kThreads) {
+            const int c = e / (D / 4), x = (e % (D / 4)) * 4;
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int j = 0; j < n_keys; ++j) {
+              const float w = sdS[c * T::kBR + j];
+              const float4 kx = *reinterpret_cast<const float4*>(sK + j * D + x);
+              acc.x = fmaf(w, kx.x, acc.x);
+              acc.y = fmaf(w, kx.y, acc.y);
+              acc.z = fmaf(w, kx.z, acc.z);
+              acc.w = fmaf(w, kx.w, acc.w);
+            }
+            if (i0 + c < N) {
+              float* dst = as<float>(p.dq) + (head + i0 + c) * D + x;
+              atomicAdd(dst, p.scale * acc.x);
+              atomicAdd(dst + 1, p.scale * acc.y);
+              atomicAdd(dst + 2, p.scale * acc.z);
+              atomicAdd(dst + 3, p.scale * acc.w);
+            }
           }
-          if (i0 + c < N) {
-            float* dst = as<float>(p.dq) + (head + i0 + c) * D + x;
-            atomicAdd(dst, p.scale * acc.x);
-            atomicAdd(dst + 1, p.scale * acc.y);
-            atomicAdd(dst + 2, p.scale * acc.z);
-            atomicAdd(dst + 3, p.scale * acc.w);
-          }
+          __syncthreads();  // sdS is rewritten by the next sub-tile
         }
-        __syncthreads();  // sdS is rewritten by the next sub-tile
       }
+      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, kv_bh, key0, n_keys, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, kv_bh, key0, n_keys, 0, D, 0);
+      if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21)
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
+        FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, i_stage, n_q, 0, D, 0);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
+      }
+      __syncthreads();  // everyone is done with stage s before it is refilled
     }
-    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i_stage, n_q, key0, n_keys, 0);
-    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i_stage, n_q, key0, n_keys, 0);
-    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i_stage, n_q, key0, n_keys, 0);
-    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
-    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-    if constexpr (kAtomicDQ) {  // an atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21)
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, i_stage, n_q, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, i_stage, n_q, 0, D, n_q * D * kF);
-    }
-    __syncthreads();  // everyone is done with stage s before it is refilled
+    if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or masked out
+      walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
   }
-  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or masked out
-    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
   // dK_j, dV_j → HBM (line 24)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    if (key + r >= N) continue;
-    float4* dst_k = reinterpret_cast<float4*>(as<float>(p.dk) + (head + key + r) * D + part * DC);
-    float4* dst_v = reinterpret_cast<float4*>(as<float>(p.dv) + (head + key + r) * D + part * DC);
+    if (key + r >= Nk) continue;
+    float4* dst_k = reinterpret_cast<float4*>(as<float>(p.dk) + (kv_head + key + r) * D + part * DC);
+    float4* dst_v = reinterpret_cast<float4*>(as<float>(p.dv) + (kv_head + key + r) * D + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4) {
       dst_k[c / 4] = make_float4(p.scale * dk[r][c], p.scale * dk[r][c + 1], p.scale * dk[r][c + 2], p.scale * dk[r][c + 3]);
       dst_v[c / 4] = make_float4(dv[r][c], dv[r][c + 1], dv[r][c + 2], dv[r][c + 3]);
     }
   }
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kF);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
 }
 
-template <int D, typename T, template <int> class Walk, class TileDropout, class ScoreMod, bool kTrace>
+template <int D, typename T, template <int> class Walk, class TileDropout, class Features, bool kTrace>
 __global__ void __launch_bounds__(T::kThreads)
     bwd_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   constexpr int BC = T::kBC, DC = T::kDC, R = T::kRows, kSub = kBwdStage / BC;
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N;
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t bh = blockIdx.y, head = bh * N, kv_bh = Features::kv_head(p.shape, bh), kv_head = kv_bh * Nk;
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
   const int row0 = tile * T::kBR;
   const int row = T::first_row(row0), part = T::part();
@@ -294,11 +304,12 @@ __global__ void __launch_bounds__(T::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
 
-  // The key tiles this CTA visits. Causal: none past its last row; a window: none outside it.
+  // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
+  // none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const ScoreMod mods(p.mods, bh, p.shape.H);
+  const Features features(p.mods, p.shape, bh);
   const Walk<kBwdStage> walk =
-      mods.keys(Walk<kBwdStage>::keys_of(p.sparse, N, row0, last_row, p.causal), row0, last_row);
+      features.keys(Walk<kBwdStage>::keys_of(p.sparse, Nk, row0, last_row + shift, p.causal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_stage = [&](int s) { return smem + 2 * s * kBwdStage * D; };
   auto v_stage = [&](int s) { return smem + (2 * s + 1) * kBwdStage * D; };
@@ -306,23 +317,23 @@ __global__ void __launch_bounds__(T::kThreads)
 
   float dq[R][DC] = {};
   if (n_tiles > 0) {
-    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), as<float>(p.k) + head * D, walk.start(0), N);
-    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), as<float>(p.v) + head * D, walk.start(0), N);
+    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), as<float>(p.k) + kv_head * D, walk.start(0), Nk);
+    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), as<float>(p.v) + kv_head * D, walk.start(0), Nk);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, j_stage = walk.start(t), n_k = min(kBwdStage, N - j_stage);
+    const int s = t & 1, j_stage = walk.start(t), n_k = min(kBwdStage, Nk - j_stage);
     if (t + 1 < n_tiles) {
-      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), as<float>(p.k) + head * D, walk.start(t + 1), N);
-      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), as<float>(p.v) + head * D, walk.start(t + 1), N);
+      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), as<float>(p.k) + kv_head * D, walk.start(t + 1), Nk);
+      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), as<float>(p.v) + kv_head * D, walk.start(t + 1), Nk);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j_stage, n_k, 0, D, n_k * D * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j_stage, n_k, 0, D, n_k * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j_stage, n_k, 0, D, n_k * D * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j_stage, n_k, 0, D, n_k * D * kF);
 #pragma unroll 1
     for (int u = 0; u < kSub; ++u) {
       const int j0 = j_stage + u * BC;
@@ -331,12 +342,12 @@ __global__ void __launch_bounds__(T::kThreads)
       float pr[R][BC], dp[R][BC];
       row_scores<D, BC, R, DC, T::kSplit>(q, sk, part, pr);
       row_scores<D, BC, R, DC, T::kSplit>(dout, sv, part, dp);
-      const auto chain = mods.template scores<false, R, BC>(pr, row, j0);
+      const auto chain = features.template scores<false, R, BC>(pr, row, j0);
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int c = 0; c < BC; ++c) pr[r][c] = exp2f(pr[r][c] - lse2[r]);
-      mask_probs<false, R, BC>(pr, row, j0, N, p.causal);
+      mask_probs<false, R, BC>(pr, row, j0, N, Nk, shift, p.causal);
       dropout.template keep<false, R, BC>(row, j0).apply(dp);  // dP_ij = (dO_i V_jᵀ) ∘ Z_ij
 #pragma unroll
       for (int r = 0; r < R; ++r)
@@ -352,7 +363,7 @@ __global__ void __launch_bounds__(T::kThreads)
     __syncthreads();
   }
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or masked out
-    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
+    walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (row + r >= N) continue;
@@ -366,7 +377,7 @@ __global__ void __launch_bounds__(T::kThreads)
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
 // `delta`: B·H·N floats of workspace.
-template <int D, template <int> class Walk, class TileDropout, class ScoreMod = NoScoreMods>
+template <int D, template <int> class Walk, class TileDropout, class Features = NoFeatures>
 void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
   using T = BwdTile<D>;
   const Shape& s = p.shape;
@@ -379,19 +390,22 @@ void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
     trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<false, false>,
                   bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
 
-  const dim3 grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
+  // dK/dV: a CTA per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head.
+  const dim3 grid((s.keys() + T::kBR - 1) / T::kBR, static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()));
+  const dim3 dq_grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
   if (atomic_dq) {
-    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, true, false>,
-                  bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, true, true>, grid, T::kThreads,
+    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, false>,
+                  bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, true>, grid, T::kThreads,
                   DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
     return;
   }
-  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, false, false>,
-                bwd_dkdv_kernel<D, T, Walk, TileDropout, ScoreMod, false, true>, grid, T::kThreads,
+  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, false>,
+                bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, true>, grid, T::kThreads,
                 DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
   const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
-  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, ScoreMod, false>,
-                bwd_dq_kernel<D, T, Walk, TileDropout, ScoreMod, true>, grid, T::kThreads, dq_smem, p.stream, p, delta);
+  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, Features, false>,
+                bwd_dq_kernel<D, T, Walk, TileDropout, Features, true>, dq_grid, T::kThreads, dq_smem, p.stream, p,
+                delta);
 }
 
 // The backward of p over the tiles Walk visits (step 05: DenseWalk; step 06: BlockListWalk): any

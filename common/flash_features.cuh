@@ -1,13 +1,16 @@
-// FlashScoreMods: the ScoreMod policy (common/tile_policies.cuh) of FlashAttention's interface
-// features that change the scores — softcapping, ALiBi and a sliding window (ScoreMods,
-// common/problem.hpp) — for the fp32 kernels of steps 04 and 05.
+// FlashFeatures: the Features policy (common/tile_policies.cuh) of FlashAttention's interface
+// beyond the square problem, for the fp32 kernels of steps 04 and 05: the features that change
+// the scores — softcapping, ALiBi and a sliding window (ScoreMods, common/problem.hpp) — and K, V
+// of their own length Nk and head count Hkv (Shape::Nk, Shape::Hkv: grouped-query attention).
+// With Nk ≠ N the masks align to the bottom-right corner: query i's diagonal key is i + δ,
+// δ = Nk − N, for the causal mask, the window and ALiBi's distance alike.
 //
 // The kernels keep scores in log2 units, s = τ log2(e) q·k, so that P = exp2(s − m). In those
 // units, with c = softcap · log2(e) and a = slope_h · log2(e):
 //
 //   softcap   s ← c · tanh(s / c)          (= log2(e) · softcap · tanh(τ q·k / softcap))
-//   ALiBi     s ← s − a · |i − j|
-//   window    s ← −∞ where j < i − window_left or j > i + window_right
+//   ALiBi     s ← s − a · |i + δ − j|
+//   window    s ← −∞ where j < i + δ − window_left or j > i + δ + window_right
 //
 // in that order (the reference's, common/reference.cpp), before the causal and tail masks. The
 // backward recomputes the same s, and its chain rule takes the softcap's derivative,
@@ -36,16 +39,34 @@ struct SoftcapChain {
   }
 };
 
-struct FlashScoreMods {
+struct FlashFeatures {
   int left, right;  // the window; −1: unbounded
   float cap;        // softcap · log2(e); 0: none
   float slope;      // this head's ALiBi slope · log2(e); 0: none
+  int delta;        // Nk − N: query i's diagonal key is i + δ (the masks' bottom-right alignment)
+  int n_keys;       // Nk
 
-  __device__ FlashScoreMods(const ScoreMods& m, long long bh, int H)
+  __device__ FlashFeatures(const ScoreMods& m, const Shape& s, long long bh)
       : left(m.window_left),
         right(m.window_right),
         cap(m.softcap > 0.f ? m.softcap * kLog2e : 0.f),
-        slope(m.alibi_slopes ? m.alibi_slopes[bh % H] * kLog2e : 0.f) {}
+        slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * kLog2e : 0.f),
+        delta(s.keys() - s.N),
+        n_keys(s.keys()) {}
+
+  // K and V of (B, Hkv, Nk, d): query head h of a batch reads K/V head h / G, G = H / Hkv.
+  static __device__ __forceinline__ int kv_len(const Shape& s) { return s.keys(); }
+  static __device__ __forceinline__ int shift(const Shape& s) { return s.keys() - s.N; }
+  static __device__ __forceinline__ int group(const Shape& s) { return s.H / s.kv_heads(); }
+  static __device__ __forceinline__ long long kv_head(const Shape& s, long long bh) {
+    return bh / s.H * s.kv_heads() + bh % s.H / group(s);
+  }
+  static __device__ __forceinline__ long long kv_rows(const Shape& s, long long kv_bh, long long /*q_rows*/) {
+    return kv_bh * s.keys();
+  }
+  static __device__ __forceinline__ long long query_head(const Shape& s, long long kv_bh, int g) {
+    return kv_bh / s.kv_heads() * s.H + kv_bh % s.kv_heads() * group(s) + g;
+  }
 
   template <bool kKeyRows, int R, int BC>
   __device__ __forceinline__ SoftcapChain<R, BC> scores(float (&s)[R][BC], int row, int col0) const {
@@ -54,7 +75,7 @@ struct FlashScoreMods {
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int c = 0; c < BC; ++c) {
-        const int q = kKeyRows ? col0 + c : row + r, k = kKeyRows ? row + r : col0 + c;
+        const int q = (kKeyRows ? col0 + c : row + r) + delta, k = kKeyRows ? row + r : col0 + c;  // q: its diagonal key
         float x = s[r][c], g = 1.f;
         if (cap > 0.f) {
           const float t = tanhf(x / cap);
@@ -70,14 +91,15 @@ struct FlashScoreMods {
   }
 
   // The keys query rows [row0, last_row] can see, the queries that see keys [key0, last_key]
-  // (window_lo, window_end: common/problem.hpp, which the IO models share).
+  // (window_lo, window_end: common/problem.hpp, which the IO models share), in [0, Nk) and
+  // [0, N): a walk the causal offset δ took below 0 or past the end is cut back here.
   template <int BC>
   __device__ DenseWalk<BC> keys(DenseWalk<BC> w, int row0, int last_row) const {
-    return clip(w, window_lo(row0, left), window_end(last_row, right));
+    return clip(w, window_lo(row0 + delta, left), min(n_keys, window_end(last_row + delta, right)));
   }
   template <int BC>
   __device__ DenseWalk<BC> queries(DenseWalk<BC> w, int key0, int last_key) const {
-    return clip(w, window_lo(key0, right), window_end(last_key, left));
+    return clip(w, window_lo(key0 - delta, right), window_end(last_key - delta, left));
   }
   template <class W>
   __device__ W keys(W w, int, int) const { return w; }

@@ -1,10 +1,11 @@
 // FlashAttention's score features in steps 04 and 05's fp32 kernels on the GPU: the kernels'
-// FlashScoreMods instantiations (a sliding window, softcapping, ALiBi; common/score_mods.cuh),
+// FlashFeatures instantiations (a sliding window, softcapping, ALiBi; common/flash_features.cuh),
 // forward and both backwards, against the fp64 reference's definitions of those features under
 // the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
 // larger ones than the emulation can afford. The first case launches the kernels itself; the
-// second runs them as the step programs do (--window, --softcap, --alibi through the plan), checked
-// and traced: the trace's bytes must equal the IO model, which leaves out the tiles a window skips.
+// second runs them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv
+// through the plan), checked and, where square, traced: the trace's bytes must equal the IO model,
+// which leaves out the tiles a window skips.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -16,7 +17,7 @@
 #include "common/harness.hpp"
 #include "common/traced_run.hpp"
 #include "common/reference.hpp"
-#include "common/score_mods.cuh"
+#include "common/flash_features.cuh"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -47,9 +48,9 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, cons
   for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
   fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal, dropout);
   fp.mods = mods;
-  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, fs::FlashScoreMods>(fp);
+  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, fs::FlashFeatures>(fp);
   const fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
-  fs::launch_backward<D, fs::DenseWalk, Dropout, fs::FlashScoreMods>(bp, atomic_dq, delta.get());
+  fs::launch_backward<D, fs::DenseWalk, Dropout, fs::FlashFeatures>(bp, atomic_dq, delta.get());
   FS_CUDA_CHECK(cudaDeviceSynchronize());
   FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
                    std::vector<float>(n)};
@@ -100,52 +101,62 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
   }
 }
 
-TEST_CASE("the step programs' --window, --softcap and --alibi: planned, run and checked against the fp64 reference, "
-          "and traced with the bytes of the IO model",
+TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-kv: planned, run and checked "
+          "against the fp64 reference, and (square) traced with the bytes of the IO model",
           "[gpu][features]") {
-  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_score_mods_gpu";
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_flash_features_gpu";
   std::filesystem::create_directories(dir);
   struct Run {
     const char* step;
     int variant;
     bool backward;
   };
+  fs::Shape fewer_keys{2, 4, 300, 64}, more_keys{2, 4, 150, 128};  // with grouped and multi-query K/V heads
+  fewer_keys.Nk = 170;
+  fewer_keys.Hkv = 2;
+  more_keys.Nk = 421;
+  more_keys.Hkv = 1;
   for (const Run r : {Run{"04", 1, false}, Run{"05", 0, true}, Run{"05", 1, true}})
-    for (const bool causal : {false, true})
-      for (const Features f : {Features{40, 7, 0.f, false, 0.f}, Features{100, 0, 20.f, true, 0.f},
-                               Features{-1, -1, 5.f, true, 0.2f}}) {
-        const fs::StepInfo& step = *fs::find_step(r.step);
-        if (f.dropout > 0.f && !step.dropout) continue;
-        DYNAMIC_SECTION(step.label(r.variant) << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
-                                              << ") softcap " << f.softcap << (f.alibi ? " alibi" : "")
-                                              << " dropout " << f.dropout) {
-          fs::Options opt;
-          opt.shape = {2, 3, 300, 64};
-          opt.causal = causal;
-          opt.variant = r.variant;
-          opt.backward = r.backward;
-          opt.check = true;
-          opt.dropout = f.dropout;
-          opt.window_left = f.left;
-          opt.window_right = f.right;
-          opt.softcap = f.softcap;
-          opt.alibi = f.alibi;
-          opt.trace_path = (dir / (step.id + ".json")).string();
-          const fs::RunPlan plan(step, opt);
-          REQUIRE(plan.settings().features.on());
-          const fs::HostProblem p = fs::random_problem(opt.shape, 31, opt.backward);
-          const fs::CaseReport report = fs::run_case(plan, p, fs::testing::test_device());
-          for (const auto& pass : report.passes) {
-            INFO(pass.pass << ": " << pass.check->summary());
-            REQUIRE(pass.check->pass());
-          }
-          REQUIRE(report.passes.size() == (opt.backward ? 2u : 1u));
-          for (const fs::TraceFile& t : fs::trace_case(plan, p, fs::testing::test_device())) {
-            INFO(t.pass << ": " << t.report.summary() << (t.report.errors.empty() ? "" : "\n" + t.report.errors.front()));
-            REQUIRE(t.report.ok());
-            REQUIRE(t.report.dropped == 0);
+    for (const fs::Shape& shape : {fs::Shape{2, 3, 300, 64}, fewer_keys, more_keys})
+      for (const bool causal : {false, true})
+        for (const Features f : {Features{-1, -1, 0.f, false, 0.f}, Features{40, 7, 0.f, false, 0.f},
+                                 Features{100, 0, 20.f, true, 0.f}, Features{-1, -1, 5.f, true, 0.2f}}) {
+          const fs::StepInfo& step = *fs::find_step(r.step);
+          if (f.dropout > 0.f && !step.dropout) continue;
+          if (shape.square() && f.left < 0 && f.softcap == 0.f) continue;  // nothing beyond the plain run
+          DYNAMIC_SECTION(step.label(r.variant)
+                          << " N=" << shape.N << " Nk=" << shape.keys() << " H=" << shape.H << " Hkv="
+                          << shape.kv_heads() << " d=" << shape.d << (causal ? " causal" : "") << " window ("
+                          << f.left << ", " << f.right << ") softcap " << f.softcap << (f.alibi ? " alibi" : "")
+                          << " dropout " << f.dropout) {
+            fs::Options opt;
+            opt.shape = shape;
+            opt.causal = causal;
+            opt.variant = r.variant;
+            opt.backward = r.backward;
+            opt.check = true;
+            opt.dropout = f.dropout;
+            opt.window_left = f.left;
+            opt.window_right = f.right;
+            opt.softcap = f.softcap;
+            opt.alibi = f.alibi;
+            if (shape.square()) opt.trace_path = (dir / (step.id + ".json")).string();  // traces are square
+            const fs::RunPlan plan(step, opt);
+            const fs::HostProblem p = fs::random_problem(opt.shape, 31, opt.backward);
+            const fs::CaseReport report = fs::run_case(plan, p, fs::testing::test_device());
+            REQUIRE(report.passes.size() == (opt.backward ? 2u : 1u));
+            for (const auto& pass : report.passes) {
+              INFO(pass.pass << ": " << pass.check->summary());
+              REQUIRE(pass.check->pass());
+            }
+            if (opt.trace_path.empty()) continue;
+            for (const fs::TraceFile& t : fs::trace_case(plan, p, fs::testing::test_device())) {
+              INFO(t.pass << ": " << t.report.summary()
+                          << (t.report.errors.empty() ? "" : "\n" + t.report.errors.front()));
+              REQUIRE(t.report.ok());
+              REQUIRE(t.report.dropped == 0);
+            }
           }
         }
-      }
   std::filesystem::remove_all(dir);
 }
