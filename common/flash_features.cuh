@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "common/flash_tile.cuh"
 #include "common/problem.hpp"
@@ -39,17 +40,21 @@ struct SoftcapChain {
   }
 };
 
-struct FlashFeatures {
+// kSoftcap: whether the scores are capped. Without it the chain rule has nothing to add and the
+// kernels hold no derivatives (R·BC registers a thread): FlashFeaturesOf<false> is what a run
+// without --softcap launches.
+template <bool kSoftcap>
+struct FlashFeaturesOf {
   int left, right;  // the window; −1: unbounded
   float cap;        // softcap · log2(e); 0: none
   float slope;      // this head's ALiBi slope · log2(e); 0: none
   int delta;        // Nk − N: query i's diagonal key is i + δ (the masks' bottom-right alignment)
   int n_keys;       // Nk
 
-  __device__ FlashFeatures(const ScoreMods& m, const Shape& s, long long bh)
+  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh)
       : left(m.window_left),
         right(m.window_right),
-        cap(m.softcap > 0.f ? m.softcap * kLog2e : 0.f),
+        cap(kSoftcap && m.softcap > 0.f ? m.softcap * kLog2e : 0.f),
         slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * kLog2e : 0.f),
         delta(s.keys() - s.N),
         n_keys(s.keys()) {}
@@ -68,25 +73,42 @@ struct FlashFeatures {
     return kv_bh / s.kv_heads() * s.H + kv_bh % s.kv_heads() * group(s) + g;
   }
 
+  // Each step is skipped where it changes nothing, by a branch every thread of a warp takes
+  // alike (softcap, ALiBi) or that only the tiles on a window's edges take (the mask).
   template <bool kKeyRows, int R, int BC>
-  __device__ __forceinline__ SoftcapChain<R, BC> scores(float (&s)[R][BC], int row, int col0) const {
-    SoftcapChain<R, BC> chain;
+  __device__ __forceinline__ std::conditional_t<kSoftcap, SoftcapChain<R, BC>, NoChain> scores(float (&s)[R][BC],
+                                                                                             int row, int col0) const {
+    std::conditional_t<kSoftcap, SoftcapChain<R, BC>, NoChain> chain;
+    if constexpr (kSoftcap)
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int c = 0; c < BC; ++c) {
-        const int q = (kKeyRows ? col0 + c : row + r) + delta, k = kKeyRows ? row + r : col0 + c;  // q: its diagonal key
-        float x = s[r][c], g = 1.f;
-        if (cap > 0.f) {
-          const float t = tanhf(x / cap);
-          x = cap * t;
-          g = 1.f - t * t;
+        for (int c = 0; c < BC; ++c) {
+          const float t = tanhf(s[r][c] / cap);
+          s[r][c] = cap * t;
+          chain.g[r][c] = 1.f - t * t;
         }
-        x -= slope * fabsf(float(q - k));
-        if ((left >= 0 && k < q - left) || (right >= 0 && k > q + right)) x = -INFINITY;
-        s[r][c] = x;
-        chain.g[r][c] = g;
-      }
+    // The thread's queries (their diagonal keys) and keys: rows, or columns with kKeyRows.
+    const int q0 = (kKeyRows ? col0 : row) + delta, k0 = kKeyRows ? row : col0;
+    constexpr int nq = kKeyRows ? BC : R, nk = kKeyRows ? R : BC;
+    if (slope != 0.f)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) {
+          const int q = q0 + (kKeyRows ? c : r), k = k0 + (kKeyRows ? r : c);
+          s[r][c] -= slope * fabsf(float(q - k));
+        }
+    // Inside the window whole: every key ≥ the last query's lowest, ≤ the first query's highest.
+    const bool inside = (left < 0 || k0 >= q0 + nq - 1 - left) && (right < 0 || k0 + nk - 1 <= q0 + right);
+    if (!inside)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int c = 0; c < BC; ++c) {
+          const int q = q0 + (kKeyRows ? c : r), k = k0 + (kKeyRows ? r : c);
+          if ((left >= 0 && k < q - left) || (right >= 0 && k > q + right)) s[r][c] = -INFINITY;
+        }
     return chain;
   }
 
@@ -113,5 +135,8 @@ struct FlashFeatures {
     return {r.first, r.count};
   }
 };
+
+using FlashFeatures = FlashFeaturesOf<true>;          // softcap, ALiBi, a window, K/V shapes
+using FlashFeaturesNoCap = FlashFeaturesOf<false>;    // the same without the softcap
 
 }  // namespace fs

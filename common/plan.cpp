@@ -182,9 +182,12 @@ double RunPlan::density() const {
 
 std::string RunPlan::mask_label() const {
   if (step_->clustered) return "smyrf:" + smyrf_spec(opt_.smyrf);  // "smyrf:8x32": rounds × cluster size
-  if (features_.on()) {
+  const Shape& s = opt_.shape;
+  if (features_.on() || !s.square()) {
     std::string label;
     auto add = [&](const std::string& part) { label += (label.empty() ? "" : "+") + part; };
+    if (s.keys() != s.N) add("seq-k:" + std::to_string(s.keys()));
+    if (s.kv_heads() != s.H) add("heads-kv:" + std::to_string(s.kv_heads()));
     if (features_.windowed())
       add("window:" + std::to_string(features_.window_left) + ":" + std::to_string(features_.window_right));
     if (features_.softcap > 0.f) add("softcap:" + number_label(features_.softcap));

@@ -66,8 +66,9 @@ class RunPlan {
   // a window, the scores it keeps of those the FLOP count takes (all, or the causal half).
   double density() const;
   // What the results and the output call the run: "04_online_softmax/fa2"; the mask's pattern
-  // spec or file name, SMYRF's clustering, or the score features ("window:256:0+softcap:30+alibi":
-  // no commas, which the tables' filters split on); empty for a plain dense run.
+  // spec or file name, SMYRF's clustering, or K/V's own shape and the score features
+  // ("heads-kv:8+window:256:0+softcap:30+alibi": no commas, which the tables' filters split on);
+  // empty for a plain dense run of a square problem.
   std::string label() const { return step_->label(opt_.variant); }
   std::string mask_label() const;
   // The step's IO model of one pass, "fwd" or "bwd".

@@ -64,9 +64,12 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::
   fp.mods = mods;
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
-  if (mods.on() || !s.square()) {
+  if (mods.softcap > 0.f) {  // as the steps' launchers choose
     forward<D, fs::FlashFeatures>(fp);
     backward<D, fs::FlashFeatures>(bp, atomic_dq, delta.data());
+  } else if (mods.on() || !s.square()) {
+    forward<D, fs::FlashFeaturesNoCap>(fp);
+    backward<D, fs::FlashFeaturesNoCap>(bp, atomic_dq, delta.data());
   } else {
     forward<D, fs::NoFeatures>(fp);
     backward<D, fs::NoFeatures>(bp, atomic_dq, delta.data());

@@ -36,7 +36,7 @@ struct Features {
 
 using fs::testing::FlashOutputs;
 
-template <int D, class Dropout>
+template <int D, class Dropout, class Features>
 FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
                  const fs::ScoreMods& mods) {
   const std::size_t n = s.elems(), rows = s.rows();
@@ -48,9 +48,9 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, cons
   for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
   fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal, dropout);
   fp.mods = mods;
-  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, fs::FlashFeatures>(fp);
+  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, Features>(fp);
   const fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
-  fs::launch_backward<D, fs::DenseWalk, Dropout, fs::FlashFeatures>(bp, atomic_dq, delta.get());
+  fs::launch_backward<D, fs::DenseWalk, Dropout, Features>(bp, atomic_dq, delta.get());
   FS_CUDA_CHECK(cudaDeviceSynchronize());
   FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
                    std::vector<float>(n)};
@@ -91,8 +91,12 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
       const fs::Dropout dropout{f.dropout, 99};
       const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
       const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
-        return dropout.on() ? run<D, fs::PhiloxDropout>(s, p, causal, dropout, atomic_dq, mods)
-                            : run<D, fs::NoDropout>(s, p, causal, dropout, atomic_dq, mods);
+        // The instantiation the steps' launchers choose: with the softcap's chain rule or without.
+        if (mods.softcap > 0.f)
+          return dropout.on() ? run<D, fs::PhiloxDropout, fs::FlashFeatures>(s, p, causal, dropout, atomic_dq, mods)
+                              : run<D, fs::NoDropout, fs::FlashFeatures>(s, p, causal, dropout, atomic_dq, mods);
+        return dropout.on() ? run<D, fs::PhiloxDropout, fs::FlashFeaturesNoCap>(s, p, causal, dropout, atomic_dq, mods)
+                            : run<D, fs::NoDropout, fs::FlashFeaturesNoCap>(s, p, causal, dropout, atomic_dq, mods);
       });
       fs::testing::require_reference(
           s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),

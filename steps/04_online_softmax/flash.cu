@@ -294,8 +294,10 @@ template <int D>
 void launch(const FwdParams& p) {
   if (p.variant == kAlgorithm1)
     launch_alg1<D>(p);
-  else if (p.mods.on() || !p.shape.square())  // a window, softcapping, ALiBi; Nk ≠ N, GQA (common/flash_features.cuh)
+  else if (p.mods.softcap > 0.f)  // FlashAttention's interface features (common/flash_features.cuh)
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashFeatures>(p);
+  else if (p.mods.on() || !p.shape.square())  // a window, ALiBi; Nk ≠ N, GQA
+    launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashFeaturesNoCap>(p);
   else
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
 }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <type_traits>
 
 #include "common/io_model.hpp"
 #include "common/flash_tile.cuh"
@@ -122,8 +123,10 @@ void recompute_forward(const FwdParams& p) {
     return;
   }
   dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.mods.on() || !p.shape.square())  // a window, softcapping, ALiBi; Nk ≠ N, GQA (common/flash_features.cuh)
+    if (p.mods.softcap > 0.f)  // FlashAttention's interface features (common/flash_features.cuh)
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeatures>(p);
+    else if (p.mods.on() || !p.shape.square())  // a window, ALiBi; Nk ≠ N, GQA
+      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeaturesNoCap>(p);
     else
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p);
   });
@@ -134,12 +137,19 @@ void recompute_backward(const BwdParams& p) {
   if (!p.mods.on() && p.shape.square()) return run_backward<DenseWalk>(p);
   float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
   const bool atomic = p.variant == kAtomicDQ;
-  dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.dropout.on())
-      launch_backward<D, DenseWalk, PhiloxDropout, FlashFeatures>(p, atomic, delta);
-    else
-      launch_backward<D, DenseWalk, NoDropout, FlashFeatures>(p, atomic, delta);
-  });
+  auto launch = [&](auto* features) {  // FlashFeatures, or FlashFeaturesNoCap without a softcap (a null of its type)
+    using F = std::remove_pointer_t<decltype(features)>;
+    dispatch_head_dim(p.shape.d, [&](auto D) {
+      if (p.dropout.on())
+        launch_backward<D, DenseWalk, PhiloxDropout, F>(p, atomic, delta);
+      else
+        launch_backward<D, DenseWalk, NoDropout, F>(p, atomic, delta);
+    });
+  };
+  if (p.mods.softcap > 0.f)
+    launch(static_cast<FlashFeatures*>(nullptr));
+  else
+    launch(static_cast<FlashFeaturesNoCap*>(nullptr));
 }
 
 StepInfo step05_info() {
