@@ -73,8 +73,9 @@ struct FlashFeaturesOf {
     return kv_bh / s.kv_heads() * s.H + kv_bh % s.kv_heads() * group(s) + g;
   }
 
-  // Each step is skipped where it changes nothing, by a branch every thread of a warp takes
-  // alike (softcap, ALiBi) or that only the tiles on a window's edges take (the mask).
+  // One pass over the tile for ALiBi and the window, without branches: with a branch around
+  // each (skipping ALiBi at slope 0, the mask on tiles inside the window whole) ptxas spilled
+  // the dK/dV kernel's accumulators to local memory, 6 KB a thread at d = 64.
   template <bool kKeyRows, int R, int BC>
   __device__ __forceinline__ std::conditional_t<kSoftcap, SoftcapChain<R, BC>, NoChain> scores(float (&s)[R][BC],
                                                                                              int row, int col0) const {
@@ -88,27 +89,15 @@ struct FlashFeaturesOf {
           s[r][c] = cap * t;
           chain.g[r][c] = 1.f - t * t;
         }
-    // The thread's queries (their diagonal keys) and keys: rows, or columns with kKeyRows.
-    const int q0 = (kKeyRows ? col0 : row) + delta, k0 = kKeyRows ? row : col0;
-    constexpr int nq = kKeyRows ? BC : R, nk = kKeyRows ? R : BC;
-    if (slope != 0.f)
 #pragma unroll
-      for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < BC; ++c) {
-          const int q = q0 + (kKeyRows ? c : r), k = k0 + (kKeyRows ? r : c);
-          s[r][c] -= slope * fabsf(float(q - k));
-        }
-    // Inside the window whole: every key ≥ the last query's lowest, ≤ the first query's highest.
-    const bool inside = (left < 0 || k0 >= q0 + nq - 1 - left) && (right < 0 || k0 + nk - 1 <= q0 + right);
-    if (!inside)
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int c = 0; c < BC; ++c) {
-          const int q = q0 + (kKeyRows ? c : r), k = k0 + (kKeyRows ? r : c);
-          if ((left >= 0 && k < q - left) || (right >= 0 && k > q + right)) s[r][c] = -INFINITY;
-        }
+      for (int c = 0; c < BC; ++c) {
+        // q: the query's diagonal key (the row, or the column with kKeyRows); k: the key.
+        const int q = (kKeyRows ? col0 + c : row + r) + delta, k = kKeyRows ? row + r : col0 + c;
+        const float x = s[r][c] - slope * fabsf(float(q - k));
+        s[r][c] = (left >= 0 && k < q - left) || (right >= 0 && k > q + right) ? -INFINITY : x;
+      }
     return chain;
   }
 
