@@ -80,7 +80,8 @@ struct FlashFeaturesOf {
   __device__ __forceinline__ std::conditional_t<kSoftcap, SoftcapChain<R, BC>, NoChain> scores(float (&s)[R][BC],
                                                                                              int row, int col0) const {
     std::conditional_t<kSoftcap, SoftcapChain<R, BC>, NoChain> chain;
-    if constexpr (kSoftcap)
+    if constexpr (kSoftcap) {  // braced: nvcc 13.0 took a `#pragma unroll` after an unbraced `if
+                               // constexpr` for its body, and dropped what followed (the return)
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -89,6 +90,7 @@ struct FlashFeaturesOf {
           s[r][c] = cap * t;
           chain.g[r][c] = 1.f - t * t;
         }
+    }
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
