@@ -77,7 +77,7 @@ TEST_CASE("--window, --softcap and --alibi are read as FlashAttention takes them
   REQUIRE_THROWS_WITH(parse({"--softcap", "inf"}, "05"), Contains("--softcap"));
 }
 
-TEST_CASE("--seq-k and --heads-kv give K and V their own shape; the query heads must be a multiple of the K/V heads",
+TEST_CASE("--seq-k and --heads-kv give K and V their own shape, the query heads a multiple of the K/V heads",
           "[cli][features]") {
   using Catch::Contains;
   const auto o = parse({"--heads", "8", "--seq", "100", "--seq-k", "300", "--heads-kv", "2"}, "05");
