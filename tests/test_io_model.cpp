@@ -207,7 +207,7 @@ TEST_CASE("a sliding window, K and V of another length: the IO models count exac
     }
 }
 
-TEST_CASE("grouped K/V heads: each query head's CTAs still load K and V in the forward; the backward reads K, V and "
+TEST_CASE("grouped K/V heads: each query head's CTAs still load K and V in the forward, the backward reads K, V and "
           "writes dK, dV once per K/V head",
           "[io][features]") {
   const fs::Shape square{2, 4, 300, 64};
