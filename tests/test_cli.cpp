@@ -55,7 +55,7 @@ TEST_CASE("shapes too large for any GPU are refused before allocating", "[cli]")
   REQUIRE_THROWS_WITH(fs::validate_shape(s), Catch::Contains("beyond any GPU"));
 }
 
-TEST_CASE("--window, --softcap and --alibi are read as FlashAttention takes them, bad values refused naming the option",
+TEST_CASE("the window, softcap and ALiBi options are read as FlashAttention takes them, bad values refused naming the option",
           "[cli][features]") {
   using Catch::Contains;
   const auto o = parse({"--window", "256,-1", "--softcap", "30", "--alibi"}, "05");
@@ -77,7 +77,7 @@ TEST_CASE("--window, --softcap and --alibi are read as FlashAttention takes them
   REQUIRE_THROWS_WITH(parse({"--softcap", "inf"}, "05"), Contains("--softcap"));
 }
 
-TEST_CASE("--seq-k and --heads-kv give K and V their own shape, the query heads a multiple of the K/V heads",
+TEST_CASE("the K/V shape options give K and V their own length and heads, the query heads a multiple of the K/V heads",
           "[cli][features]") {
   using Catch::Contains;
   const auto o = parse({"--heads", "8", "--seq", "100", "--seq-k", "300", "--heads-kv", "2"}, "05");

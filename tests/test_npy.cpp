@@ -130,9 +130,24 @@ TEST_CASE("loading a problem checks q, k, v, dO against each other", "[npy]") {
   REQUIRE(p.shape.N == 4);
   REQUIRE(p.shape.d == 5);
 
-  SECTION("k of another shape") {
+  SECTION("k and v of their own length and heads (Nk, Hkv), but not of another batch or head dimension") {
+    const std::vector<float> kv(2 * 1 * 6 * 5, 1.0f);
+    fs::write_npy((dir / "k.npy").string(), kv.data(), {2, 1, 6, 5});
+    fs::write_npy((dir / "v.npy").string(), kv.data(), {2, 1, 6, 5});
+    const fs::HostProblem g = fs::load_problem(dir.string(), false);
+    REQUIRE((g.shape.keys() == 6 && g.shape.kv_heads() == 1 && g.k.size() == kv.size()));
+    fs::write_npy((dir / "v.npy").string(), kv.data(), {2, 1, 5, 6});
+    REQUIRE_THROWS_WITH(fs::load_problem(dir.string(), false), Catch::Contains("differs from k.npy"));
     fs::write_npy((dir / "k.npy").string(), t.data(), {2, 3, 5, 4});
-    REQUIRE_THROWS_WITH(fs::load_problem(dir.string(), false), Catch::Contains("differs from q.npy"));
+    fs::write_npy((dir / "v.npy").string(), t.data(), {2, 3, 5, 4});
+    REQUIRE_THROWS_WITH(fs::load_problem(dir.string(), false), Catch::Contains("another batch or head dimension"));
+    fs::write_npy((dir / "k.npy").string(), kv.data(), {2, 2, 3, 5});  // 3 query heads, 2 K/V heads
+    fs::write_npy((dir / "v.npy").string(), kv.data(), {2, 2, 3, 5});
+    REQUIRE_THROWS_WITH(fs::load_problem(dir.string(), false), Catch::Contains("multiple of the K/V heads"));
+  }
+  SECTION("do.npy of another shape than q.npy") {
+    fs::write_npy((dir / "do.npy").string(), t.data(), {2, 3, 5, 4});
+    REQUIRE_THROWS_WITH(fs::load_problem(dir.string(), true), Catch::Contains("differs from q.npy"));
   }
   SECTION("a 3-D tensor") {
     fs::write_npy((dir / "v.npy").string(), t.data(), {6, 4, 5});
