@@ -138,8 +138,8 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
   }
   const ScoreFeatures& f = settings.features;
   if (f.on()) {  // the score features, once, for every pass; a reach past N is the same as N
-    mods_.window_left = clamp_reach(f.window_left, shape_.N);
-    mods_.window_right = clamp_reach(f.window_right, shape_.N);
+    mods_.window_left = clamp_reach(f.window_left, shape_.N, shape_.keys());
+    mods_.window_right = clamp_reach(f.window_right, shape_.N, shape_.keys());
     mods_.softcap = f.softcap;
     if (!f.alibi_slopes.empty()) {
       alibi_ = DeviceBuffer<float>(f.alibi_slopes.size());

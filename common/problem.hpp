@@ -119,8 +119,12 @@ struct ScoreFeatures {
 // reach of −1 is unbounded. Reaches are at most N (a wider window is the same window).
 __host__ __device__ inline int window_lo(int first, int reach) { return reach >= 0 ? first - reach : 0; }
 __host__ __device__ inline int window_end(int last, int reach) { return reach >= 0 ? last + reach + 1 : 0x7fffffff; }
-// A reach as the kernels and the IO models take it: one past N sees no more than N does.
-inline int clamp_reach(int reach, int N) { return reach < N ? reach : N; }
+// A reach as the kernels and the IO models take it: a query's diagonal key and any key are less
+// than max(N, Nk) apart, so a longer reach sees no more (and cannot overflow window_end).
+inline int clamp_reach(int reach, int N, int Nk) {
+  const int most = N > Nk ? N : Nk;
+  return reach < most ? reach : most;
+}
 
 // The tiles of a run of `count` tiles of `tile` elements from `first` (a multiple of `tile`)
 // that meet [lo, end): the first of them and how many.

@@ -223,3 +223,19 @@ TEST_CASE("grouped K/V heads: each query head's CTAs still load K and V in the f
     }
   }
 }
+
+TEST_CASE("a step's IO model takes a window longer than N as it is when there are more keys than queries",
+          "[io][features]") {
+  // N = 10 queries, Nk = 100 keys: query i's diagonal key is i + 90, and a reach of 50 keys to its
+  // left is not the same window as one of 10 (the queries' count).
+  fs::Shape s{1, 1, 10, 64};
+  s.Nk = 100;
+  fs::PassSettings settings;
+  settings.features.window_left = 50;
+  settings.features.window_right = 0;
+  const fs::StepInfo& step = *fs::find_step("05");
+  REQUIRE(step.io_backward(s, settings).total() == fs::io_recompute_backward(s, false, true, 50, 0).total());
+  REQUIRE(step.io_backward(s, settings).total() != fs::io_recompute_backward(s, false, true, 10, 0).total());
+  settings.features.window_left = 1 << 30;  // past every key: the same as unbounded
+  REQUIRE(step.io_backward(s, settings).total() == fs::io_recompute_backward(s, false, true, -1, 0).total());
+}

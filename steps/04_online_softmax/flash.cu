@@ -322,8 +322,8 @@ IoCount io_forward(const Shape& s, const PassSettings& settings) {
   }
   const Flash2Tiles t = flash2_tiles(s.d);
   const ScoreFeatures& f = settings.features;
-  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N),
-                           clamp_reach(f.window_right, s.N));
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N, s.keys()),
+                           clamp_reach(f.window_right, s.N, s.keys()));
 }
 
 }  // namespace

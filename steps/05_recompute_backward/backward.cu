@@ -33,14 +33,14 @@ std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return s.rows() 
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const Flash2Tiles t = flash2_tiles(s.d);
   const ScoreFeatures& f = settings.features;
-  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N),
-                           clamp_reach(f.window_right, s.N));
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, 4, clamp_reach(f.window_left, s.N, s.keys()),
+                           clamp_reach(f.window_right, s.N, s.keys()));
 }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
   const ScoreFeatures& f = settings.features;
-  return io_recompute_backward(s, settings.causal, settings.variant == kAtomicDQ, clamp_reach(f.window_left, s.N),
-                               clamp_reach(f.window_right, s.N));
+  return io_recompute_backward(s, settings.causal, settings.variant == kAtomicDQ, clamp_reach(f.window_left, s.N, s.keys()),
+                               clamp_reach(f.window_right, s.N, s.keys()));
 }
 
 }  // namespace
