@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "common/philox.hpp"
 
@@ -52,11 +54,13 @@ BothReports run_both(const Case& c, const fs::HostProblem& p, fs::Dropout drop =
                               dv.data(), c.seed(), kBudget)};
 }
 
-// fa2 (dQ by atomics) and deterministic; the rungs' backward is fa2's, so they add nothing here.
+// fa2 (dQ by atomics) and deterministic, and (EXPERIMENT) the tune variants' dK/dV kernels where
+// they are compiled; the rungs' backward is fa2's, so they add nothing here.
+bool own_backward(const std::string& v) { return v == "fa2" || v == "deterministic" || v.rfind("tune", 0) == 0; }
 std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   std::vector<Case> out;
   for (const Case& c : cases_for(s, causal, true, dtype))
-    if (c.step->variants[c.variant] == "fa2" || c.step->variants[c.variant] == "deterministic") out.push_back(c);
+    if (own_backward(c.step->variants[c.variant])) out.push_back(c);
   return out;
 }
 
@@ -129,7 +133,7 @@ TEST_CASE("16-bit backward dQ, dK, dV match the fp64 reference on odd shapes, wi
   const bool causal = GENERATE(false, true);
   const float p_drop = GENERATE(0.f, 0.15f);
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
-  REQUIRE(cases.size() == 2);  // fa2 and deterministic run every one of these
+  REQUIRE(cases.size() == ((d == 64 || d == 128) ? 4u : 2u));  // fa2 and deterministic run every one of these
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
       const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
@@ -248,4 +252,40 @@ TEST_CASE("16-bit deterministic backward is bit-identical over repeats, atomic d
       if (c.order_dependent()) WARN(c.name() << ": dQ differed from the first run in " << differing_runs << " of 9 repeats");
     }
   }
+}
+
+// EXPERIMENT: tc_dkdv_smem_kernel (tuneA, tuneB) sums every product of dK and dV in the order
+// tc_dkdv_kernel (fa2) does, so their dK and dV must agree bit for bit; dQ goes by atomics in both.
+TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gpu][tc][determinism]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const bool causal = GENERATE(false, true);
+  const int d = GENERATE(64, 128);
+  const int N = GENERATE(17, 1000);
+  const fs::Shape s{2, 3, N, d};
+  const auto cases = backward_cases(s, causal, dtype);
+  const Case* fa2 = nullptr;
+  for (const Case& c : cases)
+    if (c.step->variants[c.variant] == "fa2") fa2 = &c;
+  REQUIRE(fa2 != nullptr);
+  const fs::HostProblem p = fs::random_problem(s, fa2->seed(), true, dtype);
+  const fs::Dropout drop{0.1f, 5};
+  auto grads = [&](const Case& c) {
+    fs::DeviceRun run(*c.step, p, c.settings(drop), true);
+    run.forward();
+    run.backward();
+    run.sync();
+    return std::vector<std::vector<float>>{run.dk(), run.dv()};
+  };
+  const auto want = grads(*fa2);
+  int compared = 0;
+  for (const Case& c : cases) {
+    if (c.step->variants[c.variant].rfind("tune", 0) != 0) continue;
+    DYNAMIC_SECTION(c.name()) {
+      const auto got = grads(c);
+      REQUIRE(same_bits(got[0], want[0]));
+      REQUIRE(same_bits(got[1], want[1]));
+    }
+    ++compared;
+  }
+  REQUIRE(compared == 2);
 }

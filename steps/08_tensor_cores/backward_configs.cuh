@@ -50,8 +50,21 @@ struct Bwd<E, 256> {
 
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
+// EXPERIMENT: the candidates of tc_dkdv_smem_kernel (keys, queries, warps, key groups, dQ row
+// tiles): warps of 32 keys × 32 queries (Sᵀ) and 32 keys × D/2 or D/4 columns (dK, dV).
+template <typename E, int D>
+struct BwdTune {
+  using A = DkdvSmemConfig<E, D, 128, 64, 8, 4, 2>;
+  using B = DkdvSmemConfig<E, D, 64, 64, 4, 2, 2>;
+};
+
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
+  if constexpr (is_ladder_head_dim(D)) {
+    using Dq = typename Bwd<E, D>::Dq;
+    if (p.variant == kTuneA) return launch_tc_backward<typename BwdTune<E, D>::A, Dq>(p, true);
+    if (p.variant == kTuneB) return launch_tc_backward<typename BwdTune<E, D>::B, Dq>(p, true);
+  }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

@@ -54,6 +54,7 @@ struct DkdvConfig {
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
+  static constexpr bool kSmemPds = false;  // tc_dkdv_kernel: P and dS stay in registers
   static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps, kCols = D / kSplit;
   // The one-FMA probabilities for a power-of-2 τ, compiled where the default τ = 1/√d is one (d a
   // power of 4). At d = 128, where it is not, the second copy of the loop alone made the kernel
@@ -72,6 +73,36 @@ struct DkdvConfig {
   static constexpr std::size_t smem_bytes(bool atomic) {
     return sizeof(E) * (2 * KTile::kElems + 4 * QTile::kElems + (atomic ? DsTile::kElems : 0)) +
            sizeof(float) * 4 * kQueries;  // LSE, D: two stages each
+  }
+};
+
+// The dK/dV kernel with FlashAttention-2's warp layout (tc_dkdv_smem_kernel): kKeys keys per CTA,
+// kQueries queries per stage, kWarps warps in kKeyGroups rows. Warp w owns keys
+// [kWarpKeys·(w mod kKeyGroups), +kWarpKeys) in both of its phases; with the index
+// o = w / kKeyGroups it computes Sᵀ and dPᵀ for queries [kWarpQueries·o, +kWarpQueries) and
+// accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
+// between the two, since a warp's dV rows need every query's P, not only its own.
+template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_>
+struct DkdvSmemConfig {
+  using E = E_;
+  static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
+  static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
+  static constexpr bool kSmemPds = true;       // tc_dkdv_smem_kernel
+  static constexpr int kThreads = 32 * kWarps, kKeyGroups = kKeyGroups_, kOthers = kWarps / kKeyGroups;
+  static constexpr int kWarpKeys = kKeys / kKeyGroups, kWarpQueries = kQueries / kOthers, kWarpCols = D / kOthers;
+  static_assert(kWarps % kKeyGroups == 0 && kWarpKeys % 16 == 0 && kWarpQueries % 16 == 0 && kWarpCols % 16 == 0,
+                "every warp takes whole 16-key tiles × 16 queries (Sᵀ) and × 16 columns (dK, dV)");
+  static constexpr bool kExactScalePath = (D & (D - 1)) == 0 && (D & 0x55555555) != 0;
+  static constexpr int kDqRowTiles = kDqRowTiles_;
+  static constexpr int kRowGroups = kQueries / (16 * kDqRowTiles), kDqGroups = kWarps / kRowGroups,
+                       kDqCols = kCols / kDqGroups;
+  static_assert(kQueries % (16 * kDqRowTiles) == 0 && kWarps % kRowGroups == 0 && kCols % (16 * kDqGroups) == 0,
+                "every warp takes whole 16-row tiles × a multiple of 16 columns of dQ");
+  using KTile = SmemTile<kKeys, D, true>;          // K_j, V_j
+  using QTile = SmemTile<kQueries, D, true>;       // Q_i, dO_i: two stages each
+  using DsTile = SmemTile<kKeys, kQueries, true>;  // (P ∘ Z)ᵀ and dSᵀ, (key, query)
+  static constexpr std::size_t smem_bytes(bool) {
+    return sizeof(E) * (2 * KTile::kElems + 4 * QTile::kElems + 2 * DsTile::kElems) + sizeof(float) * 4 * kQueries;
   }
 };
 
@@ -201,6 +232,125 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// The pieces both dK/dV kernels share.
+
+// Q_i, dO_i, LSE_i, D_i of one pipeline stage, all by cp.async under one commit (gLse and gDelta
+// point at the head's row 0). Rows past N are zero-filled: zero Q and dO rows give S = 0,
+// P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
+template <typename QTile, int kThreads, typename E>
+__device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, float* sD, const E* gQ, const E* gdO,
+                                                  const float* gLse, const float* gDelta, int i0, int N) {
+  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sQ, gQ, i0, N);
+  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sdO, gdO, i0, N);
+  for (int i = threadIdx.x; i < QTile::kRows; i += kThreads) {
+    const bool valid = i0 + i < N;
+    cp_async_4(sL + i, gLse + (valid ? i0 + i : 0), valid);
+    cp_async_4(sD + i, gDelta + (valid ? i0 + i : 0), valid);
+  }
+  cp_async_commit();
+}
+
+// P and dS of one key against queries q and q + 1 (q even: the pair a lane holds of a transposed
+// tile). On entry s0, s1 are the scores Sᵀ and dp0, dp1 are dPᵀ; on exit s0, s1 are P ∘ Z and
+// dp0, dp1 are dS = P ∘ (dP ∘ Z − D). P is 0 where causal hides the key and for keys past N (their
+// rows of K are zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative), and
+// where LSE is +inf (a query past N, or one that saw no key). kExactScale: τ is a power of 2, so τs
+// is exact and one FMA rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less.
+template <bool kExactScale, bool kDropout>
+__device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, float& dp1, float2 lse, float2 dd,
+                                             int key, int q, bool edge, const BwdParams& p, const TcDropout& dropout) {
+  float p0, p1;
+  if constexpr (kExactScale) {
+    p0 = exp2_fast(fmaf(s0, p.scale, -lse.x) * kLog2e);
+    p1 = exp2_fast(fmaf(s1, p.scale, -lse.y) * kLog2e);
+  } else {
+    p0 = tc_prob(s0, p.scale, lse.x);
+    p1 = tc_prob(s1, p.scale, lse.y);
+  }
+  if (edge) {
+    const int N = p.shape.N;
+    if (key >= N || (p.causal && key > q)) p0 = 0.f;
+    if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
+  }
+  Z2 z{1.f, 1.f};
+  if constexpr (kDropout) z = dropout.along_queries(q, key);
+  dp0 = p0 * (dp0 * z.z0 - dd.x);
+  dp1 = p1 * (dp1 * z.z1 - dd.y);
+  s0 = p0 * z.z0;
+  s1 = p1 * z.z1;
+}
+
+// dQ_i += dS_ij K_j (τ in the convert kernel), from dS_ijᵀ (keys × queries) and K_j in shared
+// memory, once every warp's dS is in: warp w adds rows qr .. qr + 16·kDqRowTiles of the query tile
+// × kDqCols columns from cq to dQacc with fp32 atomics. A = dS, read transposed out of the
+// (key, query) tile.
+template <typename Cfg, typename E>
+__device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float* dq_acc, std::int64_t head, int i0,
+                                                int N, int c0) {
+  using DsTile = typename Cfg::DsTile;
+  using KTile = typename Cfg::KTile;
+  constexpr int D = Cfg::D, BN = Cfg::kKeys, DQT = Cfg::kDqCols / 8, MQ = Cfg::kDqRowTiles;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int qr = 16 * MQ * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
+  float dq[MQ][DQT][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    std::uint32_t a[MQ][4];
+#pragma unroll
+    for (int mq = 0; mq < MQ; ++mq)
+      ldmatrix_x4_trans(a[mq], sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3),
+                                                    (qr + 16 * mq) / 8 + ((lane >> 3) & 1)));
+#pragma unroll
+    for (int ct = 0; ct < DQT; ct += 2) {
+      std::uint32_t b[4];
+      load_b_v<KTile>(b, sK, kk, cq + 8 * ct);
+#pragma unroll
+      for (int mq = 0; mq < MQ; ++mq) {
+        Element<E>::mma(dq[mq][ct], a[mq], b[0], b[1]);
+        Element<E>::mma(dq[mq][ct + 1], a[mq], b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int mq = 0; mq < MQ; ++mq)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = i0 + qr + 16 * mq + g + 8 * h;
+      if (row >= N) continue;
+      float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
+#pragma unroll
+      for (int ct = 0; ct < DQT; ++ct) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
+#else
+        atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
+        atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
+#endif
+      }
+    }
+}
+
+// dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8) × CT
+// 8-column tiles from c0, to HBM in the run's element type; keys past N are not stored.
+template <typename E, int D, int CT>
+__device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const float (&dk)[CT][4], const float (&dv)[CT][4],
+                                              std::int64_t head, int key0, int c0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + g + 8 * h;
+    if (key >= p.shape.N) continue;
+    E* dst_k = as<E>(p.dk) + (head + key) * D + c0 + 2 * t4;
+    E* dst_v = as<E>(p.dv) + (head + key) * D + c0 + 2 * t4;
+#pragma unroll
+    for (int ct = 0; ct < CT; ++ct) {
+      *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
+          Element<E>::pack(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dst_v + 8 * ct) = Element<E>::pack(dv[ct][2 * h], dv[ct][2 * h + 1]);
+    }
+  }
+}
+
 template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads)
     tc_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc, trace::Slices slices) {
@@ -243,17 +393,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // The query tiles this CTA visits. Causal: none before its first key.
   const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
   const int n_tiles = walk.size();
-  // Q_i, dO_i, LSE_i, D_i of a stage, all by cp.async, rows past N zero-filled: zero Q and dO rows
-  // give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
   auto load_stage = [&](int s, int i0) {
-    load_tile<QTile, Cfg::kThreads, true>(sQ + s * QTile::kElems, gQ, i0, N);
-    load_tile<QTile, Cfg::kThreads, true>(sdO + s * QTile::kElems, gdO, i0, N);
-    for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
-      const bool valid = i0 + i < N;
-      cp_async_4(sL + s * BM + i, gLse + head + (valid ? i0 + i : 0), valid);
-      cp_async_4(sD + s * BM + i, gDelta + head + (valid ? i0 + i : 0), valid);
-    }
-    cp_async_commit();
+    tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
+                                            gQ, gdO, gLse + head, gDelta + head, i0, N);
   };
   if (n_tiles > 0) load_stage(0, walk.start(0));
 
@@ -309,10 +451,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
 
-    // P = exp(S − LSE), 0 where causal hides the key and for keys past N (their rows of K are
-    // zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative); dS =
-    // P ∘ (dP ∘ Z − D); st becomes P ∘ Z and dpt dS. Element e of tile nt: key g + 8(e/2) of the
-    // warp, query 8nt + 2t4 + e%2. Queries past N add nothing (zero-filled: see load_stage).
+    // P = exp(S − LSE) and dS = P ∘ (dP ∘ Z − D) (tc_p_ds_pair): st becomes P ∘ Z and dpt dS.
+    // Element e of tile nt: key g + 8(e/2) of the warp, query 8nt + 2t4 + e%2. Queries past N add
+    // nothing (zero-filled: see tc_load_bwd_stage).
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
     // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
     // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score; the
@@ -324,27 +465,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
         const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int key = key0 + wkey + g + 8 * h, q = i0 + 8 * nt + 2 * t4;
-          float p0, p1;
-          if constexpr (decltype(exact_scale)::value) {
-            p0 = exp2_fast(fmaf(st[nt][2 * h], p.scale, -lse.x) * kLog2e);
-            p1 = exp2_fast(fmaf(st[nt][2 * h + 1], p.scale, -lse.y) * kLog2e);
-          } else {
-            p0 = tc_prob(st[nt][2 * h], p.scale, lse.x);
-            p1 = tc_prob(st[nt][2 * h + 1], p.scale, lse.y);
-          }
-          if (edge) {
-            if (key >= N || (p.causal && key > q)) p0 = 0.f;
-            if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
-          }
-          Z2 z{1.f, 1.f};
-          if constexpr (kDropout) z = dropout.along_queries(q, key);
-          dpt[nt][2 * h] = p0 * (dpt[nt][2 * h] * z.z0 - dd.x);
-          dpt[nt][2 * h + 1] = p1 * (dpt[nt][2 * h + 1] * z.z1 - dd.y);
-          st[nt][2 * h] = p0 * z.z0;
-          st[nt][2 * h + 1] = p1 * z.z1;
-        }
+        for (int h = 0; h < 2; ++h)
+          tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[nt][2 * h], st[nt][2 * h + 1], dpt[nt][2 * h],
+                                                               dpt[nt][2 * h + 1], lse, dd, key0 + wkey + g + 8 * h,
+                                                               i0 + 8 * nt + 2 * t4, edge, p, dropout);
       }
     };
     if (pow2_scale)
@@ -389,47 +513,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, c0, DP, 0);
 
     if constexpr (kAtomicDQ) {
-      // dQ_i += dS_ij K_j (τ in the convert kernel): warp w adds rows qr.. qr + 16 of the tile ×
-      // kDqCols columns from cq. A = dS, read transposed out of the (key, query) tile.
-      constexpr int DQT = Cfg::kDqCols / 8, MQ = Cfg::kDqRowTiles;
-      const int qr = 16 * MQ * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
       __syncthreads();  // every warp's dS rows are in
-      float dq[MQ][DQT][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        std::uint32_t a[MQ][4];
-#pragma unroll
-        for (int mq = 0; mq < MQ; ++mq)
-          ldmatrix_x4_trans(a[mq], sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3),
-                                                        (qr + 16 * mq) / 8 + ((lane >> 3) & 1)));
-#pragma unroll
-        for (int ct = 0; ct < DQT; ct += 2) {
-          std::uint32_t b[4];
-          load_b_v<KTile>(b, sK, kk, cq + 8 * ct);
-#pragma unroll
-          for (int mq = 0; mq < MQ; ++mq) {
-            Element<E>::mma(dq[mq][ct], a[mq], b[0], b[1]);
-            Element<E>::mma(dq[mq][ct + 1], a[mq], b[2], b[3]);
-          }
-        }
-      }
-#pragma unroll
-      for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = i0 + qr + 16 * mq + g + 8 * h;
-          if (row >= N) continue;
-          float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
-#pragma unroll
-          for (int ct = 0; ct < DQT; ++ct) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
-#else
-            atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
-            atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
-#endif
-          }
-        }
+      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, c0);
       // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);
@@ -441,21 +526,190 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
 
   // dK_j = τ dK, dV_j → HBM (line 24).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = key0 + wkey + g + 8 * h;
-    if (key >= N) continue;
-    E* dst_k = as<E>(p.dk) + (head + key) * D + c0 + 2 * t4;
-    E* dst_v = as<E>(p.dv) + (head + key) * D + c0 + 2 * t4;
-#pragma unroll
-    for (int ct = 0; ct < CT; ++ct) {
-      *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
-          Element<E>::pack(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
-      *reinterpret_cast<std::uint32_t*>(dst_v + 8 * ct) = Element<E>::pack(dv[ct][2 * h], dv[ct][2 * h + 1]);
-    }
-  }
+  tc_store_dkdv<E, D>(p, dk, dv, head, key0 + wkey, c0);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
+}
+
+// dK/dV with FlashAttention-2's warp layout (DkdvSmemConfig): the same passes, stages and
+// arithmetic as tc_dkdv_kernel, every product summed in the same order, so dK and dV come out bit
+// for bit the same; what changes is the warp tiles. There, a warp's 16 keys against all BM
+// queries read every Q_i and dO_i row once per 16 keys; here a warp's kWarpKeys (32) keys meet
+// kWarpQueries of them, and each element read from shared memory feeds twice the products. The
+// price is P and dS through shared memory, and a barrier between Sᵀ and dK, dV.
+template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+__global__ void __launch_bounds__(Cfg::kThreads)
+    tc_dkdv_smem_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc,
+                        trace::Slices slices) {
+  using E = typename Cfg::E;
+  using KTile = typename Cfg::KTile;
+  using QTile = typename Cfg::QTile;
+  using PTile = typename Cfg::DsTile;
+  constexpr int D = Cfg::D, BN = Cfg::kKeys, BM = Cfg::kQueries;
+  constexpr int MT = Cfg::kWarpKeys / 16;     // 16-key tiles of a warp
+  constexpr int NT = Cfg::kWarpQueries / 8;   // 8-query tiles of a warp's Sᵀ
+  constexpr int KD = D / 16;                  // 16-wide steps over d (Sᵀ, dPᵀ)
+  constexpr int KQ = BM / 16;                 // 16-wide steps over the queries (dV, dK)
+  constexpr int CT = Cfg::kWarpCols / 8;      // 8-column tiles of the warp's dK, dV
+  constexpr std::int64_t kE = sizeof(E);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ __align__(128) unsigned char smem[];
+  E* sK = reinterpret_cast<E*>(smem);  // (BN, D)
+  E* sV = sK + KTile::kElems;          // (BN, D)
+  E* sQ = sV + KTile::kElems;          // 2 stages × (BM, D)
+  E* sdO = sQ + 2 * QTile::kElems;     // 2 stages × (BM, D)
+  E* sP = sdO + 2 * QTile::kElems;     // (BN, BM): (P ∘ Z)ᵀ
+  E* sdS = sP + PTile::kElems;         // (BN, BM): dSᵀ
+  float* sL = reinterpret_cast<float*>(sdS + PTile::kElems);  // 2 stages × BM: LSE
+  float* sD = sL + 2 * BM;                                    // 2 stages × BM: D
+
+  const int N = p.shape.N;
+  const std::int64_t bh = blockIdx.y, head = bh * N;  // the head's first row
+  const int key0 = blockIdx.x * BN, n_keys = min(BN, N - key0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int wkey = Cfg::kWarpKeys * (warp % Cfg::kKeyGroups);  // the warp's first key in the tile
+  const int other = warp / Cfg::kKeyGroups;
+  const int wq = Cfg::kWarpQueries * other, wc = Cfg::kWarpCols * other;  // its queries (Sᵀ), columns (dK, dV)
+  const E* gQ = as<E>(p.q) + head * D;
+  const E* gdO = as<E>(p.dout) + head * D;
+  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
+
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + head * D, key0, N);
+  cp_async_commit();
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
+
+  const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
+  const int n_tiles = walk.size();
+  auto load_stage = [&](int s, int i0) {
+    tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
+                                            gQ, gdO, gLse + head, gDelta + head, i0, N);
+  };
+  if (n_tiles > 0) load_stage(0, walk.start(0));
+
+  float dk[MT][CT][4] = {}, dv[MT][CT][4] = {};  // the warp's keys × its kWarpCols columns
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
+    cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
+    __syncthreads();     // for everyone; and everyone is done with stage t − 1, its P and its dS
+    if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
+    const E* sQs = sQ + s * QTile::kElems;
+    const E* sdOs = sdO + s * QTile::kElems;
+    const float* sLs = sL + s * BM;
+    const float* sDs = sD + s * BM;
+
+    {  // Sᵀ = K_j Q_iᵀ, dPᵀ = V_j dO_iᵀ for the warp's keys × queries; then P and dS to shared memory
+      float st[MT][NT][4] = {}, dpt[MT][NT][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) {
+        std::uint32_t bq[NT / 2][4], bo[NT / 2][4];
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) {
+          load_b_k<QTile>(bq[j], sQs, wq + 16 * j, kk);
+          load_b_k<QTile>(bo[j], sdOs, wq + 16 * j, kk);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          std::uint32_t ak[4], av[4];
+          load_a<KTile>(ak, sK, wkey + 16 * mt, kk);
+          load_a<KTile>(av, sV, wkey + 16 * mt, kk);
+#pragma unroll
+          for (int j = 0; j < NT / 2; ++j) {
+            Element<E>::mma(st[mt][2 * j], ak, bq[j][0], bq[j][1]);
+            Element<E>::mma(st[mt][2 * j + 1], ak, bq[j][2], bq[j][3]);
+            Element<E>::mma(dpt[mt][2 * j], av, bo[j][0], bo[j][1]);
+            Element<E>::mma(dpt[mt][2 * j + 1], av, bo[j][2], bo[j][3]);
+          }
+        }
+      }
+      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
+
+      // P and dS (tc_p_ds_pair), element e of tile (mt, nt): key wkey + 16mt + g + 8(e/2), query
+      // wq + 8nt + 2t4 + e%2; rounded to 16 bits as the products read them, each pair one 4-byte
+      // store. The 8 groups g write 8 rows of one chunk column, which the swizzle puts in 8
+      // different bank groups.
+      const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;
+      const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
+      auto probs_and_ds = [&](auto exact_scale) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int q = wq + 8 * nt + 2 * t4;
+          const float2 lse = *reinterpret_cast<const float2*>(sLs + q);  // +inf: P = 0
+          const float2 dd = *reinterpret_cast<const float2*>(sDs + q);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int key = wkey + 16 * mt + g + 8 * h;
+              tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[mt][nt][2 * h], st[mt][nt][2 * h + 1],
+                                                                   dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
+                                                                   key0 + key, i0 + q, edge, p, dropout);
+              const int at = PTile::offset(key, (wq + 8 * nt) / 8) + 2 * t4;
+              *reinterpret_cast<std::uint32_t*>(sP + at) = Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]);
+              *reinterpret_cast<std::uint32_t*>(sdS + at) =
+                  Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]);
+            }
+        }
+      };
+      if (pow2_scale)
+        probs_and_ds(std::true_type{});
+      else
+        probs_and_ds(std::false_type{});
+      FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
+    }
+    __syncthreads();  // every warp's P and dS are in
+
+    // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
+#pragma unroll
+    for (int kq = 0; kq < KQ; ++kq) {
+      std::uint32_t ap[MT][4], ads[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        load_a<PTile>(ap[mt], sP, wkey + 16 * mt, kq);
+        load_a<PTile>(ads[mt], sdS, wkey + 16 * mt, kq);
+      }
+#pragma unroll
+      for (int ct = 0; ct < CT; ct += 2) {
+        std::uint32_t bo[4], bq[4];
+        load_b_v<QTile>(bo, sdOs, kq, wc + 8 * ct);
+        load_b_v<QTile>(bq, sQs, kq, wc + 8 * ct);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
+          Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
+          Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
+          Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
+        }
+      }
+    }
+    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
+    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
+
+    if constexpr (kAtomicDQ) {
+      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
+      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+    }
+  }
+  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
+    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
+  if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
+
+  // dK_j = τ dK, dV_j → HBM (line 24).
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D>(p, dk[mt], dv[mt], head, key0 + wkey + 16 * mt, wc);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kE);
 }
 
 template <typename Cfg, bool kDropout, bool kTrace>
@@ -621,6 +875,16 @@ inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
   return tc_delta_bytes(s) + s.elems() * sizeof(float);
 }
 
+// The dK/dV kernel of a configuration: P and dS in registers (DkdvConfig) or through shared
+// memory (DkdvSmemConfig).
+template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+constexpr auto tc_dkdv_kernel_of() {
+  if constexpr (Cfg::kSmemPds)
+    return tc_dkdv_smem_kernel<Cfg, kDropout, kAtomicDQ, kTrace>;
+  else
+    return tc_dkdv_kernel<Cfg, kDropout, kAtomicDQ, kTrace>;
+}
+
 // The backward: preprocess, dK/dV with atomic dQ and the convert, or (deterministic) preprocess,
 // dK/dV, then the dQ kernel.
 template <typename Dkdv, typename Dq, bool kDropout>
@@ -637,8 +901,8 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
     trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
                   tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                   dq_acc);
-    trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, true, false>,
-                  tc_dkdv_kernel<Dkdv, kDropout, true, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
+    trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel_of<Dkdv, kDropout, true, false>(),
+                  tc_dkdv_kernel_of<Dkdv, kDropout, true, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
                   p, delta, dq_acc);
     const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
     trace::launch(p.trace, "tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>,
@@ -648,8 +912,8 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
                 tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                 dq_acc);
-  trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel<Dkdv, kDropout, false, false>,
-                tc_dkdv_kernel<Dkdv, kDropout, false, true>, grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,
+  trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel_of<Dkdv, kDropout, false, false>(),
+                tc_dkdv_kernel_of<Dkdv, kDropout, false, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,
                 p, delta, dq_acc);
   const dim3 dq_grid(static_cast<unsigned>((s.N + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()));
   trace::launch(p.trace, "tc_dq_kernel", tc_dq_kernel<Dq, kDropout, false>, tc_dq_kernel<Dq, kDropout, true>, dq_grid,

@@ -27,6 +27,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
   if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
     return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
+  if (tc::is_tune(settings.variant) && !tc::is_ladder_head_dim(s.d))
+    return "the tune variants (an experiment) are compiled at d = 64 and 128";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
@@ -47,30 +49,40 @@ TcTiles tiles_of() {
 std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return tc::tc_bwd_workspace_bytes(s); }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
-  return io_tc_backward(s, settings.causal, settings.variant != tc::kDeterministic, static_cast<int>(dtype_bytes(settings.dtype)));
+  return io_tc_backward(s, settings.causal, settings.variant, static_cast<int>(dtype_bytes(settings.dtype)));
 }
 
-template <int D>
+template <typename Dkdv, typename Dq>
 TcBwdTiles bwd_tiles_of() {
-  using B = tc::Bwd<__nv_bfloat16, D>;  // the tiles do not depend on the element type
-  return {B::Dkdv::kKeys, B::Dkdv::kQueries, B::Dkdv::kSplit, B::Dq::kRows, B::Dq::kKeys};
+  return {Dkdv::kKeys, Dkdv::kQueries, Dkdv::kSplit, Dq::kRows, Dq::kKeys};
+}
+template <int D>
+TcBwdTiles bwd_tiles_of(int variant) {
+  using E = __nv_bfloat16;  // the tiles do not depend on the element type
+  using B = tc::Bwd<E, D>;
+  if constexpr (tc::is_ladder_head_dim(D)) {
+    if (variant == tc::kTuneA) return bwd_tiles_of<typename tc::BwdTune<E, D>::A, typename B::Dq>();
+    if (variant == tc::kTuneB) return bwd_tiles_of<typename tc::BwdTune<E, D>::B, typename B::Dq>();
+  }
+  return bwd_tiles_of<typename B::Dkdv, typename B::Dq>();
 }
 
 }  // namespace
 
-TcBwdTiles tc_backward_tiles(int d) {
+TcBwdTiles tc_backward_tiles(int d, int variant) {
   switch (d) {
-    case 32: return bwd_tiles_of<32>();
-    case 64: return bwd_tiles_of<64>();
-    case 96: return bwd_tiles_of<96>();
-    case 128: return bwd_tiles_of<128>();
-    case 256: return bwd_tiles_of<256>();
+    case 32: return bwd_tiles_of<32>(variant);
+    case 64: return bwd_tiles_of<64>(variant);
+    case 96: return bwd_tiles_of<96>(variant);
+    case 128: return bwd_tiles_of<128>(variant);
+    case 256: return bwd_tiles_of<256>(variant);
     default: return {};
   }
 }
 
-IoCount io_tc_backward(const Shape& s, bool causal, bool atomic_dq, int elem_bytes) {
-  const TcBwdTiles t = tc_backward_tiles(s.d);
+IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes) {
+  const TcBwdTiles t = tc_backward_tiles(s.d, variant);
+  const bool atomic_dq = variant != tc::kDeterministic;
   const std::int64_t N = s.N, d = s.d, e = elem_bytes, f = sizeof(float);
   auto real = [&](std::int64_t start, std::int64_t n) { return std::max<std::int64_t>(0, std::min(n, N - start)); };
   std::int64_t reads = 2 * N * d * e + N * f, writes = 2 * N * f;  // preprocess: O, dO, LSE; D, LSE's copy
@@ -148,7 +160,7 @@ StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "tuneA", "tuneB"};
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -157,7 +169,7 @@ StepInfo step08_info() {
   s.io_backward = io_backward;
   s.dropout = true;
   s.dtypes = {DType::bf16, DType::fp16};
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"};
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "tuneA", "tuneB"};
   return s;
 }
 

@@ -16,14 +16,15 @@ struct TcTiles {
 };
 TcTiles tc_forward_tiles(int d, int variant);
 
-// The backward's tiles at head dimension d: keys per dK/dV CTA, queries per stage, the CTAs a
+// The backward's tiles at head dimension d for a variant (tc::TcVariant): keys per dK/dV CTA, queries per stage, the CTAs a
 // key tile's columns are split over; rows per deterministic dQ CTA, keys per stage.
 struct TcBwdTiles {
   int keys = 0, queries = 0, split = 1, dq_rows = 0, dq_keys = 0;
 };
-TcBwdTiles tc_backward_tiles(int d);
-// The backward's HBM bytes (atomic dQ or the deterministic dQ kernel), elem_bytes per element.
-IoCount io_tc_backward(const Shape& s, bool causal, bool atomic_dq, int elem_bytes);
+TcBwdTiles tc_backward_tiles(int d, int variant);
+// The backward's HBM bytes of a variant (atomic dQ, or deterministic: the dQ kernel), elem_bytes
+// per element.
+IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes);
 
 StepInfo step08_info();
 
