@@ -39,7 +39,7 @@ struct Bwd<E, 96> {
 };
 template <typename E>
 struct Bwd<E, 128> {
-  using Dkdv = DkdvConfig<E, 128, 8, 64, 1, false, 2>;
+  using Dkdv = DkdvSmemConfig<E, 128, 128, 64, 8, 4, 2>;
   using Dq = DqConfig<E, 128, 4, 1, 64>;
 };
 template <typename E>
@@ -51,11 +51,20 @@ struct Bwd<E, 256> {
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
 // EXPERIMENT: the candidates of tc_dkdv_smem_kernel (keys, queries, warps, key groups, dQ row
-// tiles): warps of 32 keys × 32 queries (Sᵀ) and 32 keys × D/2 or D/4 columns (dK, dV).
+// tiles). d = 64: FlashAttention-2's 128 × 128 tile (warps of 32 keys × 64 queries) and a 64 × 128
+// one on 4 warps; d = 128: tc_dkdv_kernel's 16-key warps as fa2 had them, and fa2's tile with
+// dQ's share in 16-row warp tiles.
 template <typename E, int D>
-struct BwdTune {
-  using A = DkdvSmemConfig<E, D, 128, 64, 8, 4, 2>;
-  using B = DkdvSmemConfig<E, D, 64, 64, 4, 2, 2>;
+struct BwdTune;
+template <typename E>
+struct BwdTune<E, 64> {
+  using A = DkdvSmemConfig<E, 64, 128, 128, 8, 4, 2>;
+  using B = DkdvSmemConfig<E, 64, 64, 128, 4, 2, 2>;
+};
+template <typename E>
+struct BwdTune<E, 128> {
+  using A = DkdvConfig<E, 128, 8, 64, 1, false, 2>;
+  using B = DkdvSmemConfig<E, 128, 128, 64, 8, 4, 1>;
 };
 
 template <typename E, int D>
