@@ -54,9 +54,9 @@ BothReports run_both(const Case& c, const fs::HostProblem& p, fs::Dropout drop =
                               dv.data(), c.seed(), kBudget)};
 }
 
-// fa2 (dQ by atomics) and deterministic, and (EXPERIMENT) the tune variants' dK/dV kernels where
+// fa2 (dQ by atomics), deterministic, and key_warps (the other dK/dV kernel) where it is compiled;
 // they are compiled; the rungs' backward is fa2's, so they add nothing here.
-bool own_backward(const std::string& v) { return v == "fa2" || v == "deterministic" || v.rfind("tune", 0) == 0; }
+bool own_backward(const std::string& v) { return v == "fa2" || v == "deterministic" || v == "key_warps"; }
 std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   std::vector<Case> out;
   for (const Case& c : cases_for(s, causal, true, dtype))
@@ -133,7 +133,7 @@ TEST_CASE("16-bit backward dQ, dK, dV match the fp64 reference on odd shapes, wi
   const bool causal = GENERATE(false, true);
   const float p_drop = GENERATE(0.f, 0.15f);
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
-  REQUIRE(cases.size() == ((d == 64 || d == 128) ? 4u : 2u));  // fa2 and deterministic run every one of these
+  REQUIRE(cases.size() == ((d == 64 || d == 128) ? 3u : 2u));  // fa2 and deterministic run every one of these
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
       const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
@@ -160,6 +160,10 @@ TEST_CASE("16-bit backward: inputs of large magnitude", "[gpu][tc][backward]") {
       fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
       for (auto* t : {&p.q, &p.k, &p.v})
         for (float& x : *t) x = fs::round_to(dtype, x * 333.f);
+      // dO at 1/8: every gradient is linear in dO, and at unit dO the fp64 reference's |dQ|
+      // reaches 2.6e5 on two of these inputs, past fp16's largest finite 65504, which no fp16
+      // output can hold; at 1/8 the largest is 3.3e4. Scores, probabilities and O are unchanged.
+      for (float& x : p.dout) x = fs::round_to(dtype, x / 8.f);
       const auto r = run_both(c, p);
       INFO(r.bwd.summary());
       REQUIRE(r.bwd.pass());
@@ -254,9 +258,9 @@ TEST_CASE("16-bit deterministic backward is bit-identical over repeats, atomic d
   }
 }
 
-// EXPERIMENT: tc_dkdv_smem_kernel sums every product of dK and dV in the order tc_dkdv_kernel
-// does, so the variants' dK and dV must agree bit for bit, on any input (also where a 16-bit
-// output overflows); dQ goes by atomics in all three.
+// tc_dkdv_smem_kernel (fa2 at d = 64 and 128) sums every product of dK and dV in the order
+// tc_dkdv_kernel (key_warps) does, so their dK and dV must agree bit for bit, on any input (also
+// where a 16-bit output overflows), with dropout; dQ goes by atomics in both.
 TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gpu][tc][determinism]") {
   const DType dtype = GENERATE(DType::bf16, DType::fp16);
   const bool causal = GENERATE(false, true);
@@ -269,8 +273,8 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   for (const Case& c : cases)
     if (c.step->variants[c.variant] == "fa2") fa2 = &c;
   REQUIRE(fa2 != nullptr);
-  const auto seed_of = GENERATE(range(0, 4));  // the inputs of each variant's own cases
-  REQUIRE(cases.size() == 4);
+  const auto seed_of = GENERATE(range(0, 3));  // the inputs of each variant's own cases
+  REQUIRE(cases.size() == 3);
   fs::HostProblem p = fs::random_problem(s, cases[seed_of].seed(), true, dtype);
   for (auto* t : {&p.q, &p.k, &p.v})
     for (float& x : *t) x = fs::round_to(dtype, x * magnitude);
@@ -285,7 +289,7 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   const auto want = grads(*fa2);
   int compared = 0;
   for (const Case& c : cases) {
-    if (c.step->variants[c.variant].rfind("tune", 0) != 0) continue;
+    if (c.step->variants[c.variant] != "key_warps") continue;
     DYNAMIC_SECTION(c.name()) {
       const auto got = grads(c);
       REQUIRE(same_bits(got[0], want[0]));
@@ -293,5 +297,5 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
     }
     ++compared;
   }
-  REQUIRE(compared == 2);
+  REQUIRE(compared == 1);
 }

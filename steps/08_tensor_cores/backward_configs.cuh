@@ -29,7 +29,7 @@ struct Bwd<E, 32> {
 };
 template <typename E>
 struct Bwd<E, 64> {
-  using Dkdv = DkdvConfig<E, 64, 4, 64, 1, true, 2>;
+  using Dkdv = DkdvSmemConfig<E, 64, 128, 128, 8, 4, 2>;
   using Dq = DqConfig<E, 64, 4, 1, 64>;
 };
 template <typename E>
@@ -48,31 +48,16 @@ struct Bwd<E, 256> {
   using Dq = DqConfig<E, 256, 4, 1, 32>;
 };
 
+// key_warps: the backward's rung, tc_dkdv_kernel's 16-key warps at the tiles fa2 had there.
+template <typename E, int D>
+using KeyWarps = std::conditional_t<D == 64, DkdvConfig<E, 64, 4, 64, 1, true, 2>, DkdvConfig<E, D, 8, 64, 1, false, 2>>;
+
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
-// EXPERIMENT: the candidates of tc_dkdv_smem_kernel (keys, queries, warps, key groups, dQ row
-// tiles). d = 64: FlashAttention-2's 128 × 128 tile (warps of 32 keys × 64 queries) and a 64 × 128
-// one on 4 warps; d = 128: tc_dkdv_kernel's 16-key warps as fa2 had them, and fa2's tile with
-// dQ's share in 16-row warp tiles.
-template <typename E, int D>
-struct BwdTune;
-template <typename E>
-struct BwdTune<E, 64> {
-  using A = DkdvSmemConfig<E, 64, 128, 128, 8, 4, 2>;
-  using B = DkdvSmemConfig<E, 64, 64, 128, 4, 2, 2>;
-};
-template <typename E>
-struct BwdTune<E, 128> {
-  using A = DkdvConfig<E, 128, 8, 64, 1, false, 2>;
-  using B = DkdvSmemConfig<E, 128, 128, 64, 8, 4, 1>;
-};
-
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
   if constexpr (is_ladder_head_dim(D)) {
-    using Dq = typename Bwd<E, D>::Dq;
-    if (p.variant == kTuneA) return launch_tc_backward<typename BwdTune<E, D>::A, Dq>(p, true);
-    if (p.variant == kTuneB) return launch_tc_backward<typename BwdTune<E, D>::B, Dq>(p, true);
+    if (p.variant == kKeyWarps) return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq>(p, true);
   }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }

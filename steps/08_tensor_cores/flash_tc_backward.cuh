@@ -894,6 +894,7 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   float* delta = static_cast<float*>(p.workspace);
   float* dq_acc = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + tc_delta_bytes(s));
   if (p.trace) p.trace->set_tiles(Dkdv::kQueries, Dkdv::kKeys);
+  const char* dkdv_name = Dkdv::kSmemPds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kTcPreprocessRows - 1) / kTcPreprocessRows);
   const dim3 grid(static_cast<unsigned>((s.N + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
                   static_cast<unsigned>(s.heads()));
@@ -901,7 +902,7 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
     trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
                   tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                   dq_acc);
-    trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel_of<Dkdv, kDropout, true, false>(),
+    trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, false>(),
                   tc_dkdv_kernel_of<Dkdv, kDropout, true, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
                   p, delta, dq_acc);
     const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
@@ -912,7 +913,7 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
                 tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                 dq_acc);
-  trace::launch(p.trace, "tc_dkdv_kernel", tc_dkdv_kernel_of<Dkdv, kDropout, false, false>(),
+  trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, false>(),
                 tc_dkdv_kernel_of<Dkdv, kDropout, false, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,
                 p, delta, dq_acc);
   const dim3 dq_grid(static_cast<unsigned>((s.N + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()));

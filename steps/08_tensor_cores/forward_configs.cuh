@@ -14,12 +14,11 @@ namespace fs::tc {
 
 // StepInfo::variants of step 08, in this order: variant 0, fa2, is the default.
 // fa2 and deterministic run the same forward and differ in the backward (dQ by atomics, or by a
-// kernel of its own); every rung's backward is fa2's.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kTuneA, kTuneB, kTcVariants };
+// kernel of its own); every rung's backward is fa2's. key_warps is the backward's rung: fa2 with
+// the dK/dV kernel whose warps each own 16 keys over every query (tc_dkdv_kernel), where fa2 at
+// d = 64 and 128 has FlashAttention-2's layout (tc_dkdv_smem_kernel); the two give the same bits.
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
-// EXPERIMENT: tuneA and tuneB are fa2 with the dK/dV kernel of FlashAttention-2's warp layout
-// (tc_dkdv_smem_kernel), two tile candidates at d = 64 and 128 (backward_configs.cuh).
-constexpr bool is_tune(int variant) { return variant == kTuneA || variant == kTuneB; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
 constexpr bool is_ladder_head_dim(int d) { return d == 64 || d == 128; }
