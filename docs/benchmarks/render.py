@@ -200,8 +200,18 @@ def table(rows):
     return "\n".join(out)
 
 
+def column_chunks(columns, fixed):
+    """columns split into as few tables as keep each within MAX_COLUMNS beside `fixed` columns,
+    as evenly as they go (7 steps beside N and B×H: 4 and 3, not 6 and 1)."""
+    per = MAX_COLUMNS - fixed
+    n = max(1, -(-len(columns) // per))
+    size = -(-len(columns) // n)
+    return [columns[i:i + size] for i in range(0, len(columns), size)]
+
+
 def pivot(rows):
-    """Median time in ms (TFLOP/s) by N (rows) and step (columns), one table per pass, d, causal."""
+    """Median time in ms (TFLOP/s) by N (rows) and step (columns), one table per pass, d, causal
+    (two or more when there are more steps than columns fit)."""
     out = []
     for p, d, c in groups(rows, "pass", "d", "causal"):
         sub_rows = [r for r in rows if (r["pass"], r["d"], r["causal"]) == (p, d, c)]
@@ -209,11 +219,12 @@ def pivot(rows):
         shapes = sorted({(int(r["N"]), int(r["B"]), int(r["H"])) for r in sub_rows})
         cell = {(label(r), int(r["N"]), int(r["B"]), int(r["H"])): r for r in sub_rows}
         out.append(heading(p, d, c) + " — median ms (TFLOP/s)\n")
-        out.append("| N | B×H | " + " | ".join(steps) + " |")
-        out.append("|---:|---:|" + "---:|" * len(steps))
-        for N, B, H in shapes:
-            out.append(f"| {N} | {B}×{H} | " + " | ".join(time_cell(cell.get((s, N, B, H))) for s in steps) + " |")
-        out.append("")
+        for chunk in column_chunks(steps, 2):
+            out.append("| N | B×H | " + " | ".join(chunk) + " |")
+            out.append("|---:|---:|" + "---:|" * len(chunk))
+            for N, B, H in shapes:
+                out.append(f"| {N} | {B}×{H} | " + " | ".join(time_cell(cell.get((s, N, B, H))) for s in chunk) + " |")
+            out.append("")
     return "\n".join(out)
 
 

@@ -1,18 +1,27 @@
 // The tiles of step 08's backward at each head dimension.
 //
 //   DkdvConfig<E, D, kWarps, kQueries, kSplit, kKVInRegs, kDqRowTiles>   keys per CTA = 16·kWarps
+//   DkdvSmemConfig<E, D, kKeys, kQueries, kWarps, kKeyGroups, kDqRowTiles>
 //   DqConfig<E, D, kWarps, kMTiles, kKeys>                  rows per CTA = 16·kMTiles·kWarps
 //
-// A dK/dV lane holds 2 × 16 × (d / kSplit) / 32 floats of dK and dV, and 2 × 16 × kQueries / 32
-// of Sᵀ and dPᵀ while a stage is computed: at d = 128 that is 128 + 64 registers, about all that
-// leaves room for addresses and fragments. d = 256 splits its columns over two CTAs. The
-// candidates measured once (docs/benchmarks/h200_tc_bwd_tiles.csv: bf16, N = 4096 and 16384,
-// causal and not; tuneA-C there are 4 × 64, 8 × 128, 8 × 32 warps × queries at d = 64 and
-// 4 × 64, 8 × 32, 4 × 32 at d = 128): at d = 64, 4 × 64 is 6-7% faster than 8 × 64, within 1%
-// of 8 × 128 (which spills) and 25-30% faster than 8 × 32; at d = 128, 8 × 64 is 6-19% faster
-// than each of the others. kDqRowTiles = 2 (each warp adds 32 rows of dQ's share, a quarter less
-// of K and dSᵀ read per product than 16 rows) took the backward to 0.91× its time at d = 64 and
-// 0.97× at d = 128 (docs/benchmarks/h200_tc_dq_tiles.csv, tuneA there).
+// d = 64 and 128 run tc_dkdv_smem_kernel on FlashAttention-2's tiles (128 keys × 128 or 64
+// queries, 8 warps in 4 rows of 32 keys): against the 16-key warps of tc_dkdv_kernel at their
+// best tiles (KeyWarps below, the variant key_warps) the backward took 0.97× the time at d = 64
+// and 0.93× at d = 128 (bf16, N = 16384, not causal; docs/benchmarks/h200.csv, commit
+// 38e66b812c); P and dS through shared memory is what lets a warp's 32 keys meet only part of the
+// queries. Other tiles of the kernel measured slower and were not kept: at d = 64, 128 keys × 64
+// queries on 8 warps and 64 × 128 on 4; at d = 128, 64 × 64 on 4.
+//
+// A tc_dkdv_kernel lane holds 2 × 16 × (d / kSplit) / 32 floats of dK and dV, and
+// 2 × 16 × kQueries / 32 of Sᵀ and dPᵀ while a stage is computed: at d = 128 that is 128 + 64
+// registers, about all that leaves room for addresses and fragments. d = 256 splits its columns
+// over two CTAs. The candidates measured once (docs/benchmarks/h200_tc_bwd_tiles.csv: bf16, N =
+// 4096 and 16384, causal and not; tuneA-C there are 4 × 64, 8 × 128, 8 × 32 warps × queries at
+// d = 64 and 4 × 64, 8 × 32, 4 × 32 at d = 128): at d = 64, 4 × 64 is 6-7% faster than 8 × 64,
+// within 1% of 8 × 128 (which spills) and 25-30% faster than 8 × 32; at d = 128, 8 × 64 is 6-19%
+// faster than each of the others. kDqRowTiles = 2 (each warp adds 32 rows of dQ's share, a
+// quarter less of K and dSᵀ read per product than 16 rows) took the backward to 0.91× its time at
+// d = 64 and 0.97× at d = 128 (docs/benchmarks/h200_tc_dq_tiles.csv, tuneA there).
 #pragma once
 
 #include "steps/08_tensor_cores/flash_tc_backward.cuh"
