@@ -1,6 +1,6 @@
 // The shared memory of a tensor-core CTA of step 08 as the kernel lays it out, and what each
-// slot holds at a moment: the forward (steps/08_tensor_cores/flash_tc_forward.cuh) and the two
-// kernels of the backward that stream tiles (flash_tc_backward.cuh).
+// slot holds at a moment: the forward (steps/08_tensor_cores/flash_tc_forward.cuh) and the
+// kernels of the backward that stream tiles (flash_tc_backward.cuh: two dK/dV kernels, one dQ).
 //
 // The forward: a CTA owns Br query rows; its W = block threads / 32 warps each own 16·MT
 // consecutive rows of the Q tile (warp w: rows [16·MT·w, 16·MT·(w+1)), MT = Br / (16·W)) and
@@ -24,12 +24,22 @@
 // key tile's CTAs come in pairs (the grid says so: ceil(N / Bc)·split CTAs a head), each
 // accumulating d / 2 of the columns. Shared memory, in address order:
 //   K, V: e·Bc·d each · Q, dO: 2 stages × e·Br·d each · dSᵀ: e·Bc·Br (atomic only) · LSE, D: 2 stages × 4·Br each
+// Its FlashAttention-2 layout (tc_dkdv_smem_kernel) streams the same stages, one CTA a key tile
+// (no split), with the warps in G rows (kKeyGroups): warp w owns keys [Bc/G·(w mod G), +Bc/G)
+// and, with o = w / G and W/G warps to a row, computes Sᵀ and dPᵀ for queries [Br/(W/G)·o, +)
+// and accumulates dK, dV for columns [d/(W/G)·o, +). A warp's dV rows need every query's P, so
+// (P ∘ Z)ᵀ and dSᵀ (Bc×Br each) go through shared memory whether dQ is atomic or not: each warp
+// writes its block of both, then reads its keys' rows across all queries. Shared memory:
+//   K, V · Q, dO: 2 stages · (P ∘ Z)ᵀ, dSᵀ: e·Bc·Br each · LSE, D: 2 stages
+// The size does not say whether dQ is atomic (the trace's tensors do: dQacc is one only then),
+// nor G, where several fit the tiles (the table in smem_pipeline.cpp does, for step 08's
+// variants; otherwise the warps' layout is left unknown and not drawn).
 // The deterministic dQ kernel (tc_dq_kernel) is the forward's shape: a CTA owns Br query rows
 // (16·MT a warp), keeps Q and dO, and streams K, V tiles of Bc keys through two stages; dQ stays
 // in registers. Its Br and Bc are not in the trace's meta (those are the dK/dV kernel's): its
 // grid (ceil(N / Br) CTAs a head) and shared memory e·(2·Br·d + 4·Bc·d) give them, and where
 // they fit more than one pair, the table in smem_pipeline.cpp (a copy of backward_configs.cuh),
-// which also says whether the dK/dV kernel keeps K and V's fragments in registers.
+// which also says whether tc_dkdv_kernel keeps K and V's fragments in registers.
 #pragma once
 
 #include <algorithm>
@@ -42,9 +52,10 @@ namespace fs::viz {
 
 // Which of step 08's kernels a layout is.
 enum class SmemKernel : std::uint8_t {
-  Forward,  // tc_forward_kernel: Q kept, K and V streamed
-  Dkdv,     // tc_dkdv_kernel: K and V kept, Q, dO, LSE and D streamed
-  Dq,       // tc_dq_kernel: Q and dO kept, K and V streamed
+  Forward,   // tc_forward_kernel: Q kept, K and V streamed
+  Dkdv,      // tc_dkdv_kernel: K and V kept, Q, dO, LSE and D streamed; P and dS in registers
+  DkdvSmem,  // tc_dkdv_smem_kernel: the same stages, warps in rows of keys; P and dS through SRAM
+  Dq,        // tc_dq_kernel: Q and dO kept, K and V streamed
 };
 
 struct SmemPipeline {
@@ -56,12 +67,16 @@ struct SmemPipeline {
   int Br = 0, Bc = 0, d = 0;
   int elem_bytes = 2;
   int warps = 0;          // block threads / 32
-  int rows_per_warp = 0;  // of the tile the CTA keeps: 16·MT of Q's rows (forward, dQ), 16 keys (dK/dV)
+  int rows_per_warp = 0;  // of the tile the CTA keeps: 16·MT of Q's rows (forward, dQ), 16 keys (dK/dV),
+                          // Bc / kKeyGroups keys (tc_dkdv_smem_kernel); 0 when unknown
+  int row_groups = 0;     // the warps' rows over the kept tile: `warps` (one warp a row), kKeyGroups
+                          // (tc_dkdv_smem_kernel), 0 when the trace cannot say
   int stages = 0;         // 1 or 2
-  bool p_in_smem = false;
+  bool p_in_smem = false;  // the forward's P̃ (Br×Bc); tc_dkdv_smem_kernel's (P ∘ Z)ᵀ (Bc×Br), always
   int q_in_regs = -1;     // Q's A fragments kept in registers: 1, 0, or -1 when the trace cannot say
   bool from_variant = false;  // a table entry (the forward's: the variant's; the dQ kernel's: its
-                              // head dimension's) settled an ambiguous shared-memory size
+                              // head dimension's) settled an ambiguous shared-memory size, or
+                              // (tc_dkdv_smem_kernel) which of several warp layouts it runs
   std::string variant;        // the trace's (meta.variant)
   std::int64_t smem_bytes = 0;
   // The dK/dV kernel.
@@ -71,22 +86,33 @@ struct SmemPipeline {
   int dq_row_tiles = 1;    // 16-row tiles of dQ's share a warp adds (kDqRowTiles); 0 when unknown
 
   bool backward() const { return kernel != SmemKernel::Forward; }
+  bool dkdv() const { return kernel == SmemKernel::Dkdv || kernel == SmemKernel::DkdvSmem; }
   std::int64_t q_bytes() const { return std::int64_t(elem_bytes) * Br * d; }
   std::int64_t kv_tile_bytes() const { return std::int64_t(elem_bytes) * Bc * d; }  // one K or one V tile
   std::int64_t p_bytes() const { return p_in_smem ? std::int64_t(elem_bytes) * Br * Bc : 0; }
   // The backward: one of the two tiles kept for the whole CTA (K or V; Q or dO), one of the two
   // tiles of a stage (Q or dO; K or V), LSE or D of a stage, and dSᵀ.
-  std::int64_t kept_tile_bytes() const { return kernel == SmemKernel::Dkdv ? kv_tile_bytes() : q_bytes(); }
-  std::int64_t stage_tile_bytes() const { return kernel == SmemKernel::Dkdv ? q_bytes() : kv_tile_bytes(); }
-  std::int64_t stat_bytes() const { return kernel == SmemKernel::Dkdv ? std::int64_t(4) * Br : 0; }
-  std::int64_t ds_bytes() const { return atomic_dq ? std::int64_t(elem_bytes) * Bc * Br : 0; }
+  std::int64_t kept_tile_bytes() const { return dkdv() ? kv_tile_bytes() : q_bytes(); }
+  std::int64_t stage_tile_bytes() const { return dkdv() ? q_bytes() : kv_tile_bytes(); }
+  std::int64_t stat_bytes() const { return dkdv() ? std::int64_t(4) * Br : 0; }
+  bool ds_in_smem() const { return kernel == SmemKernel::DkdvSmem || (kernel == SmemKernel::Dkdv && atomic_dq); }
+  std::int64_t ds_bytes() const { return ds_in_smem() ? std::int64_t(elem_bytes) * Bc * Br : 0; }
   std::int64_t total_bytes() const {
-    if (backward()) return 2 * kept_tile_bytes() + stages * (2 * stage_tile_bytes() + 2 * stat_bytes()) + ds_bytes();
+    if (backward())
+      return 2 * kept_tile_bytes() + stages * (2 * stage_tile_bytes() + 2 * stat_bytes()) + p_bytes() + ds_bytes();
     return q_bytes() + 2 * stages * kv_tile_bytes() + p_bytes();
   }
   // Rows [warp_row0(w), warp_row0(w) + rows_per_warp) of the kept tile are warp w's (Q's rows;
-  // the dK/dV kernel: keys of K and V, from the CTA's first).
-  int warp_row0(int w) const { return w * rows_per_warp; }
+  // the dK/dV kernels: keys of K and V, from the CTA's first). The band_warps() warps of a row,
+  // o = w / row_groups, split the rest: tc_dkdv_smem_kernel's warp w computes Sᵀ, dPᵀ for the
+  // stage's queries [warp_query0(w), +warp_queries()) and accumulates dK, dV for the CTA's
+  // columns [warp_col0(w), +warp_cols()); a kernel of one warp a row gives each warp all of them.
+  int warp_row0(int w) const { return row_groups > 0 ? w % row_groups * rows_per_warp : 0; }
+  int band_warps() const { return row_groups > 0 ? warps / row_groups : 0; }
+  int warp_queries() const { return band_warps() > 0 ? Br / band_warps() : 0; }
+  int warp_cols() const { return band_warps() > 0 ? cols() / band_warps() : 0; }
+  int warp_query0(int w) const { return row_groups > 0 ? w / row_groups * warp_queries() : 0; }
+  int warp_col0(int w) const { return row_groups > 0 ? w / row_groups * warp_cols() : 0; }
   // The stage tile t of a CTA's walk goes through.
   int stage_of(int t) const { return stages == 2 ? t & 1 : 0; }
   // The dK/dV kernel's columns of dK, dV (and dQ) a CTA accumulates, and the atomic variant's
@@ -121,11 +147,15 @@ struct StageView {
   bool waited_on = false;  // Loading, and the CTA is stalled on it now (the Load K event in progress)
 };
 
-// The dK/dV kernel's dSᵀ tile (atomic variant).
+// The dK/dV kernels' dSᵀ tile (tc_dkdv_kernel: atomic variant only) and tc_dkdv_smem_kernel's
+// (P ∘ Z)ᵀ tile.
 enum class DsPhase : std::uint8_t {
   None,     // nothing written yet
-  Writing,  // each warp writes its keys' rows (during the dV, dK products)
-  Written,  // all rows in; not read yet
+  Writing,  // each warp writes its part: its keys' rows (tc_dkdv_kernel, during the dV, dK
+            // products), its keys × queries block (tc_dkdv_smem_kernel, as it computes P and dS)
+  Written,  // all in; not read yet (or, dSᵀ of the atomic variant, not read for dQ yet)
+  Operand,  // tc_dkdv_smem_kernel: read by each warp's keys' rows, across every query (ldmatrix),
+            // as the A operand of dV += (P ∘ Z)ᵀ dO and dK += dSᵀ Q
   Reading,  // read back by query columns (ldmatrix.trans) for dQ's share, which goes out by atomics
   Spent,    // read; its bytes stay until the next tile's
 };
@@ -136,8 +166,8 @@ struct PipelineView {
   int computing = -1;             // ordinal of the tile computed now, or -1
   int in_flight = -1;             // ordinal of a prefetched tile (issued, not waited on yet), or -1
   bool q_loaded = false;          // the Load Q event is done
-  // P through SRAM: the tile of P̃ the warps have written (its ordinal), and whether they are
-  // writing and reading it back now (the P̃V event in progress).
+  // The forward's P through SRAM: the tile of P̃ the warps have written (its ordinal), and
+  // whether they are writing and reading it back now (the P̃V event in progress).
   int p_tile = -1;
   bool p_live = false;
   // The backward. The tiles kept for the whole CTA (K, V; Q, dO): their rows in their tensor,
@@ -145,10 +175,11 @@ struct PipelineView {
   int kept_row0 = 0, kept_rows = 0;
   bool kept_loaded = false;
   int col0 = 0;  // dK/dV: the first of the CTA's columns of dK, dV and dQ
-  // dK/dV, atomic: the tile whose dSᵀ the SRAM holds and what is done with it, and the tile
-  // whose share of dQ is being added to dQacc (from its reading of dSᵀ to its Store dQacc), or -1.
+  // dK/dV: the tile whose dSᵀ the SRAM holds and what is done with it (tc_dkdv_smem_kernel: its
+  // (P ∘ Z)ᵀ too, written and read with it, in p_phase), and the tile whose share of dQ is being
+  // added to dQacc (atomic: from its reading of dSᵀ to its Store dQacc), or -1.
   int ds_tile = -1, ds_row0 = 0;  // ds_row0: that tile's first query
-  DsPhase ds_phase = DsPhase::None;
+  DsPhase ds_phase = DsPhase::None, p_phase = DsPhase::None;
   int dq_atomic_tile = -1;
 };
 
@@ -164,7 +195,9 @@ struct PipelineView {
 // right after the kept tiles (where the first such span begins). The kept tiles land with tile
 // 0. The atomic dK/dV kernel's dSᵀ is written during its AccumulateDV event (the loop that adds
 // up dV and dK writes it) and read back, with dQ's share added to dQacc, during its Load dQacc
-// event (AccumulateDQ and Store dQacc end right after).
+// event (AccumulateDQ and Store dQacc end right after). tc_dkdv_smem_kernel writes (P ∘ Z)ᵀ and
+// dSᵀ during its ComputeDS event (the loop that computes them) and reads both as operands during
+// its AccumulateDV event (AccumulateDK ends right after); dSᵀ is read for dQ as above.
 PipelineView pipeline_at(const Replay& r, const SmemPipeline& layout, int track, const TrackCursor& tc);
 
 }  // namespace fs::viz

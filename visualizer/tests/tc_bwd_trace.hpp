@@ -1,5 +1,6 @@
-// Step 08's dK/dV kernel by hand, for the tests: what tc_dkdv_kernel (steps/08_tensor_cores/
-// flash_tc_backward.cuh) records, at any head dimension and split. A CTA per key tile and part
+// Step 08's dK/dV kernels by hand, for the tests: what tc_dkdv_kernel (steps/08_tensor_cores/
+// flash_tc_backward.cuh) records, at any head dimension and split, or tc_dkdv_smem_kernel, its
+// FlashAttention-2 layout, at any tile (it records the same events). A CTA per key tile and part
 // of d (grid ceil(N / Bc)·split): Load K, Load V; per query tile Load Q, dO, LSE, D, compute S,
 // dP, dS, accumulate dV, dK on the CTA's columns and (atomic) Load dQacc, accumulate dQ, Store
 // dQacc; then skip (none here: not causal) and Store dK, dV. Shared memory and block as the
@@ -18,6 +19,7 @@ namespace fs::viz::test {
 struct TcBwdSpec {
   int N = 256, d = 64;
   int queries = 64, warps = 4, split = 1;  // Br, kWarps (Bc = 16·kWarps), kSplit
+  int keys = 0;  // tc_dkdv_smem_kernel's kKeys (Bc); 0: tc_dkdv_kernel
   bool atomic = true;
   std::string step = "08_tensor_cores", variant = "fa2";
 };
@@ -34,10 +36,13 @@ inline fs::trace::Trace tc_dkdv_trace(const TcBwdSpec& s) {
   m.N = s.N;
   m.d = s.d;
   m.scale = 0.125f;
-  const int Br = s.queries, Bc = 16 * s.warps, cols = s.d / s.split;
+  const bool smem_pds = s.keys > 0;
+  const int Br = s.queries, Bc = smem_pds ? s.keys : 16 * s.warps, cols = s.d / s.split;
   m.Br = Br;
   m.Bc = Bc;
-  m.smem_per_cta_bytes = 2 * (2 * Bc * s.d + 4 * Br * s.d + (s.atomic ? Bc * Br : 0)) + 4 * 4 * Br;
+  // P's and dS's tiles: tc_dkdv_smem_kernel's both, tc_dkdv_kernel's dS for the atomic dQ.
+  const int pds_tiles = smem_pds ? 2 : s.atomic ? 1 : 0;
+  m.smem_per_cta_bytes = 2 * (2 * Bc * s.d + 4 * Br * s.d + pds_tiles * Bc * Br) + 4 * 4 * Br;
   m.sram_budget_bytes = 232448;
   for (tr::Tensor id : {tr::Tensor::Q, tr::Tensor::K, tr::Tensor::V, tr::Tensor::O, tr::Tensor::LSE, tr::Tensor::dO,
                         tr::Tensor::dQ, tr::Tensor::dK, tr::Tensor::dV, tr::Tensor::D, tr::Tensor::dQacc}) {
@@ -47,7 +52,7 @@ inline fs::trace::Trace tc_dkdv_trace(const TcBwdSpec& s) {
     m.tensors.push_back({id, std::move(shape), bytes});
   }
   tr::Kernel k;
-  k.name = "tc_dkdv_kernel";
+  k.name = smem_pds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
   k.grid[0] = (s.N + Bc - 1) / Bc * s.split;
   k.block[0] = 32 * s.warps;
   k.smem_bytes = m.smem_per_cta_bytes;
@@ -82,6 +87,8 @@ inline fs::trace::Trace tc_dkdv_trace(const TcBwdSpec& s) {
     add(tr::Kind::Store, tr::Tensor::dK, key0, n_keys, c0, cols);
     add(tr::Kind::Store, tr::Tensor::dV, key0, n_keys, c0, cols);
   }
+  t.kernels[0].ts_ns = 900;  // its launch range holds every event
+  t.kernels[0].dur_ns = now - 900 + 100;
   return t;
 }
 

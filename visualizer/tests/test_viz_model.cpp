@@ -655,7 +655,8 @@ TEST_CASE("step 08's shared memory: stages, P's place and the warps' rows, from 
   };
   for (const auto& x : {Expect{"r1_mma", 1, true, true, 0}, Expect{"r2_swizzle", 1, true, true, 0},
                         Expect{"r3_pipeline", 2, true, false, 0}, Expect{"r4_p_in_regs", 2, false, true, 0},
-                        Expect{"fa2", 2, false, true, 1}}) {
+                        Expect{"fa2", 2, false, true, 1}, Expect{"deterministic", 2, false, true, 1},
+                        Expect{"key_warps", 2, false, true, 1}}) {
     INFO(x.variant);
     const auto t = tr::read_trace(shipped_trace(std::string("08_tensor_cores_") + x.variant + ".fwd.json"));
     const SmemPipeline L = derive_smem_pipeline(t, 0);
@@ -837,17 +838,36 @@ tr::Trace tc_dq_kernel_trace(int N, int d, int grid, int threads, std::int64_t s
   return t;
 }
 
+// tc_dkdv_smem_kernel as backward_configs.cuh has it for fa2 (atomic) and deterministic:
+// DkdvSmemConfig<E, 64, 128, 128, 8, 4, 2> and DkdvSmemConfig<E, 128, 128, 64, 8, 4, 2>.
+test::TcBwdSpec smem_pds_spec(int d, bool atomic = true) {
+  test::TcBwdSpec s;
+  s.d = d;
+  s.keys = 128;
+  s.queries = d == 64 ? 128 : 64;
+  s.warps = 8;
+  s.atomic = atomic;
+  s.variant = atomic ? "fa2" : "deterministic";
+  return s;
+}
+
+// The shipped backward trace of step 08's variant v, and its dK/dV kernel's layout (kernel 1).
+std::pair<tr::Trace, SmemPipeline> shipped_dkdv(const std::string& v) {
+  auto t = tr::read_trace(shipped_trace("08_tensor_cores_" + v + ".bwd.json"));
+  REQUIRE(t.kernels.size() == 3);
+  SmemPipeline L = derive_smem_pipeline(t, 1);
+  INFO(L.why_not);
+  REQUIRE(L.valid);
+  return {std::move(t), L};
+}
+
 }  // namespace
 
 TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, from the trace", "[viz][pipeline][bwd]") {
-  SECTION("the shipped traces: the atomic dK/dV kernel (every rung and fa2), and the deterministic pair") {
-    for (const char* v : {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"}) {
+  SECTION("the shipped traces of tc_dkdv_kernel: key_warps, and the rungs (recorded when fa2's backward ran it)") {
+    for (const char* v : {"key_warps", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"}) {
       INFO(v);
-      const auto t = tr::read_trace(shipped_trace(std::string("08_tensor_cores_") + v + ".bwd.json"));
-      REQUIRE(t.kernels.size() == 3);
-      const SmemPipeline L = derive_smem_pipeline(t, 1);
-      INFO(L.why_not);
-      REQUIRE(L.valid);
+      const auto [t, L] = shipped_dkdv(v);
       REQUIRE(L.kernel == SmemKernel::Dkdv);
       REQUIRE(L.Br == 64);  // queries a stage
       REQUIRE(L.Bc == 64);  // keys a CTA
@@ -872,12 +892,25 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
         REQUIRE(other.why_not.empty());
       }
     }
+  }
+  SECTION("the shipped traces of tc_dkdv_smem_kernel: fa2 (atomic) and deterministic, and its dQ kernel") {
+    for (const char* v : {"fa2", "deterministic"}) {
+      INFO(v);
+      const bool atomic = v[0] == 'f';
+      const auto [t, L] = shipped_dkdv(v);
+      REQUIRE(L.kernel == SmemKernel::DkdvSmem);
+      REQUIRE(L.Br == 128);
+      REQUIRE(L.Bc == 128);
+      REQUIRE(L.warps == 8);
+      REQUIRE(L.row_groups == 4);  // warps of 32 keys × 64 queries (Sᵀ), × 32 columns (dK, dV)
+      REQUIRE(L.warp_queries() == 64);
+      REQUIRE(L.warp_cols() == 32);
+      REQUIRE(L.atomic_dq == atomic);
+      REQUIRE(L.total_bytes() == 165888);
+      REQUIRE(L.total_bytes() == t.kernels[1].smem_bytes);
+    }
     const auto t = tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json"));
     REQUIRE(t.kernels[2].name == "tc_dq_kernel");
-    const SmemPipeline dkdv = derive_smem_pipeline(t, 1);
-    REQUIRE(dkdv.valid);
-    REQUIRE_FALSE(dkdv.atomic_dq);  // no dSᵀ tile: 8 KiB less
-    REQUIRE(dkdv.total_bytes() == 50176);
     const SmemPipeline dq = derive_smem_pipeline(t, 2);
     INFO(dq.why_not);
     REQUIRE(dq.valid);
@@ -929,6 +962,134 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
     REQUIRE(L.kv_in_regs == -1);
     REQUIRE(L.dq_row_tiles == 0);
   }
+  SECTION("tc_dkdv_smem_kernel: P and dS through SRAM, its warps in rows of keys, at backward_configs.cuh's tiles") {
+    struct Want {
+      int d, Br, warp_queries, warp_cols, dq_row_groups;
+      std::int64_t total;
+    };
+    for (const Want& w : {Want{64, 128, 64, 32, 4, 165888}, Want{128, 64, 32, 64, 2, 164864}})
+      for (bool atomic : {true, false}) {
+        INFO("d = " << w.d << (atomic ? ", fa2" : ", deterministic"));
+        const auto t = test::tc_dkdv_trace(smem_pds_spec(w.d, atomic));
+        const SmemPipeline L = derive_smem_pipeline(t, 0);
+        INFO(L.why_not);
+        REQUIRE(L.valid);
+        REQUIRE(L.kernel == SmemKernel::DkdvSmem);
+        REQUIRE(L.dkdv());
+        REQUIRE(L.Br == w.Br);  // queries a stage
+        REQUIRE(L.Bc == 128);   // keys a CTA
+        REQUIRE(L.warps == 8);
+        REQUIRE(L.split == 1);
+        // The size is the same with or without atomics: the trace's dQacc says which.
+        REQUIRE(L.atomic_dq == atomic);
+        REQUIRE(L.p_in_smem);
+        REQUIRE(L.p_bytes() == 2 * 128 * w.Br);
+        REQUIRE(L.ds_bytes() == 2 * 128 * w.Br);
+        REQUIRE(L.total_bytes() == w.total);  // DkdvSmemConfig::smem_bytes
+        REQUIRE(L.total_bytes() == t.kernels[0].smem_bytes);
+        REQUIRE(L.kept_tensors() == std::vector<tr::Tensor>{tr::Tensor::K, tr::Tensor::V});
+        REQUIRE(L.kv_in_regs == 0);  // read from SRAM for every query tile
+        // 2, 4 or 8 rows of warps fit the tiles; the table's kKeyGroups = 4 is the one.
+        REQUIRE(L.from_variant);
+        REQUIRE(L.row_groups == 4);
+        REQUIRE(L.rows_per_warp == 32);
+        REQUIRE(L.band_warps() == 2);
+        REQUIRE(L.warp_queries() == w.warp_queries);
+        REQUIRE(L.warp_cols() == w.warp_cols);
+        // Warp 5: keys 32..63, the second half of the queries and of the columns.
+        REQUIRE(L.warp_row0(5) == 32);
+        REQUIRE(L.warp_query0(5) == w.warp_queries);
+        REQUIRE(L.warp_col0(5) == w.warp_cols);
+        // Every key × query of Sᵀ, and every key × column of dK and dV, is one warp's.
+        std::vector<int> st(std::size_t(L.Bc * L.Br)), dk(std::size_t(L.Bc * L.d));
+        bool inside = true;
+        auto take = [&](std::vector<int>& tile, int k, int c, int cols) {
+          inside = inside && k < L.Bc && c < cols;
+          if (inside) ++tile[std::size_t(k * cols + c)];
+        };
+        for (int wp = 0; wp < L.warps; ++wp)
+          for (int k = L.warp_row0(wp); k < L.warp_row0(wp) + L.rows_per_warp; ++k) {
+            for (int q = L.warp_query0(wp); q < L.warp_query0(wp) + L.warp_queries(); ++q) take(st, k, q, L.Br);
+            for (int c = L.warp_col0(wp); c < L.warp_col0(wp) + L.warp_cols(); ++c) take(dk, k, c, L.d);
+          }
+        REQUIRE(inside);
+        REQUIRE(std::all_of(st.begin(), st.end(), [](int n) { return n == 1; }));
+        REQUIRE(std::all_of(dk.begin(), dk.end(), [](int n) { return n == 1; }));
+        REQUIRE(L.dq_row_tiles == 2);
+        REQUIRE(L.dq_row_groups() == w.dq_row_groups);
+        REQUIRE(L.dq_cols() == 32);
+      }
+    // key_warps: tc_dkdv_kernel at the tiles fa2 had, its registers as the table says.
+    for (int d : {64, 128}) {
+      test::TcBwdSpec s;
+      s.d = d;
+      s.warps = d == 64 ? 4 : 8;
+      s.variant = "key_warps";
+      const SmemPipeline L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+      REQUIRE(L.valid);
+      REQUIRE(L.kernel == SmemKernel::Dkdv);
+      REQUIRE_FALSE(L.p_in_smem);
+      REQUIRE(L.row_groups == L.warps);
+      REQUIRE(L.warp_queries() == 64);  // all of the stage's queries, all of the columns
+      REQUIRE(L.warp_cols() == d);
+      REQUIRE(L.kv_in_regs == (d == 64 ? 1 : 0));
+      REQUIRE(L.dq_row_tiles == 2);
+      REQUIRE_FALSE(L.from_variant);
+    }
+    // Tiles the table does not have at d = 128 (64 keys, 4 warps): several layouts fit, and
+    // none is guessed; the shared memory is still the kernel's.
+    auto s = smem_pds_spec(128);
+    s.keys = 64;
+    s.warps = 4;
+    SmemPipeline L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    INFO(L.why_not);
+    REQUIRE(L.valid);
+    REQUIRE(L.row_groups == 0);
+    REQUIRE(L.rows_per_warp == 0);
+    REQUIRE(L.band_warps() == 0);
+    REQUIRE_FALSE(L.from_variant);
+    REQUIRE(L.dq_row_tiles == 0);
+    REQUIRE(L.total_bytes() == 2 * (2 * 64 * 128 + 4 * 64 * 128 + 2 * 64 * 64) + 16 * 64);
+    // Nor at a variant the table does not know.
+    s = smem_pds_spec(64);
+    s.variant = "tomorrow";
+    L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.row_groups == 0);
+    // Where one layout alone fits (2 warps over 32 keys × 16 queries), it is the one.
+    s = smem_pds_spec(64);
+    s.variant = "tomorrow";
+    s.keys = 32;
+    s.queries = 16;
+    s.warps = 2;
+    L = derive_smem_pipeline(test::tc_dkdv_trace(s), 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.row_groups == 2);
+    REQUIRE(L.rows_per_warp == 16);
+    REQUIRE(L.warp_queries() == 16);
+    REQUIRE_FALSE(L.from_variant);
+  }
+  SECTION("tc_dkdv_smem_kernel: what does not fit is said, not drawn") {
+    auto t = test::tc_dkdv_trace(smem_pds_spec(64));
+    t.kernels[0].smem_bytes -= 2 * 128 * 128;  // tc_dkdv_kernel's atomic size: no P tile
+    SmemPipeline L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("fits no layout") != std::string::npos);
+    REQUIRE(L.why_not.find("P and dSᵀ") != std::string::npos);
+    t = test::tc_dkdv_trace(smem_pds_spec(64));
+    t.kernels[0].block[0] = 96;  // 3 warps: no rows of them split 128 keys × 128 queries
+    L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("3 warps do not split 128 keys × 128 queries") != std::string::npos);
+    t = test::tc_dkdv_trace(smem_pds_spec(128));
+    t.kernels[0].grid[0] = 4;  // two CTAs a key tile: this kernel never splits d
+    L = derive_smem_pipeline(t, 0);
+    REQUIRE_FALSE(L.valid);
+    REQUIRE(L.why_not.find("not one for each of the 2 key tiles") != std::string::npos);
+    t = test::tc_dkdv_trace(smem_pds_spec(128));
+    t.meta.Bc = 120;
+    REQUIRE(derive_smem_pipeline(t, 0).why_not.find("not whole 16-row mma tiles") != std::string::npos);
+  }
   SECTION("the dQ kernel's tiles where grid and shared memory fit two: backward_configs.cuh decides") {
     // N = 32: one CTA whether it has 64 rows or 128; 48 KiB is 64 rows + 64 keys or 128 + 32.
     SmemPipeline L = derive_smem_pipeline(tc_dq_kernel_trace(32, 64, 1, 128, 49152), 0);
@@ -976,8 +1137,8 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
 
 TEST_CASE("step 08's backward stages: the tile computed and in flight, dSᵀ and dQ's atomics, from the events",
           "[viz][pipeline][bwd]") {
-  SECTION("the dK/dV kernel (fa2 on the H200): query tiles through two stages, K and V kept") {
-    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_fa2.bwd.json")));
+  SECTION("tc_dkdv_kernel (key_warps on the H200): query tiles through two stages, K and V kept") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_key_warps.bwd.json")));
     const SmemPipeline L = derive_smem_pipeline(r.trace(), 1);
     REQUIRE(L.valid);
     const int k1 = track_of(r, 1, 1);  // keys 64..127
@@ -1046,14 +1207,20 @@ TEST_CASE("step 08's backward stages: the tile computed and in flight, dSᵀ and
     check_stage(v, 0, StageState::Empty, -1);
     REQUIRE(v.ds_tile == -1);
   }
-  SECTION("the deterministic dK/dV kernel: no dSᵀ; its dQ kernel: Q and dO kept, key tiles through the stages") {
-    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json")));
-    const SmemPipeline dkdv = derive_smem_pipeline(r.trace(), 1);
-    const int k0 = track_of(r, 1, 0);
-    auto v = pipeline_at(r, dkdv, k0, during(r, k0, nth(r, k0, tr::Kind::AccumulateDV, 1)));
+  SECTION("the deterministic tc_dkdv_kernel: no dSᵀ; the dQ kernel: Q and dO kept, key tiles through the stages") {
+    test::TcBwdSpec s;
+    s.atomic = false;
+    s.variant = "deterministic";
+    const Replay rk(test::tc_dkdv_trace(s));
+    const SmemPipeline dkdv = derive_smem_pipeline(rk.trace(), 0);
+    REQUIRE(dkdv.valid);
+    REQUIRE_FALSE(dkdv.ds_in_smem());
+    const int k0 = track_of(rk, 0, 0);
+    auto v = pipeline_at(rk, dkdv, k0, during(rk, k0, nth(rk, k0, tr::Kind::AccumulateDV, 1)));
     REQUIRE(v.ds_tile == -1);
     REQUIRE(v.ds_phase == DsPhase::None);
     check_stage(v, 1, StageState::Computing, 1, 64);
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json")));
     const SmemPipeline dq = derive_smem_pipeline(r.trace(), 2);
     const int q1 = track_of(r, 2, 1);  // rows 64..127
     v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::Load, 0, tr::Tensor::dO)));
@@ -1072,6 +1239,57 @@ TEST_CASE("step 08's backward stages: the tile computed and in flight, dSᵀ and
     v = pipeline_at(r, dq, q1, during(r, q1, nth(r, q1, tr::Kind::Store, 0, tr::Tensor::dQ)));
     REQUIRE(v.computing == -1);
     check_stage(v, 1, StageState::Free, 3, 192);
+  }
+  SECTION("tc_dkdv_smem_kernel (fa2 on the H200): P and dSᵀ written by the warps' blocks, read by their keys, dSᵀ again for dQ") {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_fa2.bwd.json")));
+    const SmemPipeline L = derive_smem_pipeline(r.trace(), 1);
+    REQUIRE(L.valid);
+    const int k1 = track_of(r, 1, 1);  // keys 128..255
+    auto v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeS, 0)));
+    REQUIRE(v.tiles == 2);
+    REQUIRE(v.kept_row0 == 128);
+    REQUIRE(v.col0 == 0);
+    check_stage(v, 0, StageState::Computing, 0, 0);
+    check_stage(v, 1, StageState::Loading, 1, 128);
+    REQUIRE(v.ds_tile == -1);
+    REQUIRE(v.p_phase == DsPhase::None);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeDS, 0)));
+    REQUIRE(v.ds_tile == 0);
+    REQUIRE(v.ds_row0 == 0);
+    REQUIRE(v.ds_phase == DsPhase::Writing);
+    REQUIRE(v.p_phase == DsPhase::Writing);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::AccumulateDV, 0)));
+    REQUIRE(v.ds_phase == DsPhase::Operand);
+    REQUIRE(v.p_phase == DsPhase::Operand);
+    // dV and dK are done with both; dSᵀ waits for dQ's share.
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::AccumulateDK, 0)));
+    REQUIRE(v.ds_phase == DsPhase::Written);
+    REQUIRE(v.p_phase == DsPhase::Spent);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::Load, 0, tr::Tensor::dQacc)));
+    REQUIRE(v.ds_phase == DsPhase::Reading);
+    REQUIRE(v.p_phase == DsPhase::Spent);
+    REQUIRE(v.dq_atomic_tile == 0);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeS, 1)));
+    REQUIRE(v.ds_tile == 0);  // tile 0's bytes until tile 1's are written
+    REQUIRE(v.ds_phase == DsPhase::Spent);
+    REQUIRE(v.p_phase == DsPhase::Spent);
+    REQUIRE(v.dq_atomic_tile == -1);
+    check_stage(v, 1, StageState::Computing, 1, 128);
+    v = pipeline_at(r, L, k1, during(r, k1, nth(r, k1, tr::Kind::ComputeDS, 1)));
+    REQUIRE(v.ds_tile == 1);
+    REQUIRE(v.ds_row0 == 128);
+    REQUIRE(v.ds_phase == DsPhase::Writing);
+    // Deterministic: dSᵀ is spent with P once dV and dK have read it.
+    const Replay rd(tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json")));
+    const SmemPipeline D = derive_smem_pipeline(rd.trace(), 1);
+    REQUIRE(D.valid);
+    const int d1 = track_of(rd, 1, 1);
+    v = pipeline_at(rd, D, d1, during(rd, d1, nth(rd, d1, tr::Kind::AccumulateDV, 0)));
+    REQUIRE(v.ds_phase == DsPhase::Operand);
+    v = pipeline_at(rd, D, d1, during(rd, d1, nth(rd, d1, tr::Kind::AccumulateDK, 0)));
+    REQUIRE(v.ds_phase == DsPhase::Spent);
+    REQUIRE(v.p_phase == DsPhase::Spent);
+    REQUIRE(v.dq_atomic_tile == -1);
   }
   SECTION("d = 256: each CTA of a pair, its half of the columns") {
     test::TcBwdSpec s;

@@ -115,7 +115,7 @@ TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui
   app.state().panels = parse_panels("all", bad);
   std::vector<std::unique_ptr<Document>> docs;
   docs.push_back(make_document(test::dqacc_trace(), "test:dqacc"));
-  for (const char* v : {"fa2.fwd", "r1_mma.fwd", "r3_pipeline.fwd", "fa2.bwd", "deterministic.bwd"}) {
+  for (const char* v : {"fa2.fwd", "r1_mma.fwd", "r3_pipeline.fwd", "fa2.bwd", "deterministic.bwd", "key_warps.bwd"}) {
     std::string error;
     auto doc = load_document(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_" + v + ".json", error);
     INFO(error);
@@ -127,6 +127,20 @@ TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui
   split.d = 256;
   split.split = 2;
   docs.push_back(make_document(test::tc_dkdv_trace(split), "test:tc_dkdv_d256"));
+  // tc_dkdv_smem_kernel at backward_configs.cuh's tiles (d = 64: fa2; d = 128: deterministic),
+  // and with a variant whose warp layout the trace does not say.
+  for (int d : {64, 128}) {
+    test::TcBwdSpec smem;
+    smem.d = d;
+    smem.keys = 128;
+    smem.queries = d == 64 ? 128 : 64;
+    smem.warps = 8;
+    smem.atomic = d == 64;
+    smem.variant = d == 64 ? "fa2" : "deterministic";
+    docs.push_back(make_document(test::tc_dkdv_trace(smem), "test:tc_dkdv_smem_d" + std::to_string(d)));
+    smem.variant = "tomorrow";
+    docs.push_back(make_document(test::tc_dkdv_trace(smem), "test:tc_dkdv_smem_unknown_d" + std::to_string(d)));
+  }
   for (auto& doc : docs) {
     INFO(doc->path);
     app.set_document(std::move(doc), false);

@@ -21,6 +21,8 @@
 #include <set>
 #include <string>
 
+#include "common/trace/trace_io.hpp"
+#include "visualizer/tests/tc_bwd_trace.hpp"
 #include "visualizer/ui/app.hpp"
 #include "visualizer/ui/theme.hpp"
 
@@ -230,30 +232,110 @@ TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {
   WARN(n << " shipped trace(s) in " << dir);
 }
 
-// Step 08's dK/dV kernel in the memory panel: its SRAM as the kernel lays it out. fa2's CTA 0
-// adds tile 1's share of dQ by atomics (its Load dQacc event, seq 221 of the shipped trace): dSᵀ's
-// tile is drawn, being read back, beside K and V and the two Q/dO stages; the deterministic
-// variant's dK/dV kernel has no dSᵀ tile.
+namespace {
+
+// The seq of the n-th event of this kind of CTA `cta` of kernel `kernel` in a trace file, or -1.
+std::int64_t seq_of(const std::string& path, int kernel, int cta, fs::trace::Kind kind, int n = 0) {
+  const fs::trace::Trace t = fs::trace::read_trace(path);
+  for (const auto& e : t.events) {
+    const auto& track = t.tracks[std::size_t(e.track)];
+    if (track.kernel == kernel && track.cta == cta && e.kind == kind && n-- == 0) return e.seq;
+  }
+  return -1;
+}
+
+// A screenshot of the memory panel alone, 1300×760, of `path` at `at` (logical order), following
+// `args` (--kernel, --cta) where given.
+Image memory_shot(const std::string& path, const std::string& at, const std::string& name, const std::string& args = "") {
+  const std::string png = (scratch() / (name + ".png")).string();
+  const Result r = run(kXvfb + kExe + " " + path + " --order logical --at " + at + " " + args +
+                       " --panels memory --size 1300x760 --screenshot " + png);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  Image img;
+  REQUIRE(img.load(png));
+  return img;
+}
+
+}  // namespace
+
+// Step 08's dK/dV kernel in the memory panel: its SRAM as the kernel lays it out. r1_mma's
+// backward (fa2's tc_dkdv_kernel when it was recorded) at seq 107, its followed CTA reading dSᵀ
+// back for dQ's atomics: dSᵀ's tile is drawn beside K and V and the two Q/dO stages; the
+// deterministic variant's tc_dkdv_kernel (a hand-made trace) has no dSᵀ tile.
 TEST_CASE("step 08's backward: the dK/dV kernel's shared memory with its dS tile, or without", "[viz][xvfb][pipeline]") {
   const int W = 1300, H = 760;
-  auto sram_px = [&](const std::string& trace, const std::string& at, fs::trace::Tensor t) {
-    const std::string png = (scratch() / ("bwd_" + at + ".png")).string();
-    const Result r = run(kXvfb + kExe + " " + std::string(FS_SOURCE_DIR) + "/docs/traces/" + trace +
-                         " --order logical --at " + at + " --panels memory --size 1300x760 --screenshot " + png);
-    INFO(r.output);
-    REQUIRE(r.code == 0);
-    Image img;
-    REQUIRE(img.load(png));
-    // The chip's side, above its registers: the shared memory's slots.
+  // The chip's side, above its registers: the shared memory's slots.
+  auto sram_px = [&](const Image& img, fs::trace::Tensor t) {
     return img.count_near(int(W * 0.62f), int(H * 0.2f), W, int(H * 0.5f), theme::tensor_color(t), 40);
   };
-  const int ds = sram_px("08_tensor_cores_fa2.bwd.json", "seq:107", fs::trace::Tensor::dS);
-  const int q = sram_px("08_tensor_cores_fa2.bwd.json", "seq:107", fs::trace::Tensor::Q);
-  const int none = sram_px("08_tensor_cores_deterministic.bwd.json", "seq:114", fs::trace::Tensor::dS);
+  const Image atomic =
+      memory_shot(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_r1_mma.bwd.json", "seq:107", "bwd_atomic");
+  fs::viz::test::TcBwdSpec spec;
+  spec.atomic = false;
+  spec.variant = "deterministic";
+  const std::string det = (scratch() / "tc_dkdv_deterministic.bwd.json").string();
+  fs::trace::write_trace(fs::viz::test::tc_dkdv_trace(spec), det);
+  const std::int64_t dv = seq_of(det, 0, 0, fs::trace::Kind::AccumulateDV, 1);  // tile 1's
+  REQUIRE(dv >= 0);
+  const Image plain = memory_shot(det, "seq:" + std::to_string(dv), "bwd_deterministic");
+  const int ds = sram_px(atomic, fs::trace::Tensor::dS), q = sram_px(atomic, fs::trace::Tensor::Q),
+            none = sram_px(plain, fs::trace::Tensor::dS);
   INFO("dS " << ds << " px, Q " << q << " px; deterministic dS " << none << " px");
   REQUIRE(ds > 3000);   // an 86-px square, less its lines and labels
   REQUIRE(q > 3000);    // the stage computed
   REQUIRE(none < 100);  // the registers' dS is further down
+}
+
+// tc_dkdv_smem_kernel (fa2 on the H200 at d = 64: 128 keys, 128 queries, 8 warps in 4 rows) while
+// CTA 0 computes tile 0's P and dS: both tiles drawn in SRAM, split into the warps' blocks, 4
+// rows of 32 keys × 2 columns of 64 queries; tc_dkdv_kernel (key_warps) at the same event has no
+// P tile.
+TEST_CASE("step 08's backward: tc_dkdv_smem_kernel's P and dS tiles in SRAM, with each warp's block", "[viz][xvfb][pipeline]") {
+  const int W = 1300, H = 760;
+  auto shot = [&](const std::string& variant) {
+    const std::string path = std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_" + variant + ".bwd.json";
+    const std::int64_t seq = seq_of(path, 1, 0, fs::trace::Kind::ComputeDS);
+    REQUIRE(seq >= 0);
+    return memory_shot(path, "seq:" + std::to_string(seq), "dkdv_" + variant, "--kernel 1 --cta 0");
+  };
+  const Image img = shot("fa2");
+  // The chip's side, above its registers. The two pinks differ by less than 40 a channel.
+  const int x0 = int(W * 0.62f), y0 = int(H * 0.2f), x1 = W, y1 = int(H * 0.5f);
+  const ImU32 P = theme::tensor_color(fs::trace::Tensor::P), dS = theme::tensor_color(fs::trace::Tensor::dS);
+  const int p_px = img.count_near(x0, y0, x1, y1, P, 25), ds_px = img.count_near(x0, y0, x1, y1, dS, 25);
+  INFO("P " << p_px << " px, dS " << ds_px << " px");
+  REQUIRE(p_px > 5000);  // a square of some 95 px, less its lines and labels
+  REQUIRE(ds_px > 5000);
+  // P's tile: the rows and columns with many of its pixels (not its heading), then the lines
+  // between the warps' blocks (the panel's colour, across the tile): one down the middle
+  // (queries 0–63 | 64–127), three across (32 keys each), and none a quarter of the way across,
+  // inside warp 0's block.
+  int bx0 = W, by0 = H, bx1 = 0, by1 = 0;
+  for (int y = y0; y < y1; ++y)
+    if (img.count_near(x0, y, x1, y + 1, P, 25) > 40) by0 = std::min(by0, y), by1 = std::max(by1, y);
+  for (int x = x0; x < x1; ++x)
+    if (img.count_near(x, y0, x + 1, y1, P, 25) > 40) bx0 = std::min(bx0, x), bx1 = std::max(bx1, x);
+  INFO("P's tile: [" << bx0 << ", " << bx1 << "] × [" << by0 << ", " << by1 << "]");
+  REQUIRE(bx1 - bx0 > 60);
+  REQUIRE(std::abs((bx1 - bx0) - (by1 - by0)) < 6);  // 128 keys × 128 queries
+  // Of the points along a line, the share where a 3-px band across it has the panel's colour.
+  auto line_share = [&](int xa, int ya, int xb, int yb, bool vertical) {
+    int hit = 0, n = 0;
+    for (int t = vertical ? ya : xa; t < (vertical ? yb : xb); ++t, ++n)
+      hit += vertical ? img.count_near(xa - 1, t, xa + 2, t + 1, theme::kPanel, 12) > 0
+                      : img.count_near(t, ya - 1, t + 1, ya + 2, theme::kPanel, 12) > 0;
+    return n ? double(hit) / n : 0;
+  };
+  const int mx = (bx0 + bx1) / 2, h = by1 - by0;
+  REQUIRE(line_share(mx, by0 + 4, mx, by1 - 4, true) > 0.9);
+  for (int k = 1; k < 4; ++k) {
+    INFO("the line after key " << 32 * k);
+    REQUIRE(line_share(bx0 + 4, by0 + h * k / 4, bx1 - 4, by0 + h * k / 4, false) > 0.9);
+  }
+  REQUIRE(line_share(bx0 + (bx1 - bx0) / 4, by0 + 4, bx0 + (bx1 - bx0) / 4, by0 + h / 4 - 4, true) < 0.1);
+  // tc_dkdv_kernel at key_warps' tiles: P stays in registers, so no P in SRAM.
+  REQUIRE(shot("key_warps").count_near(x0, y0, x1, y1, P, 25) < 100);
 }
 
 TEST_CASE("the frames option writes an animation sequence", "[viz][xvfb]") {

@@ -378,7 +378,8 @@ void memory_panel(UiState& s) {
     const Slot* sl = slot_of(t.tensor, t.where);
     if (!sl) continue;
     const Rect card = draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
-    // Each warp holds its rows of S, P̃ and O as mma accumulators (the dK/dV kernel: its keys).
+    // Each warp holds its rows of S, P̃ and O as mma accumulators (the dK/dV kernels: its keys, and
+    // in tc_dkdv_smem_kernel its queries of S, dP, dS and its columns of dK, dV).
     if (pipe.valid) draw_register_bands(dl, pipe, card, t);
   }
 

@@ -105,21 +105,27 @@ void draw_kv_tile(ImDrawList* dl, const SmemPipeline& L, Rect r, tr::Tensor t, c
   (void)L;
 }
 
-// --- The backward (tc_dkdv_kernel, tc_dq_kernel) -------------------------------------------
+// --- The backward (tc_dkdv_kernel, tc_dkdv_smem_kernel, tc_dq_kernel) -----------------------
 
 constexpr float kStatW = 6;         // a stage's LSE and D: strips beside Q and dO (Br floats, too thin to scale)
 constexpr int kBwdCaptionLines = 5;  // kept free for the caption when sizing (it says more than the forward's)
 
-bool is_dkdv(const SmemPipeline& L) { return L.kernel == SmemKernel::Dkdv; }
-int kept_el(const SmemPipeline& L) { return is_dkdv(L) ? L.Bc : L.Br; }   // rows of a kept tile
-int stage_el(const SmemPipeline& L) { return is_dkdv(L) ? L.Br : L.Bc; }  // rows of a stage's tile
-const char* kept_unit(const SmemPipeline& L) { return is_dkdv(L) ? "keys" : "rows"; }
-const char* stage_unit(const SmemPipeline& L) { return is_dkdv(L) ? "queries" : "keys"; }
+int kept_el(const SmemPipeline& L) { return L.dkdv() ? L.Bc : L.Br; }   // rows of a kept tile
+int stage_el(const SmemPipeline& L) { return L.dkdv() ? L.Br : L.Bc; }  // rows of a stage's tile
+const char* kept_unit(const SmemPipeline& L) { return L.dkdv() ? "keys" : "rows"; }
+const char* stage_unit(const SmemPipeline& L) { return L.dkdv() ? "queries" : "keys"; }
 std::string range_text(int a, int n) { return std::to_string(a) + "–" + std::to_string(a + n - 1); }
 // The tile's number in its tensor: query tile i (dK/dV), key tile j (dQ).
 int stage_tile_no(const SmemPipeline& L, const StageView& s) {
   const int rows = stage_el(L);
   return rows > 0 ? s.key0 / rows : s.tile;
+}
+
+// Warps first, first + step, … below `warps`: "1,5".
+std::string warp_list(int first, int step, int warps) {
+  std::string s = std::to_string(first);
+  for (int w = first + step; step > 0 && w < warps; w += step) s += "," + std::to_string(w);
+  return s;
 }
 
 // Draws text segments one after another from p, each in its colour.
@@ -131,38 +137,44 @@ void segments(ImDrawList* dl, ImFont* f, ImVec2 p, std::initializer_list<std::pa
 }
 
 // The warps' rows of a kept tile in r: lines between them, and (labels) which rows each holds,
-// counted in the head from `first`.
+// counted in the head from `first`, and which warps hold them (tc_dkdv_smem_kernel's rows have
+// several).
 void kept_bands(ImDrawList* dl, const SmemPipeline& L, Rect r, int first, bool labels) {
   const auto& f = theme::fonts();
-  const float band = r.h() / float(std::max(1, L.warps));
-  for (int w = 1; w < L.warps; ++w) {
-    const float y = r.min.y + band * float(w);
+  const int bands = L.row_groups;
+  if (bands <= 0) return;  // the trace does not say
+  const float band = r.h() / float(bands);
+  for (int g = 1; g < bands; ++g) {
+    const float y = r.min.y + band * float(g);
     dl->AddLine(ImVec2(r.min.x + 1, y), ImVec2(r.max.x - 1, y), theme::kPanel, 2);
   }
   if (!labels || band < f.small->FontSize) return;
   const std::string unit = kept_unit(L);
-  const std::string widest = unit + " " + range_text(first + L.warp_row0(L.warps - 1), L.rows_per_warp);
-  const bool two_lines = band >= 2 * f.small->FontSize + 2 && text_w(f.small, widest) + 4 <= r.w();
+  auto who = [&](int g) { return (L.band_warps() > 1 ? "warps " : "warp ") + warp_list(g, bands, L.warps); };
+  auto brief = [&](int g) { return "w" + warp_list(g, bands, L.warps); };
+  const std::string widest = unit + " " + range_text(first + L.warp_row0(bands - 1), L.rows_per_warp);
+  const bool two_lines = band >= 2 * f.small->FontSize + 2 && text_w(f.small, widest) + 4 <= r.w() &&
+                         text_w(f.small, who(bands - 1)) + 4 <= r.w();
   // Every band says the same: the longest form that fits the widest of them.
-  auto one_line = [&](int w) {
-    const std::string ws = std::to_string(w), rows = range_text(first + L.warp_row0(w), L.rows_per_warp);
-    return std::vector<std::string>{"warp " + ws + " · " + unit + " " + rows, "w" + ws + " · " + unit + " " + rows,
-                                    "w" + ws + ": " + rows, "warp " + ws, "w" + ws};
+  auto one_line = [&](int g) {
+    const std::string rows = range_text(first + L.warp_row0(g), L.rows_per_warp);
+    return std::vector<std::string>{who(g) + " · " + unit + " " + rows, brief(g) + " · " + unit + " " + rows,
+                                    brief(g) + ": " + rows, who(g), brief(g)};
   };
   std::size_t form = 0;
-  const auto widest_forms = one_line(L.warps - 1);
+  const auto widest_forms = one_line(bands - 1);
   while (form < widest_forms.size() && text_w(f.small, widest_forms[form]) > r.w() - 4) ++form;
-  for (int w = 0; w < L.warps; ++w) {
-    const Rect b{ImVec2(r.min.x, r.min.y + band * float(w)), ImVec2(r.max.x, r.min.y + band * float(w + 1))};
-    const std::string ws = std::to_string(w), rows = range_text(first + L.warp_row0(w), L.rows_per_warp);
+  for (int g = 0; g < bands; ++g) {
+    const Rect b{ImVec2(r.min.x, r.min.y + band * float(g)), ImVec2(r.max.x, r.min.y + band * float(g + 1))};
+    const std::string rows = range_text(first + L.warp_row0(g), L.rows_per_warp);
     if (two_lines) {
       const Rect top{b.min, ImVec2(b.max.x, b.min.y + b.h() * 0.5f + 1)};
       const Rect bottom{ImVec2(b.min.x, b.min.y + b.h() * 0.5f - 1), b.max};
-      centered_text(dl, {top.min, ImVec2(top.max.x, top.max.y + f.small->FontSize * 0.25f)}, kInk, ("warp " + ws).c_str(), f.small);
+      centered_text(dl, {top.min, ImVec2(top.max.x, top.max.y + f.small->FontSize * 0.25f)}, kInk, who(g).c_str(), f.small);
       centered_text(dl, {ImVec2(bottom.min.x, bottom.min.y - f.small->FontSize * 0.25f), bottom.max}, kInk,
                     (unit + " " + rows).c_str(), f.small);
     } else if (form < widest_forms.size()) {
-      centered_text(dl, b, kInk, one_line(w)[form].c_str(), f.small);
+      centered_text(dl, b, kInk, one_line(g)[form].c_str(), f.small);
     }
   }
 }
@@ -194,14 +206,71 @@ void mark_columns(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, 
 // narrow beside the stages' d columns).
 float ds_col_w(const SmemPipeline& L, float s) { return std::max(float(L.Br) * s, text_w(theme::fonts().small, "read back") + 4); }
 
+bool live(DsPhase p) { return p == DsPhase::Writing || p == DsPhase::Operand || p == DsPhase::Reading; }
+
+// A keys × queries tile of P ∘ Z or dSᵀ in r, filled by its phase, with what the warps do with it
+// now: each its block (written: tc_dkdv_smem_kernel's Sᵀ blocks, tc_dkdv_kernel's rows of keys),
+// its keys' rows across every query (read as operands), or, dSᵀ for dQ's share, query columns.
+// `labels`: which warps, where they fit; otherwise the tile's name (the column's second tile).
+void draw_pds_tile(ImDrawList* dl, const SmemPipeline& L, Rect r, tr::Tensor t, DsPhase phase, bool labels) {
+  const auto& f = theme::fonts();
+  const float fill = live(phase) ? 0.9f : phase == DsPhase::Written ? 0.55f : phase == DsPhase::Spent ? 0.14f : 0;
+  if (fill > 0) dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, fill), 2);
+  dl->AddRect(r.min, r.max, theme::tensor_color(t, phase != DsPhase::None ? 0.6f : 0.35f), 2);
+  const ImU32 ink = fill >= 0.5f ? kInk : theme::tensor_color(t, 0.7f);
+  // A grid of `rows` × `cols` blocks, and the label of each (block row g, column o: a long form
+  // and a short one), where it fits.
+  auto grid = [&](int rows, int cols, bool with_labels, auto&& label) {
+    const float bw = r.w() / float(cols), bh = r.h() / float(rows);
+    for (int g = 1; g < rows; ++g)
+      dl->AddLine(ImVec2(r.min.x + 1, r.min.y + bh * float(g)), ImVec2(r.max.x - 1, r.min.y + bh * float(g)), theme::kPanel, 2);
+    for (int o = 1; o < cols; ++o)
+      dl->AddLine(ImVec2(r.min.x + bw * float(o), r.min.y + 1), ImVec2(r.min.x + bw * float(o), r.max.y - 1), theme::kPanel, 2);
+    if (bh < f.small->FontSize) return;
+    for (int g = 0; g < rows; ++g)
+      for (int o = 0; o < cols; ++o) {
+        const Rect b{ImVec2(r.min.x + bw * float(o), r.min.y + bh * float(g)),
+                     ImVec2(r.min.x + bw * float(o + 1), r.min.y + bh * float(g + 1))};
+        if (with_labels) {
+          const auto [full, brief] = label(g, o);
+          centered_text(dl, b, ink, fit(f.small, bw - 4, {full, brief}).c_str(), f.small);
+        } else if (g == 0 && o == 0) {  // its name in the first block, clear of the lines
+          centered_text(dl, b, ink, (std::string(tensor_label(t)) + "ᵀ").c_str(), f.small);
+        }
+      }
+  };
+  using Forms = std::pair<std::string, std::string>;
+  if (phase == DsPhase::Reading && L.dq_row_tiles > 0) {
+    // By query columns: group g's 16·T queries go to warps g, g + groups, … (ldmatrix.trans).
+    const int groups = L.dq_row_groups();
+    grid(1, groups, true, [&](int, int g) {
+      const std::string who = "w" + warp_list(g, groups, L.warps);
+      return Forms{who, who};
+    });
+  } else if (phase == DsPhase::Operand && L.row_groups > 0) {
+    grid(L.row_groups, 1, labels, [&](int g, int) {
+      const std::string ws = warp_list(g, L.row_groups, L.warps);
+      return Forms{"warps " + ws, "w" + ws};
+    });
+  } else if (phase != DsPhase::None && phase != DsPhase::Reading && L.row_groups > 0) {
+    grid(L.row_groups, L.band_warps(), labels, [&](int g, int o) {
+      const std::string w = std::to_string(g + L.row_groups * o);
+      return Forms{"warp " + w, "w" + w};
+    });
+  } else if (!labels || L.row_groups <= 0) {  // no warps to name: the tile's own name
+    centered_text(dl, r, ink, (std::string(tensor_label(t)) + "ᵀ").c_str(), f.small);
+  }
+}
+
 double bwd_scale(const SmemPipeline& L, Rect area) {
-  const int ncols = 1 + L.stages + (L.atomic_dq ? 1 : 0);
-  const double fixed = kColGap * float(ncols - 1) + (is_dkdv(L) ? L.stages * (2 + kStatW) : 0);
+  const bool pds = L.ds_in_smem();  // the column of dSᵀ (and P)
+  const int ncols = 1 + L.stages + (pds ? 1 : 0);
+  const double fixed = kColGap * float(ncols - 1) + (L.dkdv() ? L.stages * (2 + kStatW) : 0);
   const double tall = 2.0 * std::max(kept_el(L), stage_el(L));
   const double h = area.h() - header_h() - kInnerGap - (kLinesBelow + kBwdCaptionLines) * line_h() - 10;
   const double cols = double(L.d) * (1 + L.stages);
-  double s = std::min((area.w() - fixed) / (cols + (L.atomic_dq ? L.Br : 0)), h / tall);
-  if (L.atomic_dq && float(L.Br * s) < ds_col_w(L, float(s)))  // dSᵀ at its least width
+  double s = std::min((area.w() - fixed) / (cols + (pds ? L.Br : 0)), h / tall);
+  if (pds && float(L.Br * s) < ds_col_w(L, float(s)))  // dSᵀ at its least width
     s = std::min((area.w() - fixed - ds_col_w(L, 0)) / cols, h / tall);
   return std::clamp(s, 0.05, 4.0);
 }
@@ -209,7 +278,7 @@ double bwd_scale(const SmemPipeline& L, Rect area) {
 PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect area, double scale) {
   PipelineRects out;
   const auto& f = theme::fonts();
-  const bool dkdv = is_dkdv(L);
+  const bool dkdv = L.dkdv();
   const float s = float(scale);
   const float top = area.min.y + header_h();
   float x = area.min.x;
@@ -225,7 +294,7 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
     text_bottom = std::max(text_bottom, y);
   };
 
-  // The kept tiles, one above the other: one band per warp, the keys (rows) it holds.
+  // The kept tiles, one above the other: one band per row of warps, the keys (rows) it holds.
   {
     const float w = float(L.d) * s, h = float(kept_el(L)) * s;
     const float room = w + kColGap - 4;
@@ -241,8 +310,9 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
       const Rect r{ImVec2(x, y0), ImVec2(x + w, y0 + h)};
       out.kept.emplace_back(kept[std::size_t(i)], r);
       const tr::Tensor t = kept[std::size_t(i)];
-      const float band = h / float(std::max(1, L.warps));
-      for (int k = 0; k < L.warps; ++k) {
+      const int bands = std::max(1, L.row_groups);
+      const float band = h / float(bands);
+      for (int k = 0; k < bands; ++k) {
         const Rect bk{ImVec2(x, y0 + band * float(k)), ImVec2(x + w, y0 + band * float(k + 1))};
         if (v.kept_loaded)
           dl->AddRectFilled(bk.min, bk.max, theme::tensor_color(t, k % 2 ? 0.72f : 0.92f));
@@ -252,8 +322,8 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
       dl->AddRect(r.min, r.max, v.kept_loaded ? theme::tensor_color(t) : IM_COL32(255, 255, 255, 200), 2);
       if (v.kept_loaded) {
         kept_bands(dl, L, r, v.kept_row0, i == 0);
-        if (i == 1)  // its name in the first band, clear of the lines between warps
-          centered_text(dl, {r.min, ImVec2(r.max.x, r.min.y + h / float(std::max(1, L.warps)))}, kInk, tensor_label(t), f.small);
+        if (i == 1 || L.row_groups <= 0)  // its name in the first band, clear of the lines between warps
+          centered_text(dl, {r.min, ImVec2(r.max.x, r.min.y + band)}, kInk, tensor_label(t), f.small);
         if (dkdv && t == tr::Tensor::K) mark_columns(dl, L, v, r);
       } else {
         centered_text(dl, r, theme::kText, tensor_label(t), f.small);
@@ -266,8 +336,9 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
                   theme::kTextDim},
                  {fit(f.small, room, {format_bytes(double(L.kept_tile_bytes())) + " each", format_bytes(double(L.kept_tile_bytes()))}),
                   theme::kTextDim},
-                 {fit(f.small, room, {std::to_string(L.rows_per_warp) + " " + kept_unit(L) + " a warp",
-                                      std::to_string(L.rows_per_warp) + "/warp"}),
+                 {L.rows_per_warp > 0 ? fit(f.small, room, {std::to_string(L.rows_per_warp) + " " + kept_unit(L) + " a warp",
+                                                            std::to_string(L.rows_per_warp) + "/warp"})
+                                      : fit(f.small, room, {"warps: not traced", "warps: ?"}),
                   theme::kTextDim}});
     x += w + kColGap;
   }
@@ -307,39 +378,27 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
     x += w + strips + kColGap;
   }
 
-  // dSᵀ (atomic dK/dV): written by the warps' keys (rows), read back by query columns.
-  if (L.atomic_dq) {
+  // P ∘ Z and dSᵀ (tc_dkdv_smem_kernel) or dSᵀ alone (atomic tc_dkdv_kernel), keys × queries:
+  // written by the warps' blocks (rows), read back by their keys (dV, dK) or by query columns (dQ).
+  if (L.ds_in_smem()) {
     const float w = float(L.Br) * s, h = float(L.Bc) * s;
-    out.ds = {ImVec2(x, top), ImVec2(x + w, top + h)};
-    const tr::Tensor dS = tr::Tensor::dS;
-    text_at(dl, f.regular, ImVec2(x, area.min.y), theme::tensor_color(dS), "dSᵀ");
-    const bool live = v.ds_phase == DsPhase::Writing || v.ds_phase == DsPhase::Reading;
-    const float fill = live ? 0.9f : v.ds_phase == DsPhase::Written ? 0.55f : v.ds_phase == DsPhase::Spent ? 0.14f : 0;
-    if (fill > 0) dl->AddRectFilled(out.ds.min, out.ds.max, theme::tensor_color(dS, fill), 2);
-    if (live)
-      dl->AddRect(ImVec2(out.ds.min.x - 3, out.ds.min.y - 3), ImVec2(out.ds.max.x + 3, out.ds.max.y + 3), theme::kAccent, 3, 0, 2);
-    dl->AddRect(out.ds.min, out.ds.max, theme::tensor_color(dS, v.ds_tile >= 0 ? 0.6f : 0.35f), 2);
-    const ImU32 ink = fill >= 0.5f ? kInk : theme::tensor_color(dS, 0.7f);
-    if (v.ds_phase == DsPhase::Reading && L.dq_row_tiles > 0) {
-      // By query columns: group g's 16·T queries go to warps g, g + groups, … (ldmatrix.trans).
-      const int groups = L.dq_row_groups();
-      const float band = w / float(groups);
-      for (int g = 1; g < groups; ++g)
-        dl->AddLine(ImVec2(x + band * float(g), top + 1), ImVec2(x + band * float(g), top + h - 1), theme::kPanel, 2);
-      for (int g = 0; g < groups; ++g) {
-        std::string who = "w" + std::to_string(g);
-        for (int k = g + groups; k < L.warps; k += groups) who += "," + std::to_string(k);
-        const Rect b{ImVec2(x + band * float(g), top), ImVec2(x + band * float(g + 1), top + h)};
-        if (text_w(f.small, who) + 2 <= band) centered_text(dl, b, ink, who.c_str(), f.small);
-      }
-    } else if (v.ds_phase != DsPhase::None && v.ds_phase != DsPhase::Reading) {
-      const float band = h / float(std::max(1, L.warps));
-      for (int k = 1; k < L.warps; ++k)
-        dl->AddLine(ImVec2(x + 1, top + band * float(k)), ImVec2(x + w - 1, top + band * float(k)), theme::kPanel, 2);
-      if (band >= f.small->FontSize)
-        for (int k = 0; k < L.warps; ++k)
-          centered_text(dl, {ImVec2(x, top + band * float(k)), ImVec2(x + w, top + band * float(k + 1))}, ink,
-                        fit(f.small, w - 4, {"warp " + std::to_string(k), "w" + std::to_string(k)}).c_str(), f.small);
+    const tr::Tensor P = tr::Tensor::P, dS = tr::Tensor::dS;
+    if (L.p_in_smem)
+      segments(dl, f.regular, ImVec2(x, area.min.y),
+               {{"Pᵀ", theme::tensor_color(P)}, {", ", theme::kTextDim}, {"dSᵀ", theme::tensor_color(dS)}});
+    else
+      text_at(dl, f.regular, ImVec2(x, area.min.y), theme::tensor_color(dS), "dSᵀ");
+    std::vector<std::pair<tr::Tensor, DsPhase>> tiles;
+    if (L.p_in_smem) tiles.emplace_back(P, v.p_phase);
+    tiles.emplace_back(dS, v.ds_phase);
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const auto [t, phase] = tiles[i];
+      const float y0 = top + float(i) * (h + kInnerGap);
+      const Rect r{ImVec2(x, y0), ImVec2(x + w, y0 + h)};
+      (t == P ? out.p : out.ds) = r;
+      draw_pds_tile(dl, L, r, t, phase, i == 0);
+      if (live(phase))
+        dl->AddRect(ImVec2(r.min.x - 3, r.min.y - 3), ImVec2(r.max.x + 3, r.max.y + 3), theme::kAccent, 3, 0, 2);
     }
     const float room = ds_col_w(L, s);
     const std::string i = std::to_string(L.Br > 0 ? v.ds_row0 / L.Br : v.ds_tile);
@@ -347,19 +406,31 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
     ImU32 c2 = theme::kTextDim;
     switch (v.ds_phase) {
       case DsPhase::Writing:
-        l2 = fit(f.small, room, {"written by keys", "writing", "write"});
+        l2 = fit(f.small, room, {L.p_in_smem ? "written by blocks" : "written by keys", "writing", "write"});
         c2 = theme::kAccent;
         break;
-      case DsPhase::Written: l2 = fit(f.small, room, {"written: tile " + i, "written"}); break;
+      case DsPhase::Written:
+        l2 = L.p_in_smem && v.p_phase == DsPhase::Spent ? fit(f.small, room, {"dSᵀ kept for dQ", "kept for dQ", "kept"})
+                                                        : fit(f.small, room, {"written: tile " + i, "written"});
+        break;
+      case DsPhase::Operand:
+        l2 = fit(f.small, room, {"read by keys", "read", ""});
+        c2 = theme::kAccent;
+        break;
       case DsPhase::Reading:
-        l2 = fit(f.small, room, {"read by queries", "read back", "read"});
+        l2 = fit(f.small, room,
+                 {L.p_in_smem ? "dSᵀ read by queries" : "read by queries", "read by queries", "read back", "read"});
         c2 = theme::kAccent;
         break;
       case DsPhase::Spent: l2 = fit(f.small, room, {"spent: tile " + i, "spent"}); break;
       case DsPhase::None: l2 = "empty"; break;
     }
     if (v.dq_atomic_tile >= 0) l3 = fit(f.small, room, {"dQ: atomics → HBM", "atomics → HBM", "atomics"});
-    lines_under(x, out.ds.max.y + 3, {{fit(f.small, room, {format_bytes(double(L.ds_bytes()))}), theme::kTextDim}, {l2, c2}, {l3, theme::kAccent}});
+    const std::string bytes = format_bytes(double(L.ds_bytes()));
+    lines_under(x, top + float(tiles.size()) * (h + kInnerGap) - kInnerGap + 3,
+                {{fit(f.small, room, {L.p_in_smem ? bytes + " each" : bytes, bytes}), theme::kTextDim},
+                 {l2, c2},
+                 {l3, theme::kAccent}});
   }
 
   // The caption: what this kernel keeps where, as far as there is room.
@@ -372,7 +443,32 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
   };
   const std::string band = std::to_string(L.rows_per_warp);
   const std::string owned = band + "w to " + band + "w+" + std::to_string(L.rows_per_warp - 1);
-  if (dkdv) {
+  if (dkdv && L.p_in_smem) {
+    // tc_dkdv_smem_kernel: warp w's keys from its row, w mod G; its queries and columns from its
+    // place in that row, w div G (the font has no ⌊⌋).
+    const std::string G = std::to_string(L.row_groups), k = std::to_string(L.rows_per_warp),
+                      q = std::to_string(L.warp_queries()), c = std::to_string(L.warp_cols());
+    if (L.row_groups > 0)
+      add({"K, V: kept all CTA long. The " + std::to_string(L.warps) + " warps stand in " + G + " rows of " + k +
+               " keys: warp w owns keys from " + k + "(w mod " + G + "), and with o = w div " + G + " computes Sᵀ, dPᵀ for " +
+               q + " queries from " + q + "o (its block of Pᵀ, dSᵀ) and accumulates dK, dV for " + c + " columns from " + c +
+               "o, in its registers.",
+           "Warp w: keys " + k + "(w mod " + G + ")+, queries " + q + "(w div " + G + ")+ (Sᵀ), columns " + c + "(w div " + G +
+               ")+ (dK, dV)."});
+    else
+      add({"K, V: kept all CTA long. Which keys and queries each of the " + std::to_string(L.warps) +
+               " warps takes, the trace does not say (several rows of warps fit these tiles).",
+           "The warps' layout: not in the trace."});
+    add({"Pᵀ (P ∘ Z) and dSᵀ: SRAM tiles, keys × queries. Each warp writes its block of both, then reads its keys' rows "
+         "across every query (ldmatrix) as the A operand of dV += (P ∘ Z)ᵀ dO and dK += dSᵀ Q: a warp's rows of dV need "
+         "every query's P, not only its own.",
+         "Pᵀ, dSᵀ: written by blocks, read by keys for dV, dK."});
+    if (L.atomic_dq)
+      add({"dSᵀ is read again by queries (ldmatrix.trans) for dQ += dS·K, added to the float32 dQacc in HBM by atomics.",
+           "dSᵀ: read by queries for dQ's atomics."});
+    else
+      add({"dQ has its own kernel (tc_dq_kernel), which recomputes S and dP by query tile.", "dQ: its own kernel (tc_dq_kernel)."});
+  } else if (dkdv) {
     add({"K, V: kept all CTA long. Warp w owns keys " + owned + ": their rows of Sᵀ, dPᵀ, dK and dV are in its registers.",
          "Warp w owns keys " + owned + " (in registers: Sᵀ, dPᵀ, dK, dV)."});
     if (L.atomic_dq)
@@ -382,6 +478,8 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
     else
       add({"No dSᵀ tile: dQ has its own kernel (tc_dq_kernel), which recomputes S and dP by query tile.",
            "dQ: its own kernel (tc_dq_kernel)."});
+  }
+  if (dkdv) {
     add({"Two stages: tile i+1's Q, dO, LSE and D (strips) arrive (cp.async) while tile i is computed.",
          "Tile i+1 arrives while tile i is computed."});
     if (L.kv_in_regs == 1) add({"Each warp also keeps its rows of K and V in registers, loaded once."});
@@ -391,6 +489,8 @@ PipelineRects draw_bwd(ImDrawList* dl, const SmemPipeline& L, const PipelineView
                " CTAs share the key tile; each computes Sᵀ and dPᵀ over all of d and accumulates columns " +
                range_text(v.col0, L.cols()) + " of dK, dV" + (L.atomic_dq ? " and dQ" : "") + " (underlined).",
            "This CTA: columns " + range_text(v.col0, L.cols()) + " of d (underlined)."});
+    if (L.from_variant)
+      add({"(Several rows of warps fit these tiles: backward_configs.cuh's " + std::to_string(L.row_groups) + " are drawn.)"});
   } else {
     add({"Q, dO: kept all CTA long. Warp w owns rows " + owned + ": their rows of S, dP, dS and dQ are in its registers.",
          "Warp w owns rows " + owned + " (in registers: S, dP, dS, dQ)."});
@@ -450,19 +550,20 @@ void draw_bwd_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, 
   auto stage_fill = [&](tr::Tensor t, std::int64_t bytes, const StageView& s) { map.stage(t, bytes, s); };
   auto stage = [&](int st) { return st < int(v.stages.size()) ? v.stages[std::size_t(st)] : StageView{}; };
   // Address order, as the kernel carves its dynamic shared memory: dK/dV: K, V, the Q stages,
-  // the dO stages, dSᵀ, the LSE stages, the D stages; dQ: Q, dO, the K stages, the V stages.
+  // the dO stages, Pᵀ (tc_dkdv_smem_kernel), dSᵀ, the LSE stages, the D stages; dQ: Q, dO, the K
+  // stages, the V stages.
   const auto kept = L.kept_tensors();
   const auto staged = L.stage_tensors();
   for (tr::Tensor t : kept)
     region(L.kept_tile_bytes(), v.kept_loaded ? theme::tensor_color(t, 0.9f) : 0, !v.kept_loaded, theme::tensor_color(t, 0.6f));
   for (int i = 0; i < 2; ++i)
     for (int st = 0; st < L.stages; ++st) stage_fill(staged[std::size_t(i)], L.stage_tile_bytes(), stage(st));
-  if (L.atomic_dq) {
-    const float a = v.ds_phase == DsPhase::Writing || v.ds_phase == DsPhase::Reading ? 0.95f
-                    : v.ds_phase == DsPhase::Written                                  ? 0.6f
-                                                                                      : 0.25f;
-    region(L.ds_bytes(), v.ds_tile < 0 ? 0 : theme::tensor_color(tr::Tensor::dS, a), false, 0);
-  }
+  auto pds_fill = [&](tr::Tensor t, DsPhase phase) {
+    const float a = live(phase) ? 0.95f : phase == DsPhase::Written ? 0.6f : 0.25f;
+    region(L.ds_bytes(), v.ds_tile < 0 ? 0 : theme::tensor_color(t, a), false, 0);
+  };
+  if (L.p_in_smem) pds_fill(tr::Tensor::P, v.p_phase);
+  if (L.ds_in_smem()) pds_fill(tr::Tensor::dS, v.ds_phase);
   if (L.stat_bytes() > 0)
     for (int i = 2; i < 4; ++i)
       for (int st = 0; st < L.stages; ++st) stage_fill(staged[std::size_t(i)], L.stat_bytes(), stage(st));
@@ -472,13 +573,15 @@ std::string bwd_map_caption(const SmemPipeline& L, double budget, float width) {
   const auto& f = theme::fonts();
   const std::string total = format_bytes(double(L.total_bytes())), kept = format_bytes(double(L.kept_tile_bytes())),
                     stg = format_bytes(double(L.stage_tile_bytes())), b = format_bytes(budget), st = std::to_string(L.stages);
-  if (is_dkdv(L)) {
-    const std::string stat = format_bytes(double(L.stat_bytes())), ds = L.atomic_dq ? " + dSᵀ " + format_bytes(double(L.ds_bytes())) : "";
+  if (L.dkdv()) {
+    const std::string stat = format_bytes(double(L.stat_bytes()));
+    const std::string pds = L.p_in_smem ? " + Pᵀ, dSᵀ" : L.ds_in_smem() ? " + dSᵀ" : "";
+    const std::string pds_bytes = L.ds_in_smem() ? pds + " " + format_bytes(double(L.ds_bytes())) + (L.p_in_smem ? " each" : "") : "";
     return fit(f.small, width,
                {total + " = K, V " + kept + " each + " + st + " stages × (Q, dO " + stg + " each + LSE, D " + stat + " each)" +
-                    ds + " · budget " + b,
-                total + " = K, V " + kept + " each + " + st + " × (Q, dO " + stg + " + LSE, D " + stat + ")" + ds + " · budget " + b,
-                total + " = K, V + " + st + " × (Q, dO, LSE, D)" + (L.atomic_dq ? " + dSᵀ" : "") + " · of " + b,
+                    pds_bytes + " · budget " + b,
+                total + " = K, V " + kept + " each + " + st + " × (Q, dO " + stg + " + LSE, D " + stat + ")" + pds_bytes + " · budget " + b,
+                total + " = K, V + " + st + " × (Q, dO, LSE, D)" + pds + " · of " + b,
                 total + " of " + b});
   }
   return fit(f.small, width,
@@ -706,17 +809,23 @@ void draw_register_bands(ImDrawList* dl, const SmemPipeline& L, Rect card, const
     case tr::Tensor::P:
     case tr::Tensor::dP:
     case tr::Tensor::dS:
-      // dK/dV: the warp's 16 keys are columns of S's (query, key) tile; dQ: its rows.
-      if (is_dkdv(L))
+      // dK/dV: the warp's keys are columns of S's (query, key) tile (tc_dkdv_smem_kernel's warps
+      // also split its queries, the rows); dQ: its rows.
+      if (L.dkdv()) {
         unit_lines(dl, card, t.cols, L.rows_per_warp, true);
-      else
+        unit_lines(dl, card, t.rows, L.warp_queries(), false);
+      } else {
         unit_lines(dl, card, t.rows, L.rows_per_warp, false);
+      }
       break;
     case tr::Tensor::dK:
-    case tr::Tensor::dV: unit_lines(dl, card, t.rows, L.rows_per_warp, false); break;
+    case tr::Tensor::dV:  // the warp's keys, and (tc_dkdv_smem_kernel) its columns
+      unit_lines(dl, card, t.rows, L.rows_per_warp, false);
+      unit_lines(dl, card, t.cols, L.warp_cols(), true);
+      break;
     case tr::Tensor::dQ:
     case tr::Tensor::dQacc:
-      if (is_dkdv(L)) {  // the atomic share: 16·T queries × dq_cols() columns a warp (T unknown: no lines)
+      if (L.dkdv()) {  // the atomic share: 16·T queries × dq_cols() columns a warp (T unknown: no lines)
         if (L.dq_row_tiles <= 0) break;
         unit_lines(dl, card, t.rows, 16 * L.dq_row_tiles, false);
         unit_lines(dl, card, t.cols, L.dq_cols(), true);

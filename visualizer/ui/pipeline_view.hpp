@@ -3,8 +3,11 @@
 // tile in flight, P̃'s tile where it goes through SRAM — and the shared-memory bar as the
 // kernel's memory map (Q, K stages, V stages, P, in address order). The backward's dK/dV
 // kernel the same way: K and V kept, with the keys each warp holds; the Q/dO (+ LSE, D) stages;
-// dSᵀ's tile, written by keys and read back by queries for dQ's atomics; its dQ kernel: Q and
-// dO kept, with each warp's rows; the K/V stages. The model is visualizer/model/smem_pipeline.hpp.
+// dSᵀ's tile, written by keys and read back by queries for dQ's atomics; its FlashAttention-2
+// layout (tc_dkdv_smem_kernel): K and V with the keys of each row of warps, and the Pᵀ and dSᵀ
+// tiles with the keys × queries block each warp writes, its keys' rows as they are read for dV
+// and dK, dSᵀ's query columns as they are read for dQ; its dQ kernel: Q and dO kept, with each
+// warp's rows; the K/V stages. The model is visualizer/model/smem_pipeline.hpp.
 #pragma once
 
 #include <imgui.h>
@@ -21,7 +24,7 @@ namespace fs::viz {
 struct PipelineRects {
   Rect q;
   std::vector<Rect> k, v;  // per stage
-  Rect p;                  // P̃'s SRAM tile (zero-sized when P stays in registers)
+  Rect p;                  // P̃'s SRAM tile, tc_dkdv_smem_kernel's Pᵀ (zero-sized when P stays in registers)
   // The backward: the tiles kept for the whole CTA and each stage's (LSE, D too), by tensor;
   // dSᵀ's tile (zero-sized without one).
   std::vector<std::pair<fs::trace::Tensor, Rect>> kept;
@@ -50,8 +53,9 @@ std::string smem_map_caption(const SmemPipeline& L, double budget, float width);
 void draw_warp_bands(ImDrawList* dl, const SmemPipeline& L, Rect r, bool labels);
 
 // What each warp holds of a register tile drawn as `card`: the forward's rows of a Br-row tile
-// (draw_warp_bands); the dK/dV kernel's keys (the columns of S, dP, dS; the rows of dK, dV) and
-// each warp's block of dQ's share; the dQ kernel's rows.
+// (draw_warp_bands); the dK/dV kernels' keys (the columns of S, dP, dS; the rows of dK, dV) and,
+// tc_dkdv_smem_kernel, its queries (rows of S, dP, dS) and columns (of dK, dV), and each warp's
+// block of dQ's share; the dQ kernel's rows.
 void draw_register_bands(ImDrawList* dl, const SmemPipeline& L, Rect card, const ResidentTile& t);
 
 }  // namespace fs::viz
