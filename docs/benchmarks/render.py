@@ -358,6 +358,46 @@ def is_smyrf(r):
     return r["mask"].startswith("smyrf:")
 
 
+# FlashAttention's interface features, as common/plan.cpp labels a run's mask column: parts
+# joined by "+", each a name and its values ("heads-kv:8", "window:256:0", "softcap:30", "alibi").
+FEATURES = ("seq-k", "heads-kv", "window", "softcap", "alibi")
+
+
+def is_feature(r):
+    return bool(r["mask"]) and all(part.split(":")[0] in FEATURES for part in r["mask"].split("+"))
+
+
+def is_window(r):
+    """A sliding window alone: time against the fraction of scores it keeps, as block-sparse's."""
+    return is_feature(r) and "+" not in r["mask"] and r["mask"].startswith("window:")
+
+
+def is_block_sparse(r):
+    return bool(r["mask"]) and not is_smyrf(r) and not is_feature(r)
+
+
+def feature_table(rows, all_rows):
+    """Runs with interface features other than a window alone, against the same step without
+    them at the same shape: a table per pass and causal setting, a line per step, shape and
+    features."""
+    dense = {(r["step"], r["pass"], r["B"], r["H"], r["N"], r["d"], r["causal"], r["dtype"]): r for r in plain(all_rows)}
+    out = []
+    for c, p in sorted({(r["causal"], r["pass"]) for r in rows}, key=lambda k: (k[0], PASS_ORDER.index(k[1]))):
+        out.append(f"**{PASS_NAME[p]}, {'causal' if c == '1' else 'not causal'}** — ms (time / without the features)\n")
+        out.append("| implementation | N | B×H | features | ms | without | ratio |")
+        out.append("|---|---:|---:|---|---:|---:|---:|")
+        for r in sorted((r for r in rows if (r["causal"], r["pass"]) == (c, p)),
+                        key=lambda r: (step_key(r["step"]), int(r["N"]), r["mask"])):
+            d = dense.get((r["step"], r["pass"], r["B"], r["H"], r["N"], r["d"], r["causal"], r["dtype"]))
+            ms = float(r["median_ms"])
+            ratio = f"{ms / float(d['median_ms']):.3f}" if d else ""
+            out.append(f"| {r['step']} | {r['N']} | {r['B']}×{r['H']} | `{r['mask']}` | {ms:.2f} | "
+                       f"{float(d['median_ms']):.2f} | {ratio} |" if d else
+                       f"| {r['step']} | {r['N']} | {r['B']}×{r['H']} | `{r['mask']}` | {ms:.2f} |  |  |")
+        out.append("")
+    return "\n".join(out)
+
+
 def smyrf_table(rows):
     """Step 07 against the SMYRF authors' PyTorch module (smyrf_authors.py), one table per pass and
     shape: a line per N and clustering, time and device memory of each and their ratios."""
@@ -406,7 +446,7 @@ class Figures:
         if kind not in DRAW:
             raise SystemExit(f"unknown figure kind {kind!r} (one of {', '.join(DRAW)})")
         filters = {k: ",".join(sorted(v.split(","))) for k, v in filters.items()}
-        with_mask = {"density": lambda r: bool(r["mask"]), "time": lambda r: not r["mask"] or is_smyrf(r)}
+        with_mask = {"density": is_block_sparse, "window": is_window, "time": lambda r: not r["mask"] or is_smyrf(r)}
         rows = select([r for r in self.cache[slug] if with_mask.get(kind, lambda r: not r["mask"])(r)], prefixes,
                       {k: v for k, v in filters.items() if k != "pass"})
         for key in ("dtype", "d"):
@@ -437,7 +477,8 @@ class Figures:
         """The markdown image line of a figure, which is added to the figures to draw."""
         path = self.add(kind, slug, prefixes, filters)
         f = dict(self.specs[os.path.splitext(os.path.basename(path))[0]][3])
-        about = [", ".join(prefixes) or ("every block-sparse run" if kind == "density" else "every step and PyTorch"),
+        about = [", ".join(prefixes) or {"density": "every block-sparse run", "window": "every sliding-window run"}.get(
+                     kind, "every step and PyTorch"),
                  f"{gpu_name(self.cache[slug])} ({slug}.csv)"]
         if "dtype" in f:
             about.append(f["dtype"])
@@ -590,7 +631,16 @@ def draw_roofline(charts, palette, slug, rows, prefixes, filters):
 
 
 def draw_density(charts, palette, slug, rows, prefixes, filters):
-    sub = select([r for r in rows if r["mask"] and not is_smyrf(r)], prefixes, filters)
+    sub = select([r for r in rows if is_block_sparse(r)], prefixes, filters)
+    return density_figure(charts, palette, sub, rows, "Block-sparse time against density")
+
+
+def draw_window(charts, palette, slug, rows, prefixes, filters):
+    sub = select([r for r in rows if is_window(r)], prefixes, filters)
+    return density_figure(charts, palette, sub, rows, "Sliding-window time against the fraction of scores kept")
+
+
+def density_figure(charts, palette, sub, rows, title):
     cells = [k for k in density_cells(sub, rows) if k[9] is not None]
     panels = []
     for p in ("fwd", "bwd"):
@@ -605,7 +655,7 @@ def draw_density(charts, palette, slug, rows, prefixes, filters):
                                lines.items(), key=lambda kv: (kv[0][2], kv[0][3] * kv[0][4], kv[0][:2]))]))
     d = sorted({r["d"] for r in sub})
     return charts.density(
-        f"Block-sparse time against density on {gpu_name(sub)}: {sub[0]['dtype']}, d = {', '.join(d)}\n"
+        f"{title} on {gpu_name(sub)}: {sub[0]['dtype']}, d = {', '.join(d)}\n"
         "time as a fraction of the dense step's at the same shape", panels, palette)
 
 
@@ -653,10 +703,12 @@ def draw_time(charts, palette, slug, rows, prefixes, filters):
 
 
 DRAW = {"tflops": draw_tflops, "memory": draw_memory, "roofline": draw_roofline, "density": draw_density,
+        "window": draw_window,
         "ladder": draw_ladder, "time": draw_time}
 WHAT = {"tflops": "TFLOP/s against sequence length", "memory": "device memory per head against sequence length",
         "roofline": "TFLOP/s against FLOPs per modelled HBM byte, under the measured ceilings",
         "density": "block-sparse time as a fraction of dense time against density",
+        "window": "sliding-window time as a fraction of the time without it, against the fraction of scores kept",
         "ladder": "a step's variants side by side, TFLOP/s by sequence length",
         "time": "median time against sequence length"}
 
@@ -738,12 +790,26 @@ def gpu_md(slug, rows, figures):
                 "Step 07 and `smyrf_authors` (the authors' PyTorch module, `smyrf_authors.py`) on the same shapes; "
                 "the authors' forward memory is an inference forward's.\n",
                 smyrf_table(rows)]
-    masked = [r for r in rows if r["mask"] and not is_smyrf(r)]
+    masked = [r for r in rows if is_block_sparse(r)]
     if masked:
         out += ["## Block-sparse: time against density\n",
                 "Dense is step 04's forward and step 05's backward at the same shape; the target is a time of at "
                 "most 1.3 × density × dense.\n",
                 figures.image("density", slug, (), {}, BENCH), density_table(masked, rows)]
+    windowed = [r for r in rows if is_window(r)]
+    if windowed:
+        out += ["## Sliding window: time against the fraction of scores kept\n",
+                "A window (`window:L:R`, query i sees keys i − L to i + R) skips the key tiles it leaves out, so "
+                "its time should follow the fraction of scores it keeps (the density column), as a block mask's "
+                "does; the reference is the same step without a window at the same shape (its forward step 04's, "
+                "its backward step 05's).\n",
+                figures.image("window", slug, (), {}, BENCH), density_table(windowed, rows)]
+    featured = [r for r in rows if is_feature(r) and not is_window(r)]
+    if featured:
+        out += ["## Other interface features: time against the same run without them\n",
+                "Grouped K/V heads (`heads-kv:Hkv`), keys of another length (`seq-k:Nk`), softcapping and ALiBi, "
+                "each against the same step, shape and pass without them.\n",
+                feature_table(featured, rows)]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
