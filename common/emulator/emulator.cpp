@@ -56,6 +56,7 @@ struct Cta {
   int running = -1;
   const std::function<void()>* body = nullptr;
   std::vector<std::uint64_t> slots;  // shuffle values, a warp's 32 side by side
+  std::vector<unsigned char> gather;  // warp_gather's, kGatherBytes a thread
 };
 
 Cta& cta() {
@@ -144,6 +145,19 @@ std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask) {
   return value;
 }
 
+void warp_gather(const void* mine, std::size_t bytes, void* all) {
+  if (bytes > kGatherBytes) throw std::runtime_error("emulator: warp_gather of " + std::to_string(bytes) + " bytes");
+  Cta& c = cta();
+  const int me = current().linear, base = me - me % kWarp;
+  if (base + kWarp > int(c.fibers.size())) throw std::runtime_error("emulator: warp_gather in a partial warp");
+  std::memcpy(&c.gather[std::size_t(me) * kGatherBytes], mine, bytes);
+  block_on(State::AtWarpBarrier);  // every lane has written
+  for (int lane = 0; lane < kWarp; ++lane)
+    std::memcpy(static_cast<unsigned char*>(all) + std::size_t(lane) * bytes,
+                &c.gather[std::size_t(base + lane) * kGatherBytes], bytes);
+  block_on(State::AtWarpBarrier);  // every lane has read before any writes again
+}
+
 unsigned char* dynamic_smem() { return shared_memory; }
 
 void run(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body) {
@@ -156,6 +170,7 @@ void run(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& b
   c.body = &body;
   c.fibers.resize(n);
   c.slots.assign(n, 0);
+  c.gather.assign(n * kGatherBytes, 0);
   for (Fiber& f : c.fibers)
     if (!f.stack) f.stack = std::make_unique<char[]>(kStackBytes);
   for (unsigned bz = 0; bz < grid.z; ++bz)

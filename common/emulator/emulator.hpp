@@ -50,6 +50,11 @@ void sync_threads();
 void sync_warp();
 // The value `bits` of the lane whose index is this lane's xor lane_mask, within the warp.
 std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask);
+// Every lane's `bytes` bytes at `mine` (at most kGatherBytes), lane 0's first, into `all` (32 ×
+// bytes): what a warp-wide instruction that reads other lanes' registers (mma.sync, ldmatrix)
+// needs, as one exchange and two warp barriers.
+constexpr std::size_t kGatherBytes = 32;
+void warp_gather(const void* mine, std::size_t bytes, void* all);
 // The CTA's dynamic shared memory (the launch's smem bytes, 16-byte aligned).
 unsigned char* dynamic_smem();
 constexpr std::size_t kMaxSmemBytes = 228 * 1024;  // an H100/H200 SM's
@@ -97,6 +102,30 @@ inline float __int_as_float(int x) {
   float out;
   std::memcpy(&out, &x, sizeof x);
   return out;
+}
+inline unsigned __float_as_uint(float x) {
+  unsigned out;
+  std::memcpy(&out, &x, sizeof x);
+  return out;
+}
+inline float __uint_as_float(unsigned x) {
+  float out;
+  std::memcpy(&out, &x, sizeof x);
+  return out;
+}
+// One rounding each, never fused into a neighbour (volatile keeps the host compiler from
+// contracting a product into the sum that uses it), as the CUDA intrinsics promise.
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fsub_rn(float a, float b) {
+  volatile float r = a - b;
+  return r;
 }
 inline long long __double_as_longlong(double x) {
   long long out;

@@ -25,9 +25,68 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace fs::tc {
+
+#ifdef FS_EMULATION
+// The CPU emulation (common/emulator) of the warp-wide instructions below: each lane gathers the
+// warp's operands (emu::warp_gather) and computes its own part of the result in the layouts the
+// comment above gives, so that a wrong fragment index or a swizzle that sends two rows to one
+// place fails on any machine. The products of 16-bit inputs are exact in fp32 and are summed in
+// k order: the tensor cores' order and rounding of the sum are not modelled.
+namespace emu_mma {
+// The 16-bit element `i` (0 low, 1 high) of register r, as a float.
+template <typename E>
+float element(std::uint32_t r, int i) {
+  std::uint16_t h = static_cast<std::uint16_t>(i ? r >> 16 : r & 0xffffu);
+  E x;
+  std::memcpy(&x, &h, sizeof h);
+  return static_cast<float>(x);
+}
+// d += A·B for this lane's fragment of D, from every lane's fragments of A and B.
+template <typename E>
+void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  struct Frag {
+    std::uint32_t a[4], b[2];
+  } mine{{a[0], a[1], a[2], a[3]}, {b0, b1}}, all[32];
+  fs::emu::warp_gather(&mine, sizeof mine, all);
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int i = 0; i < 2; ++i) {
+      A[g][2 * t + i] = element<E>(all[l].a[0], i);
+      A[g + 8][2 * t + i] = element<E>(all[l].a[1], i);
+      A[g][2 * t + 8 + i] = element<E>(all[l].a[2], i);
+      A[g + 8][2 * t + 8 + i] = element<E>(all[l].a[3], i);
+      B[2 * t + i][g] = element<E>(all[l].b[0], i);
+      B[2 * t + 8 + i][g] = element<E>(all[l].b[1], i);
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[e] = sum;
+  }
+}
+// ldmatrix.x4 (.trans): register m of this lane from matrix m, whose rows lanes 8m .. 8m+7 point at.
+inline void ldmatrix(std::uint32_t (&r)[4], const void* row, bool trans) {
+  const std::uint16_t* mine = static_cast<const std::uint16_t*>(row);
+  const std::uint16_t* rows[32];
+  fs::emu::warp_gather(&mine, sizeof mine, rows);
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int m = 0; m < 4; ++m) {
+    const std::uint16_t lo = trans ? rows[8 * m + 2 * t][g] : rows[8 * m + g][2 * t];
+    const std::uint16_t hi = trans ? rows[8 * m + 2 * t + 1][g] : rows[8 * m + g][2 * t + 1];
+    r[m] = lo | std::uint32_t(hi) << 16;
+  }
+}
+}  // namespace emu_mma
+#endif
 
 // What differs between bf16 and fp16: the instruction's type suffix and the conversion.
 template <typename E>
@@ -47,11 +106,15 @@ struct Element<__nv_bfloat16> {
   // d += a · b on the tensor cores.
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
+#ifndef FS_EMULATION
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    emu_mma::mma<__nv_bfloat16>(d, a, b0, b1);
+#endif
   }
 };
 
@@ -66,11 +129,15 @@ struct Element<__half> {
   }
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
+#ifndef FS_EMULATION
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    emu_mma::mma<__half>(d, a, b0, b1);
+#endif
   }
 };
 
@@ -78,6 +145,7 @@ struct Element<__half> {
 // --use_fast_math compiles (sm_90, nvcc 13.0) to a compare and two predicated multiplies around
 // it, which keep denormal results: the softmax needs none of them, P is rounded to 8 or 11 bits
 // next.
+#ifndef FS_EMULATION
 __device__ __forceinline__ float exp2_fast(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -106,6 +174,18 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_address(row)));
 }
+#else  // the CPU emulation: exp2 flushed to zero below the normal range, as ex2.approx.ftz
+inline float exp2_fast(float x) {
+  const float y = std::exp2(x);
+  return y < 1.17549435e-38f ? 0.f : y;
+}
+inline void cp_async_4(void* smem, const void* gmem, bool valid) {
+  if (valid) std::memcpy(smem, gmem, 4);
+  else std::memset(smem, 0, 4);
+}
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) { emu_mma::ldmatrix(r, row, false); }
+inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) { emu_mma::ldmatrix(r, row, true); }
+#endif
 
 // A tile of kRows rows × kCols 16-bit elements in shared memory, row-major, moved in 16-byte
 // chunks of 8 elements. ldmatrix reads one chunk from each of 8 consecutive rows at the same

@@ -1,0 +1,106 @@
+// Step 08 on the CPU: the tensor-core forward and both backwards (fa2's FlashAttention-2 warp
+// layout, key_warps' 16-key warps, deterministic's dQ kernel), their own source compiled by the
+// host compiler and run by the emulator (common/emulator), with mma.sync and ldmatrix computed
+// lane by lane from the fragment layouts steps/08_tensor_cores/mma.cuh documents. The outputs are
+// held to the rule the GPU tests hold them to (tests/test_tensor_cores_gpu.cpp): the fp64
+// reference under the 16-bit rule.
+//
+// No substitute for the GPU tests: the emulation sums each mma's products in its own order and
+// rounds 2^x its own way, and sees nothing of timing or races (emulator.hpp). What it does see, on
+// any machine: a fragment or swizzle index, a tile bound, a tail or a mask that is wrong — before
+// a kernel change reaches a GPU.
+#include "common/emulator/emulator.hpp"  // first: it defines threadIdx, __syncthreads, ... for the kernels
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/harness.hpp"
+#include "common/reference.hpp"
+#include "common/verify.hpp"
+#include "steps/08_tensor_cores/backward_configs.cuh"
+#include "steps/08_tensor_cores/forward_configs.cuh"
+#include "tests/flash_checks.hpp"
+
+namespace {
+
+using fs::DType;
+
+template <typename E>
+std::vector<E> to_16bit(const std::vector<float>& x) {
+  std::vector<E> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = E(x[i]);  // exact: the inputs are the dtype's values
+  return out;
+}
+template <typename E>
+std::vector<float> to_float(const std::vector<E>& x) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i]);
+  return out;
+}
+
+// Forward then backward of step 08's variant on host memory, outputs poisoned with NaN first;
+// O, LSE, dQ, dK, dV as floats.
+template <typename E, int D>
+fs::testing::FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, int variant, bool causal,
+                              fs::Dropout dropout) {
+  const E nan = E(NAN);
+  const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v), dout = to_16bit<E>(p.dout);
+  std::vector<E> o(s.elems(), nan), dq(s.elems(), nan), dk(s.elems(), nan), dv(s.elems(), nan);
+  std::vector<float> lse(s.rows(), NAN);
+  std::vector<float> workspace(fs::tc::tc_bwd_workspace_bytes(s) / sizeof(float) + 1, NAN);
+  fs::FwdParams fp = fs::testing::forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal, dropout);
+  fp.dtype = std::is_same_v<E, __nv_bfloat16> ? DType::bf16 : DType::fp16;
+  fp.variant = variant;
+  fs::tc::tc_forward_dispatch<E, D>(fp);
+  fs::BwdParams bp = fs::testing::backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());
+  bp.dtype = fp.dtype;
+  bp.variant = variant;
+  bp.workspace = workspace.data();
+  fs::tc::tc_backward_dispatch<E, D>(bp);
+  return {to_float(o), lse, to_float(dq), to_float(dk), to_float(dv)};
+}
+
+const char* variant_name(int v) {
+  switch (v) {
+    case fs::tc::kFa2: return "fa2";
+    case fs::tc::kDeterministic: return "deterministic";
+    case fs::tc::kKeyWarps: return "key_warps";
+    default: return "?";
+  }
+}
+
+template <typename E, int D>
+void check(DType dtype, int N, bool causal, int variant, float p_drop) {
+  const fs::Shape s{1, 2, N, D};
+  const fs::Dropout dropout{p_drop, 17};
+  const fs::HostProblem p = fs::random_problem(s, 4242 + N + D + variant, true, dtype);
+  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << D << " N=" << N << (causal ? " causal " : " ")
+                                        << variant_name(variant) << " dropout " << p_drop) {
+    const auto out = run<E, D>(s, p, variant, causal, dropout);
+    const fs::AttnOptions attn{fs::default_scale(D), causal, dropout, nullptr, dtype};
+    fs::testing::require_reference(s, attn, p, out.o.data(), out.lse.data(), out.dq.data(), out.dk.data(),
+                                   out.dv.data());
+  }
+}
+
+}  // namespace
+
+// N = 130: two 128-row tiles, the second two rows long, and 64-key tiles with a tail.
+TEST_CASE("step 08 on the CPU: forward and backward match the fp64 reference, each dK/dV layout", "[emulated][tc]") {
+  for (bool causal : {false, true})
+    for (int variant : {fs::tc::kFa2, fs::tc::kDeterministic, fs::tc::kKeyWarps}) {
+      check<__nv_bfloat16, 64>(DType::bf16, 130, causal, variant, 0.f);
+      check<__half, 128>(DType::fp16, 130, causal, variant, 0.f);
+    }
+}
+
+TEST_CASE("step 08 on the CPU: dropout, short sequences and the other head dimensions", "[emulated][tc]") {
+  check<__nv_bfloat16, 64>(DType::bf16, 130, true, fs::tc::kFa2, 0.15f);
+  check<__half, 128>(DType::fp16, 70, false, fs::tc::kDeterministic, 0.15f);
+  check<__nv_bfloat16, 32>(DType::bf16, 17, true, fs::tc::kFa2, 0.f);
+  check<__half, 96>(DType::fp16, 17, false, fs::tc::kFa2, 0.f);
+  check<__nv_bfloat16, 256>(DType::bf16, 40, true, fs::tc::kFa2, 0.f);
+}
