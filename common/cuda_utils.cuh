@@ -64,7 +64,6 @@ __device__ T* dynamic_smem();
 FS_DYNAMIC_SMEM(float, fs_dynamic_smem_float)
 FS_DYNAMIC_SMEM(double, fs_dynamic_smem_double)
 FS_DYNAMIC_SMEM(int, fs_dynamic_smem_int)
-FS_DYNAMIC_SMEM(unsigned char, fs_dynamic_smem_bytes)
 #undef FS_DYNAMIC_SMEM
 
 // Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix into shared memory laid out

@@ -22,8 +22,13 @@
 
 // The emulation's shared memory: a kernel's `extern __shared__ float smem[]` (__shared__ is nothing
 // here) declares this array, fs::smem, and dynamic_smem<T>() returns it too. One CTA runs at a time.
+// Step 08's kernels declare `extern __shared__ __align__(128) unsigned char smem[]` in fs::tc: the
+// same bytes under that name (a GCC/Clang alias of fs::smem).
 namespace fs {
-alignas(16) float smem[emu::kMaxSmemBytes / sizeof(float)];
+alignas(128) float smem[emu::kMaxSmemBytes / sizeof(float)];
+}
+namespace fs::tc {
+extern unsigned char smem[emu::kMaxSmemBytes] __attribute__((alias("_ZN2fs4smemE")));
 }
 
 namespace fs::emu {

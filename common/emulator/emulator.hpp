@@ -33,7 +33,7 @@
 // Shared memory: dynamic shared memory only, as dynamic_smem<T>() (common/cuda_utils.cuh) returns
 // it, or as a kernel in namespace fs names it, `extern __shared__ float smem[]` (__shared__ is
 // nothing here, so that declares the emulator's array fs::smem; another element type or name
-// would need its own). A static `__shared__ float x[n]` would be a local array of each thread,
+// needs its own alias of it in emulator.cpp, as step 08's fs::tc::smem has). A static `__shared__ float x[n]` would be a local array of each thread,
 // not one array of the CTA's: kernels that run in the emulation use dynamic shared memory.
 #undef __shared__
 #define __shared__

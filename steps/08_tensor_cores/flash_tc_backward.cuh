@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   constexpr int CT = DP / 8;   // 8-column tiles of the warp's dK, dV rows
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
-  unsigned char* smem = dynamic_smem<unsigned char>();
+  extern __shared__ __align__(128) unsigned char smem[];
   E* sK = reinterpret_cast<E*>(smem);  // (BN, D)
   E* sV = sK + KTile::kElems;          // (BN, D)
   E* sQ = sV + KTile::kElems;          // 2 stages × (BM, D)
@@ -553,7 +553,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   constexpr int CT = Cfg::kWarpCols / 8;      // 8-column tiles of the warp's dK, dV
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
-  unsigned char* smem = dynamic_smem<unsigned char>();
+  extern __shared__ __align__(128) unsigned char smem[];
   E* sK = reinterpret_cast<E*>(smem);  // (BN, D)
   E* sV = sK + KTile::kElems;          // (BN, D)
   E* sQ = sV + KTile::kElems;          // 2 stages × (BM, D)
@@ -722,7 +722,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   constexpr int NT = BN / 8, KD = D / 16, KN = BN / 16, DT = D / 8;
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
-  unsigned char* smem = dynamic_smem<unsigned char>();
+  extern __shared__ __align__(128) unsigned char smem[];
   E* sQ = reinterpret_cast<E*>(smem);  // (BM, D)
   E* sdO = sQ + QTile::kElems;         // (BM, D)
   E* sK = sdO + QTile::kElems;         // 2 stages × (BN, D)

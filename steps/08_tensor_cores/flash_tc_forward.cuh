@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   constexpr int DT = D / 8;    // 8-column tiles of O
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
-  unsigned char* smem = dynamic_smem<unsigned char>();
+  extern __shared__ __align__(128) unsigned char smem[];
   E* sQ = reinterpret_cast<E*>(smem);                       // (BM, D)
   E* sK = sQ + QTile::kElems;                               // kStages × (BN, D)
   E* sV = sK + Cfg::kStages * KVTile::kElems;               // kStages × (BN, D)

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace fs::tc {
 
@@ -41,10 +42,17 @@ namespace emu_mma {
 // The 16-bit element `i` (0 low, 1 high) of register r, as a float.
 template <typename E>
 float element(std::uint32_t r, int i) {
-  std::uint16_t h = static_cast<std::uint16_t>(i ? r >> 16 : r & 0xffffu);
-  E x;
-  std::memcpy(&x, &h, sizeof h);
-  return static_cast<float>(x);
+  const std::uint16_t h = static_cast<std::uint16_t>(i ? r >> 16 : r & 0xffffu);
+  if constexpr (std::is_same_v<E, __half>) {
+    __half_raw raw;
+    raw.x = h;
+    return __half2float(__half(raw));
+  } else {
+    const std::uint32_t bits = std::uint32_t(h) << 16;  // a bf16 is a float's upper half
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+  }
 }
 // d += A·B for this lane's fragment of D, from every lane's fragments of A and B.
 template <typename E>
