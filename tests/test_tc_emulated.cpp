@@ -68,6 +68,13 @@ const char* variant_name(int v) {
     case fs::tc::kFa2: return "fa2";
     case fs::tc::kDeterministic: return "deterministic";
     case fs::tc::kKeyWarps: return "key_warps";
+    case fs::tc::kR1Mma: return "r1_mma";
+    case fs::tc::kR2Swizzle: return "r2_swizzle";
+    case fs::tc::kR3Pipeline: return "r3_pipeline";
+    case fs::tc::kR4PInRegs: return "r4_p_in_regs";
+    case fs::tc::kTuneA: return "tuneA";
+    case fs::tc::kTuneB: return "tuneB";
+    case fs::tc::kTuneC: return "tuneC";
     default: return "?";
   }
 }
@@ -103,4 +110,21 @@ TEST_CASE("step 08 on the CPU: dropout, short sequences and the other head dimen
   check<__nv_bfloat16, 32>(DType::bf16, 17, true, fs::tc::kFa2, 0.f);
   check<__half, 96>(DType::fp16, 17, false, fs::tc::kFa2, 0.f);
   check<__nv_bfloat16, 256>(DType::bf16, 40, true, fs::tc::kFa2, 0.f);
+}
+
+// The ladder's rungs (bf16, d = 64 and 128): plain and swizzled tiles, one stage and two, P through
+// shared memory and in registers; their backward is fa2's.
+TEST_CASE("step 08 on the CPU: the ladder's rungs", "[emulated][tc]") {
+  for (int variant : {fs::tc::kR1Mma, fs::tc::kR2Swizzle, fs::tc::kR3Pipeline, fs::tc::kR4PInRegs})
+    check<__nv_bfloat16, 64>(DType::bf16, 130, variant % 2 == 0, variant, 0.f);
+  check<__nv_bfloat16, 128>(DType::bf16, 70, true, fs::tc::kR1Mma, 0.f);
+}
+
+// EXPERIMENT: the tune variants.
+TEST_CASE("step 08 on the CPU: the experiment's variants", "[emulated][tc]") {
+  for (int variant : {fs::tc::kTuneA, fs::tc::kTuneB, fs::tc::kTuneC}) {
+    check<__nv_bfloat16, 64>(DType::bf16, 130, variant != fs::tc::kTuneB, variant, 0.f);
+    check<__half, 128>(DType::fp16, 200, variant == fs::tc::kTuneB, variant, 0.f);
+  }
+  check<__half, 96>(DType::fp16, 70, false, fs::tc::kTuneB, 0.1f);
 }

@@ -88,6 +88,15 @@ T __shfl_xor_sync(unsigned /*mask: the whole warp*/, T value, int lane_mask) {
   return out;
 }
 
+// Whether any lane of the warp passes a nonzero predicate (a vote: every lane gets the answer).
+inline int __any_sync(unsigned /*mask: the whole warp*/, int predicate) {
+  int all[32];
+  fs::emu::warp_gather(&predicate, sizeof predicate, all);
+  for (int p : all)
+    if (p) return 1;
+  return 0;
+}
+
 // CUDA's integer min and max, one overload per integer type.
 template <typename A, typename B, typename = std::enable_if_t<std::is_integral_v<A> && std::is_integral_v<B>>>
 std::common_type_t<A, B> min(A a, B b) {

@@ -49,8 +49,10 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1,
+          bool kHoist_ = true>
 struct DkdvConfig {
+  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -82,8 +84,10 @@ struct DkdvConfig {
 // o = w / kKeyGroups it computes Sᵀ and dPᵀ for queries [kWarpQueries·o, +kWarpQueries) and
 // accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
 // between the two, since a warp's dV rows need every query's P, not only its own.
-template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_>
+template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_,
+          bool kHoist_ = true>
 struct DkdvSmemConfig {
+  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
   static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
@@ -108,8 +112,9 @@ struct DkdvSmemConfig {
 
 // The deterministic dQ kernel's tiles: kRows query rows per CTA (16·kMTiles per warp), kKeys keys
 // per pipeline stage.
-template <typename E_, int D_, int kWarps_, int kMTiles_, int kKeys_>
+template <typename E_, int D_, int kWarps_, int kMTiles_, int kKeys_, bool kHoist_ = true>
 struct DqConfig {
+  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kMTiles = kMTiles_, kKeys = kKeys_;
   static constexpr int kThreads = 32 * kWarps, kRows = 16 * kMTiles * kWarps;
@@ -293,17 +298,21 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int qr = 16 * MQ * (warp % Cfg::kRowGroups), cq = c0 + warp / Cfg::kRowGroups * Cfg::kDqCols;
   float dq[MQ][DQT][4] = {};
+  // dSᵀ read transposed is dS's A fragment when the lanes point as for K's B fragments (the
+  // matrices (keys 0-7, queries 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) are a0..a3).
+  // (At d = 96 a warp's columns start at chunk 6 or 12, and the XOR form does not hold.)
+  static_assert(LaneAddress<DsTile>::apart(2 * MQ, 2 * MQ), "dS: queries of a warp apart from its loads' chunks");
+  const auto ds_at = b_k_address<DsTile, Cfg::kHoist>(sdS, qr / 8);
+  const auto k_at = a_address<KTile, Cfg::kHoist && LaneAddress<KTile>::apart(DQT, DQT)>(sK, cq / 8);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     std::uint32_t a[MQ][4];
 #pragma unroll
-    for (int mq = 0; mq < MQ; ++mq)
-      ldmatrix_x4_trans(a[mq], sdS + DsTile::offset(16 * kk + (lane & 7) + ((lane >> 4) << 3),
-                                                    (qr + 16 * mq) / 8 + ((lane >> 3) & 1)));
+    for (int mq = 0; mq < MQ; ++mq) ldmatrix_x4_trans(a[mq], ds_at.at(16 * kk, 2 * mq));
 #pragma unroll
     for (int ct = 0; ct < DQT; ct += 2) {
       std::uint32_t b[4];
-      load_b_v<KTile>(b, sK, kk, cq + 8 * ct);
+      load_b_v(b, k_at, kk, 8 * ct);
 #pragma unroll
       for (int mq = 0; mq < MQ; ++mq) {
         Element<E>::mma(dq[mq][ct], a[mq], b[0], b[1]);
@@ -401,6 +410,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   [[maybe_unused]] std::uint32_t kf[Cfg::kKVInRegs ? KD : 1][4], vf[Cfg::kKVInRegs ? KD : 1][4];
   float dk[CT][4] = {}, dv[CT][4] = {};  // this warp's 16 keys × the CTA's DP columns
+  // Where this lane reads (mma.cuh, LaneAddress): the warp's keys of K and V as A fragments;
+  // stage 0 of Q and dO as B fragments, for Sᵀ and dPᵀ (K's pattern) and for dK and dV (V's).
+  constexpr bool kH = Cfg::kHoist;
+  const auto k_at = a_address<KTile, kH>(sK + wkey * D), v_at = a_address<KTile, kH>(sV + wkey * D);
+  const auto q_bk0 = b_k_address<QTile, kH>(sQ), o_bk0 = b_k_address<QTile, kH>(sdO);
+  static_assert(Cfg::kSplit == 1 || LaneAddress<QTile>::apart(CT, CT), "the CTA's columns apart from its loads' chunks");
+  const auto q_bv0 = a_address<QTile, kH>(sQ, c0 / 8), o_bv0 = a_address<QTile, kH>(sdO, c0 / 8);
+  [[maybe_unused]] const LaneAddress<DsTile, kH> ds_st(sdS, wkey + g, 0, 2 * t4);  // dSᵀ's elements (atomic dQ)
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
   for (int t = 0; t < n_tiles; ++t) {
@@ -416,12 +433,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       if (t == 0)
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
-          load_a<KTile>(kf[kk], sK, wkey, kk);
-          load_a<KTile>(vf[kk], sV, wkey, kk);
+          load_a(kf[kk], k_at, 0, kk);
+          load_a(vf[kk], v_at, 0, kk);
         }
     }
-    const E* sQs = sQ + s * QTile::kElems;
-    const E* sdOs = sdO + s * QTile::kElems;
+    const int stage_bytes = s * int(kE * QTile::kElems);
+    const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
+    const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
     const float* sLs = sL + s * BM;
     const float* sDs = sD + s * BM;
 
@@ -434,14 +452,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
         for (int i = 0; i < 4; ++i) ak[i] = kf[kk][i], av[i] = vf[kk][i];
       } else {
-        load_a<KTile>(ak, sK, wkey, kk);
-        load_a<KTile>(av, sV, wkey, kk);
+        load_a(ak, k_at, 0, kk);
+        load_a(av, v_at, 0, kk);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; nt += 2) {
         std::uint32_t bq[4], bo[4];
-        load_b_k<QTile>(bq, sQs, 8 * nt, kk);
-        load_b_k<QTile>(bo, sdOs, 8 * nt, kk);
+        load_b_k(bq, q_bk, 8 * nt, kk);
+        load_b_k(bo, o_bk, 8 * nt, kk);
         Element<E>::mma(st[nt], ak, bq[0], bq[1]);
         Element<E>::mma(st[nt + 1], ak, bq[2], bq[3]);
         Element<E>::mma(dpt[nt], av, bo[0], bo[1]);
@@ -495,14 +513,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int half = 0; half < 2; ++half)
-            *reinterpret_cast<std::uint32_t*>(sdS + DsTile::offset(wkey + g + 8 * h, 2 * kq + half) + 2 * t4) =
-                ads[2 * half + h];
+            st_shared_u32(ds_st.at(8 * h, 2 * kq + half), ads[2 * half + h]);
       }
 #pragma unroll
       for (int ct = 0; ct < CT; ct += 2) {
         std::uint32_t bo[4], bq[4];
-        load_b_v<QTile>(bo, sdOs, kq, c0 + 8 * ct);
-        load_b_v<QTile>(bq, sQs, kq, c0 + 8 * ct);
+        load_b_v(bo, o_bv, kq, 8 * ct);
+        load_b_v(bq, q_bv, kq, 8 * ct);
         Element<E>::mma(dv[ct], ap, bo[0], bo[1]);
         Element<E>::mma(dv[ct + 1], ap, bo[2], bo[3]);
         Element<E>::mma(dk[ct], ads, bq[0], bq[1]);
@@ -590,6 +607,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   float dk[MT][CT][4] = {}, dv[MT][CT][4] = {};  // the warp's keys × its kWarpCols columns
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+  // Where this lane reads (mma.cuh, LaneAddress): the warp's keys of K and V, P and dS as A
+  // fragments; stage 0 of the warp's queries of Q and dO as B fragments for Sᵀ and dPᵀ (K's
+  // pattern), and of its columns of Q and dO for dK and dV (V's).
+  constexpr bool kH = Cfg::kHoist;
+  const auto k_at = a_address<KTile, kH>(sK + wkey * D), v_at = a_address<KTile, kH>(sV + wkey * D);
+  const auto p_at = a_address<PTile, kH>(sP + wkey * BM), ds_at = a_address<PTile, kH>(sdS + wkey * BM);
+  const auto q_bk0 = b_k_address<QTile, kH>(sQ + wq * D), o_bk0 = b_k_address<QTile, kH>(sdO + wq * D);
+  static_assert(LaneAddress<QTile>::apart(CT, CT) && LaneAddress<PTile>::apart(NT, NT),
+                "a warp's columns and queries apart from its loads' chunks");
+  const auto q_bv0 = a_address<QTile, kH>(sQ, wc / 8), o_bv0 = a_address<QTile, kH>(sdO, wc / 8);
+  // And where it writes P's and dS's elements (key wkey + g, query wq + 2·t4, plus constants).
+  const LaneAddress<PTile, kH> pds_at(sP, wkey + g, wq / 8, 2 * t4);
 
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
@@ -600,8 +629,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
-    const E* sQs = sQ + s * QTile::kElems;
-    const E* sdOs = sdO + s * QTile::kElems;
+    const int stage_bytes = s * int(kE * QTile::kElems);
+    const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
+    const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
     const float* sLs = sL + s * BM;
     const float* sDs = sD + s * BM;
 
@@ -612,14 +642,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         std::uint32_t bq[NT / 2][4], bo[NT / 2][4];
 #pragma unroll
         for (int j = 0; j < NT / 2; ++j) {
-          load_b_k<QTile>(bq[j], sQs, wq + 16 * j, kk);
-          load_b_k<QTile>(bo[j], sdOs, wq + 16 * j, kk);
+          load_b_k(bq[j], q_bk, 16 * j, kk);
+          load_b_k(bo[j], o_bk, 16 * j, kk);
         }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           std::uint32_t ak[4], av[4];
-          load_a<KTile>(ak, sK, wkey + 16 * mt, kk);
-          load_a<KTile>(av, sV, wkey + 16 * mt, kk);
+          load_a(ak, k_at, 16 * mt, kk);
+          load_a(av, v_at, 16 * mt, kk);
 #pragma unroll
           for (int j = 0; j < NT / 2; ++j) {
             Element<E>::mma(st[mt][2 * j], ak, bq[j][0], bq[j][1]);
@@ -652,10 +682,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
               tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[mt][nt][2 * h], st[mt][nt][2 * h + 1],
                                                                    dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
                                                                    key0 + key, i0 + q, edge, p, dropout);
-              const int at = PTile::offset(key, (wq + 8 * nt) / 8) + 2 * t4;
-              *reinterpret_cast<std::uint32_t*>(sP + at) = Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]);
-              *reinterpret_cast<std::uint32_t*>(sdS + at) =
-                  Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]);
+              const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
+              st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
+              st_shared_u32(at + kE * PTile::kElems, Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]));
             }
         }
       };
@@ -673,14 +702,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       std::uint32_t ap[MT][4], ads[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        load_a<PTile>(ap[mt], sP, wkey + 16 * mt, kq);
-        load_a<PTile>(ads[mt], sdS, wkey + 16 * mt, kq);
+        load_a(ap[mt], p_at, 16 * mt, kq);
+        load_a(ads[mt], ds_at, 16 * mt, kq);
       }
 #pragma unroll
       for (int ct = 0; ct < CT; ct += 2) {
         std::uint32_t bo[4], bq[4];
-        load_b_v<QTile>(bo, sdOs, kq, wc + 8 * ct);
-        load_b_v<QTile>(bq, sQs, kq, wc + 8 * ct);
+        load_b_v(bo, o_bv, kq, 8 * ct);
+        load_b_v(bq, q_bv, kq, 8 * ct);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
@@ -767,6 +796,12 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
   float dq[MT][DT][4] = {};
+  // Where this lane reads (mma.cuh, LaneAddress): the warp's rows of Q and dO as A fragments;
+  // stage 0 of K and V as B fragments (S, dP), and of K as dQ's (V's pattern).
+  constexpr bool kH = Cfg::kHoist;
+  const auto q_at = a_address<QTile, kH>(sQ + wrow0 * D), o_at = a_address<QTile, kH>(sdO + wrow0 * D);
+  const auto k_bk0 = b_k_address<KVTile, kH>(sK), v_bk0 = b_k_address<KVTile, kH>(sV);
+  const auto k_bv0 = a_address<KVTile, kH>(sK);
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, j0 = walk.start(t), n_k = min(BN, N - j0);
     cp_async_wait<0>();  // tile t has landed for this thread,
@@ -774,8 +809,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     if (t + 1 < n_tiles) load_kv(s ^ 1, walk.start(t + 1));  // in flight while t is computed
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, n_k, 0, D, n_k * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, n_k, 0, D, n_k * D * kE);
-    const E* sKs = sK + s * KVTile::kElems;
-    const E* sVs = sV + s * KVTile::kElems;
+    const int stage_bytes = s * int(kE * KVTile::kElems);
+    const auto k_bk = k_bk0 + stage_bytes, v_bk = v_bk0 + stage_bytes, k_bv = k_bv0 + stage_bytes;
 
     // S = Q_i K_jᵀ and dP = dO_i V_jᵀ, the forward's orientation: rows are this warp's queries.
     float sc[MT][NT][4] = {}, dp[MT][NT][4] = {};
@@ -784,14 +819,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       std::uint32_t aq[MT][4], ao[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        load_a<QTile>(aq[mt], sQ, wrow0 + 16 * mt, kk);
-        load_a<QTile>(ao[mt], sdO, wrow0 + 16 * mt, kk);
+        load_a(aq[mt], q_at, 16 * mt, kk);
+        load_a(ao[mt], o_at, 16 * mt, kk);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; nt += 2) {
         std::uint32_t bk[4], bv[4];
-        load_b_k<KVTile>(bk, sKs, 8 * nt, kk);
-        load_b_k<KVTile>(bv, sVs, 8 * nt, kk);
+        load_b_k(bk, k_bk, 8 * nt, kk);
+        load_b_k(bv, v_bk, 8 * nt, kk);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           Element<E>::mma(sc[mt][nt], aq[mt], bk[0], bk[1]);
@@ -840,7 +875,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 #pragma unroll
       for (int dt = 0; dt < DT; dt += 2) {
         std::uint32_t b[4];
-        load_b_v<KVTile>(b, sKs, kk, 8 * dt);
+        load_b_v(b, k_bv, kk, 8 * dt);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           Element<E>::mma(dq[mt][dt], a[mt], b[0], b[1]);

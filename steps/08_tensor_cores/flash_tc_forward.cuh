@@ -39,8 +39,10 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_>
+          bool kQInRegs_, bool kHoist_ = true, bool kLazyRescale_ = false>
 struct FwdConfig {
+  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
+  static constexpr bool kLazyRescale = kLazyRescale_;  // EXPERIMENT: O rescaled only when a max moved
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
@@ -98,27 +100,46 @@ __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows
   }
 }
 
-// The A fragment of rows [r0, r0 + 16) × columns [16kk, 16kk + 16) of a tile (Q, or P).
-template <typename Tile, typename E>
-__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const E* s, int r0, int kk) {
+// The fragment reads of step 08, each in two parts: the lane's address in a tile, made once
+// (mma.cuh, LaneAddress), and the loads, each that address with a constant. The HMMA instruction
+// takes an A operand as 4 consecutive registers and a B operand as 2, so the four matrices of an
+// ldmatrix.x4 must come in the order the products use them: A fragments and V's B fragments
+// (transposed) in one lane pattern, K's B fragments in another.
+//
+// A fragments, and V's: lane l points at row l mod 16, chunk c0 + l / 16 of a 16-row block, the
+// matrices (rows 0-7, chunk 0), (rows 8-15, 0), (rows 0-7, 1), (rows 8-15, 1).
+template <typename Tile, bool kH = true>
+__device__ __forceinline__ LaneAddress<Tile, kH> a_address(const void* tile, int c0 = 0) {
   const int lane = threadIdx.x % 32;
-  ldmatrix_x4(a, s + Tile::offset(r0 + (lane & 15), 2 * kk + (lane >> 4)));
+  return LaneAddress<Tile, kH>(tile, lane & 15, c0 + (lane >> 4));
+}
+// K's B fragments: lane l points at row l mod 8 + 8·(l / 16), chunk (l / 8) mod 2, the matrices
+// (keys 0-7, chunk 0), (keys 0-7, 1), (keys 8-15, 0), (keys 8-15, 1).
+template <typename Tile, bool kH = true>
+__device__ __forceinline__ LaneAddress<Tile, kH> b_k_address(const void* tile, int c0 = 0) {
+  const int lane = threadIdx.x % 32;
+  return LaneAddress<Tile, kH>(tile, (lane & 7) + ((lane >> 4) << 3), c0 + ((lane >> 3) & 1));
 }
 
-// B fragments of two 8-key tiles, keys [n0, n0 + 16), × columns [16kk, 16kk + 16) of K:
-// b[0], b[1] for keys n0.., b[2], b[3] for keys n0 + 8...
-template <typename Tile, typename E>
-__device__ __forceinline__ void load_b_k(std::uint32_t (&b)[4], const E* s, int n0, int kk) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4(b, s + Tile::offset(n0 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
+// The A fragment of rows [R, R + 16) × columns [16kk, 16kk + 16) of a tile (Q, or P); at: a_address.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const LaneAddress<Tile, kH>& at, int R, int kk) {
+  ldmatrix_x4(a, at.at(R, 2 * kk));
 }
 
-// B fragments of V for keys [16kk, 16kk + 16) × two 8-column tiles of d, [c0, c0 + 16):
-// b[0], b[1] for columns c0.., b[2], b[3] for columns c0 + 8.. (transposed on the way in).
-template <typename Tile, typename E>
-__device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const E* s, int kk, int c0) {
-  const int lane = threadIdx.x % 32;
-  ldmatrix_x4_trans(b, s + Tile::offset(16 * kk + (lane & 15), c0 / 8 + (lane >> 4)));
+// B fragments of two 8-key tiles of K, keys [R, R + 16), × columns [16kk, 16kk + 16): b[0], b[1]
+// for keys R.., b[2], b[3] for keys R + 8...; at: b_k_address.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_b_k(std::uint32_t (&b)[4], const LaneAddress<Tile, kH>& at, int R, int kk) {
+  ldmatrix_x4(b, at.at(R, 2 * kk));
+}
+
+// B fragments of V for keys [16kk, 16kk + 16) × two 8-column tiles of d from c (a multiple of 16
+// past a_address' c0): b[0], b[1] for the first 8 columns, b[2], b[3] for the next 8, transposed
+// on the way in.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const LaneAddress<Tile, kH>& at, int kk, int c) {
+  ldmatrix_x4_trans(b, at.at(16 * kk, c / 8));
 }
 
 template <typename Cfg, bool kCausal, bool kDropout, bool kTrace>
@@ -173,14 +194,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
+  // Where this lane reads the warp's rows of Q, and stage 0 of K and V (mma.cuh, LaneAddress).
+  constexpr bool kH = Cfg::kHoist;
+  const auto q_at = a_address<QTile, false>(sQ + wrow0 * D);
+  const auto k_at0 = b_k_address<KVTile, kH>(sK), v_at0 = a_address<KVTile, kH>(sV);
   if constexpr (Cfg::kQInRegs) {
     if (Cfg::kStages == 2 && n_tiles > 0) cp_async_wait<1>(); else cp_async_wait<0>();
     __syncthreads();  // Q has landed for every warp
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int kk = 0; kk < KD; ++kk) load_a<QTile>(qf[mt][kk], sQ, wrow0 + 16 * mt, kk);
+      for (int kk = 0; kk < KD; ++kk) load_a(qf[mt][kk], q_at, 16 * mt, kk);
   }
+  [[maybe_unused]] const auto p_at = a_address<PTile, kH>(sP + wrow0 * BN);  // P through shared memory
 
   float o[MT][DT][4] = {};  // O accumulators: rows g, g+8 of each row tile, columns 2·t4, +1
   float m[MT][2], l[MT][2];  // running max (of τ-less scores) and this lane's part of ℓ, per row
@@ -212,8 +238,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     }
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
-    const E* sKt = k_tile(stage);
-    const E* sVt = v_tile(stage);
+    const auto k_at = k_at0 + stage * int(kE * KVTile::kElems);
+    const auto v_at = v_at0 + stage * int(kE * KVTile::kElems);
 
     // S = Q K_jᵀ: (16·MT rows of this warp) × (BN keys), fp32 accumulators. Per 16 columns of d,
     // the warp's A fragments of Q, then K's B fragments one ldmatrix.x4 (two 8-key tiles) at a
@@ -228,13 +254,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 #pragma unroll
           for (int i = 0; i < 4; ++i) a[mt][i] = qf[mt][kk][i];
         } else {
-          load_a<QTile>(a[mt], sQ, wrow0 + 16 * mt, kk);
+          load_a(a[mt], q_at, 16 * mt, kk);
         }
       }
 #pragma unroll
       for (int nt = 0; nt < NT; nt += 2) {
         std::uint32_t b[4];
-        load_b_k<KVTile>(b, sKt, 8 * nt, kk);
+        load_b_k(b, k_at, 8 * nt, kk);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           Element<E>::mma(s[mt][nt], a[mt], b[0], b[1]);
@@ -260,6 +286,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     // lane's columns and then over the row's 4 lanes — all of the lane's rows at each step, so
     // that their shuffles are in flight together rather than one row's after another's.
     float mxs[MT][2];
+    [[maybe_unused]] float alphas[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -294,10 +321,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         const float alpha = exp2_fast(__fsub_rn(__fmul_rn(m[mt][h], scale_log2), m_use));
         m[mt][h] = mx;
         l[mt][h] *= alpha;
+        if constexpr (Cfg::kLazyRescale) {
+          alphas[mt][h] = alpha;
+        } else {
 #pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          o[mt][dt][2 * h] *= alpha;
-          o[mt][dt][2 * h + 1] *= alpha;
+          for (int dt = 0; dt < DT; ++dt) {
+            o[mt][dt][2 * h] *= alpha;
+            o[mt][dt][2 * h + 1] *= alpha;
+          }
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -310,6 +341,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
             l[mt][h] += s[mt][nt][e];
           }
       }
+    if constexpr (Cfg::kLazyRescale) {  // α is exactly 1 where the max did not move: O ∘ 1 is O
+      bool moved = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) moved |= alphas[mt][0] != 1.f || alphas[mt][1] != 1.f;
+      if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alphas[mt][e >> 1];
+      }
+    }
     if constexpr (kDropout) {  // P̃ ∘ Z for P̃V; ℓ has summed P̃ before it (Algorithm 2, line 14)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -366,13 +410,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 #pragma unroll
           for (int i = 0; i < 4; ++i) a[mt][i] = pf[mt][kk][i];
         } else {
-          load_a<PTile>(a[mt], sP, wrow0 + 16 * mt, kk);
+          load_a(a[mt], p_at, 16 * mt, kk);
         }
       }
 #pragma unroll
       for (int dt = 0; dt < DT; dt += 2) {
         std::uint32_t b[4];
-        load_b_v<KVTile>(b, sVt, kk, 8 * dt);
+        load_b_v(b, v_at, kk, 8 * dt);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           Element<E>::mma(o[mt][dt], a[mt], b[0], b[1]);

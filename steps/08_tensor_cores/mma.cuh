@@ -27,6 +27,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -80,6 +82,14 @@ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint
     for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
     d[e] = sum;
   }
+}
+// A LaneAddress::at call outside the identity it relies on (below): a kernel bug.
+[[noreturn]] inline void bad_address(int R, int C) {
+  std::fprintf(stderr,
+               "LaneAddress::at(R = %d, C = %d): R must be a multiple of 8, C's bits clear in the lane's chunk, "
+               "the tile 128-byte aligned\n",
+               R, C);
+  std::abort();
 }
 // ldmatrix.x4 (.trans): register m of this lane from matrix m, whose rows lanes 8m .. 8m+7 point at.
 inline void ldmatrix(std::uint32_t (&r)[4], const void* row, bool trans) {
@@ -171,16 +181,21 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool va
                "r"(valid ? 4 : 0));
 }
 
-// Four 8×8 matrices; this lane gives the address of one row of one of them (see above).
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+// Four 8×8 matrices; this lane gives the (shared-memory byte) address of one row of one of them
+// (see above).
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(row)));
+               : "r"(row));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(row)));
+               : "r"(row));
+}
+// 4 bytes to shared memory at a shared-memory byte address.
+__device__ __forceinline__ void st_shared_u32(std::uint32_t addr, std::uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 #else  // the CPU emulation: exp2 flushed to zero below the normal range, as ex2.approx.ftz
 inline float exp2_fast(float x) {
@@ -191,8 +206,17 @@ inline void cp_async_4(void* smem, const void* gmem, bool valid) {
   if (valid) std::memcpy(smem, gmem, 4);
   else std::memset(smem, 0, 4);
 }
-inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) { emu_mma::ldmatrix(r, row, false); }
-inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) { emu_mma::ldmatrix(r, row, true); }
+// A shared-memory address is the byte offset into the CTA's dynamic shared memory.
+inline std::uint32_t smem_address(const void* p) {
+  return static_cast<std::uint32_t>(static_cast<const unsigned char*>(p) - fs::emu::dynamic_smem());
+}
+inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t row) {
+  emu_mma::ldmatrix(r, fs::emu::dynamic_smem() + row, false);
+}
+inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t row) {
+  emu_mma::ldmatrix(r, fs::emu::dynamic_smem() + row, true);
+}
+inline void st_shared_u32(std::uint32_t addr, std::uint32_t v) { std::memcpy(fs::emu::dynamic_smem() + addr, &v, 4); }
 #endif
 
 // A tile of kRows rows × kCols 16-bit elements in shared memory, row-major, moved in 16-byte
@@ -207,8 +231,10 @@ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) { emu_mma:
 //   swizzled  offset(r, c) = r·kCols + 8·(c ^ (r & 7))          rows of 8·k chunks (d = 64, 128, 256)
 //             offset(r, c) = r·kCols + 8·(c ^ ((r >> 1) & 3))    rows of 4·k chunks (d = 32, 96):
 //             two rows fill 128 bytes, and pairs of rows take the 4 patterns
-template <int kRows_, int kCols, bool kSwizzle>
+template <int kRows_, int kCols_, bool kSwizzle_>
 struct SmemTile {
+  static constexpr int kCols = kCols_;
+  static constexpr bool kSwizzle = kSwizzle_;
   static constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
   static_assert(kCols % 8 == 0, "rows move in 16-byte chunks");
   static_assert(!kSwizzle || kChunks % 4 == 0, "the swizzle permutes groups of 4 or 8 chunks");
@@ -224,6 +250,70 @@ struct SmemTile {
     else
       return r * kCols + 8 * ((c & ~3) | ((c & 3) ^ ((r >> 1) & 3)));
   }
+};
+
+// A lane's ldmatrix address in a tile, computed once instead of at every load. In a warp's run of
+// loads, a lane points at row rl + R and chunk cl + C of the tile, where rl, cl are its own
+// (they depend on the lane, the warp and the operand) and R, C are the same for the whole warp
+// and known at compile time once the loops over the fragments unroll: R a multiple of 8, C even.
+// Adding 8 to a row leaves its low three bits, all the swizzle reads, as they are; and with the
+// chunk split as C = 8q + c (c = C mod 8, even), the swizzle's XOR acts on the low bits alone:
+//
+//   offset(rl + R, cl + C) = (offset(rl, cl) ⊕ 8c) + R·kCols + 64q      (c's bits clear in cl)
+//
+// (8q and ⊕ 8c with C mod 4 for the 4-chunk swizzle). In bytes, and with the tile at a multiple
+// of 128 bytes, that is one XOR of the lane's address with a constant, and the rest a constant
+// that ldmatrix takes in its address ([reg + imm]): a load costs at most one integer instruction,
+// and loads that differ only in R share it. Written as Tile::offset at every load, the same loads
+// cost the forward at d = 128 about five integer instructions each (an XOR, a shift, two ORs and
+// the address), recomputed on every key tile.
+template <typename Tile, bool kHoisted = true>
+class LaneAddress {
+ public:
+  static constexpr int kWrap = !Tile::kSwizzle ? 0 : Tile::kChunks % 8 == 0 ? 8 : 4;  // chunks the XOR stays within
+  static constexpr int kBytes = 2;  // bf16, fp16
+
+  // Whether loads at chunks C < n_c of a lane whose chunk cl carries a multiple of `step` (the
+  // warp's columns, say) keep to the identity above: C mod kWrap's bits must be clear in cl.
+  __host__ __device__ static constexpr bool apart(int step, int n_c) {
+    return kWrap == 0 || step % kWrap == 0 || ((step & (step - 1)) == 0 && n_c <= step);
+  }
+
+  // This lane's row rl, chunk cl of the tile at `tile` (128-byte aligned, in shared memory), and
+  // element e of the chunk (0 for ldmatrix, whose rows are whole chunks).
+  __device__ __forceinline__ LaneAddress(const void* tile, int rl, int cl, int e = 0)
+      : a_(smem_address(tile) + kBytes * ((kHoisted ? Tile::offset(rl, cl) : 0) + e)), rl_(rl), cl_(cl), e_(e) {}
+  // The same lane's address in a tile `bytes` further on (a stage; a multiple of 128).
+  __device__ __forceinline__ LaneAddress operator+(int bytes) const {
+    LaneAddress r = *this;
+    r.a_ += bytes;
+    return r;
+  }
+  // Byte address of chunk cl + C of row rl + R (element e of it). C odd: also right where C's bits
+  // are clear in cl (the emulation checks).
+  __device__ __forceinline__ std::uint32_t at(int R, int C) const {
+    if constexpr (!kHoisted) {  // EXPERIMENT: the offset at every load, as before
+      return a_ + kBytes * Tile::offset(rl_ + R, cl_ + C);
+    } else {
+      std::uint32_t a;
+      if constexpr (kWrap == 0) {
+        a = a_ + kBytes * (R * Tile::kCols + 8 * C);
+      } else {
+        const int c = C % kWrap;
+        a = (a_ ^ (kBytes * 8 * c)) + kBytes * (R * Tile::kCols + 8 * (C - c));
+      }
+#ifdef FS_EMULATION  // the identity above, checked at every load the emulated kernels make
+      const std::uint32_t tile = a_ - kBytes * (Tile::offset(rl_, cl_) + e_);
+      if (R % 8 != 0 || C < 0 || tile % 128 != 0 || a != tile + kBytes * (Tile::offset(rl_ + R, cl_ + C) + e_))
+        emu_mma::bad_address(R, C);
+#endif
+      return a;
+    }
+  }
+
+ private:
+  std::uint32_t a_;
+  int rl_, cl_, e_;  // kept by the emulation's check and by !kHoisted; dead otherwise
 };
 
 }  // namespace fs::tc
