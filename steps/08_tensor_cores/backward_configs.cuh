@@ -81,9 +81,10 @@ void tc_backward_dispatch(const BwdParams& p) {
   if constexpr (is_ladder_head_dim(D)) {
     if (p.variant == kKeyWarps) return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq>(p, true);
   }
-  if (p.variant == kTuneA || p.variant == kTuneC)
-    return launch_tc_backward<typename Unhoist<typename Bwd<E, D>::Dkdv>::type,
-                              typename Unhoist<typename Bwd<E, D>::Dq>::type>(p, true);
+  if constexpr (is_ladder_head_dim(D))
+    if (p.variant == kTuneA || p.variant == kTuneC)
+      return launch_tc_backward<typename Unhoist<typename Bwd<E, D>::Dkdv>::type,
+                                typename Unhoist<typename Bwd<E, D>::Dq>::type>(p, true);
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

@@ -77,9 +77,11 @@ void tc_forward_dispatch(const FwdParams& p) {
     }
   }
   using F = typename Fa2<E, D>::Cfg;
-  if (p.variant == kTuneA) return launch_tc_forward<typename Unhoist<F>::type, true>(p);
-  if (p.variant == kTuneB) return launch_tc_forward<typename Lazy<F>::type, true>(p);
-  if (p.variant == kTuneC) return launch_tc_forward<typename Lazy<typename Unhoist<F>::type>::type, true>(p);
+  if constexpr (is_ladder_head_dim(D)) {
+    if (p.variant == kTuneA) return launch_tc_forward<typename Unhoist<F>::type>(p);
+    if (p.variant == kTuneB) return launch_tc_forward<typename Lazy<F>::type>(p);
+    if (p.variant == kTuneC) return launch_tc_forward<typename Lazy<typename Unhoist<F>::type>::type>(p);
+  }
   launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true>(p);
 }
 

@@ -29,6 +29,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
   if (settings.variant == tc::kKeyWarps && !tc::is_ladder_head_dim(s.d))
     return "key_warps is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
+  if (settings.variant >= tc::kTuneA && (!tc::is_ladder_head_dim(s.d) || settings.dropout.on()))
+    return "the experiment's variants are compiled at d = 64 and 128, without dropout";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
