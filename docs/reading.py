@@ -85,9 +85,9 @@ READING = {
     "08_tensor_cores": [
         ("steps/08_tensor_cores/flash_tc_forward.cuh", ["tc_forward_kernel"],
          "the kernel: step 04's fa2 with S = QKᵀ and O += P̃V on mma.sync, P̃ kept in registers"),
-        ("steps/08_tensor_cores/mma.cuh", ["Element", "ldmatrix_x4", "ldmatrix_x4_trans", "SmemTile"],
-         "the instructions: mma.sync and its fragment layout, ldmatrix, the XOR swizzle"),
-        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["load_tile", "load_a", "load_b_k", "load_b_v"],
+        ("steps/08_tensor_cores/mma.cuh", ["Element", "ldmatrix_x4", "ldmatrix_x4_trans", "SmemTile", "LaneAddress"],
+         "the instructions: mma.sync and its fragment layout, ldmatrix, the XOR swizzle, a lane's address made once"),
+        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["load_tile", "a_address", "b_k_address", "load_a", "load_b_k", "load_b_v"],
          "tiles into shared memory (cp.async) and fragments out of it (ldmatrix)"),
         ("steps/08_tensor_cores/forward_configs.cuh", ["Fa2", "tc_forward_dispatch"],
          "the ladder's variants and fa2's tiles per head dimension"),

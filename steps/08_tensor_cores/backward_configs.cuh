@@ -61,19 +61,6 @@ struct Bwd<E, 256> {
 template <typename E, int D>
 using KeyWarps = std::conditional_t<D == 64, DkdvConfig<E, 64, 4, 64, 1, true, 2>, DkdvConfig<E, D, 8, 64, 1, false, 2>>;
 
-template <typename E, int D, int W, int Q, int S, bool R, int T, bool H>
-struct Unhoist<DkdvConfig<E, D, W, Q, S, R, T, H>> {
-  using type = DkdvConfig<E, D, W, Q, S, R, T, false>;
-};
-template <typename E, int D, int K, int Q, int W, int G, int T, bool H>
-struct Unhoist<DkdvSmemConfig<E, D, K, Q, W, G, T, H>> {
-  using type = DkdvSmemConfig<E, D, K, Q, W, G, T, false>;
-};
-template <typename E, int D, int W, int M, int K, bool H>
-struct Unhoist<DqConfig<E, D, W, M, K, H>> {
-  using type = DqConfig<E, D, W, M, K, false>;
-};
-
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
 template <typename E, int D>
@@ -81,10 +68,6 @@ void tc_backward_dispatch(const BwdParams& p) {
   if constexpr (is_ladder_head_dim(D)) {
     if (p.variant == kKeyWarps) return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq>(p, true);
   }
-  if constexpr (is_ladder_head_dim(D))
-    if (p.variant == kTuneA || p.variant == kTuneC)
-      return launch_tc_backward<typename Unhoist<typename Bwd<E, D>::Dkdv>::type,
-                                typename Unhoist<typename Bwd<E, D>::Dq>::type>(p, true);
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }
 

@@ -49,10 +49,8 @@ namespace fs::tc {
 // The dK/dV kernel's tiles: kKeys keys per CTA, 16 per warp; kQueries queries per pipeline stage;
 // the CTA accumulates columns [part·kCols, (part + 1)·kCols) of dK, dV (and, atomic, dQ).
 // kKVInRegs: each warp keeps its K and V rows' A fragments in registers for the whole kernel.
-template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1,
-          bool kHoist_ = true>
+template <typename E_, int D_, int kWarps_, int kQueries_, int kSplit_, bool kKVInRegs_, int kDqRowTiles_ = 1>
 struct DkdvConfig {
-  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = kSplit_;
   static constexpr bool kKVInRegs = kKVInRegs_;
@@ -84,10 +82,8 @@ struct DkdvConfig {
 // o = w / kKeyGroups it computes Sᵀ and dPᵀ for queries [kWarpQueries·o, +kWarpQueries) and
 // accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
 // between the two, since a warp's dV rows need every query's P, not only its own.
-template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_,
-          bool kHoist_ = true>
+template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_>
 struct DkdvSmemConfig {
-  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
   static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
@@ -112,9 +108,8 @@ struct DkdvSmemConfig {
 
 // The deterministic dQ kernel's tiles: kRows query rows per CTA (16·kMTiles per warp), kKeys keys
 // per pipeline stage.
-template <typename E_, int D_, int kWarps_, int kMTiles_, int kKeys_, bool kHoist_ = true>
+template <typename E_, int D_, int kWarps_, int kMTiles_, int kKeys_>
 struct DqConfig {
-  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
   using E = E_;
   static constexpr int D = D_, kWarps = kWarps_, kMTiles = kMTiles_, kKeys = kKeys_;
   static constexpr int kThreads = 32 * kWarps, kRows = 16 * kMTiles * kWarps;
@@ -302,8 +297,8 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
   // matrices (keys 0-7, queries 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) are a0..a3).
   // (At d = 96 a warp's columns start at chunk 6 or 12, and the XOR form does not hold.)
   static_assert(LaneAddress<DsTile>::apart(2 * MQ, 2 * MQ), "dS: queries of a warp apart from its loads' chunks");
-  const auto ds_at = b_k_address<DsTile, Cfg::kHoist>(sdS, qr / 8);
-  const auto k_at = a_address<KTile, Cfg::kHoist && LaneAddress<KTile>::apart(DQT, DQT)>(sK, cq / 8);
+  const auto ds_at = b_k_address<DsTile>(sdS, qr / 8);
+  const auto k_at = a_address<KTile, LaneAddress<KTile>::apart(DQT, DQT)>(sK, cq / 8);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     std::uint32_t a[MQ][4];
@@ -412,12 +407,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float dk[CT][4] = {}, dv[CT][4] = {};  // this warp's 16 keys × the CTA's DP columns
   // Where this lane reads (mma.cuh, LaneAddress): the warp's keys of K and V as A fragments;
   // stage 0 of Q and dO as B fragments, for Sᵀ and dPᵀ (K's pattern) and for dK and dV (V's).
-  constexpr bool kH = Cfg::kHoist;
-  const auto k_at = a_address<KTile, kH>(sK + wkey * D), v_at = a_address<KTile, kH>(sV + wkey * D);
-  const auto q_bk0 = b_k_address<QTile, kH>(sQ), o_bk0 = b_k_address<QTile, kH>(sdO);
+  const auto k_at = a_address<KTile>(sK + wkey * D), v_at = a_address<KTile>(sV + wkey * D);
+  const auto q_bk0 = b_k_address<QTile>(sQ), o_bk0 = b_k_address<QTile>(sdO);
   static_assert(Cfg::kSplit == 1 || LaneAddress<QTile>::apart(CT, CT), "the CTA's columns apart from its loads' chunks");
-  const auto q_bv0 = a_address<QTile, kH>(sQ, c0 / 8), o_bv0 = a_address<QTile, kH>(sdO, c0 / 8);
-  [[maybe_unused]] const LaneAddress<DsTile, kH> ds_st(sdS, wkey + g, 0, 2 * t4);  // dSᵀ's elements (atomic dQ)
+  const auto q_bv0 = a_address<QTile>(sQ, c0 / 8), o_bv0 = a_address<QTile>(sdO, c0 / 8);
+  [[maybe_unused]] const LaneAddress<DsTile> ds_st(sdS, wkey + g, 0, 2 * t4);  // dSᵀ's elements (atomic dQ)
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
   for (int t = 0; t < n_tiles; ++t) {
@@ -610,15 +604,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // Where this lane reads (mma.cuh, LaneAddress): the warp's keys of K and V, P and dS as A
   // fragments; stage 0 of the warp's queries of Q and dO as B fragments for Sᵀ and dPᵀ (K's
   // pattern), and of its columns of Q and dO for dK and dV (V's).
-  constexpr bool kH = Cfg::kHoist;
-  const auto k_at = a_address<KTile, kH>(sK + wkey * D), v_at = a_address<KTile, kH>(sV + wkey * D);
-  const auto p_at = a_address<PTile, kH>(sP + wkey * BM), ds_at = a_address<PTile, kH>(sdS + wkey * BM);
-  const auto q_bk0 = b_k_address<QTile, kH>(sQ + wq * D), o_bk0 = b_k_address<QTile, kH>(sdO + wq * D);
+  const auto k_at = a_address<KTile>(sK + wkey * D), v_at = a_address<KTile>(sV + wkey * D);
+  const auto p_at = a_address<PTile>(sP + wkey * BM), ds_at = a_address<PTile>(sdS + wkey * BM);
+  const auto q_bk0 = b_k_address<QTile>(sQ + wq * D), o_bk0 = b_k_address<QTile>(sdO + wq * D);
   static_assert(LaneAddress<QTile>::apart(CT, CT) && LaneAddress<PTile>::apart(NT, NT),
                 "a warp's columns and queries apart from its loads' chunks");
-  const auto q_bv0 = a_address<QTile, kH>(sQ, wc / 8), o_bv0 = a_address<QTile, kH>(sdO, wc / 8);
+  const auto q_bv0 = a_address<QTile>(sQ, wc / 8), o_bv0 = a_address<QTile>(sdO, wc / 8);
   // And where it writes P's and dS's elements (key wkey + g, query wq + 2·t4, plus constants).
-  const LaneAddress<PTile, kH> pds_at(sP, wkey + g, wq / 8, 2 * t4);
+  const LaneAddress<PTile> pds_at(sP, wkey + g, wq / 8, 2 * t4);
 
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
@@ -798,10 +791,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float dq[MT][DT][4] = {};
   // Where this lane reads (mma.cuh, LaneAddress): the warp's rows of Q and dO as A fragments;
   // stage 0 of K and V as B fragments (S, dP), and of K as dQ's (V's pattern).
-  constexpr bool kH = Cfg::kHoist;
-  const auto q_at = a_address<QTile, kH>(sQ + wrow0 * D), o_at = a_address<QTile, kH>(sdO + wrow0 * D);
-  const auto k_bk0 = b_k_address<KVTile, kH>(sK), v_bk0 = b_k_address<KVTile, kH>(sV);
-  const auto k_bv0 = a_address<KVTile, kH>(sK);
+  const auto q_at = a_address<QTile>(sQ + wrow0 * D), o_at = a_address<QTile>(sdO + wrow0 * D);
+  const auto k_bk0 = b_k_address<KVTile>(sK), v_bk0 = b_k_address<KVTile>(sV);
+  const auto k_bv0 = a_address<KVTile>(sK);
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, j0 = walk.start(t), n_k = min(BN, N - j0);
     cp_async_wait<0>();  // tile t has landed for this thread,

@@ -39,10 +39,10 @@ namespace fs::tc {
 
 // One rung of the ladder at one head dimension: the tile sizes and which techniques are on.
 template <typename E_, int D_, int kBlockM_, int kBlockN_, int kWarps_, bool kSwizzle_, int kStages_, bool kPInRegs_,
-          bool kQInRegs_, bool kHoist_ = true, bool kLazyRescale_ = false>
+          bool kQInRegs_, bool kLazyRescale_ = false>
 struct FwdConfig {
-  static constexpr bool kHoist = kHoist_;  // EXPERIMENT: LaneAddress's hoisted form
-  static constexpr bool kLazyRescale = kLazyRescale_;  // EXPERIMENT: O rescaled only when a max moved
+  // O rescaled by α only in the tiles where some row of the warp has a new max (below).
+  static constexpr bool kLazyRescale = kLazyRescale_;
   using E = E_;
   static constexpr int D = D_;
   static constexpr int kBlockM = kBlockM_, kBlockN = kBlockN_, kWarps = kWarps_;
@@ -194,10 +194,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
-  // Where this lane reads the warp's rows of Q, and stage 0 of K and V (mma.cuh, LaneAddress).
-  constexpr bool kH = Cfg::kHoist;
-  const auto q_at = a_address<QTile, false>(sQ + wrow0 * D);
-  const auto k_at0 = b_k_address<KVTile, kH>(sK), v_at0 = a_address<KVTile, kH>(sV);
+  // Where this lane reads stage 0 of K and V, and the warp's rows of Q (mma.cuh, LaneAddress). Q's
+  // reads, once per tile at d = 128, compute their offset at each load: that is the form measured
+  // (docs/benchmarks/h200_tc_lane_address.csv); every other read has its address made here.
+  const auto q_at = a_address<QTile, /*hoisted*/ false>(sQ + wrow0 * D);
+  const auto k_at0 = b_k_address<KVTile>(sK), v_at0 = a_address<KVTile>(sV);
   if constexpr (Cfg::kQInRegs) {
     if (Cfg::kStages == 2 && n_tiles > 0) cp_async_wait<1>(); else cp_async_wait<0>();
     __syncthreads();  // Q has landed for every warp
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 #pragma unroll
       for (int kk = 0; kk < KD; ++kk) load_a(qf[mt][kk], q_at, 16 * mt, kk);
   }
-  [[maybe_unused]] const auto p_at = a_address<PTile, kH>(sP + wrow0 * BN);  // P through shared memory
+  [[maybe_unused]] const auto p_at = a_address<PTile>(sP + wrow0 * BN);  // P through shared memory
 
   float o[MT][DT][4] = {};  // O accumulators: rows g, g+8 of each row tile, columns 2·t4, +1
   float m[MT][2], l[MT][2];  // running max (of τ-less scores) and this lane's part of ℓ, per row
@@ -341,7 +342,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
             l[mt][h] += s[mt][nt][e];
           }
       }
-    if constexpr (Cfg::kLazyRescale) {  // α is exactly 1 where the max did not move: O ∘ 1 is O
+    // Lazy: α is exactly 1 where a row's max did not move (above), and O·1 is O. Once the max of a
+    // row has settled, most tiles move no max of the warp's 32 rows, and the warp votes to skip
+    // the 4·MT·DT multiplies; the result is bit for bit the same.
+    if constexpr (Cfg::kLazyRescale) {
       bool moved = false;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) moved |= alphas[mt][0] != 1.f || alphas[mt][1] != 1.f;

@@ -17,7 +17,7 @@ namespace fs::tc {
 // kernel of its own); every rung's backward is fa2's. key_warps is the backward's rung: fa2 with
 // the dK/dV kernel whose warps each own 16 keys over every query (tc_dkdv_kernel), where fa2 at
 // d = 64 and 128 has FlashAttention-2's layout (tc_dkdv_smem_kernel); the two give the same bits.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTuneA, kTuneB, kTuneC, kTcVariants };
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
@@ -44,25 +44,9 @@ struct Fa2<E, 64> { using Cfg = FwdConfig<E, 64, 128, 64, 4, true, 2, true, true
 template <typename E>
 struct Fa2<E, 96> { using Cfg = FwdConfig<E, 96, 128, 64, 4, true, 2, true, false>; };
 template <typename E>
-struct Fa2<E, 128> { using Cfg = FwdConfig<E, 128, 128, 64, 4, true, 2, true, false>; };
+struct Fa2<E, 128> { using Cfg = FwdConfig<E, 128, 128, 64, 4, true, 2, true, false, /*lazy rescale*/ true>; };
 template <typename E>
 struct Fa2<E, 256> { using Cfg = FwdConfig<E, 256, 64, 64, 4, true, 2, true, false>; };
-
-// EXPERIMENT: tuneA is fa2 with every fragment address computed at each load (LaneAddress's
-// !kHoisted form), forward and backward; tuneB fa2 with O rescaled only when a row's max moved,
-// tuneC both (their backward is fa2's, tuneA's).
-template <typename C>
-struct Unhoist;
-template <typename E, int D, int BM, int BN, int W, bool Sw, int St, bool P, bool Q, bool H, bool L>
-struct Unhoist<FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, H, L>> {
-  using type = FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, false, L>;
-};
-template <typename C>
-struct Lazy;
-template <typename E, int D, int BM, int BN, int W, bool Sw, int St, bool P, bool Q, bool H, bool L>
-struct Lazy<FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, H, L>> {
-  using type = FwdConfig<E, D, BM, BN, W, Sw, St, P, Q, H, true>;
-};
 
 // The forward of p at head dimension D, element type E, variant p.variant.
 template <typename E, int D>
@@ -75,12 +59,6 @@ void tc_forward_dispatch(const FwdParams& p) {
       case kR4PInRegs: return launch_tc_forward<R4PInRegs<E, D>>(p);
       default: break;
     }
-  }
-  using F = typename Fa2<E, D>::Cfg;
-  if constexpr (is_ladder_head_dim(D)) {
-    if (p.variant == kTuneA) return launch_tc_forward<typename Unhoist<F>::type>(p);
-    if (p.variant == kTuneB) return launch_tc_forward<typename Lazy<F>::type>(p);
-    if (p.variant == kTuneC) return launch_tc_forward<typename Lazy<typename Unhoist<F>::type>::type>(p);
   }
   launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true>(p);
 }

@@ -252,21 +252,23 @@ struct SmemTile {
   }
 };
 
-// A lane's ldmatrix address in a tile, computed once instead of at every load. In a warp's run of
-// loads, a lane points at row rl + R and chunk cl + C of the tile, where rl, cl are its own
-// (they depend on the lane, the warp and the operand) and R, C are the same for the whole warp
-// and known at compile time once the loops over the fragments unroll: R a multiple of 8, C even.
-// Adding 8 to a row leaves its low three bits, all the swizzle reads, as they are; and with the
-// chunk split as C = 8q + c (c = C mod 8, even), the swizzle's XOR acts on the low bits alone:
+// A lane's shared-memory address in a tile, computed once instead of at every load. In a warp's
+// run of loads (ldmatrix; or stores of P and dS), a lane points at row rl + R and chunk cl + C of
+// the tile, where rl, cl are its own (they depend on the lane, the warp and the operand) and R, C
+// are the same for the whole warp and known at compile time once the loops over the fragments
+// unroll, R a multiple of 8. Adding 8 to a row leaves its low three bits, all the swizzle reads,
+// as they are; and with the chunk split as C = 8q + c (c = C mod 8), the swizzle's XOR acts on
+// the low bits alone:
 //
 //   offset(rl + R, cl + C) = (offset(rl, cl) ⊕ 8c) + R·kCols + 64q      (c's bits clear in cl)
 //
-// (8q and ⊕ 8c with C mod 4 for the 4-chunk swizzle). In bytes, and with the tile at a multiple
-// of 128 bytes, that is one XOR of the lane's address with a constant, and the rest a constant
-// that ldmatrix takes in its address ([reg + imm]): a load costs at most one integer instruction,
-// and loads that differ only in R share it. Written as Tile::offset at every load, the same loads
-// cost the forward at d = 128 about five integer instructions each (an XOR, a shift, two ORs and
-// the address), recomputed on every key tile.
+// (C = 4q + c and 32q for the 4-chunk swizzle). In bytes, and with the tile at a multiple of 128
+// bytes, that is one XOR of the lane's address with a constant and a constant offset, which
+// ldmatrix takes in its address ([reg + imm]): a load costs at most one integer instruction, and
+// loads that differ only in R share it. Written as Tile::offset at every load, the loads of the
+// forward at d = 128 cost about five integer instructions each (an XOR, a shift, two ORs and the
+// address), recomputed on every key tile. kHoisted = false keeps that form, for a lane whose
+// chunk cl has bits that C's share (apart() says when; the CPU emulation checks every call).
 template <typename Tile, bool kHoisted = true>
 class LaneAddress {
  public:
@@ -292,7 +294,7 @@ class LaneAddress {
   // Byte address of chunk cl + C of row rl + R (element e of it). C odd: also right where C's bits
   // are clear in cl (the emulation checks).
   __device__ __forceinline__ std::uint32_t at(int R, int C) const {
-    if constexpr (!kHoisted) {  // EXPERIMENT: the offset at every load, as before
+    if constexpr (!kHoisted) {  // where the identity does not hold (apart, above): the offset at every load
       return a_ + kBytes * Tile::offset(rl_ + R, cl_ + C);
     } else {
       std::uint32_t a;
@@ -313,7 +315,7 @@ class LaneAddress {
 
  private:
   std::uint32_t a_;
-  int rl_, cl_, e_;  // kept by the emulation's check and by !kHoisted; dead otherwise
+  int rl_, cl_, e_;  // for !kHoisted and the emulation's check; dead otherwise
 };
 
 }  // namespace fs::tc
