@@ -39,9 +39,8 @@ const KnownVariant* known_variant(const tr::Meta& m) {
 // each head dimension. A dK/dV entry is used only where it agrees with all that the trace says of
 // the kernel (its name, d, warps, keys, queries and split) and the variant is one of step 08's:
 // so a trace recorded before its variant moved to another configuration finds the one it ran
-// where step 08 still compiles it (docs/traces' rungs, recorded when their backward, fa2's, ran
-// tc_dkdv_kernel at d = 64, find the tiles key_warps has now), and a stale table is never
-// believed over the trace.
+// where step 08 still compiles it (a rung's backward recorded when fa2's ran tc_dkdv_kernel at
+// d = 64 finds the tiles key_warps has now), and a stale table is never believed over the trace.
 struct KnownDkdv {
   int d;
   SmemKernel kernel;

@@ -864,8 +864,8 @@ std::pair<tr::Trace, SmemPipeline> shipped_dkdv(const std::string& v) {
 }  // namespace
 
 TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, from the trace", "[viz][pipeline][bwd]") {
-  SECTION("the shipped traces of tc_dkdv_kernel: key_warps, and the rungs (recorded when fa2's backward ran it)") {
-    for (const char* v : {"key_warps", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs"}) {
+  SECTION("the shipped trace of tc_dkdv_kernel: key_warps") {
+    for (const char* v : {"key_warps"}) {
       INFO(v);
       const auto [t, L] = shipped_dkdv(v);
       REQUIRE(L.kernel == SmemKernel::Dkdv);
@@ -893,10 +893,11 @@ TEST_CASE("step 08's backward shared memory: the dK/dV and dQ kernels' layouts, 
       }
     }
   }
-  SECTION("the shipped traces of tc_dkdv_smem_kernel: fa2 (atomic) and deterministic, and its dQ kernel") {
-    for (const char* v : {"fa2", "deterministic"}) {
+  SECTION("the shipped traces of tc_dkdv_smem_kernel: fa2 (atomic), the rungs (whose backward is fa2's), "
+          "deterministic, and its dQ kernel") {
+    for (const char* v : {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "deterministic"}) {
       INFO(v);
-      const bool atomic = v[0] == 'f';
+      const bool atomic = std::string(v) != "deterministic";
       const auto [t, L] = shipped_dkdv(v);
       REQUIRE(L.kernel == SmemKernel::DkdvSmem);
       REQUIRE(L.Br == 128);

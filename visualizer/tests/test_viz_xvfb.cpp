@@ -259,9 +259,8 @@ Image memory_shot(const std::string& path, const std::string& at, const std::str
 
 }  // namespace
 
-// Step 08's dK/dV kernel in the memory panel: its SRAM as the kernel lays it out. r1_mma's
-// backward (fa2's tc_dkdv_kernel when it was recorded) at seq 107, its followed CTA reading dSᵀ
-// back for dQ's atomics: dSᵀ's tile is drawn beside K and V and the two Q/dO stages; the
+// Step 08's dK/dV kernel in the memory panel: its SRAM as the kernel lays it out. key_warps'
+// backward (tc_dkdv_kernel) at seq 107, its followed CTA reading dSᵀ back for dQ's atomics: dSᵀ's tile is drawn beside K and V and the two Q/dO stages; the
 // deterministic variant's tc_dkdv_kernel (a hand-made trace) has no dSᵀ tile.
 TEST_CASE("step 08's backward: the dK/dV kernel's shared memory with its dS tile, or without", "[viz][xvfb][pipeline]") {
   const int W = 1300, H = 760;
@@ -270,7 +269,7 @@ TEST_CASE("step 08's backward: the dK/dV kernel's shared memory with its dS tile
     return img.count_near(int(W * 0.62f), int(H * 0.2f), W, int(H * 0.5f), theme::tensor_color(t), 40);
   };
   const Image atomic =
-      memory_shot(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_r1_mma.bwd.json", "seq:107", "bwd_atomic");
+      memory_shot(std::string(FS_SOURCE_DIR) + "/docs/traces/08_tensor_cores_key_warps.bwd.json", "seq:107", "bwd_atomic");
   fs::viz::test::TcBwdSpec spec;
   spec.atomic = false;
   spec.variant = "deterministic";
