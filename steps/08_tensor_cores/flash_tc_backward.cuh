@@ -82,9 +82,13 @@ struct DkdvConfig {
 // o = w / kKeyGroups it computes Sᵀ and dPᵀ for queries [kWarpQueries·o, +kWarpQueries) and
 // accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
 // between the two, since a warp's dV rows need every query's P, not only its own.
-template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_>
+template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_,
+          int kDqOrder_ = 0>
 struct DkdvSmemConfig {
   using E = E_;
+  // EXPERIMENT: where dQ's share is added in a stage: 0 after dV and dK, 1 between them (FlashAttention-2's
+  // order), 2 before both.
+  static constexpr int kDqOrder = kDqOrder_;
   static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
   static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
   static constexpr bool kSmemPds = true;       // tc_dkdv_smem_kernel
@@ -690,38 +694,54 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     __syncthreads();  // every warp's P and dS are in
 
     // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
+    auto add_products = [&](auto with_dv, auto with_dk) {
 #pragma unroll
-    for (int kq = 0; kq < KQ; ++kq) {
-      std::uint32_t ap[MT][4], ads[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        load_a(ap[mt], p_at, 16 * mt, kq);
-        load_a(ads[mt], ds_at, 16 * mt, kq);
-      }
-#pragma unroll
-      for (int ct = 0; ct < CT; ct += 2) {
-        std::uint32_t bo[4], bq[4];
-        load_b_v(bo, o_bv, kq, 8 * ct);
-        load_b_v(bq, q_bv, kq, 8 * ct);
+      for (int kq = 0; kq < KQ; ++kq) {
+        std::uint32_t ap[MT][4], ads[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
-          Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
-          Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
-          Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
+          if constexpr (decltype(with_dv)::value) load_a(ap[mt], p_at, 16 * mt, kq);
+          if constexpr (decltype(with_dk)::value) load_a(ads[mt], ds_at, 16 * mt, kq);
+        }
+#pragma unroll
+        for (int ct = 0; ct < CT; ct += 2) {
+          std::uint32_t bo[4], bq[4];
+          if constexpr (decltype(with_dv)::value) load_b_v(bo, o_bv, kq, 8 * ct);
+          if constexpr (decltype(with_dk)::value) load_b_v(bq, q_bv, kq, 8 * ct);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (decltype(with_dv)::value) {
+              Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
+              Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
+            }
+            if constexpr (decltype(with_dk)::value) {
+              Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
+              Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
+            }
+          }
         }
       }
+    };
+    auto add_dq = [&] {
+      if constexpr (kAtomicDQ) {
+        tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
+        // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+        FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+      }
+    };
+    if constexpr (Cfg::kDqOrder == 2) add_dq();
+    if constexpr (Cfg::kDqOrder == 1) {
+      add_products(std::true_type{}, std::false_type{});
+      add_dq();
+      add_products(std::false_type{}, std::true_type{});
+    } else {
+      add_products(std::true_type{}, std::true_type{});
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-
-    if constexpr (kAtomicDQ) {
-      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
-      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-    }
+    if constexpr (Cfg::kDqOrder == 0) add_dq();
   }
   if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
     walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
