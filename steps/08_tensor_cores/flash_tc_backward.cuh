@@ -83,12 +83,14 @@ struct DkdvConfig {
 // accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
 // between the two, since a warp's dV rows need every query's P, not only its own.
 template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_,
-          int kDqOrder_ = 0>
+          int kTune_ = 0>
 struct DkdvSmemConfig {
   using E = E_;
-  // EXPERIMENT: where dQ's share is added in a stage: 0 after dV and dK, 1 between them (FlashAttention-2's
-  // order), 2 before both.
-  static constexpr int kDqOrder = kDqOrder_;
+  // EXPERIMENT (bits of kTune): kTuneEdge, P and dS compiled twice, with the causal/tail masks and
+  // without, chosen once per stage (fa2 tests `edge` at every pair); kTuneOrder, dQ's share added
+  // between dV and dK (FlashAttention-2's order); kTuneScalar, dQ's atomics one float each.
+  static constexpr int kTune = kTune_;
+  static constexpr int kDqOrder = (kTune & 2) ? 1 : 0;
   static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
   static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
   static constexpr bool kSmemPds = true;       // tc_dkdv_smem_kernel
@@ -260,6 +262,15 @@ __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, floa
 // rows of K are zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative), and
 // where LSE is +inf (a query past N, or one that saw no key). kExactScale: τ is a power of 2, so τs
 // is exact and one FMA rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less.
+// EXPERIMENT: a bool known at run time or a std::bool_constant known at compile time.
+template <typename M>
+__device__ __forceinline__ bool flag_of(M m) {
+  if constexpr (std::is_same_v<M, bool>)
+    return m;
+  else
+    return M::value;
+}
+
 template <bool kExactScale, bool kDropout>
 __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, float& dp1, float2 lse, float2 dd,
                                              int key, int q, bool edge, const BwdParams& p, const TcDropout& dropout) {
@@ -288,7 +299,7 @@ __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, f
 // memory, once every warp's dS is in: warp w adds rows qr .. qr + 16·kDqRowTiles of the query tile
 // × kDqCols columns from cq to dQacc with fp32 atomics. A = dS, read transposed out of the
 // (key, query) tile.
-template <typename Cfg, typename E>
+template <typename Cfg, typename E, bool kScalar = false>
 __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float* dq_acc, std::int64_t head, int i0,
                                                 int N, int c0) {
   using DsTile = typename Cfg::DsTile;
@@ -329,11 +340,13 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
 #pragma unroll
       for (int ct = 0; ct < DQT; ++ct) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
-#else
+        if (!kScalar) {
+          atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
+          continue;
+        }
+#endif
         atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
         atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
-#endif
       }
     }
 }
@@ -665,7 +678,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       // different bank groups.
       const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;
       const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-      auto probs_and_ds = [&](auto exact_scale) {
+      auto probs_and_ds = [&](auto exact_scale, auto masked) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int q = wq + 8 * nt + 2 * t4;
@@ -678,17 +691,31 @@ __global__ void __launch_bounds__(Cfg::kThreads)
               const int key = wkey + 16 * mt + g + 8 * h;
               tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[mt][nt][2 * h], st[mt][nt][2 * h + 1],
                                                                    dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
-                                                                   key0 + key, i0 + q, edge, p, dropout);
+                                                                   key0 + key, i0 + q, flag_of(masked), p, dropout);
               const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
               st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
               st_shared_u32(at + kE * PTile::kElems, Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]));
             }
         }
       };
-      if (pow2_scale)
-        probs_and_ds(std::true_type{});
-      else
-        probs_and_ds(std::false_type{});
+      if constexpr ((Cfg::kTune & 1) != 0) {  // EXPERIMENT: the mask compiled in or out, once per stage
+        if (edge) {
+          if (pow2_scale)
+            probs_and_ds(std::true_type{}, std::true_type{});
+          else
+            probs_and_ds(std::false_type{}, std::true_type{});
+        } else {
+          if (pow2_scale)
+            probs_and_ds(std::true_type{}, std::false_type{});
+          else
+            probs_and_ds(std::false_type{}, std::false_type{});
+        }
+      } else {
+        if (pow2_scale)  // fa2: `edge` tested at each pair
+          probs_and_ds(std::true_type{}, edge);
+        else
+          probs_and_ds(std::false_type{}, edge);
+      }
       FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
     }
     __syncthreads();  // every warp's P and dS are in
@@ -724,14 +751,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     };
     auto add_dq = [&] {
       if constexpr (kAtomicDQ) {
-        tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
+        tc_add_dq_share<Cfg, E, (Cfg::kTune & 4) != 0>(sdS, sK, dq_acc, head, i0, N, 0);
         // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
         FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
         FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
         FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
       }
     };
-    if constexpr (Cfg::kDqOrder == 2) add_dq();
     if constexpr (Cfg::kDqOrder == 1) {
       add_products(std::true_type{}, std::false_type{});
       add_dq();
