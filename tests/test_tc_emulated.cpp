@@ -72,9 +72,6 @@ const char* variant_name(int v) {
     case fs::tc::kR2Swizzle: return "r2_swizzle";
     case fs::tc::kR3Pipeline: return "r3_pipeline";
     case fs::tc::kR4PInRegs: return "r4_p_in_regs";
-    case fs::tc::kTuneA: return "tuneA";
-    case fs::tc::kTuneB: return "tuneB";
-    case fs::tc::kTuneC: return "tuneC";
     default: return "?";
   }
 }
@@ -120,10 +117,3 @@ TEST_CASE("step 08 on the CPU: the ladder's rungs", "[emulated][tc]") {
   check<__nv_bfloat16, 128>(DType::bf16, 70, true, fs::tc::kR1Mma, 0.f);
 }
 
-
-TEST_CASE("step 08 on the CPU: the experiment's variants", "[emulated][tc]") {
-  for (int variant : {fs::tc::kTuneA, fs::tc::kTuneB, fs::tc::kTuneC}) {
-    check<__nv_bfloat16, 64>(DType::bf16, 130, variant == fs::tc::kTuneA, variant, 0.f);
-    check<__half, 128>(DType::fp16, 200, variant == fs::tc::kTuneB, variant, 0.f);
-  }
-}

@@ -61,26 +61,12 @@ struct Bwd<E, 256> {
 template <typename E, int D>
 using KeyWarps = std::conditional_t<D == 64, DkdvConfig<E, 64, 4, 64, 1, true, 2>, DkdvConfig<E, D, 8, 64, 1, false, 2>>;
 
-// EXPERIMENT: tc_dkdv_smem_kernel's kTune bits — tuneA the mask compiled in or out once per stage
-// (1), tuneB that and dQ's share between dV and dK (2), tuneC that and dQ's atomics a float each (4).
-template <typename C, int T>
-struct WithTune;
-template <typename E, int D, int K, int Q, int W, int G, int R, int T0, int T>
-struct WithTune<DkdvSmemConfig<E, D, K, Q, W, G, R, T0>, T> {
-  using type = DkdvSmemConfig<E, D, K, Q, W, G, R, T>;
-};
-
 // The backward of p at head dimension D, element type E: dQ by atomics (fa2 and the rungs) or
 // by its own kernel (deterministic).
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
   if constexpr (is_ladder_head_dim(D)) {
     if (p.variant == kKeyWarps) return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq>(p, true);
-    using B = typename Bwd<E, D>::Dkdv;
-    using Q = typename Bwd<E, D>::Dq;
-    if (p.variant == kTuneA) return launch_tc_backward_with<typename WithTune<B, 1>::type, Q, false>(p, true);
-    if (p.variant == kTuneB) return launch_tc_backward_with<typename WithTune<B, 1 | 2>::type, Q, false>(p, true);
-    if (p.variant == kTuneC) return launch_tc_backward_with<typename WithTune<B, 1 | 4>::type, Q, false>(p, true);
   }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }

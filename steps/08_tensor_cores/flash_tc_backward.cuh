@@ -82,15 +82,9 @@ struct DkdvConfig {
 // o = w / kKeyGroups it computes Sᵀ and dPᵀ for queries [kWarpQueries·o, +kWarpQueries) and
 // accumulates dK and dV for columns [kWarpCols·o, +kWarpCols). P and dS pass through shared memory
 // between the two, since a warp's dV rows need every query's P, not only its own.
-template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_,
-          int kTune_ = 0>
+template <typename E_, int D_, int kKeys_, int kQueries_, int kWarps_, int kKeyGroups_, int kDqRowTiles_>
 struct DkdvSmemConfig {
   using E = E_;
-  // EXPERIMENT (bits of kTune): kTuneEdge, P and dS compiled twice, with the causal/tail masks and
-  // without, chosen once per stage (fa2 tests `edge` at every pair); kTuneOrder, dQ's share added
-  // between dV and dK (FlashAttention-2's order); kTuneScalar, dQ's atomics one float each.
-  static constexpr int kTune = kTune_;
-  static constexpr int kDqOrder = (kTune & 2) ? 1 : 0;
   static constexpr int D = D_, kKeys = kKeys_, kQueries = kQueries_, kWarps = kWarps_;
   static constexpr int kSplit = 1, kCols = D;  // as DkdvConfig's, for the launcher and the dQ share
   static constexpr bool kSmemPds = true;       // tc_dkdv_smem_kernel
@@ -262,13 +256,22 @@ __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, floa
 // rows of K are zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative), and
 // where LSE is +inf (a query past N, or one that saw no key). kExactScale: τ is a power of 2, so τs
 // is exact and one FMA rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less.
-// EXPERIMENT: a bool known at run time or a std::bool_constant known at compile time.
-template <typename M>
-__device__ __forceinline__ bool flag_of(M m) {
-  if constexpr (std::is_same_v<M, bool>)
-    return m;
+// f(std::bool_constant<a>{}) and f(std::bool_constant<a>{}, std::bool_constant<b>{}): a body
+// compiled for each value, the branch taken once. The kernels pass whether τ is a power of 2 and
+// whether the stage needs a mask, so that the scores of the tiles no causal or tail mask reaches
+// carry no test at all: tested at each pair instead, `edge` had put 32 branches into every stage of
+// tc_dkdv_smem_kernel at d = 64, and without them the backward took 0.94-0.98× the time
+// (docs/benchmarks/h200_tc_edge.csv, tuneA there).
+template <typename F>
+__device__ __forceinline__ void with_flag(bool a, F&& f) {
+  if (a)
+    f(std::true_type{});
   else
-    return M::value;
+    f(std::false_type{});
+}
+template <typename F>
+__device__ __forceinline__ void with_flags(bool a, bool b, F&& f) {
+  with_flag(a, [&](auto x) { with_flag(b, [&](auto y) { f(x, y); }); });
 }
 
 template <bool kExactScale, bool kDropout>
@@ -299,7 +302,7 @@ __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, f
 // memory, once every warp's dS is in: warp w adds rows qr .. qr + 16·kDqRowTiles of the query tile
 // × kDqCols columns from cq to dQacc with fp32 atomics. A = dS, read transposed out of the
 // (key, query) tile.
-template <typename Cfg, typename E, bool kScalar = false>
+template <typename Cfg, typename E>
 __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float* dq_acc, std::int64_t head, int i0,
                                                 int N, int c0) {
   using DsTile = typename Cfg::DsTile;
@@ -340,13 +343,11 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
 #pragma unroll
       for (int ct = 0; ct < DQT; ++ct) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (!kScalar) {
-          atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
-          continue;
-        }
-#endif
+        atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
+#else
         atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
         atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
+#endif
       }
     }
 }
@@ -485,10 +486,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     // nothing (zero-filled: see tc_load_bwd_stage).
     const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
     // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
-    // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score; the
-    // branch is taken once per tile, around the whole loop.
+    // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score. Both
+    // branches are taken once per tile, around the whole loop (with_flags).
     const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-    auto probs_and_ds = [&](auto exact_scale) {
+    with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
@@ -497,13 +498,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
         for (int h = 0; h < 2; ++h)
           tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[nt][2 * h], st[nt][2 * h + 1], dpt[nt][2 * h],
                                                                dpt[nt][2 * h + 1], lse, dd, key0 + wkey + g + 8 * h,
-                                                               i0 + 8 * nt + 2 * t4, edge, p, dropout);
+                                                               i0 + 8 * nt + 2 * t4, decltype(masked)::value, p, dropout);
       }
-    };
-    if (pow2_scale)
-      probs_and_ds(std::true_type{});
-    else
-      probs_and_ds(std::false_type{});
+    });
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
 
     // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the A fragment of queries [16kq, 16kq + 16) is
@@ -678,7 +675,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       // different bank groups.
       const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;
       const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-      auto probs_and_ds = [&](auto exact_scale, auto masked) {
+      with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int q = wq + 8 * nt + 2 * t4;
@@ -691,83 +688,50 @@ __global__ void __launch_bounds__(Cfg::kThreads)
               const int key = wkey + 16 * mt + g + 8 * h;
               tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[mt][nt][2 * h], st[mt][nt][2 * h + 1],
                                                                    dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
-                                                                   key0 + key, i0 + q, flag_of(masked), p, dropout);
+                                                                   key0 + key, i0 + q, decltype(masked)::value, p, dropout);
               const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
               st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
               st_shared_u32(at + kE * PTile::kElems, Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]));
             }
         }
-      };
-      if constexpr ((Cfg::kTune & 1) != 0) {  // EXPERIMENT: the mask compiled in or out, once per stage
-        if (edge) {
-          if (pow2_scale)
-            probs_and_ds(std::true_type{}, std::true_type{});
-          else
-            probs_and_ds(std::false_type{}, std::true_type{});
-        } else {
-          if (pow2_scale)
-            probs_and_ds(std::true_type{}, std::false_type{});
-          else
-            probs_and_ds(std::false_type{}, std::false_type{});
-        }
-      } else {
-        if (pow2_scale)  // fa2: `edge` tested at each pair
-          probs_and_ds(std::true_type{}, edge);
-        else
-          probs_and_ds(std::false_type{}, edge);
-      }
+      });
       FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
     }
     __syncthreads();  // every warp's P and dS are in
 
     // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
-    auto add_products = [&](auto with_dv, auto with_dk) {
 #pragma unroll
-      for (int kq = 0; kq < KQ; ++kq) {
-        std::uint32_t ap[MT][4], ads[MT][4];
+    for (int kq = 0; kq < KQ; ++kq) {
+      std::uint32_t ap[MT][4], ads[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        load_a(ap[mt], p_at, 16 * mt, kq);
+        load_a(ads[mt], ds_at, 16 * mt, kq);
+      }
+#pragma unroll
+      for (int ct = 0; ct < CT; ct += 2) {
+        std::uint32_t bo[4], bq[4];
+        load_b_v(bo, o_bv, kq, 8 * ct);
+        load_b_v(bq, q_bv, kq, 8 * ct);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          if constexpr (decltype(with_dv)::value) load_a(ap[mt], p_at, 16 * mt, kq);
-          if constexpr (decltype(with_dk)::value) load_a(ads[mt], ds_at, 16 * mt, kq);
-        }
-#pragma unroll
-        for (int ct = 0; ct < CT; ct += 2) {
-          std::uint32_t bo[4], bq[4];
-          if constexpr (decltype(with_dv)::value) load_b_v(bo, o_bv, kq, 8 * ct);
-          if constexpr (decltype(with_dk)::value) load_b_v(bq, q_bv, kq, 8 * ct);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            if constexpr (decltype(with_dv)::value) {
-              Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
-              Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
-            }
-            if constexpr (decltype(with_dk)::value) {
-              Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
-              Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
-            }
-          }
+          Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
+          Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
+          Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
+          Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
         }
       }
-    };
-    auto add_dq = [&] {
-      if constexpr (kAtomicDQ) {
-        tc_add_dq_share<Cfg, E, (Cfg::kTune & 4) != 0>(sdS, sK, dq_acc, head, i0, N, 0);
-        // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
-        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-        FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
-        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-      }
-    };
-    if constexpr (Cfg::kDqOrder == 1) {
-      add_products(std::true_type{}, std::false_type{});
-      add_dq();
-      add_products(std::false_type{}, std::true_type{});
-    } else {
-      add_products(std::true_type{}, std::true_type{});
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
     FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-    if constexpr (Cfg::kDqOrder == 0) add_dq();
+
+    if constexpr (kAtomicDQ) {
+      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
+      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+    }
   }
   if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
     walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
@@ -878,25 +842,28 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, n_rows, j0, n_k, 0);
 
     // dS = P ∘ (dP ∘ Z − D), in sc; P = 0 where causal hides the key and for keys past N.
+    // The mask is compiled in or out, the branch taken once per tile (with_flag).
     const bool edge = (p.causal && j0 + BN - 1 > row0) || j0 + BN > N;
+    with_flag(edge, [&](auto masked) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = row0 + wrow0 + 16 * mt + g + 8 * h, col = j0 + 8 * nt + 2 * t4;
-          float p0 = tc_prob(sc[mt][nt][2 * h], p.scale, lse[mt][h]);
-          float p1 = tc_prob(sc[mt][nt][2 * h + 1], p.scale, lse[mt][h]);
-          if (edge) {
-            if (col >= N || (p.causal && col > row)) p0 = 0.f;
-            if (col + 1 >= N || (p.causal && col + 1 > row)) p1 = 0.f;
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + wrow0 + 16 * mt + g + 8 * h, col = j0 + 8 * nt + 2 * t4;
+            float p0 = tc_prob(sc[mt][nt][2 * h], p.scale, lse[mt][h]);
+            float p1 = tc_prob(sc[mt][nt][2 * h + 1], p.scale, lse[mt][h]);
+            if constexpr (decltype(masked)::value) {
+              if (col >= N || (p.causal && col > row)) p0 = 0.f;
+              if (col + 1 >= N || (p.causal && col + 1 > row)) p1 = 0.f;
+            }
+            Z2 z{1.f, 1.f};
+            if constexpr (kDropout) z = dropout.along_keys(row, col);
+            sc[mt][nt][2 * h] = p0 * (dp[mt][nt][2 * h] * z.z0 - delta[mt][h]);
+            sc[mt][nt][2 * h + 1] = p1 * (dp[mt][nt][2 * h + 1] * z.z1 - delta[mt][h]);
           }
-          Z2 z{1.f, 1.f};
-          if constexpr (kDropout) z = dropout.along_keys(row, col);
-          sc[mt][nt][2 * h] = p0 * (dp[mt][nt][2 * h] * z.z0 - delta[mt][h]);
-          sc[mt][nt][2 * h + 1] = p1 * (dp[mt][nt][2 * h + 1] * z.z1 - delta[mt][h]);
-        }
+    });
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, n_rows, j0, n_k, 0);
 
     // dQ_i += dS_ij K_j (τ at the end), dS straight from the accumulators as the A operand.

@@ -17,7 +17,7 @@ namespace fs::tc {
 // kernel of its own); every rung's backward is fa2's. key_warps is the backward's rung: fa2 with
 // the dK/dV kernel whose warps each own 16 keys over every query (tc_dkdv_kernel), where fa2 at
 // d = 64 and 128 has FlashAttention-2's layout (tc_dkdv_smem_kernel); the two give the same bits.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTuneA, kTuneB, kTuneC, kTcVariants };
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).

@@ -29,8 +29,6 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
   if (settings.variant == tc::kKeyWarps && !tc::is_ladder_head_dim(s.d))
     return "key_warps is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
-  if (settings.variant >= tc::kTuneA && (!tc::is_ladder_head_dim(s.d) || settings.dropout.on()))
-    return "the experiment's variants are compiled at d = 64 and 128, without dropout";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
@@ -161,7 +159,7 @@ StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "tuneA", "tuneB", "tuneC"};
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -170,7 +168,7 @@ StepInfo step08_info() {
   s.io_backward = io_backward;
   s.dropout = true;
   s.dtypes = {DType::bf16, DType::fp16};
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "tuneA", "tuneB", "tuneC"};
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
   return s;
 }
 
