@@ -43,19 +43,22 @@ struct SoftcapChain {
 // kSoftcap: whether the scores are capped. Without it the chain rule has nothing to add and the
 // kernels hold no derivatives (R·BC registers a thread): FlashFeaturesOf<false> is what a run
 // without --softcap launches.
-template <bool kSoftcap>
+template <bool kSoftcap_>
 struct FlashFeaturesOf {
+  static constexpr bool kSoftcap = kSoftcap_;
   int left, right;  // the window; −1: unbounded
   float cap;        // softcap · log2(e); 0: none
   float slope;      // this head's ALiBi slope · log2(e); 0: none
   int delta;        // Nk − N: query i's diagonal key is i + δ (the masks' bottom-right alignment)
   int n_keys;       // Nk
 
-  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh)
+  // `unit`: the scores' unit, s = unit · τ q·k — log2(e) in steps 04/05; 1/τ in step 08, whose
+  // scores are the τ-less q·k (steps/08_tensor_cores/tc_features.cuh).
+  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh, float unit = kLog2e)
       : left(m.window_left),
         right(m.window_right),
-        cap(kSoftcap && m.softcap > 0.f ? m.softcap * kLog2e : 0.f),
-        slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * kLog2e : 0.f),
+        cap(kSoftcap && m.softcap > 0.f ? m.softcap * unit : 0.f),
+        slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * unit : 0.f),
         delta(s.keys() - s.N),
         n_keys(s.keys()) {}
 
@@ -85,22 +88,28 @@ struct FlashFeaturesOf {
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int c = 0; c < BC; ++c) {
-          const float t = tanhf(s[r][c] / cap);
-          s[r][c] = cap * t;
-          chain.g[r][c] = 1.f - t * t;
-        }
+        for (int c = 0; c < BC; ++c) s[r][c] = capped(s[r][c], chain.g[r][c]);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int c = 0; c < BC; ++c) {
-        // q: the query's diagonal key (the row, or the column with kKeyRows); k: the key.
-        const int q = (kKeyRows ? col0 + c : row + r) + delta, k = kKeyRows ? row + r : col0 + c;
-        const float x = s[r][c] - slope * fabsf(float(q - k));
-        s[r][c] = (left >= 0 && k < q - left) || (right >= 0 && k > q + right) ? -INFINITY : x;
-      }
+      for (int c = 0; c < BC; ++c)  // the query is the row, or the column with kKeyRows
+        s[r][c] = biased(s[r][c], kKeyRows ? col0 + c : row + r, kKeyRows ? row + r : col0 + c);
     return chain;
+  }
+
+  // One score, for kernels whose tiles are laid out otherwise (step 08's accumulator fragments):
+  // the softcap c·tanh(s / c), its derivative 1 − tanh² in g; then ALiBi and the window of query i
+  // and key j, whose diagonal key is q = i + δ.
+  __device__ __forceinline__ float capped(float s, float& g) const {
+    const float t = tanhf(s / cap);
+    g = 1.f - t * t;
+    return cap * t;
+  }
+  __device__ __forceinline__ float biased(float s, int i, int k) const {
+    const int q = i + delta;
+    const float x = s - slope * fabsf(float(q - k));
+    return (left >= 0 && k < q - left) || (right >= 0 && k > q + right) ? -INFINITY : x;
   }
 
   // The keys query rows [row0, last_row] can see, the queries that see keys [key0, last_key]

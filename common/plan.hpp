@@ -27,9 +27,9 @@ namespace fs {
 constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06, 07";
 constexpr const char* kSteps16Bit = "08";
 // The steps whose kernels take a window, softcapping and ALiBi (StepInfo::score_mods).
-constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05";
+constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 // ... and K, V of their own length and head count (StepInfo::kv_shapes).
-constexpr const char* kStepsKvShapes = "04 (--variant fa2), 05";
+constexpr const char* kStepsKvShapes = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 
 class RunPlan {
  public:

@@ -89,7 +89,7 @@ struct NoChain {
 };
 
 struct NoFeatures {
-  __device__ NoFeatures(const ScoreMods&, const Shape&, long long /*bh*/) {}
+  __device__ NoFeatures(const ScoreMods&, const Shape&, long long /*bh*/, float /*unit*/ = 1.f) {}
   // K and V: their length, δ = Nk − N (the causal mask's offset), the K/V head of query head bh,
   // and the G query heads of K/V head kv_bh (g < G). Here K and V are like Q.
   static __device__ __forceinline__ int kv_len(const Shape& s) { return s.N; }

@@ -98,6 +98,8 @@ READING = {
         ("steps/08_tensor_cores/flash_tc_backward.cuh", ["tc_prob", "tc_dq_kernel"],
          "P recomputed as the forward rounded it; the deterministic dQ in the forward's orientation"),
         ("steps/08_tensor_cores/tc_dropout.cuh", ["TcDropout"], "step 05's dropout mask in the mma layouts"),
+        ("steps/08_tensor_cores/tc_features.cuh", ["tc_scores"],
+         "FlashAttention's softcap, ALiBi and window on the accumulator fragments, in the kernels' τ-less units"),
     ],
     "06_block_sparse": [
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],

@@ -57,6 +57,17 @@ inline BwdParams backward_params(const FwdParams& fp, const void* dout, void* dq
   return bp;
 }
 
+// FlashAttention's score features for the kernels: the window (−1: an unbounded side), the
+// softcap (0: none), the ALiBi slopes where the kernels run (null: none).
+inline ScoreMods score_mods(int window_left, int window_right, float softcap, const float* alibi_slopes) {
+  ScoreMods mods;
+  mods.window_left = window_left;
+  mods.window_right = window_right;
+  mods.softcap = softcap;
+  mods.alibi_slopes = alibi_slopes;
+  return mods;
+}
+
 // The reference's options for the kernels' score features; `host_slopes` are mods' ALiBi slopes as
 // the CPU reads them (the kernels' may be in device memory).
 inline AttnOptions with_score_mods(AttnOptions attn, const ScoreMods& mods, const float* host_slopes) {

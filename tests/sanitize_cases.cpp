@@ -114,15 +114,21 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       featured.softcap = 20.f;
       featured.alibi = true;
       fs::PassSettings with_features;
+      with_features.scale = fs::default_scale(64);  // step 08 refuses a scale that is not positive
       with_features.variant = v;
+      with_features.dtype = dtype;
       with_features.features.window_left = 40;
       if (step.score_mods && step.refusal({1, 1, 97, 64}, with_features).empty()) {
-        for (int d : {16, 64, 128}) add_from(featured, {2, 3, 301, d}, d == 64, 0.2f, "dense", false);
+        // Step 08 (16-bit) at each of its head dimensions, with both dK/dV kernels and d = 256's split.
+        const bool tc = !step.takes(fs::DType::fp32);
+        for (int d : tc ? std::vector<int>{32, 64, 96, 128, 256} : std::vector<int>{16, 64, 128})
+          add_from(featured, {2, 3, 301, d}, d == 64, 0.2f, "dense", false);
         add_from(featured, {1, 1, 97, 64}, true, 0.f, "dense", true);
         // K and V of their own length and heads: fewer keys (grouped heads), more (one K/V head).
         add_from(base, {2, 4, 150, 64, 77, 2}, true, 0.2f, "dense", false);
         add_from(featured, {1, 4, 90, 128, 333, 1}, true, 0.f, "dense", false);
-        add_from(base, {1, 2, 61, 16, 200, 1}, false, 0.f, "dense", false);
+        add_from(base, {1, 2, 61, tc ? 32 : 16, 200, 1}, false, 0.f, "dense", false);
+        if (tc) add_from(featured, {1, 4, 130, 96, 61, 2}, true, 0.2f, "dense", false);
       }
     }
   }

@@ -5,7 +5,9 @@
 // larger ones than the emulation can afford. The first case launches the kernels itself; the
 // second runs them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv
 // through the plan), checked and, where square, traced: the trace's bytes must equal the IO model,
-// which leaves out the tiles a window skips.
+// which leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in
+// the second, and over every head dimension in the third (the GPU side of test_tc_emulated.cpp's
+// features cases), under the 16-bit rule.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -35,6 +37,35 @@ struct Features {
 };
 
 using fs::testing::FlashOutputs;
+
+// A step program's checked run of `shape` with the features f (--window, --softcap, --alibi,
+// --dropout), as the command line makes it.
+fs::Options featured(const fs::Shape& shape, bool causal, int variant, bool backward, fs::DType dtype,
+                     const Features& f) {
+  fs::Options opt;
+  opt.shape = shape;
+  opt.dtype = dtype;
+  opt.causal = causal;
+  opt.variant = variant;
+  opt.backward = backward;
+  opt.check = true;
+  opt.dropout = f.dropout;
+  opt.window_left = f.left;
+  opt.window_right = f.right;
+  opt.softcap = f.softcap;
+  opt.alibi = f.alibi;
+  return opt;
+}
+
+// Runs the plan as the step programs do: every pass's check against the fp64 reference must pass.
+void require_checked(const fs::RunPlan& plan, const fs::HostProblem& p, bool backward) {
+  const fs::CaseReport report = fs::run_case(plan, p, fs::testing::test_device());
+  REQUIRE(report.passes.size() == (backward ? 2u : 1u));
+  for (const auto& pass : report.passes) {
+    INFO(pass.pass << ": " << pass.check->summary());
+    REQUIRE(pass.check->pass());
+  }
+}
 
 template <int D, class Dropout, class Features>
 FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
@@ -83,11 +114,7 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
     DYNAMIC_SECTION("N=" << N << " d=" << d << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")
                          << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
                          << (f.alibi ? " alibi" : "") << " dropout " << f.dropout) {
-      fs::ScoreMods mods;
-      mods.window_left = f.left;
-      mods.window_right = f.right;
-      mods.softcap = f.softcap;
-      mods.alibi_slopes = f.alibi ? dslopes.get() : nullptr;
+      const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? dslopes.get() : nullptr);
       const fs::Dropout dropout{f.dropout, 99};
       const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
       const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
@@ -114,13 +141,15 @@ TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-
     const char* step;
     int variant;
     bool backward;
+    fs::DType dtype = fs::DType::fp32;
   };
   fs::Shape fewer_keys{2, 4, 300, 64}, more_keys{2, 4, 150, 128};  // with grouped and multi-query K/V heads
   fewer_keys.Nk = 170;
   fewer_keys.Hkv = 2;
   more_keys.Nk = 421;
   more_keys.Hkv = 1;
-  for (const Run r : {Run{"04", 1, false}, Run{"05", 0, true}, Run{"05", 1, true}})
+  for (const Run r : {Run{"04", 1, false}, Run{"05", 0, true}, Run{"05", 1, true}, Run{"08", 0, true, fs::DType::bf16},
+                      Run{"08", 1, true, fs::DType::fp16}})
     for (const fs::Shape& shape : {fs::Shape{2, 3, 300, 64}, fewer_keys, more_keys})
       for (const bool causal : {false, true})
         for (const Features f : {Features{-1, -1, 0.f, false, 0.f}, Features{40, 7, 0.f, false, 0.f},
@@ -132,27 +161,12 @@ TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-
                           << " N=" << shape.N << " Nk=" << shape.keys() << " H=" << shape.H << " Hkv="
                           << shape.kv_heads() << " d=" << shape.d << (causal ? " causal" : "") << " window ("
                           << f.left << ", " << f.right << ") softcap " << f.softcap << (f.alibi ? " alibi" : "")
-                          << " dropout " << f.dropout) {
-            fs::Options opt;
-            opt.shape = shape;
-            opt.causal = causal;
-            opt.variant = r.variant;
-            opt.backward = r.backward;
-            opt.check = true;
-            opt.dropout = f.dropout;
-            opt.window_left = f.left;
-            opt.window_right = f.right;
-            opt.softcap = f.softcap;
-            opt.alibi = f.alibi;
+                          << " dropout " << f.dropout << " " << fs::dtype_name(r.dtype)) {
+            fs::Options opt = featured(shape, causal, r.variant, r.backward, r.dtype, f);
             if (shape.square()) opt.trace_path = (dir / (step.id + ".json")).string();  // traces are square
             const fs::RunPlan plan(step, opt);
-            const fs::HostProblem p = fs::random_problem(opt.shape, 31, opt.backward);
-            const fs::CaseReport report = fs::run_case(plan, p, fs::testing::test_device());
-            REQUIRE(report.passes.size() == (opt.backward ? 2u : 1u));
-            for (const auto& pass : report.passes) {
-              INFO(pass.pass << ": " << pass.check->summary());
-              REQUIRE(pass.check->pass());
-            }
+            const fs::HostProblem p = fs::random_problem(opt.shape, 31, opt.backward, opt.dtype);
+            require_checked(plan, p, opt.backward);
             if (opt.trace_path.empty()) continue;
             for (const fs::TraceFile& t : fs::trace_case(plan, p, fs::testing::test_device())) {
               INFO(t.pass << ": " << t.report.summary()
@@ -163,4 +177,34 @@ TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-
           }
         }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("step 08's fa2 and deterministic with the interface features at every head dimension, bf16 and fp16, "
+          "odd lengths and grouped K/V heads: planned, run and checked against the fp64 reference",
+          "[gpu][features][tc]") {
+  struct Kv {
+    int N, Nk, H, Hkv;
+  };
+  const int d = GENERATE(32, 64, 96, 128, 256);
+  const bool causal = GENERATE(false, true);
+  const int variant = GENERATE(0, 1);  // fa2 (dQ by atomics), deterministic
+  const fs::DType dtype = d % 64 == 0 ? fs::DType::bf16 : fs::DType::fp16;
+  const fs::StepInfo& step = *fs::find_step("08");
+  for (const Kv kv : {Kv{1, 17, 2, 1}, Kv{17, 1, 2, 2}, Kv{257, 1025, 4, 2}, Kv{1025, 257, 4, 1}, Kv{1000, 1000, 6, 3}})
+    for (const Features f : {Features{-1, -1, 0.f, false, 0.f}, Features{64, 0, 0.f, false, 0.f},
+                             Features{3, 130, 30.f, true, 0.f}, Features{5000, 5000, 0.f, false, 0.f},
+                             Features{100, 20, 2.f, true, 0.15f}}) {
+      fs::Shape shape{1, kv.H, kv.N, d};
+      shape.Nk = kv.Nk;
+      shape.Hkv = kv.Hkv;
+      if (shape.square() && f.left < 0 && f.softcap == 0.f) continue;  // nothing beyond the plain run
+      DYNAMIC_SECTION(step.label(variant) << " " << fs::dtype_name(dtype) << " N=" << kv.N << " Nk=" << kv.Nk
+                                          << " H=" << kv.H << " Hkv=" << kv.Hkv << " d=" << d
+                                          << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
+                                          << ") softcap " << f.softcap << (f.alibi ? " alibi" : "") << " dropout "
+                                          << f.dropout) {
+        const fs::RunPlan plan(step, featured(shape, causal, variant, true, dtype, f));
+        require_checked(plan, fs::random_problem(shape, 7ull * kv.N + kv.Nk + d, true, dtype), true);
+      }
+    }
 }

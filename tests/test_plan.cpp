@@ -2,6 +2,7 @@
 // line, whether or not the machine has a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -138,7 +139,7 @@ TEST_CASE("the score features: refused where the kernels lack them, kept by the 
   std::string with;
   for (const auto& step : fs::all_steps())
     if (step.score_mods) with += (with.empty() ? "" : " ") + step.id.substr(0, 2);
-  REQUIRE(with == "04 05");  // kStepsScoreMods's list
+  REQUIRE(with == "04 05 08");  // kStepsScoreMods's list
   fs::Options opt = options({1, 4, 10, 64});
   opt.window_left = 2;
   opt.window_right = 0;
@@ -183,7 +184,7 @@ TEST_CASE("K and V of their own shape: refused by steps whose kernels take squar
   std::string with;
   for (const auto& step : fs::all_steps())
     if (step.kv_shapes) with += (with.empty() ? "" : " ") + step.id.substr(0, 2);
-  REQUIRE(with == "04 05");  // kStepsKvShapes's list
+  REQUIRE(with == "04 05 08");  // kStepsKvShapes's list
   fs::Options opt = options({1, 4, 100, 64});
   opt.shape.Nk = 50;
   opt.shape.Hkv = 2;
@@ -195,4 +196,34 @@ TEST_CASE("K and V of their own shape: refused by steps whose kernels take squar
   REQUIRE(fs::RunPlan(*fs::find_step("05"), opt).mask_label() == "seq-k:50+heads-kv:2");  // the CSV row's label
   opt.trace_path = (std::filesystem::temp_directory_path() / "flashsteps_plan_trace.json").string();
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("--trace records square problems"));
+}
+
+TEST_CASE("step 08 takes the interface features in fa2 and deterministic, and its rungs and key_warps refuse them",
+          "[plan][features]") {
+  fs::Options opt = options({1, 4, 100, 64});
+  opt.dtype = fs::DType::bf16;
+  opt.backward = true;
+  opt.shape.Nk = 150;
+  opt.shape.Hkv = 2;
+  opt.window_left = 20;
+  opt.window_right = 0;
+  opt.softcap = 30.f;
+  opt.alibi = true;
+  const fs::StepInfo& step = *fs::find_step("08");
+  auto index = [&](const std::string& name) {
+    return int(std::find(step.variants.begin(), step.variants.end(), name) - step.variants.begin());
+  };
+  for (const char* v : {"fa2", "deterministic"}) {
+    opt.variant = index(v);
+    REQUIRE_NOTHROW(fs::RunPlan(step, opt));
+  }
+  REQUIRE(fs::RunPlan(step, opt).mask_label() == "seq-k:150+heads-kv:2+window:20:0+softcap:30+alibi");
+  for (const char* v : {"r1_mma", "r4_p_in_regs", "key_warps"}) {
+    opt.variant = index(v);
+    REQUIRE(opt.variant < int(step.variants.size()));
+    REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("compiled into fa2 and deterministic"));
+    fs::Options square = opt;  // the score features alone, too
+    square.shape.Nk = square.shape.Hkv = 0;
+    REQUIRE_THROWS_WITH(fs::RunPlan(step, square), Catch::Contains("compiled into fa2 and deterministic"));
+  }
 }

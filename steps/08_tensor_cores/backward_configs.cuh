@@ -66,7 +66,8 @@ using KeyWarps = std::conditional_t<D == 64, DkdvConfig<E, 64, 4, 64, 1, true, 2
 template <typename E, int D>
 void tc_backward_dispatch(const BwdParams& p) {
   if constexpr (is_ladder_head_dim(D)) {
-    if (p.variant == kKeyWarps) return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq>(p, true);
+    if (p.variant == kKeyWarps)
+      return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq, /*with features*/ false>(p, true);
   }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
 }

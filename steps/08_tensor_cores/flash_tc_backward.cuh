@@ -252,10 +252,11 @@ __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, floa
 
 // P and dS of one key against queries q and q + 1 (q even: the pair a lane holds of a transposed
 // tile). On entry s0, s1 are the scores Sᵀ and dp0, dp1 are dPᵀ; on exit s0, s1 are P ∘ Z and
-// dp0, dp1 are dS = P ∘ (dP ∘ Z − D). P is 0 where causal hides the key and for keys past N (their
-// rows of K are zero-filled, S = 0, and exp(0 − LSE) can overflow when LSE is very negative), and
-// where LSE is +inf (a query past N, or one that saw no key). kExactScale: τ is a power of 2, so τs
-// is exact and one FMA rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less.
+// dp0, dp1 are dS = P ∘ (dP ∘ Z − D). P is 0 where causal hides the key (key > q + δ, δ = Nk − N
+// under Features) and for keys past Nk (their rows of K are zero-filled, S = 0, and exp(0 − LSE)
+// can overflow when LSE is very negative), and where LSE is +inf (a query past N, or one that saw
+// no key). kExactScale: τ is a power of 2, so τs is exact and one FMA rounds τs − LSE exactly as
+// tc_prob's two roundings do, an instruction less.
 // f(std::bool_constant<a>{}) and f(std::bool_constant<a>{}, std::bool_constant<b>{}): a body
 // compiled for each value, the branch taken once. The kernels pass whether τ is a power of 2 and
 // whether the stage needs a mask, so that the scores of the tiles no causal or tail mask reaches
@@ -274,7 +275,7 @@ __device__ __forceinline__ void with_flags(bool a, bool b, F&& f) {
   with_flag(a, [&](auto x) { with_flag(b, [&](auto y) { f(x, y); }); });
 }
 
-template <bool kExactScale, bool kDropout>
+template <bool kExactScale, bool kDropout, class Features>
 __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, float& dp1, float2 lse, float2 dd,
                                              int key, int q, bool edge, const BwdParams& p, const TcDropout& dropout) {
   float p0, p1;
@@ -286,9 +287,12 @@ __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, f
     p1 = tc_prob(s1, p.scale, lse.y);
   }
   if (edge) {
-    const int N = p.shape.N;
-    if (key >= N || (p.causal && key > q)) p0 = 0.f;
-    if (key >= N || (p.causal && key > q + 1)) p1 = 0.f;
+    // Nk and δ read here, and the two tests written as they are, so that with NoFeatures (Nk = N,
+    // δ = 0) nvcc emits the plain kernel's instructions: it orders a comparison's operands by their
+    // form, and `key > q + δ` came out as q >= key, which moved ptxas's register allocation.
+    const int Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+    if (key >= Nk || (p.causal && key - shift > q)) p0 = 0.f;
+    if (key >= Nk || (p.causal && key > q + 1 + shift)) p1 = 0.f;
   }
   Z2 z{1.f, 1.f};
   if constexpr (kDropout) z = dropout.along_queries(q, key);
@@ -353,15 +357,16 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
 }
 
 // dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8) × CT
-// 8-column tiles from c0, to HBM in the run's element type; keys past N are not stored.
-template <typename E, int D, int CT>
+// 8-column tiles from c0, to HBM in the run's element type; keys past Nk are not stored. head: the
+// K/V head's first row.
+template <typename E, int D, class Features, int CT>
 __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const float (&dk)[CT][4], const float (&dv)[CT][4],
                                               std::int64_t head, int key0, int c0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + g + 8 * h;
-    if (key >= p.shape.N) continue;
+    if (key >= Features::kv_len(p.shape)) continue;
     E* dst_k = as<E>(p.dk) + (head + key) * D + c0 + 2 * t4;
     E* dst_v = as<E>(p.dv) + (head + key) * D + c0 + 2 * t4;
 #pragma unroll
@@ -373,7 +378,7 @@ __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const float (&
   }
 }
 
-template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+template <typename Cfg, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads)
     tc_dkdv_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc, trace::Slices slices) {
   using E = typename Cfg::E;
@@ -396,30 +401,23 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* sL = reinterpret_cast<float*>(sdS + (kAtomicDQ ? DsTile::kElems : 0));  // 2 stages × BM: LSE
   float* sD = sL + 2 * BM;                                                        // 2 stages × BM: D
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N;  // the head's first row
+  // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
+  // (Features: N, 0 and G = 1 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t kv_bh = blockIdx.y, kv_head = Features::kv_rows(p.shape, kv_bh, kv_bh * N);  // its first row
   const int key0 = blockIdx.x / Cfg::kSplit * BN, c0 = blockIdx.x % Cfg::kSplit * DP;
-  const int n_keys = min(BN, N - key0);
+  const int n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = 16 * warp;  // the warp's first key in the tile
-  const E* gQ = as<E>(p.q) + head * D;
-  const E* gdO = as<E>(p.dout) + head * D;
+  const E* gQ_all = as<E>(p.q);      // (B, H, N, D)
+  const E* gdO_all = as<E>(p.dout);  // (B, H, N, D)
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
 
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + kv_head * D, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + kv_head * D, key0, Nk);
   cp_async_commit();
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
-
-  // The query tiles this CTA visits. Causal: none before its first key.
-  const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
-  const int n_tiles = walk.size();
-  auto load_stage = [&](int s, int i0) {
-    tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
-                                            gQ, gdO, gLse + head, gDelta + head, i0, N);
-  };
-  if (n_tiles > 0) load_stage(0, walk.start(0));
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
 
   [[maybe_unused]] std::uint32_t kf[Cfg::kKVInRegs ? KD : 1][4], vf[Cfg::kKVInRegs ? KD : 1][4];
   float dk[CT][4] = {}, dv[CT][4] = {};  // this warp's 16 keys × the CTA's DP columns
@@ -430,130 +428,154 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   static_assert(Cfg::kSplit == 1 || LaneAddress<QTile>::apart(CT, CT), "the CTA's columns apart from its loads' chunks");
   const auto q_bv0 = a_address<QTile>(sQ, c0 / 8), o_bv0 = a_address<QTile>(sdO, c0 / 8);
   [[maybe_unused]] const LaneAddress<DsTile> ds_st(sdS, wkey + g, 0, 2 * t4);  // dSᵀ's elements (atomic dQ)
-  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
-  for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
-    cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
-    __syncthreads();     // for everyone; and everyone is done with stage t − 1 and its dS
-    if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
-    if constexpr (Cfg::kKVInRegs) {
-      if (t == 0)
-#pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-          load_a(kf[kk], k_at, 0, kk);
-          load_a(vf[kk], v_at, 0, kk);
-        }
-    }
-    const int stage_bytes = s * int(kE * QTile::kElems);
-    const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
-    const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
-    const float* sLs = sL + s * BM;
-    const float* sDs = sD + s * BM;
+  // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
+  for (int gq = 0; gq < Features::group(p.shape); ++gq) {
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;  // the query head's first row
+    const E* gQ = gQ_all + head * D;
+    const E* gdO = gdO_all + head * D;
+    // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
+    // reaches key0; a window: none outside it.
+    const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+    const DenseWalk<BM> walk =
+        features.queries(DenseWalk<BM>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
+    const int n_tiles = walk.size();
+    auto load_stage = [&](int s, int i0) {
+      tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
+                                              gQ, gdO, gLse + head, gDelta + head, i0, N);
+    };
+    if (gq > 0) __syncthreads();  // every warp is done with the last head's stages and dS before they are refilled
+    if (n_tiles > 0) load_stage(0, walk.start(0));
+    [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
-    // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warp's 16 keys × BM queries.
-    float st[NT][4] = {}, dpt[NT][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      std::uint32_t ak[4], av[4];
+    for (int t = 0; t < n_tiles; ++t) {
+      const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
+      cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
+      __syncthreads();     // for everyone; and everyone is done with stage t − 1 and its dS
+      if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
       if constexpr (Cfg::kKVInRegs) {
+        if (t == 0)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) ak[i] = kf[kk][i], av[i] = vf[kk][i];
-      } else {
-        load_a(ak, k_at, 0, kk);
-        load_a(av, v_at, 0, kk);
+          for (int kk = 0; kk < KD; ++kk) {
+            load_a(kf[kk], k_at, 0, kk);
+            load_a(vf[kk], v_at, 0, kk);
+          }
       }
+      const int stage_bytes = s * int(kE * QTile::kElems);
+      const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
+      const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
+      const float* sLs = sL + s * BM;
+      const float* sDs = sD + s * BM;
+
+      // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warp's 16 keys × BM queries.
+      float st[NT][4] = {}, dpt[NT][4] = {};
 #pragma unroll
-      for (int nt = 0; nt < NT; nt += 2) {
-        std::uint32_t bq[4], bo[4];
-        load_b_k(bq, q_bk, 8 * nt, kk);
-        load_b_k(bo, o_bk, 8 * nt, kk);
-        Element<E>::mma(st[nt], ak, bq[0], bq[1]);
-        Element<E>::mma(st[nt + 1], ak, bq[2], bq[3]);
-        Element<E>::mma(dpt[nt], av, bo[0], bo[1]);
-        Element<E>::mma(dpt[nt + 1], av, bo[2], bo[3]);
+      for (int kk = 0; kk < KD; ++kk) {
+        std::uint32_t ak[4], av[4];
+        if constexpr (Cfg::kKVInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) ak[i] = kf[kk][i], av[i] = vf[kk][i];
+        } else {
+          load_a(ak, k_at, 0, kk);
+          load_a(av, v_at, 0, kk);
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += 2) {
+          std::uint32_t bq[4], bo[4];
+          load_b_k(bq, q_bk, 8 * nt, kk);
+          load_b_k(bo, o_bk, 8 * nt, kk);
+          Element<E>::mma(st[nt], ak, bq[0], bq[1]);
+          Element<E>::mma(st[nt + 1], ak, bq[2], bq[3]);
+          Element<E>::mma(dpt[nt], av, bo[0], bo[1]);
+          Element<E>::mma(dpt[nt + 1], av, bo[2], bo[3]);
+        }
+      }
+      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
+
+      // Softcap, ALiBi, the window on Sᵀ (here nothing). P = exp(S − LSE) and dS = P ∘ (dP ∘ Z − D)
+      // (tc_p_ds_pair): st becomes P ∘ Z and dpt dS, times the softcap's derivative. Element e of
+      // tile nt: key g + 8(e/2) of the warp, query 8nt + 2t4 + e%2. Queries past N add nothing
+      // (zero-filled: see tc_load_bwd_stage).
+      const auto chain = tc_scores<true>(features, st, key0 + wkey, i0);
+      const bool edge = (p.causal && key0 + BN - 1 > i0 + shift) || key0 + BN > Nk;  // the tiles that need a mask
+      // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
+      // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score. Both
+      // branches are taken once per tile, around the whole loop (with_flags).
+      const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
+      with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
+          const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            tc_p_ds_pair<decltype(exact_scale)::value, kDropout, Features>(
+                st[nt][2 * h], st[nt][2 * h + 1], dpt[nt][2 * h], dpt[nt][2 * h + 1], lse, dd, key0 + wkey + g + 8 * h,
+                i0 + 8 * nt + 2 * t4, decltype(masked)::value, p, dropout);
+        }
+      });
+      chain.apply(dpt);  // the softcap's derivative, for dK and dQ
+      FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
+
+      // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the A fragment of queries [16kq, 16kq + 16) is
+      // the accumulators of the 8-query tiles 2kq and 2kq + 1 (mma.cuh), rounded to 16 bits.
+#pragma unroll
+      for (int kq = 0; kq < KQ; ++kq) {
+        std::uint32_t ap[4], ads[4];
+        ap[0] = Element<E>::pack(st[2 * kq][0], st[2 * kq][1]);
+        ap[1] = Element<E>::pack(st[2 * kq][2], st[2 * kq][3]);
+        ap[2] = Element<E>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
+        ap[3] = Element<E>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
+        ads[0] = Element<E>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
+        ads[1] = Element<E>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
+        ads[2] = Element<E>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
+        ads[3] = Element<E>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
+        if constexpr (kAtomicDQ) {  // dSᵀ to shared memory, as dQ's products read it: (key, query)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+              st_shared_u32(ds_st.at(8 * h, 2 * kq + half), ads[2 * half + h]);
+        }
+#pragma unroll
+        for (int ct = 0; ct < CT; ct += 2) {
+          std::uint32_t bo[4], bq[4];
+          load_b_v(bo, o_bv, kq, 8 * ct);
+          load_b_v(bq, q_bv, kq, 8 * ct);
+          Element<E>::mma(dv[ct], ap, bo[0], bo[1]);
+          Element<E>::mma(dv[ct + 1], ap, bo[2], bo[3]);
+          Element<E>::mma(dk[ct], ads, bq[0], bq[1]);
+          Element<E>::mma(dk[ct + 1], ads, bq[2], bq[3]);
+        }
+      }
+      FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, kv_bh, key0, n_keys, c0, DP, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, kv_bh, key0, n_keys, c0, DP, 0);
+
+      if constexpr (kAtomicDQ) {
+        __syncthreads();  // every warp's dS rows are in
+        tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, c0);
+        // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
+        FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
       }
     }
-    FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
-    FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
-
-    // P = exp(S − LSE) and dS = P ∘ (dP ∘ Z − D) (tc_p_ds_pair): st becomes P ∘ Z and dpt dS.
-    // Element e of tile nt: key g + 8(e/2) of the warp, query 8nt + 2t4 + e%2. Queries past N add
-    // nothing (zero-filled: see tc_load_bwd_stage).
-    const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;  // the tiles that need a mask
-    // Where τ is a power of 2 (the default τ = 1/√d at d = 64 and 256), τs is exact and one FMA
-    // rounds τs − LSE exactly as tc_prob's two roundings do, an instruction less per score. Both
-    // branches are taken once per tile, around the whole loop (with_flags).
-    const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-    with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float2 lse = *reinterpret_cast<const float2*>(sLs + 8 * nt + 2 * t4);  // +inf: P = 0
-        const float2 dd = *reinterpret_cast<const float2*>(sDs + 8 * nt + 2 * t4);
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[nt][2 * h], st[nt][2 * h + 1], dpt[nt][2 * h],
-                                                               dpt[nt][2 * h + 1], lse, dd, key0 + wkey + g + 8 * h,
-                                                               i0 + 8 * nt + 2 * t4, decltype(masked)::value, p, dropout);
-      }
-    });
-    FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
-
-    // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the A fragment of queries [16kq, 16kq + 16) is
-    // the accumulators of the 8-query tiles 2kq and 2kq + 1 (mma.cuh), rounded to 16 bits.
-#pragma unroll
-    for (int kq = 0; kq < KQ; ++kq) {
-      std::uint32_t ap[4], ads[4];
-      ap[0] = Element<E>::pack(st[2 * kq][0], st[2 * kq][1]);
-      ap[1] = Element<E>::pack(st[2 * kq][2], st[2 * kq][3]);
-      ap[2] = Element<E>::pack(st[2 * kq + 1][0], st[2 * kq + 1][1]);
-      ap[3] = Element<E>::pack(st[2 * kq + 1][2], st[2 * kq + 1][3]);
-      ads[0] = Element<E>::pack(dpt[2 * kq][0], dpt[2 * kq][1]);
-      ads[1] = Element<E>::pack(dpt[2 * kq][2], dpt[2 * kq][3]);
-      ads[2] = Element<E>::pack(dpt[2 * kq + 1][0], dpt[2 * kq + 1][1]);
-      ads[3] = Element<E>::pack(dpt[2 * kq + 1][2], dpt[2 * kq + 1][3]);
-      if constexpr (kAtomicDQ) {  // dSᵀ to shared memory, as dQ's products read it: (key, query)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int half = 0; half < 2; ++half)
-            st_shared_u32(ds_st.at(8 * h, 2 * kq + half), ads[2 * half + h]);
-      }
-#pragma unroll
-      for (int ct = 0; ct < CT; ct += 2) {
-        std::uint32_t bo[4], bq[4];
-        load_b_v(bo, o_bv, kq, 8 * ct);
-        load_b_v(bq, q_bv, kq, 8 * ct);
-        Element<E>::mma(dv[ct], ap, bo[0], bo[1]);
-        Element<E>::mma(dv[ct + 1], ap, bo[2], bo[3]);
-        Element<E>::mma(dk[ct], ads, bq[0], bq[1]);
-        Element<E>::mma(dk[ct + 1], ads, bq[2], bq[3]);
-      }
-    }
-    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, c0, DP, 0);
-    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, c0, DP, 0);
-
-    if constexpr (kAtomicDQ) {
-      __syncthreads();  // every warp's dS rows are in
-      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, c0);
-      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, c0, DP, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, c0, DP, n_q * DP * kF);
-    }
+    if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or outside the window
+      walk.for_each_skipped(N, [&](int i, int n) {
+        FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0);
+      });
+    if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
   }
-  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
-    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
-  if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
 
   // dK_j = τ dK, dV_j → HBM (line 24).
-  tc_store_dkdv<E, D>(p, dk, dv, head, key0 + wkey, c0);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, c0, DP, n_keys * DP * kE);
+  tc_store_dkdv<E, D, Features>(p, dk, dv, kv_head, key0 + wkey, c0);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
 }
 
 // dK/dV with FlashAttention-2's warp layout (DkdvSmemConfig): the same passes, stages and
@@ -562,7 +584,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 // queries read every Q_i and dO_i row once per 16 keys; here a warp's kWarpKeys (32) keys meet
 // kWarpQueries of them, and each element read from shared memory feeds twice the products. The
 // price is P and dS through shared memory, and a barrier between Sᵀ and dK, dV.
-template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+template <typename Cfg, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads)
     tc_dkdv_smem_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc,
                         trace::Slices slices) {
@@ -588,33 +610,26 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* sL = reinterpret_cast<float*>(sdS + PTile::kElems);  // 2 stages × BM: LSE
   float* sD = sL + 2 * BM;                                    // 2 stages × BM: D
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N;  // the head's first row
-  const int key0 = blockIdx.x * BN, n_keys = min(BN, N - key0);
+  // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
+  // (Features: N, 0 and G = 1 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t kv_bh = blockIdx.y, kv_head = Features::kv_rows(p.shape, kv_bh, kv_bh * N);  // its first row
+  const int key0 = blockIdx.x * BN, n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = Cfg::kWarpKeys * (warp % Cfg::kKeyGroups);  // the warp's first key in the tile
   const int other = warp / Cfg::kKeyGroups;
   const int wq = Cfg::kWarpQueries * other, wc = Cfg::kWarpCols * other;  // its queries (Sᵀ), columns (dK, dV)
-  const E* gQ = as<E>(p.q) + head * D;
-  const E* gdO = as<E>(p.dout) + head * D;
+  const E* gQ_all = as<E>(p.q);      // (B, H, N, D)
+  const E* gdO_all = as<E>(p.dout);  // (B, H, N, D)
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
 
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + head * D, key0, N);
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + head * D, key0, N);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + kv_head * D, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + kv_head * D, key0, Nk);
   cp_async_commit();
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, key0, n_keys, 0, D, n_keys * D * kE);
-  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, key0, n_keys, 0, D, n_keys * D * kE);
-
-  const DenseWalk<BM> walk = DenseWalk<BM>::queries_of(p.sparse, N, key0, p.causal);
-  const int n_tiles = walk.size();
-  auto load_stage = [&](int s, int i0) {
-    tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
-                                            gQ, gdO, gLse + head, gDelta + head, i0, N);
-  };
-  if (n_tiles > 0) load_stage(0, walk.start(0));
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
 
   float dk[MT][CT][4] = {}, dv[MT][CT][4] = {};  // the warp's keys × its kWarpCols columns
-  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
   // Where this lane reads (mma.cuh, LaneAddress): the warp's keys of K and V, P and dS as A
   // fragments; stage 0 of the warp's queries of Q and dO as B fragments for Sᵀ and dPᵀ (K's
   // pattern), and of its columns of Q and dO for dK and dV (V's).
@@ -627,124 +642,151 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // And where it writes P's and dS's elements (key wkey + g, query wq + 2·t4, plus constants).
   const LaneAddress<PTile> pds_at(sP, wkey + g, wq / 8, 2 * t4);
 
-  for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
-    cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
-    __syncthreads();     // for everyone; and everyone is done with stage t − 1, its P and its dS
-    if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
-    const int stage_bytes = s * int(kE * QTile::kElems);
-    const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
-    const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
-    const float* sLs = sL + s * BM;
-    const float* sDs = sD + s * BM;
+  // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
+  for (int gq = 0; gq < Features::group(p.shape); ++gq) {
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;  // the query head's first row
+    const E* gQ = gQ_all + head * D;
+    const E* gdO = gdO_all + head * D;
+    // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
+    // reaches key0; a window: none outside it.
+    const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+    const DenseWalk<BM> walk =
+        features.queries(DenseWalk<BM>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
+    const int n_tiles = walk.size();
+    auto load_stage = [&](int s, int i0) {
+      tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
+                                              gQ, gdO, gLse + head, gDelta + head, i0, N);
+    };
+    if (gq > 0) __syncthreads();  // every warp is done with the last head's stages, P and dS before they are refilled
+    if (n_tiles > 0) load_stage(0, walk.start(0));
+    [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
 
-    {  // Sᵀ = K_j Q_iᵀ, dPᵀ = V_j dO_iᵀ for the warp's keys × queries; then P and dS to shared memory
-      float st[MT][NT][4] = {}, dpt[MT][NT][4] = {};
+    for (int t = 0; t < n_tiles; ++t) {
+      const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
+      cp_async_wait<0>();  // stage t (and, the first time, K_j and V_j) has landed for this thread,
+      __syncthreads();     // for everyone; and everyone is done with stage t − 1, its P and its dS
+      if (t + 1 < n_tiles) load_stage(s ^ 1, walk.start(t + 1));  // in flight while t is computed
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, n_q, 0, D, n_q * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, i0, n_q, 0, D, n_q * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, i0, n_q, 0, 1, n_q * kF);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, i0, n_q, 0, 1, n_q * kF);
+      const int stage_bytes = s * int(kE * QTile::kElems);
+      const auto q_bk = q_bk0 + stage_bytes, o_bk = o_bk0 + stage_bytes;
+      const auto q_bv = q_bv0 + stage_bytes, o_bv = o_bv0 + stage_bytes;
+      const float* sLs = sL + s * BM;
+      const float* sDs = sD + s * BM;
+
+      {  // Sᵀ = K_j Q_iᵀ, dPᵀ = V_j dO_iᵀ for the warp's keys × queries; then P and dS to shared memory
+        float st[MT][NT][4] = {}, dpt[MT][NT][4] = {};
 #pragma unroll
-      for (int kk = 0; kk < KD; ++kk) {
-        std::uint32_t bq[NT / 2][4], bo[NT / 2][4];
-#pragma unroll
-        for (int j = 0; j < NT / 2; ++j) {
-          load_b_k(bq[j], q_bk, 16 * j, kk);
-          load_b_k(bo[j], o_bk, 16 * j, kk);
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          std::uint32_t ak[4], av[4];
-          load_a(ak, k_at, 16 * mt, kk);
-          load_a(av, v_at, 16 * mt, kk);
+        for (int kk = 0; kk < KD; ++kk) {
+          std::uint32_t bq[NT / 2][4], bo[NT / 2][4];
 #pragma unroll
           for (int j = 0; j < NT / 2; ++j) {
-            Element<E>::mma(st[mt][2 * j], ak, bq[j][0], bq[j][1]);
-            Element<E>::mma(st[mt][2 * j + 1], ak, bq[j][2], bq[j][3]);
-            Element<E>::mma(dpt[mt][2 * j], av, bo[j][0], bo[j][1]);
-            Element<E>::mma(dpt[mt][2 * j + 1], av, bo[j][2], bo[j][3]);
+            load_b_k(bq[j], q_bk, 16 * j, kk);
+            load_b_k(bo[j], o_bk, 16 * j, kk);
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            std::uint32_t ak[4], av[4];
+            load_a(ak, k_at, 16 * mt, kk);
+            load_a(av, v_at, 16 * mt, kk);
+#pragma unroll
+            for (int j = 0; j < NT / 2; ++j) {
+              Element<E>::mma(st[mt][2 * j], ak, bq[j][0], bq[j][1]);
+              Element<E>::mma(st[mt][2 * j + 1], ak, bq[j][2], bq[j][3]);
+              Element<E>::mma(dpt[mt][2 * j], av, bo[j][0], bo[j][1]);
+              Element<E>::mma(dpt[mt][2 * j + 1], av, bo[j][2], bo[j][3]);
+            }
+          }
+        }
+        FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
+        FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
+
+        // Softcap, ALiBi, the window on Sᵀ (here nothing). P and dS (tc_p_ds_pair), dS times the
+        // softcap's derivative, element e of tile (mt, nt): key wkey + 16mt + g + 8(e/2), query
+        // wq + 8nt + 2t4 + e%2; rounded to 16 bits as the products read them, each pair one 4-byte
+        // store. The 8 groups g write 8 rows of one chunk column, which the swizzle puts in 8
+        // different bank groups.
+        TcChain<Features, NT> chain[MT];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) chain[mt] = tc_scores<true>(features, st[mt], key0 + wkey + 16 * mt, i0 + wq);
+        const bool edge = (p.causal && key0 + BN - 1 > i0 + shift) || key0 + BN > Nk;
+        const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
+        with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int q = wq + 8 * nt + 2 * t4;
+            const float2 lse = *reinterpret_cast<const float2*>(sLs + q);  // +inf: P = 0
+            const float2 dd = *reinterpret_cast<const float2*>(sDs + q);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int key = wkey + 16 * mt + g + 8 * h;
+                tc_p_ds_pair<decltype(exact_scale)::value, kDropout, Features>(
+                    st[mt][nt][2 * h], st[mt][nt][2 * h + 1], dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
+                    key0 + key, i0 + q, decltype(masked)::value, p, dropout);
+                chain[mt].apply(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], nt, 2 * h);
+                const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
+                st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
+                st_shared_u32(at + kE * PTile::kElems, Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]));
+              }
+          }
+        });
+        FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
+      }
+      __syncthreads();  // every warp's P and dS are in
+
+      // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
+#pragma unroll
+      for (int kq = 0; kq < KQ; ++kq) {
+        std::uint32_t ap[MT][4], ads[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          load_a(ap[mt], p_at, 16 * mt, kq);
+          load_a(ads[mt], ds_at, 16 * mt, kq);
+        }
+#pragma unroll
+        for (int ct = 0; ct < CT; ct += 2) {
+          std::uint32_t bo[4], bq[4];
+          load_b_v(bo, o_bv, kq, 8 * ct);
+          load_b_v(bq, q_bv, kq, 8 * ct);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
+            Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
+            Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
+            Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
           }
         }
       }
-      FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, i0, n_q, key0, n_keys, 0);
-      FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, i0, n_q, key0, n_keys, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, kv_bh, key0, n_keys, 0, D, 0);
+      FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, kv_bh, key0, n_keys, 0, D, 0);
 
-      // P and dS (tc_p_ds_pair), element e of tile (mt, nt): key wkey + 16mt + g + 8(e/2), query
-      // wq + 8nt + 2t4 + e%2; rounded to 16 bits as the products read them, each pair one 4-byte
-      // store. The 8 groups g write 8 rows of one chunk column, which the swizzle puts in 8
-      // different bank groups.
-      const bool edge = (p.causal && key0 + BN - 1 > i0) || key0 + BN > N;
-      const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-      with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int q = wq + 8 * nt + 2 * t4;
-          const float2 lse = *reinterpret_cast<const float2*>(sLs + q);  // +inf: P = 0
-          const float2 dd = *reinterpret_cast<const float2*>(sDs + q);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int key = wkey + 16 * mt + g + 8 * h;
-              tc_p_ds_pair<decltype(exact_scale)::value, kDropout>(st[mt][nt][2 * h], st[mt][nt][2 * h + 1],
-                                                                   dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
-                                                                   key0 + key, i0 + q, decltype(masked)::value, p, dropout);
-              const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
-              st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
-              st_shared_u32(at + kE * PTile::kElems, Element<E>::pack(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1]));
-            }
-        }
+      if constexpr (kAtomicDQ) {
+        tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
+        // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+        FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
+        FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+      }
+    }
+    if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or outside the window
+      walk.for_each_skipped(N, [&](int i, int n) {
+        FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0);
       });
-      FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, i0, n_q, key0, n_keys, 0);
-    }
-    __syncthreads();  // every warp's P and dS are in
-
-    // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
-#pragma unroll
-    for (int kq = 0; kq < KQ; ++kq) {
-      std::uint32_t ap[MT][4], ads[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        load_a(ap[mt], p_at, 16 * mt, kq);
-        load_a(ads[mt], ds_at, 16 * mt, kq);
-      }
-#pragma unroll
-      for (int ct = 0; ct < CT; ct += 2) {
-        std::uint32_t bo[4], bq[4];
-        load_b_v(bo, o_bv, kq, 8 * ct);
-        load_b_v(bq, q_bv, kq, 8 * ct);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
-          Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
-          Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
-          Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
-        }
-      }
-    }
-    FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, bh, key0, n_keys, 0, D, 0);
-    FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, bh, key0, n_keys, 0, D, 0);
-
-    if constexpr (kAtomicDQ) {
-      tc_add_dq_share<Cfg>(sdS, sK, dq_acc, head, i0, N, 0);
-      // An atomic add reads and writes the dQ_i tile (Algorithm 4, lines 10 and 21).
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-    }
+    if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
   }
-  if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal)
-    walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
-  if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
 
   // dK_j = τ dK, dV_j → HBM (line 24).
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D>(p, dk[mt], dv[mt], head, key0 + wkey + 16 * mt, wc);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, bh, key0, n_keys, 0, D, n_keys * D * kE);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, bh, key0, n_keys, 0, D, n_keys * D * kE);
+  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D, Features>(p, dk[mt], dv[mt], kv_head, key0 + wkey + 16 * mt, wc);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
+  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
 }
 
-template <typename Cfg, bool kDropout, bool kTrace>
+template <typename Cfg, bool kDropout, class Features, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads)
     tc_dq_kernel(const BwdParams p, const float* __restrict__ gDelta, trace::Slices slices) {
   using E = typename Cfg::E;
@@ -760,14 +802,16 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   E* sK = sdO + QTile::kElems;         // 2 stages × (BN, D)
   E* sV = sK + 2 * KVTile::kElems;     // 2 stages × (BN, D)
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N;
+  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t bh = blockIdx.y, head = bh * N, kv_bh = Features::kv_head(p.shape, bh);
+  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head);  // kv_bh · Nk
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
   const int row0 = tile * BM, n_rows = min(BM, N - row0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wrow0 = warp * 16 * MT;
-  const E* gK = as<E>(p.k) + head * D;
-  const E* gV = as<E>(p.v) + head * D;
+  const E* gK = as<E>(p.k) + kv_head * D;
+  const E* gV = as<E>(p.v) + kv_head * D;
 
   load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head * D, row0, N);
   load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + head * D, row0, N);
@@ -786,13 +830,16 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::LSE, bh, row0, n_rows, 0, 1, n_rows * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::D, bh, row0, n_rows, 0, 1, n_rows * kF);
 
-  // The key tiles this CTA visits. Causal: none past its last row.
+  // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
+  // none outside it.
   const int last_row = min(N, row0 + BM) - 1;
-  const DenseWalk<BN> walk = DenseWalk<BN>::keys_of(p.sparse, N, row0, last_row, p.causal);
+  const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+  const DenseWalk<BN> walk =
+      features.keys(DenseWalk<BN>::keys_of(p.sparse, Nk, row0, last_row + shift, p.causal), row0, last_row);
   const int n_tiles = walk.size();
   auto load_kv = [&](int s, int j0) {
-    load_tile<KVTile, Cfg::kThreads>(sK + s * KVTile::kElems, gK, j0, N);
-    load_tile<KVTile, Cfg::kThreads>(sV + s * KVTile::kElems, gV, j0, N);
+    load_tile<KVTile, Cfg::kThreads>(sK + s * KVTile::kElems, gK, j0, Nk);
+    load_tile<KVTile, Cfg::kThreads>(sV + s * KVTile::kElems, gV, j0, Nk);
     cp_async_commit();
   };
   if (n_tiles > 0) load_kv(0, walk.start(0));
@@ -805,12 +852,12 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const auto k_bk0 = b_k_address<KVTile>(sK), v_bk0 = b_k_address<KVTile>(sV);
   const auto k_bv0 = a_address<KVTile>(sK);
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t & 1, j0 = walk.start(t), n_k = min(BN, N - j0);
+    const int s = t & 1, j0 = walk.start(t), n_k = min(BN, Nk - j0);
     cp_async_wait<0>();  // tile t has landed for this thread,
     __syncthreads();     // for everyone; and everyone is done with tile t − 1's stage
     if (t + 1 < n_tiles) load_kv(s ^ 1, walk.start(t + 1));  // in flight while t is computed
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, n_k, 0, D, n_k * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, n_k, 0, D, n_k * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j0, n_k, 0, D, n_k * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, n_k, 0, D, n_k * D * kE);
     const int stage_bytes = s * int(kE * KVTile::kElems);
     const auto k_bk = k_bk0 + stage_bytes, v_bk = v_bk0 + stage_bytes, k_bv = k_bv0 + stage_bytes;
 
@@ -841,27 +888,34 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, n_rows, j0, n_k, 0);
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, n_rows, j0, n_k, 0);
 
-    // dS = P ∘ (dP ∘ Z − D), in sc; P = 0 where causal hides the key and for keys past N.
-    // The mask is compiled in or out, the branch taken once per tile (with_flag).
-    const bool edge = (p.causal && j0 + BN - 1 > row0) || j0 + BN > N;
-    with_flag(edge, [&](auto masked) {
+    // Softcap, ALiBi, the window on S (here nothing). dS = P ∘ (dP ∘ Z − D), in sc, times the
+    // softcap's derivative; P = 0 where causal hides the key (past the query's diagonal key
+    // row + δ) and for keys past Nk.
+    TcChain<Features, NT> chain[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) chain[mt] = tc_scores<false>(features, sc[mt], row0 + wrow0 + 16 * mt, j0);
+    const bool edge = (p.causal && j0 + BN - 1 > row0 + shift) || j0 + BN > Nk;
+    with_flag(edge, [&](auto masked) {  // the mask compiled in or out, the branch taken once per tile
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int row = row0 + wrow0 + 16 * mt + g + 8 * h, col = j0 + 8 * nt + 2 * t4;
+            // The query, its diagonal key row + δ (computed here, not in the test below: there nvcc laid
+            // out the plain kernel's masking branches differently even with δ the constant 0), the key.
+            const int row = row0 + wrow0 + 16 * mt + g + 8 * h, diag = row + shift, col = j0 + 8 * nt + 2 * t4;
             float p0 = tc_prob(sc[mt][nt][2 * h], p.scale, lse[mt][h]);
             float p1 = tc_prob(sc[mt][nt][2 * h + 1], p.scale, lse[mt][h]);
             if constexpr (decltype(masked)::value) {
-              if (col >= N || (p.causal && col > row)) p0 = 0.f;
-              if (col + 1 >= N || (p.causal && col + 1 > row)) p1 = 0.f;
+              if (col >= Nk || (p.causal && col > diag)) p0 = 0.f;
+              if (col + 1 >= Nk || (p.causal && col + 1 > diag)) p1 = 0.f;
             }
             Z2 z{1.f, 1.f};
             if constexpr (kDropout) z = dropout.along_keys(row, col);
             sc[mt][nt][2 * h] = p0 * (dp[mt][nt][2 * h] * z.z0 - delta[mt][h]);
             sc[mt][nt][2 * h + 1] = p1 * (dp[mt][nt][2 * h + 1] * z.z1 - delta[mt][h]);
+            chain[mt].apply(sc[mt][nt][2 * h], sc[mt][nt][2 * h + 1], nt, 2 * h);
           }
     });
     FS_TRACE_EVENT(tr, Kind::ComputeDS, Tensor::dS, bh, row0, n_rows, j0, n_k, 0);
@@ -890,8 +944,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
   }
-  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
-    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or outside the window
+    walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
   if (n_tiles == 0) cp_async_wait<0>();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -917,18 +971,18 @@ inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
 
 // The dK/dV kernel of a configuration: P and dS in registers (DkdvConfig) or through shared
 // memory (DkdvSmemConfig).
-template <typename Cfg, bool kDropout, bool kAtomicDQ, bool kTrace>
+template <typename Cfg, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
 constexpr auto tc_dkdv_kernel_of() {
   if constexpr (Cfg::kSmemPds)
-    return tc_dkdv_smem_kernel<Cfg, kDropout, kAtomicDQ, kTrace>;
+    return tc_dkdv_smem_kernel<Cfg, kDropout, kAtomicDQ, Features, kTrace>;
   else
-    return tc_dkdv_kernel<Cfg, kDropout, kAtomicDQ, kTrace>;
+    return tc_dkdv_kernel<Cfg, kDropout, kAtomicDQ, Features, kTrace>;
 }
 
 // The backward: preprocess, dK/dV with atomic dQ and the convert, or (deterministic) preprocess,
 // dK/dV, then the dQ kernel.
-template <typename Dkdv, typename Dq, bool kDropout>
-void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
+template <typename Dkdv, typename Dq, bool kDropout, class Features>
+void launch_tc_backward_as(const BwdParams& p, bool atomic_dq) {
   using E = typename Dkdv::E;
   const Shape& s = p.shape;
   float* delta = static_cast<float*>(p.workspace);
@@ -936,15 +990,16 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   if (p.trace) p.trace->set_tiles(Dkdv::kQueries, Dkdv::kKeys);
   const char* dkdv_name = Dkdv::kSmemPds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kTcPreprocessRows - 1) / kTcPreprocessRows);
-  const dim3 grid(static_cast<unsigned>((s.N + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
-                  static_cast<unsigned>(s.heads()));
+  // dK/dV: CTAs per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head.
+  const dim3 grid(static_cast<unsigned>((s.keys() + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
+                  static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()));
   if (atomic_dq) {
     trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
                   tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                   dq_acc);
-    trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, false>(),
-                  tc_dkdv_kernel_of<Dkdv, kDropout, true, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(true), p.stream,
-                  p, delta, dq_acc);
+    trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, false>(),
+                  tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, true>(), grid, Dkdv::kThreads,
+                  Dkdv::smem_bytes(true), p.stream, p, delta, dq_acc);
     const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
     trace::launch(p.trace, "tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>,
                   cvt_grid, 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
@@ -953,20 +1008,33 @@ void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
                 tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
                 dq_acc);
-  trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, false>(),
-                tc_dkdv_kernel_of<Dkdv, kDropout, false, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false), p.stream,
-                p, delta, dq_acc);
+  trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
+                tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads,
+                Dkdv::smem_bytes(false), p.stream, p, delta, dq_acc);
   const dim3 dq_grid(static_cast<unsigned>((s.N + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()));
-  trace::launch(p.trace, "tc_dq_kernel", tc_dq_kernel<Dq, kDropout, false>, tc_dq_kernel<Dq, kDropout, true>, dq_grid,
-                Dq::kThreads, Dq::kSmemBytes, p.stream, p, static_cast<const float*>(delta));
+  trace::launch(p.trace, "tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>,
+                tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid, Dq::kThreads, Dq::kSmemBytes, p.stream, p,
+                static_cast<const float*>(delta));
 }
 
-template <typename Dkdv, typename Dq>
+template <typename Dkdv, typename Dq, bool kDropout, bool kWithFeatures>
+void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
+  if constexpr (kWithFeatures)
+    with_features(p.mods, p.shape, [&](auto* features) {
+      launch_tc_backward_as<Dkdv, Dq, kDropout, std::remove_pointer_t<decltype(features)>>(p, atomic_dq);
+    });
+  else
+    launch_tc_backward_as<Dkdv, Dq, kDropout, NoFeatures>(p, atomic_dq);
+}
+
+// kWithFeatures: also compiled with the interface features (fa2's and deterministic's; key_warps,
+// the dK/dV kernel's rung, refuses them).
+template <typename Dkdv, typename Dq, bool kWithFeatures = true>
 void launch_tc_backward(const BwdParams& p, bool atomic_dq) {
   if (p.dropout.on())
-    launch_tc_backward_with<Dkdv, Dq, true>(p, atomic_dq);
+    launch_tc_backward_with<Dkdv, Dq, true, kWithFeatures>(p, atomic_dq);
   else
-    launch_tc_backward_with<Dkdv, Dq, false>(p, atomic_dq);
+    launch_tc_backward_with<Dkdv, Dq, false, kWithFeatures>(p, atomic_dq);
 }
 
 }  // namespace fs::tc

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 #include "common/flash_tile.cuh"
@@ -34,6 +35,7 @@
 #include "common/tile_policies.cuh"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/08_tensor_cores/tc_dropout.cuh"
+#include "steps/08_tensor_cores/tc_features.cuh"
 
 namespace fs::tc {
 
@@ -142,7 +144,9 @@ __device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const LaneAddres
   ldmatrix_x4_trans(b, at.at(16 * kk, c / 8));
 }
 
-template <typename Cfg, bool kCausal, bool kDropout, bool kTrace>
+// Features: NoFeatures, or FlashFeaturesOf (tc_features.cuh): FlashAttention's softcap, ALiBi and
+// window, and K, V of their own length and heads.
+template <typename Cfg, bool kCausal, bool kDropout, class Features, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdParams p, trace::Slices slices) {
   using E = typename Cfg::E;
   using QTile = typename Cfg::QTile;
@@ -161,10 +165,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   E* sV = sK + Cfg::kStages * KVTile::kElems;               // kStages × (BN, D)
   [[maybe_unused]] E* sP = sV + Cfg::kStages * KVTile::kElems;  // (BM, BN), P through shared memory
 
-  const int N = p.shape.N;
-  const std::int64_t bh = blockIdx.y, head = bh * N * D;
-  const E* gK = as<E>(p.k) + head;  // (N, D)
-  const E* gV = as<E>(p.v) + head;  // (N, D)
+  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
+  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  const std::int64_t bh = blockIdx.y, head = bh * N * D, kv_bh = Features::kv_head(p.shape, bh);
+  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head / D) * D;  // kv_bh · Nk · D
+  const E* gK = as<E>(p.k) + kv_head;  // (Nk, D)
+  const E* gV = as<E>(p.v) + kv_head;  // (Nk, D)
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * BM;
@@ -174,12 +180,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   // For the trace: the CTA's real rows, the real keys of the tile at j0. The sampled row is
   // the tile's first, held by lane 0 of warp 0.
   const int rows = min(BM, N - row0);
-  auto keys = [&](int j0) { return min(BN, N - j0); };
+  auto keys = [&](int j0) { return min(BN, Nk - j0); };
   const float scale_log2 = p.scale * kLog2e;  // exp(τ s) = exp2(τ log2(e) s); τ > 0
 
-  // The key tiles this CTA visits. Causal: none past its last row.
+  // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
+  // none outside it.
   const int last_row = min(N, row0 + BM) - 1;
-  const DenseWalk<BN> walk = DenseWalk<BN>::keys_of(p.sparse, N, row0, last_row, kCausal);
+  const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+  const DenseWalk<BN> walk =
+      features.keys(DenseWalk<BN>::keys_of(p.sparse, Nk, row0, last_row + shift, kCausal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return sK + stage * KVTile::kElems; };
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
@@ -189,8 +198,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
-    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), N);
-    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), N);
+    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), Nk);
+    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), Nk);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
@@ -226,19 +235,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
-        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), N);
-        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), N);
+        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), Nk);
+        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), Nk);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
-      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, N);
-      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, N);
+      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, Nk);
+      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, Nk);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
     }
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
     const auto k_at = k_at0 + stage * int(kE * KVTile::kElems);
     const auto v_at = v_at0 + stage * int(kE * KVTile::kElems);
 
@@ -269,8 +278,11 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
         }
       }
     }
-    // Keys past N, and (causal) keys after the query, get -inf: only in the tiles that need it.
-    if (j0 + BN > N || (kCausal && j0 + BN - 1 > row0)) {
+    // Softcap, ALiBi, the window (here nothing); then keys past Nk, and (causal) keys after the
+    // query's diagonal key row + δ, get -inf: only in the tiles that need it.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) tc_scores<false>(features, s[mt], row0 + wrow0 + 16 * mt, j0);
+    if (j0 + BN > Nk || (kCausal && j0 + BN - 1 > row0 + shift)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -278,7 +290,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int row = row0 + wrow0 + 16 * mt + g + 8 * (e >> 1), col = j0 + 8 * nt + 2 * t4 + (e & 1);
-            if (col >= N || (kCausal && col > row)) s[mt][nt][e] = -INFINITY;
+            if (col >= Nk || (kCausal && col > row + shift)) s[mt][nt][e] = -INFINITY;
           }
     }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
@@ -433,8 +445,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     // top of the next tile says so, before the prefetch that refills it.)
     if constexpr (Cfg::kStages == 1) __syncthreads();
   }
-  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal)
-    walk.for_each_skipped(N, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
+  if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or outside the window
+    walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 
   // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
   // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
@@ -461,24 +473,49 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 }
 
 // Grid (query tiles, B·H).
-template <typename Cfg, bool kDropout>
+template <typename Cfg, bool kDropout, class Features>
 void launch_tc_forward_as(const FwdParams& p) {
   const dim3 grid((p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, false>,
-                  tc_forward_kernel<Cfg, true, kDropout, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, Features, false>,
+                  tc_forward_kernel<Cfg, true, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
+                  p.stream, p);
   else
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, kDropout, false>,
-                  tc_forward_kernel<Cfg, false, kDropout, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
+    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, kDropout, Features, false>,
+                  tc_forward_kernel<Cfg, false, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
+                  p.stream, p);
 }
 
-// kWithDropout: the configuration is also compiled with dropout (fa2's; the rungs refuse it).
-template <typename Cfg, bool kWithDropout = false>
+// FlashAttention's features, as steps 04/05 choose them: FlashFeatures with a softcap,
+// FlashFeaturesNoCap for the others (a window, ALiBi, Nk ≠ N, grouped K/V heads), else NoFeatures.
+template <typename F>
+void with_features(const ScoreMods& mods, const Shape& s, F&& f) {
+  if (mods.softcap > 0.f)
+    f(static_cast<FlashFeatures*>(nullptr));
+  else if (mods.on() || !s.square())
+    f(static_cast<FlashFeaturesNoCap*>(nullptr));
+  else
+    f(static_cast<NoFeatures*>(nullptr));
+}
+
+template <typename Cfg, bool kDropout, bool kWithFeatures>
+void launch_tc_forward_with(const FwdParams& p) {
+  if constexpr (kWithFeatures)
+    with_features(p.mods, p.shape, [&](auto* features) {
+      launch_tc_forward_as<Cfg, kDropout, std::remove_pointer_t<decltype(features)>>(p);
+    });
+  else
+    launch_tc_forward_as<Cfg, kDropout, NoFeatures>(p);
+}
+
+// kWithDropout, kWithFeatures: the configuration is also compiled with dropout and with the
+// interface features (fa2's; the rungs refuse them).
+template <typename Cfg, bool kWithDropout = false, bool kWithFeatures = false>
 void launch_tc_forward(const FwdParams& p) {
   if constexpr (kWithDropout)
-    if (p.dropout.on()) return launch_tc_forward_as<Cfg, true>(p);
-  launch_tc_forward_as<Cfg, false>(p);
+    if (p.dropout.on()) return launch_tc_forward_with<Cfg, true, kWithFeatures>(p);
+  launch_tc_forward_with<Cfg, false, kWithFeatures>(p);
 }
 
 }  // namespace fs::tc

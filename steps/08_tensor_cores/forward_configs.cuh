@@ -60,7 +60,7 @@ void tc_forward_dispatch(const FwdParams& p) {
       default: break;
     }
   }
-  launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true>(p);
+  launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true, /*with features*/ true>(p);
 }
 
 }  // namespace fs::tc

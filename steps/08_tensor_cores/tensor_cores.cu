@@ -31,6 +31,9 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "key_warps is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
+  if ((tc::is_rung(settings.variant) || settings.variant == tc::kKeyWarps) && (settings.features.on() || !s.square()))
+    return "--window, --softcap, --alibi, --seq-k and --heads-kv are compiled into fa2 and deterministic; the ladder's "
+           "rungs and key_warps are the plain problem";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (!(settings.scale > 0.f)) return "the tensor-core kernels take a positive softmax scale";
   return {};
@@ -38,7 +41,9 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
 
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
   const TcTiles t = tc_forward_tiles(s.d, settings.variant);
-  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, static_cast<int>(dtype_bytes(settings.dtype)));
+  const ScoreFeatures& f = settings.features;
+  return io_flash2_forward(s, settings.causal, t.Br, t.Bc, static_cast<int>(dtype_bytes(settings.dtype)),
+                           clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
 
 template <typename Cfg>
@@ -49,7 +54,9 @@ TcTiles tiles_of() {
 std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return tc::tc_bwd_workspace_bytes(s); }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
-  return io_tc_backward(s, settings.causal, settings.variant, static_cast<int>(dtype_bytes(settings.dtype)));
+  const ScoreFeatures& f = settings.features;
+  return io_tc_backward(s, settings.causal, settings.variant, static_cast<int>(dtype_bytes(settings.dtype)),
+                        clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
 
 template <typename Dkdv, typename Dq>
@@ -79,41 +86,60 @@ TcBwdTiles tc_backward_tiles(int d, int variant) {
   }
 }
 
-IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes) {
+IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes, int window_left, int window_right) {
   const TcBwdTiles t = tc_backward_tiles(s.d, variant);
   const bool atomic_dq = variant != tc::kDeterministic;
-  const std::int64_t N = s.N, d = s.d, e = elem_bytes, f = sizeof(float);
-  auto real = [&](std::int64_t start, std::int64_t n) { return std::max<std::int64_t>(0, std::min(n, N - start)); };
-  std::int64_t reads = 2 * N * d * e + N * f, writes = 2 * N * f;  // preprocess: O, dO, LSE; D, LSE's copy
-  if (atomic_dq) writes += N * d * f;                  // dQacc = 0
+  const std::int64_t N = s.N, Nk = s.keys(), d = s.d, e = elem_bytes, f = sizeof(float);
+  auto real = [&](std::int64_t start, std::int64_t n, std::int64_t end) {
+    return std::max<std::int64_t>(0, std::min(n, end - start));
+  };
+  // The tiles of a walk from `first` to `end`, as the kernels clip it when FlashFeatures is on (a
+  // window; δ = Nk − N ≠ 0, whose causal bounds can fall outside [0, Nk)): window_lo, window_end.
+  const int delta = int(Nk - N);
+  const bool clipped = !s.square() || window_left >= 0 || window_right >= 0;
+  auto walk = [&](int first, int end, int tile, int lo, int hi, auto visit) {
+    const int count = (end - first + tile - 1) / tile;
+    const TileRun run = clipped ? clip_tiles(first, count, tile, lo, hi) : TileRun{first, count};
+    for (int c = 0; c < run.count; ++c) visit(std::int64_t(run.first) + c * tile);
+  };
+  // Per query head (q_*) and per K/V head (kv_*): a K/V head's dK/dV CTAs visit the query tiles of
+  // each of the H / Hkv query heads of its group, the same tiles for each.
+  std::int64_t q_reads = 2 * N * d * e + N * f, q_writes = 2 * N * f;  // preprocess: O, dO, LSE; D, LSE's copy
+  std::int64_t kv_reads = 0, kv_writes = 0;
+  if (atomic_dq) q_writes += N * d * f;  // dQacc = 0
   // dK/dV: each of a key tile's kSplit CTAs reads the tile and every query stage it visits in
-  // full, and writes (and, atomic, adds to dQacc) its share of the columns.
-  for (std::int64_t key0 = 0; key0 < N; key0 += t.keys) {
-    const std::int64_t keys = real(key0, t.keys);
-    reads += t.split * 2 * keys * d * e;  // K_j, V_j
-    writes += 2 * keys * d * e;           // dK_j, dV_j
-    for (std::int64_t i0 = causal ? key0 / t.queries * t.queries : 0; i0 < N; i0 += t.queries) {
-      const std::int64_t q = real(i0, t.queries);
-      reads += t.split * (2 * q * d * e + 2 * q * f);  // Q_i, dO_i, LSE_i, D_i
-      if (atomic_dq) {  // dQacc_i, read and written by the atomic adds
-        reads += q * d * f;
-        writes += q * d * f;
-      }
-    }
+  // full, and writes (and, atomic, adds to dQacc) its share of the columns. Causal: from the first
+  // query whose diagonal key, i + δ, reaches key0.
+  for (std::int64_t key0 = 0; key0 < Nk; key0 += t.keys) {
+    const std::int64_t keys = real(key0, t.keys, Nk), last_key = key0 + keys - 1;
+    kv_reads += t.split * 2 * keys * d * e;  // K_j, V_j
+    kv_writes += 2 * keys * d * e;           // dK_j, dV_j
+    walk(causal ? int(key0 - delta) / t.queries * t.queries : 0, int(N), t.queries,
+         window_lo(int(key0) - delta, window_right), window_end(int(last_key) - delta, window_left), [&](std::int64_t i0) {
+           const std::int64_t q = real(i0, t.queries, N);
+           q_reads += t.split * (2 * q * d * e + 2 * q * f);  // Q_i, dO_i, LSE_i, D_i
+           if (atomic_dq) {  // dQacc_i, read and written by the atomic adds
+             q_reads += q * d * f;
+             q_writes += q * d * f;
+           }
+         });
   }
   if (atomic_dq) {  // dQ = τ dQacc
-    reads += N * d * f;
-    writes += N * d * e;
+    q_reads += N * d * f;
+    q_writes += N * d * e;
   } else {
     for (std::int64_t row0 = 0; row0 < N; row0 += t.dq_rows) {
-      const std::int64_t rows = real(row0, t.dq_rows);
-      reads += 2 * rows * d * e + 2 * rows * f;  // Q_i, dO_i, LSE_i, D_i
-      writes += rows * d * e;                    // dQ_i
-      const std::int64_t end = causal ? std::min(N, row0 + t.dq_rows) : N;
-      for (std::int64_t j0 = 0; j0 < end; j0 += t.dq_keys) reads += 2 * real(j0, t.dq_keys) * d * e;  // K_j, V_j
+      const std::int64_t rows = real(row0, t.dq_rows, N), last_row = row0 + rows - 1;
+      q_reads += 2 * rows * d * e + 2 * rows * f;  // Q_i, dO_i, LSE_i, D_i
+      q_writes += rows * d * e;                    // dQ_i
+      // K_j, V_j: causal, up to the last row's diagonal key, last_row + δ.
+      walk(0, causal ? int(last_row + delta + 1) : int(Nk), t.dq_keys, window_lo(int(row0) + delta, window_left),
+           std::min(int(Nk), window_end(int(last_row) + delta, window_right)),
+           [&](std::int64_t j0) { q_reads += 2 * real(j0, t.dq_keys, Nk) * d * e; });
     }
   }
-  return {reads * s.heads(), writes * s.heads()};
+  const std::int64_t q_heads = s.heads(), kv_heads = std::int64_t(s.B) * s.kv_heads();
+  return {q_reads * q_heads + kv_reads * kv_heads, q_writes * q_heads + kv_writes * kv_heads};
 }
 
 TcTiles tc_forward_tiles(int d, int variant) {
@@ -167,6 +193,8 @@ StepInfo step08_info() {
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.dropout = true;
+  s.score_mods = true;  // fa2's and deterministic's (unsupported refuses them for the rungs and key_warps)
+  s.kv_shapes = true;   // likewise
   s.dtypes = {DType::bf16, DType::fp16};
   s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
   return s;

@@ -23,8 +23,10 @@ struct TcBwdTiles {
 };
 TcBwdTiles tc_backward_tiles(int d, int variant);
 // The backward's HBM bytes of a variant (atomic dQ, or deterministic: the dQ kernel), elem_bytes
-// per element.
-IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes);
+// per element; K and V of the Shape's own length and heads, the walks clipped to a window's reach
+// (clamp_reach; −1: unbounded).
+IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes, int window_left = -1,
+                       int window_right = -1);
 
 StepInfo step08_info();
 
