@@ -250,13 +250,6 @@ __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, floa
   cp_async_commit();
 }
 
-// P and dS of one key against queries q and q + 1 (q even: the pair a lane holds of a transposed
-// tile). On entry s0, s1 are the scores Sᵀ and dp0, dp1 are dPᵀ; on exit s0, s1 are P ∘ Z and
-// dp0, dp1 are dS = P ∘ (dP ∘ Z − D). P is 0 where causal hides the key (key > q + δ, δ = Nk − N
-// under Features) and for keys past Nk (their rows of K are zero-filled, S = 0, and exp(0 − LSE)
-// can overflow when LSE is very negative), and where LSE is +inf (a query past N, or one that saw
-// no key). kExactScale: τ is a power of 2, so τs is exact and one FMA rounds τs − LSE exactly as
-// tc_prob's two roundings do, an instruction less.
 // f(std::bool_constant<a>{}) and f(std::bool_constant<a>{}, std::bool_constant<b>{}): a body
 // compiled for each value, the branch taken once. The kernels pass whether τ is a power of 2 and
 // whether the stage needs a mask, so that the scores of the tiles no causal or tail mask reaches
@@ -275,6 +268,14 @@ __device__ __forceinline__ void with_flags(bool a, bool b, F&& f) {
   with_flag(a, [&](auto x) { with_flag(b, [&](auto y) { f(x, y); }); });
 }
 
+// P and dS of one key against queries q and q + 1 (q even: the pair a lane holds of a transposed
+// tile). On entry s0, s1 are the scores Sᵀ and dp0, dp1 are dPᵀ; on exit s0, s1 are P ∘ Z and
+// dp0, dp1 are dS = P ∘ (dP ∘ Z − D). P is 0 where causal hides the key (key > q + δ, δ = Nk − N
+// under Features) and for keys past Nk (their rows of K are zero-filled, S = 0, and exp(0 − LSE)
+// can overflow when LSE is very negative), and where LSE is +inf (a query past N, or one that saw
+// no key). kExactScale: τ is a power of 2, so τs is exact and one FMA rounds τs − LSE exactly as
+// tc_prob's two roundings do, an instruction less.
+// edge: whether the stage needs the mask at all; the kernels pass a constant (with_flags).
 template <bool kExactScale, bool kDropout, class Features>
 __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, float& dp1, float2 lse, float2 dd,
                                              int key, int q, bool edge, const BwdParams& p, const TcDropout& dropout) {
