@@ -44,6 +44,25 @@ struct Shape {
   std::int64_t score_elems() const { return heads() * N * std::int64_t(keys()); }  // of S or P
 };
 
+// Where row n of head h of batch b of a tensor starts, in elements from the tensor's start:
+// b·batch + h·head + n·row; the d elements of a row are contiguous. Left at zero, the layout
+// above — (B, heads, rows, d) contiguous —, which every step's kernels take; flash_attn_func's
+// (B, rows, heads, d) is {rows·heads·d, d, heads·d}, and a slice of a packed QKV tensor has
+// others again. Steps with StepInfo::strides take any (the Python module passes a tensor's own).
+struct Strides {
+  std::int64_t batch = 0, head = 0, row = 0;
+  bool dense() const { return batch == 0 && head == 0 && row == 0; }
+  // These, or the contiguous (B, heads, rows, d) layout's when left at zero.
+  Strides or_dense(int heads, int rows, int d) const {
+    if (!dense()) return *this;
+    return {std::int64_t(heads) * rows * d, std::int64_t(rows) * d, d};
+  }
+  // The offset of row 0 of head bh (b · heads + h) of a tensor with `heads` heads.
+  __host__ __device__ std::int64_t of_head(std::int64_t bh, int heads) const {
+    return bh / heads * batch + bh % heads * head;
+  }
+};
+
 // Default softmax scale τ = 1/√d.
 float default_scale(int d);
 
@@ -185,6 +204,9 @@ struct FwdParams {
   // Tracing (common/recorder/launch.cuh): null runs the plain kernels; set, the launcher runs
   // their traced instantiations and the sink collects what each CTA recorded.
   trace::DeviceSink* trace = nullptr;
+  // The tensors' layouts: zero, the one above; other strides only for steps with StepInfo::strides.
+  // Last, so that the fields above keep their offsets in the kernels' parameters.
+  Strides q_strides, k_strides, v_strides, o_strides;
 };
 
 // Every backward launcher takes this. The forward's O and LSE are inputs.
@@ -211,6 +233,8 @@ struct BwdParams {
   void* workspace = nullptr;            // StepInfo::bwd_workspace_bytes(shape, settings) bytes
   cudaStream_t stream = nullptr;
   trace::DeviceSink* trace = nullptr;   // as FwdParams::trace
+  // As FwdParams's; dq, dk and dv are written in their own layouts.
+  Strides q_strides, k_strides, v_strides, o_strides, dout_strides, dq_strides, dk_strides, dv_strides;
 };
 
 struct BlockMask;      // common/block_mask.hpp
@@ -259,6 +283,7 @@ struct StepInfo {
   bool block_sparse = false;  // the kernels take FwdParams/BwdParams::sparse
   bool score_mods = false;    // the kernels take FwdParams/BwdParams::mods (StepInfo::refusal says which variants)
   bool kv_shapes = false;     // the kernels take Shape::Nk and Shape::Hkv (likewise)
+  bool strides = false;       // the kernels take FwdParams/BwdParams's Strides (tensors in any layout)
   int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
   std::vector<DType> dtypes{DType::fp32};  // the element types its kernels take
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the

@@ -1,7 +1,8 @@
-// The Python module `flashsteps`: the fp64 CPU reference (common/reference.hpp) on any tensor
-// that speaks DLPack — NumPy arrays, PyTorch CPU tensors, and others — with flash_attn_func's
-// layout and argument names, so that a kernel's output can be checked against it in a few lines
-// (docs/verify.md):
+// The Python module `flashsteps`, its native part _flashsteps: the fp64 CPU reference
+// (common/reference.hpp) on any tensor that speaks DLPack — NumPy arrays, PyTorch CPU tensors, and
+// others — with flash_attn_func's layout and argument names, so that a kernel's output can be
+// checked against it in a few lines (docs/verify.md); and, where CUDA is, the kernels themselves
+// (flashsteps_gpu.cpp, flashsteps.attention):
 //
 //   out, lse = flashsteps.reference(q, k, v, causal=True)         q (B, N, H, d), k, v (B, Nk, Hkv, d)
 //   dq, dk, dv = flashsteps.reference_backward(q, k, v, dout, causal=True)
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/python/dlpack_tensor.hpp"
 #include "common/reference.hpp"
 #include "common/verify.hpp"
 
@@ -31,107 +33,9 @@ namespace py = pybind11;
 
 namespace {
 
-// A tensor borrowed through DLPack for the length of one call: `__dlpack__()` hands over a
-// capsule owning a DLManagedTensor, renamed "used_dltensor" once taken (the protocol's rule)
-// and released by its deleter when this goes away.
-class Borrowed {
- public:
-  Borrowed(const py::object& obj, const char* name) : name_(name) {
-    if (!py::hasattr(obj, "__dlpack__"))
-      throw py::type_error(std::string(name) + ": expected a tensor with __dlpack__ (NumPy, PyTorch, CuPy, JAX), got " +
-                           std::string(py::str(py::type::of(obj).attr("__name__"))));
-    py::capsule cap = obj.attr("__dlpack__")();
-    if (std::strcmp(cap.name(), "dltensor") != 0) throw py::type_error(std::string(name) + ": __dlpack__ gave no dltensor capsule");
-    managed_ = static_cast<DLManagedTensor*>(cap.get_pointer());
-    PyCapsule_SetName(cap.ptr(), "used_dltensor");
-  }
-  Borrowed(const Borrowed&) = delete;
-  Borrowed& operator=(const Borrowed&) = delete;
-  ~Borrowed() {
-    if (managed_ && managed_->deleter) managed_->deleter(managed_);
-  }
-
-  const DLTensor& t() const { return managed_->dl_tensor; }
-  int ndim() const { return t().ndim; }
-  std::int64_t dim(int i) const { return t().shape[i]; }
-  // Stride of dimension i in elements (row-major when the producer gives none).
-  std::int64_t stride(int i) const {
-    if (t().strides) return t().strides[i];
-    std::int64_t s = 1;
-    for (int j = ndim() - 1; j > i; --j) s *= t().shape[j];
-    return s;
-  }
-  const char* name() const { return name_; }
-  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(t().data) + t().byte_offset; }
-
-  // The reference reads the CPU's memory; a float tensor of 16 or 32 bits (one lane).
-  void require_cpu_float() const {
-    if (t().device.device_type != kDLCPU && t().device.device_type != kDLCUDAHost)
-      throw py::value_error(std::string(name_) + ": the reference runs on the CPU; pass a CPU tensor (e.g. x.cpu())");
-    const DLDataType d = t().dtype;
-    const bool ok = d.lanes == 1 && ((d.code == kDLFloat && (d.bits == 32 || d.bits == 16)) || (d.code == kDLBfloat && d.bits == 16));
-    if (!ok)
-      throw py::type_error(std::string(name_) + ": expected float32, float16 or bfloat16 (the kernels' inputs); got " +
-                           dtype_name(d) + (d.code == kDLFloat && d.bits == 64 ? " — convert with .astype(numpy.float32) or .float()" : ""));
-  }
-  // Element `offset` (in elements) as a float: float32 as is, 16-bit types widened exactly.
-  float at(std::int64_t offset) const {
-    const auto* base = reinterpret_cast<const unsigned char*>(address());
-    const DLDataType d = t().dtype;
-    if (d.bits == 32) {
-      float f;
-      std::memcpy(&f, base + 4 * offset, 4);
-      return f;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, base + 2 * offset, 2);
-    if (d.code == kDLBfloat) {
-      const std::uint32_t u = std::uint32_t(h) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    return half_to_float(h);
-  }
-
-  // The kernel dtype a float tensor of 16 or 32 bits stands for.
-  fs::DType kernel_dtype() const {
-    const DLDataType d = t().dtype;
-    return d.code == kDLBfloat ? fs::DType::bf16 : d.bits == 16 ? fs::DType::fp16 : fs::DType::fp32;
-  }
-
-  static std::string dtype_name(DLDataType d) {
-    const char* kind = d.code == kDLFloat ? "float" : d.code == kDLBfloat ? "bfloat" : d.code == kDLInt ? "int" : d.code == kDLUInt ? "uint" : "type";
-    return std::string(kind) + std::to_string(d.bits) + (d.lanes != 1 ? "x" + std::to_string(d.lanes) : "");
-  }
-
- private:
-  static float half_to_float(std::uint16_t h) {
-    const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
-    float v;
-    if (exp == 0) v = std::ldexp(float(mant), -24);                    // zero, subnormal
-    else if (exp == 31) v = mant ? NAN : INFINITY;                      // inf, NaN
-    else v = std::ldexp(float(mant | 1024), exp - 25);
-    return sign ? -v : v;
-  }
-  const char* name_;
-  DLManagedTensor* managed_ = nullptr;
-};
-
-std::string shape_text(const std::vector<std::int64_t>& dims) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  return s + (dims.size() == 1 ? ",)" : ")");
-}
-
-std::string shape_of(const Borrowed& b) {
-  std::vector<std::int64_t> dims;
-  for (int i = 0; i < b.ndim(); ++i) dims.push_back(b.dim(i));
-  return shape_text(dims);
-}
+using fs::python::Borrowed;
+using fs::python::shape_of;
+using fs::python::shape_text;
 
 // Integer offsets of a 1-D int32 tensor (cu_seqlens).
 std::vector<std::int32_t> read_int32(const py::object& obj, const char* name) {
@@ -452,8 +356,14 @@ Keywords keywords(double dropout_p, std::optional<double> scale, bool causal, st
   return Keywords{dropout_p, scale, causal, window, softcap, std::move(alibi), std::move(cu_q), std::move(cu_k), seed};
 }
 
-PYBIND11_MODULE(flashsteps, m) {
+namespace fs::python {
+void add_gpu(py::module_& m);  // flashsteps_gpu.cpp: the kernels on CUDA tensors
+}
+
+// The native half of the package flashsteps (common/python/flashsteps/__init__.py is the other).
+PYBIND11_MODULE(_flashsteps, m) {
   m.doc() = "flashsteps: the fp64 attention reference, and the project's tolerance rule, on DLPack tensors";
+  fs::python::add_gpu(m);
   using O = const py::object&;
   using Scale = std::optional<double>;
   using Window = std::pair<int, int>;

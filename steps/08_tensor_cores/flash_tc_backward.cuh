@@ -163,18 +163,22 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
   const std::int64_t r0 = std::int64_t(blockIdx.x) * kTcPreprocessRows, r1 = min(rows, r0 + kTcPreprocessRows);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const std::int64_t w0 = r0 + 16 * warp;  // the warp's rows: this lane's are w0 + g and w0 + g + 8
-  // Two elements of row r from column c; rows past the end are zero.
-  auto pair = [&](const void* base, std::int64_t r, int c) -> std::uint32_t {
-    return r < rows ? *reinterpret_cast<const std::uint32_t*>(as<E>(base) + r * d + c) : 0u;
+  // Row r (of all B·H·N) of a tensor in its layout; rows past the end read as zero.
+  auto row_of = [&](const void* base, const Strides& st, std::int64_t r) {
+    return r < rows ? as<E>(base) + st.of_head(r / N, p.shape.H) + r % N * st.row : nullptr;
   };
+  auto pair = [](const E* row, int c) -> std::uint32_t {
+    return row ? *reinterpret_cast<const std::uint32_t*>(row + c) : 0u;
+  };
+  const E *o_lo = row_of(p.o, p.o_strides, w0 + g), *o_hi = row_of(p.o, p.o_strides, w0 + g + 8);
+  const E *do_lo = row_of(p.dout, p.dout_strides, w0 + g), *do_hi = row_of(p.dout, p.dout_strides, w0 + g + 8);
   // A = O (rows w0..w0+15), B = dOᵀ: dO's rows w0..w0+7 (tile lo) and w0+8..w0+15 (tile hi) as columns.
   float lo[4] = {}, hi[4] = {};
   for (int kk = 0; kk < d / 16; ++kk) {
     const int c = 16 * kk + 2 * t4;
-    const std::uint32_t a[4] = {pair(p.o, w0 + g, c), pair(p.o, w0 + g + 8, c), pair(p.o, w0 + g, c + 8),
-                                pair(p.o, w0 + g + 8, c + 8)};
-    Element<E>::mma(lo, a, pair(p.dout, w0 + g, c), pair(p.dout, w0 + g, c + 8));
-    Element<E>::mma(hi, a, pair(p.dout, w0 + g + 8, c), pair(p.dout, w0 + g + 8, c + 8));
+    const std::uint32_t a[4] = {pair(o_lo, c), pair(o_hi, c), pair(o_lo, c + 8), pair(o_hi, c + 8)};
+    Element<E>::mma(lo, a, pair(do_lo, c), pair(do_lo, c + 8));
+    Element<E>::mma(hi, a, pair(do_hi, c), pair(do_hi, c + 8));
   }
   // The diagonal: (g, g) is lo's column g, (g + 8, g + 8) hi's column g, both held by lane t4 = g/2.
   if (t4 == g / 2) {
@@ -207,7 +211,7 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
     }
 }
 
-// dQ = τ · dQacc in the run's element type, 8 elements per thread.
+// dQ = τ · dQacc in the run's element type (dQ in its layout), 8 elements per thread.
 template <typename E, bool kTrace>
 __global__ void __launch_bounds__(256)
     tc_dq_convert_kernel(const BwdParams p, const float* __restrict__ dq_acc, trace::Slices slices) {
@@ -219,7 +223,10 @@ __global__ void __launch_bounds__(256)
     const float t = p.scale;
     const uint4 out = {Element<E>::pack(t * a.x, t * a.y), Element<E>::pack(t * a.z, t * a.w),
                        Element<E>::pack(t * b.x, t * b.y), Element<E>::pack(t * b.z, t * b.w)};
-    reinterpret_cast<uint4*>(as<E>(p.dq))[i] = out;
+    const int d = p.shape.d, N = p.shape.N;
+    const std::int64_t row = 8 * i / d;  // of all B·H·N; dQacc is (B, H, N, d)
+    E* dst = as<E>(p.dq) + p.dq_strides.of_head(row / N, p.shape.H) + row % N * p.dq_strides.row + 8 * i % d;
+    *reinterpret_cast<uint4*>(dst) = out;
   }
   if constexpr (kTrace)
     if (tr.records()) {  // this CTA's rows: blockDim.x · 8 elements from its first
@@ -234,14 +241,15 @@ __global__ void __launch_bounds__(256)
 
 // The pieces both dK/dV kernels share.
 
-// Q_i, dO_i, LSE_i, D_i of one pipeline stage, all by cp.async under one commit (gLse and gDelta
-// point at the head's row 0). Rows past N are zero-filled: zero Q and dO rows give S = 0,
+// Q_i, dO_i, LSE_i, D_i of one pipeline stage, all by cp.async under one commit (gQ, gdO, gLse
+// and gDelta point at the head's row 0; Q's and dO's rows are ld_q and ld_o elements apart). Rows past N are zero-filled: zero Q and dO rows give S = 0,
 // P = exp(0 − 0) = 1, dP = 0 and D = 0, hence dS = 0 and nothing added to dK or dV.
 template <typename QTile, int kThreads, typename E>
 __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, float* sD, const E* gQ, const E* gdO,
-                                                  const float* gLse, const float* gDelta, int i0, int N) {
-  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sQ, gQ, i0, N);
-  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sdO, gdO, i0, N);
+                                                  std::int64_t ld_q, std::int64_t ld_o, const float* gLse,
+                                                  const float* gDelta, int i0, int N) {
+  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sQ, gQ, ld_q, i0, N);
+  load_tile<QTile, kThreads, /*per-chunk checks*/ true>(sdO, gdO, ld_o, i0, N);
   for (int i = threadIdx.x; i < QTile::kRows; i += kThreads) {
     const bool valid = i0 + i < N;
     cp_async_4(sL + i, gLse + (valid ? i0 + i : 0), valid);
@@ -358,18 +366,21 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
 }
 
 // dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8) × CT
-// 8-column tiles from c0, to HBM in the run's element type; keys past Nk are not stored. head: the
-// K/V head's first row.
+// 8-column tiles from c0, to HBM in the run's element type and dK's and dV's layouts; keys past Nk
+// are not stored. kv_bh: the K/V head.
 template <typename E, int D, class Features, int CT>
 __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const float (&dk)[CT][4], const float (&dv)[CT][4],
-                                              std::int64_t head, int key0, int c0) {
+                                              std::int64_t kv_bh, int key0, int c0) {
+  const int Hkv = p.shape.kv_heads();
+  E* gdK = as<E>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv);
+  E* gdV = as<E>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv);
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + g + 8 * h;
     if (key >= Features::kv_len(p.shape)) continue;
-    E* dst_k = as<E>(p.dk) + (head + key) * D + c0 + 2 * t4;
-    E* dst_v = as<E>(p.dv) + (head + key) * D + c0 + 2 * t4;
+    E* dst_k = gdK + key * p.dk_strides.row + c0 + 2 * t4;
+    E* dst_v = gdV + key * p.dv_strides.row + c0 + 2 * t4;
 #pragma unroll
     for (int ct = 0; ct < CT; ++ct) {
       *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
@@ -405,17 +416,17 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
   // (Features: N, 0 and G = 1 but for FlashFeatures).
   const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t kv_bh = blockIdx.y, kv_head = Features::kv_rows(p.shape, kv_bh, kv_bh * N);  // its first row
+  const std::int64_t kv_bh = blockIdx.y;
   const int key0 = blockIdx.x / Cfg::kSplit * BN, c0 = blockIdx.x % Cfg::kSplit * DP;
   const int n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = 16 * warp;  // the warp's first key in the tile
-  const E* gQ_all = as<E>(p.q);      // (B, H, N, D)
-  const E* gdO_all = as<E>(p.dout);  // (B, H, N, D)
-  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
+  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
 
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + kv_head * D, key0, Nk);
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + kv_head * D, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
+      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()), p.k_strides.row, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
+      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()), p.v_strides.row, key0, Nk);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -432,9 +443,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int gq = 0; gq < Features::group(p.shape); ++gq) {
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;  // the query head's first row
-    const E* gQ = gQ_all + head * D;
-    const E* gdO = gdO_all + head * D;
+    // The query head, its first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;
+    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H);
+    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H);
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
     const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
@@ -443,7 +455,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int n_tiles = walk.size();
     auto load_stage = [&](int s, int i0) {
       tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
-                                              gQ, gdO, gLse + head, gDelta + head, i0, N);
+                                              gQ, gdO, p.q_strides.row, p.dout_strides.row, gLse + head, gDelta + head, i0, N);
     };
     if (gq > 0) __syncthreads();  // every warp is done with the last head's stages and dS before they are refilled
     if (n_tiles > 0) load_stage(0, walk.start(0));
@@ -574,7 +586,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
 
   // dK_j = τ dK, dV_j → HBM (line 24).
-  tc_store_dkdv<E, D, Features>(p, dk, dv, kv_head, key0 + wkey, c0);
+  tc_store_dkdv<E, D, Features>(p, dk, dv, kv_bh, key0 + wkey, c0);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
 }
@@ -614,18 +626,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
   // (Features: N, 0 and G = 1 but for FlashFeatures).
   const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t kv_bh = blockIdx.y, kv_head = Features::kv_rows(p.shape, kv_bh, kv_bh * N);  // its first row
+  const std::int64_t kv_bh = blockIdx.y;
   const int key0 = blockIdx.x * BN, n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = Cfg::kWarpKeys * (warp % Cfg::kKeyGroups);  // the warp's first key in the tile
   const int other = warp / Cfg::kKeyGroups;
   const int wq = Cfg::kWarpQueries * other, wc = Cfg::kWarpCols * other;  // its queries (Sᵀ), columns (dK, dV)
-  const E* gQ_all = as<E>(p.q);      // (B, H, N, D)
-  const E* gdO_all = as<E>(p.dout);  // (B, H, N, D)
-  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE
+  const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
 
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sK, as<E>(p.k) + kv_head * D, key0, Nk);
-  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(sV, as<E>(p.v) + kv_head * D, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
+      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()), p.k_strides.row, key0, Nk);
+  load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
+      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()), p.v_strides.row, key0, Nk);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -645,9 +657,10 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int gq = 0; gq < Features::group(p.shape); ++gq) {
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;  // the query head's first row
-    const E* gQ = gQ_all + head * D;
-    const E* gdO = gdO_all + head * D;
+    // The query head, its first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;
+    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H);
+    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H);
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
     const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
@@ -656,7 +669,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int n_tiles = walk.size();
     auto load_stage = [&](int s, int i0) {
       tc_load_bwd_stage<QTile, Cfg::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
-                                              gQ, gdO, gLse + head, gDelta + head, i0, N);
+                                              gQ, gdO, p.q_strides.row, p.dout_strides.row, gLse + head, gDelta + head, i0, N);
     };
     if (gq > 0) __syncthreads();  // every warp is done with the last head's stages, P and dS before they are refilled
     if (n_tiles > 0) load_stage(0, walk.start(0));
@@ -782,7 +795,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j = τ dK, dV_j → HBM (line 24).
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D, Features>(p, dk[mt], dv[mt], kv_head, key0 + wkey + 16 * mt, wc);
+  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D, Features>(p, dk[mt], dv[mt], kv_bh, key0 + wkey + 16 * mt, wc);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
 }
@@ -805,17 +818,18 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
   const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  // The query head bh (its first row in LSE and D, which are (B, H, N): head) and K/V head kv_bh.
   const std::int64_t bh = blockIdx.y, head = bh * N, kv_bh = Features::kv_head(p.shape, bh);
-  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head);  // kv_bh · Nk
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
   const int row0 = tile * BM, n_rows = min(BM, N - row0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wrow0 = warp * 16 * MT;
-  const E* gK = as<E>(p.k) + kv_head * D;
-  const E* gV = as<E>(p.v) + kv_head * D;
+  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads());
+  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads());
+  const std::int64_t ld_k = p.k_strides.row, ld_v = p.v_strides.row;
 
-  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head * D, row0, N);
-  load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + head * D, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H), p.q_strides.row, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H), p.dout_strides.row, row0, N);
   cp_async_commit();
   float lse[MT][2], delta[MT][2];  // rows g and g + 8 of each row tile
 #pragma unroll
@@ -839,8 +853,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       features.keys(DenseWalk<BN>::keys_of(p.sparse, Nk, row0, last_row + shift, p.causal), row0, last_row);
   const int n_tiles = walk.size();
   auto load_kv = [&](int s, int j0) {
-    load_tile<KVTile, Cfg::kThreads>(sK + s * KVTile::kElems, gK, j0, Nk);
-    load_tile<KVTile, Cfg::kThreads>(sV + s * KVTile::kElems, gV, j0, Nk);
+    load_tile<KVTile, Cfg::kThreads>(sK + s * KVTile::kElems, gK, ld_k, j0, Nk);
+    load_tile<KVTile, Cfg::kThreads>(sV + s * KVTile::kElems, gV, ld_v, j0, Nk);
     cp_async_commit();
   };
   if (n_tiles > 0) load_kv(0, walk.start(0));
@@ -948,13 +962,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or outside the window
     walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
   if (n_tiles == 0) cp_async_wait<0>();
+  E* gdQ = as<E>(p.dq) + p.dq_strides.of_head(bh, p.shape.H);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + wrow0 + 16 * mt + g + 8 * h;
       if (row >= N) continue;
-      E* dst = as<E>(p.dq) + (head + row) * D + 2 * t4;
+      E* dst = gdQ + row * p.dq_strides.row + 2 * t4;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt)
         *reinterpret_cast<std::uint32_t*>(dst + 8 * dt) =

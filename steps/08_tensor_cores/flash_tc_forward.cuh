@@ -61,10 +61,11 @@ struct FwdConfig {
       sizeof(E) * (QTile::kElems + 2 * kStages * KVTile::kElems + (kPInRegs ? 0 : PTile::kElems));
 };
 
-// Rows [row0, row0 + kRows) of a row-major (n_rows, kCols) matrix into a tile, 16 bytes per
-// cp.async, all threads; rows at or past n_rows are zero-filled. Commit and wait before use.
-// Thread i copies chunks i, i + kThreads, ... of the tile, which are contiguous in memory: chunk i
-// is element 8i past the tile's first row.
+// Rows [row0, row0 + kRows) of an (n_rows, kCols) matrix whose rows are `ld` elements apart
+// (kCols when the tensor is (B, H, N, d) contiguous; FwdParams::q_strides and the others say) into
+// a tile, 16 bytes per cp.async, all threads; rows at or past n_rows are zero-filled. Commit and
+// wait before use. Thread i copies chunks i, i + kThreads, ... of the tile: chunk i is chunk
+// i mod kChunks of the tile's row i / kChunks.
 //
 // kPerChunkChecks = false (the forward's K and V): when kThreads is a multiple of a row's chunks,
 // a thread's chunks are chunk c = i mod kChunks of rows r0 = i / kChunks, r0 + kStep, ..., so its
@@ -75,7 +76,7 @@ struct FwdConfig {
 // them (the lesson, "Against PyTorch on the same GPU", has the profiles). true (the backward's
 // tiles): that form, which measured faster there (docs/benchmarks/h200_tc_bwd_candidates.csv).
 template <typename Tile, int kThreads, bool kPerChunkChecks = false, typename E>
-__device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows) {
+__device__ __forceinline__ void load_tile(E* s, const E* g, std::int64_t ld, int row0, int n_rows) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
   static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
   if constexpr (kPerChunkChecks || kThreads % kChunks != 0) {
@@ -83,20 +84,21 @@ __device__ __forceinline__ void load_tile(E* s, const E* g, int row0, int n_rows
     for (int k = 0; k < kPerThread; ++k) {
       const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
       const bool valid = row0 + r < n_rows;
-      cp_async_16(s + Tile::offset(r, c), g + static_cast<long long>(valid ? row0 + r : 0) * (8 * kChunks) + 8 * c, valid);
+      cp_async_16(s + Tile::offset(r, c), g + (valid ? row0 + r : 0) * ld + 8 * c, valid);
     }
   } else {
     constexpr int kStep = kThreads / kChunks;  // rows between a thread's chunks
     const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
-    const E* src = g + static_cast<long long>(row0) * (8 * kChunks) + 8 * threadIdx.x;
+    const E* src = g + (row0 + r0) * ld + 8 * c;
+    const std::int64_t step = kStep * ld;  // between a thread's chunks
     if (row0 + Tile::kRows <= n_rows) {
 #pragma unroll
-      for (int k = 0; k < kPerThread; ++k) cp_async_16(s + Tile::offset(r0 + k * kStep, c), src + 8 * k * kThreads, true);
+      for (int k = 0; k < kPerThread; ++k) cp_async_16(s + Tile::offset(r0 + k * kStep, c), src + k * step, true);
     } else {
 #pragma unroll
       for (int k = 0; k < kPerThread; ++k) {
         const bool valid = row0 + r0 + k * kStep < n_rows;  // else zero-filled, from an address that is valid
-        cp_async_16(s + Tile::offset(r0 + k * kStep, c), valid ? src + 8 * k * kThreads : g, valid);
+        cp_async_16(s + Tile::offset(r0 + k * kStep, c), valid ? src + k * step : g, valid);
       }
     }
   }
@@ -167,10 +169,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 
   // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
   const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t bh = blockIdx.y, head = bh * N * D, kv_bh = Features::kv_head(p.shape, bh);
-  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head / D) * D;  // kv_bh · Nk · D
-  const E* gK = as<E>(p.k) + kv_head;  // (Nk, D)
-  const E* gV = as<E>(p.v) + kv_head;  // (Nk, D)
+  const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
+  const int Hkv = p.shape.kv_heads();
+  // The head's rows: (N, D) of Q and O, (Nk, D) of K and V, rows ld_* elements apart.
+  const std::int64_t ld_q = p.q_strides.row, ld_k = p.k_strides.row, ld_v = p.v_strides.row;
+  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, Hkv);
+  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, Hkv);
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * BM;
@@ -194,12 +198,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
   auto v_tile = [&](int stage) { return sV + stage * KVTile::kElems; };
 
-  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + head, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H), ld_q, row0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
-    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, walk.start(0), Nk);
-    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, walk.start(0), Nk);
+    load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, ld_k, walk.start(0), Nk);
+    load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, ld_v, walk.start(0), Nk);
     cp_async_commit();
   }
   [[maybe_unused]] std::uint32_t qf[Cfg::kQInRegs ? MT : 1][Cfg::kQInRegs ? KD : 1][4];  // Q's A fragments
@@ -235,13 +239,13 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       cp_async_wait<0>();  // tile t (issued one tile ago; and Q) has landed for this thread,
       __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage
       if (t + 1 < n_tiles) {  // so tile t + 1 can go there, in flight while tile t is computed
-        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, walk.start(t + 1), Nk);
-        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, walk.start(t + 1), Nk);
+        load_tile<KVTile, Cfg::kThreads>(k_tile(stage ^ 1), gK, ld_k, walk.start(t + 1), Nk);
+        load_tile<KVTile, Cfg::kThreads>(v_tile(stage ^ 1), gV, ld_v, walk.start(t + 1), Nk);
         cp_async_commit();
       }
     } else {  // one stage: load tile t, then compute it
-      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, j0, Nk);
-      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, j0, Nk);
+      load_tile<KVTile, Cfg::kThreads>(k_tile(0), gK, ld_k, j0, Nk);
+      load_tile<KVTile, Cfg::kThreads>(v_tile(0), gV, ld_v, j0, Nk);
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();  // tile t (and Q) have landed, for every warp's reads below
@@ -450,7 +454,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 
   // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
   // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
-  E* gO = as<E>(p.o) + head;
+  E* gO = as<E>(p.o) + p.o_strides.of_head(bh, p.shape.H);
+  const std::int64_t ld_o = p.o_strides.row;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -464,7 +469,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       const float inv = lr > 0.f ? 1.f / lr : 0.f;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt)
-        *reinterpret_cast<std::uint32_t*>(gO + static_cast<long long>(row) * D + 8 * dt + 2 * t4) =
+        *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) =
             Element<E>::pack(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
       if (t4 == 0) p.lse[bh * N + row] = lr > 0.f ? __fadd_rn(__fmul_rn(m[mt][h], p.scale), logf(lr)) : -INFINITY;
     }

@@ -155,10 +155,33 @@ TcTiles tc_forward_tiles(int d, int variant) {
   }
 }
 
-void tc_forward(const FwdParams& p) {
-  const bool bf16 = p.dtype == DType::bf16;
-  if (!is_tc_head_dim(p.shape.d) || !is_16bit(p.dtype))
+namespace {
+
+// The layouts the kernels read: each tensor's strides, the contiguous (B, H, N, d) ones where
+// left at zero. cp.async copies 16 bytes, and dQ's conversion stores 16: every row must start on
+// a 16-byte boundary.
+Strides tc_strides(const char* name, const void* t, const Strides& st, int heads, int rows, int d) {
+  const Strides s = st.or_dense(heads, rows, d);
+  constexpr std::int64_t kChunk = 8;  // elements of 16 bytes
+  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % kChunk != 0 || s.head % kChunk != 0 || s.row % kChunk != 0)
+    throw CudaError(cudaErrorInvalidValue, std::string("step 08: ") + name +
+                                               ": every row must start on a 16-byte boundary (its address and strides "
+                                               "a multiple of 8 elements)");
+  return s;
+}
+
+}  // namespace
+
+void tc_forward(const FwdParams& params) {
+  const bool bf16 = params.dtype == DType::bf16;
+  if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
+  FwdParams p = params;
+  const Shape& s = p.shape;
+  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
+  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
+  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
+  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
   switch (p.shape.d) {
     case 32: return bf16 ? tc::forward_bf16_d32(p) : tc::forward_fp16_d32(p);
     case 64: return bf16 ? tc::forward_bf16_d64(p) : tc::forward_fp16_d64(p);
@@ -168,10 +191,20 @@ void tc_forward(const FwdParams& p) {
   }
 }
 
-void tc_backward(const BwdParams& p) {
-  const bool bf16 = p.dtype == DType::bf16;
-  if (!is_tc_head_dim(p.shape.d) || !is_16bit(p.dtype))
+void tc_backward(const BwdParams& params) {
+  const bool bf16 = params.dtype == DType::bf16;
+  if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
+  BwdParams p = params;
+  const Shape& s = p.shape;
+  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
+  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
+  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
+  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
+  p.dout_strides = tc_strides("dout", p.dout, p.dout_strides, s.H, s.N, s.d);
+  p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d);
+  p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d);
+  p.dv_strides = tc_strides("dv", p.dv, p.dv_strides, s.kv_heads(), s.keys(), s.d);
   switch (p.shape.d) {
     case 32: return bf16 ? tc::backward_bf16_d32(p) : tc::backward_fp16_d32(p);
     case 64: return bf16 ? tc::backward_bf16_d64(p) : tc::backward_fp16_d64(p);
@@ -195,6 +228,7 @@ StepInfo step08_info() {
   s.dropout = true;
   s.score_mods = true;  // fa2's and deterministic's (unsupported refuses them for the rungs and key_warps)
   s.kv_shapes = true;   // likewise
+  s.strides = true;     // every variant's
   s.dtypes = {DType::bf16, DType::fp16};
   s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
   return s;

@@ -1,0 +1,133 @@
+"""flashsteps: the project's fp64 attention reference and its kernels, from Python.
+
+    import torch, flashsteps
+    out = flashsteps.attention(q, k, v, causal=True)   # q (batch, seqlen, heads, head_dim), bf16/fp16, on the GPU
+    out.sum().backward()                                # q.grad, k.grad, v.grad by the step's backward
+    ref, lse = flashsteps.reference(q.cpu(), k.cpu(), v.cpu(), causal=True)  # float64, on the CPU
+
+`attention` takes flash_attn_func's arguments and PyTorch CUDA tensors, and reads them where they
+are: step 08's kernels take any strides whose rows start on 16-byte boundaries (the last
+dimension contiguous), so nothing is copied; steps 04 and 05 (float32) take (batch, heads,
+seqlen, head_dim)-contiguous memory, which their inputs are copied into when they are not.
+`attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
+outputs given. `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes`
+(docs/verify.md) take any DLPack CPU tensor.
+"""
+from ._flashsteps import (  # noqa: F401  (the package's interface)
+    _address,
+    _backward,
+    _forward,
+    _last_launch,
+    alibi_slopes,
+    check,
+    check_backward,
+    reference,
+    reference_backward,
+)
+
+# The steps attention runs: their variant by default and with deterministic=True (dQ without
+# atomics), and whether their kernels take any strides.
+_STEPS = {
+    "08": {"default": "fa2", "deterministic": "deterministic", "strides": True},
+    "05": {"default": "atomic", "deterministic": "deterministic", "strides": False},
+    "04": {"default": "fa2", "deterministic": "fa2", "strides": False},  # forward only
+}
+
+
+def _step_of(step):
+    key = str(step).split("_")[0].zfill(2)
+    if key not in _STEPS:
+        raise ValueError(f"step: {step!r}; attention runs steps 04 (forward), 05 and 08")
+    return key
+
+
+def _launch_stream(t):
+    import torch
+
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False, softmax_scale=None,
+                   window_size=(-1, -1), softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=1, stream=0):
+    """The forward kernel on DLPack CUDA tensors, in place: q (batch, seqlen_q, heads, head_dim), k and v
+    (batch, seqlen_k, heads_k, head_dim), out like q, lse float32 (batch, heads, seqlen_q) contiguous.
+    stream: the CUDA stream to launch on (a pointer; 0, the default stream)."""
+    _forward(q, k, v, out, lse, step=step, variant=variant, causal=causal, softmax_scale=softmax_scale,
+             window_size=tuple(window_size), softcap=float(softcap), alibi_slopes=alibi_slopes,
+             dropout_p=float(dropout_p), seed=int(seed), stream=int(stream))
+
+
+def _heads_major(t):
+    """t's values in (batch, heads, seqlen, head_dim)-contiguous memory, seen as t's shape (no copy if
+    they are already)."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _make_function():
+    import torch
+
+    class _Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, opts):
+            if not _STEPS[opts["step"]]["strides"]:
+                q, k, v = _heads_major(q), _heads_major(k), _heads_major(v)
+            out = torch.empty_like(q)  # q's strides where q is dense, else contiguous
+            lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
+            with torch.cuda.device(q.device):
+                _forward(q, k, v, out, lse, **opts, stream=_launch_stream(q))
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.opts = opts
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, out, lse = ctx.saved_tensors
+            opts = ctx.opts
+            if opts["step"] == "04":
+                raise RuntimeError("flashsteps.attention: step 04 has no backward; use step='05' or '08'")
+            if not _STEPS[opts["step"]]["strides"]:
+                dout = _heads_major(dout)
+            elif dout.stride(-1) != 1:
+                dout = dout.contiguous()
+            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+            with torch.cuda.device(q.device):
+                _backward(q, k, v, out, lse, dout, dq, dk, dv, **opts, stream=_launch_stream(q))
+            return dq, dk, dv, None
+
+    return _Attention
+
+
+_function = None
+
+
+def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+              alibi_slopes=None, deterministic=False, return_lse=False, *, step="08", variant=None, seed=1):
+    """Attention by the project's kernels, with flash_attn_func's arguments: q (batch, seqlen_q, heads,
+    head_dim), k and v (batch, seqlen_k, heads_k, head_dim) PyTorch CUDA tensors (bfloat16 or float16 for
+    step 08; float32 for steps 04 and 05), heads a multiple of heads_k; causal and the windows aligned to
+    the bottom-right corner when seqlen_q != seqlen_k. Returns out (like q), or (out, lse) with
+    return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
+    backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
+    (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
+    dropout mask's (the project's Philox stream, as flashsteps.reference draws it)."""
+    import torch
+
+    global _function
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: attention takes PyTorch tensors (attention_into takes any DLPack CUDA tensor)")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
+    key = _step_of(step)
+    if variant is None:
+        variant = _STEPS[key]["deterministic" if deterministic else "default"]
+    if alibi_slopes is not None:
+        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
+    opts = dict(step=key, variant=variant, causal=bool(causal), softmax_scale=softmax_scale,
+                window_size=(int(window_size[0]), int(window_size[1])), softcap=float(softcap),
+                alibi_slopes=alibi_slopes, dropout_p=float(dropout_p), seed=int(seed))
+    if _function is None:
+        _function = _make_function()
+    out, lse = _function.apply(q, k, v, opts)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,320 @@
+// The module's kernels: a step's forward and backward launchers (steps 04, 05 and 08) on CUDA
+// tensors that speak DLPack, read and written in place. flashsteps/__init__.py builds
+// flashsteps.attention (flash_attn_func's arguments, a PyTorch autograd function) on these two:
+//
+//   _forward(q, k, v, out, lse, step=..., variant=..., ...)                  out, lse written
+//   _backward(q, k, v, out, lse, dout, dq, dk, dv, step=..., variant=..., ...)  dq, dk, dv written
+//
+// q, out, dout, dq are (batch, seqlen_q, heads, head_dim) and k, v, dk, dv (batch, seqlen_k,
+// heads_k, head_dim), in any strides with the last dimension contiguous; lse is (batch, heads,
+// seqlen_q) float32, contiguous. Step 08's kernels take those strides as they are
+// (StepInfo::strides); the others take (batch, heads, seqlen, head_dim)-contiguous memory only,
+// which the Python side copies into for them. Bad shapes, dtypes, devices and layouts raise
+// ValueError or TypeError with one line; nothing is copied here.
+#include <cuda_runtime.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/check.hpp"
+#include "common/python/dlpack_tensor.hpp"
+#include "steps/registry.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using fs::python::Borrowed;
+using fs::python::shape_of;
+
+// The addresses the last launch was given, by tensor name: the tests compare them with the
+// callers' tensors to show that nothing was copied.
+py::dict g_last_launch;
+
+// One CUDA tensor of the call, checked: on `device`, of a 16- or 32-bit float type, its four
+// dimensions those expected, its last one contiguous. Its strides, in the kernels' terms.
+// The stream a tensor is handed over for, as DLPack numbers them: the launch stream's pointer, or
+// 1 for the legacy default stream (whose pointer, 0, the protocol leaves ambiguous).
+std::int64_t dlpack_stream(std::int64_t launch_stream) { return launch_stream == 0 ? 1 : launch_stream; }
+
+struct Operand {
+  Operand(const py::object& obj, const char* name, std::int64_t stream) : dl(dlpack_stream(stream)), t(obj, name, &dl) {
+    if (t.t().device.device_type != kDLCUDA)
+      throw py::value_error(std::string(name) + ": the kernels run on the GPU; pass a CUDA tensor (the CPU reference is "
+                                                "flashsteps.reference)");
+  }
+  void expect(std::int64_t b, std::int64_t n, std::int64_t h, std::int64_t d) const {
+    if (t.ndim() != 4 || t.dim(0) != b || t.dim(1) != n || t.dim(2) != h || t.dim(3) != d)
+      throw py::value_error(std::string(t.name()) + ": shape " + shape_of(t) + ", expected " +
+                            fs::python::shape_text({b, n, h, d}));
+    if (t.stride(3) != 1 && d > 1)
+      throw py::value_error(std::string(t.name()) + ": the last dimension (head_dim) must be contiguous (stride 1)");
+  }
+  // (batch, seqlen, heads, head_dim) → the kernels' (batch, head, row) strides.
+  fs::Strides strides() const { return {t.stride(0), t.stride(2), t.stride(1)}; }
+  void* data() const { return reinterpret_cast<void*>(t.address()); }
+  std::int64_t dl;
+  Borrowed t;
+};
+
+// The run: the step, its variant, the shape and settings, on the tensors' device and stream.
+struct Launch {
+  const fs::StepInfo* step = nullptr;
+  fs::Shape shape;
+  fs::PassSettings settings;
+  fs::ScoreMods mods;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+};
+
+Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
+               const std::string& variant, bool causal, std::optional<double> softmax_scale, std::pair<int, int> window, double softcap,
+               const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, std::int64_t stream) {
+  Launch L;
+  L.step = fs::find_step(step_id);
+  if (!L.step || !L.step->forward)
+    throw py::value_error("step: '" + step_id + "' is not one of the project's steps (04, 05, 08 run here)");
+  if (q.t.ndim() != 4 || k.t.ndim() != 4)
+    throw py::value_error("q, k, v: expected (batch, seqlen, heads, head_dim), got q " + shape_of(q.t) + ", k " + shape_of(k.t));
+  const std::int64_t B = q.t.dim(0), N = q.t.dim(1), H = q.t.dim(2), d = q.t.dim(3), Nk = k.t.dim(1), Hk = k.t.dim(2);
+  q.expect(B, N, H, d);
+  k.expect(B, Nk, Hk, d);
+  v.expect(B, Nk, Hk, d);
+  if (N < 1 || Nk < 1 || H < 1 || B < 1) throw py::value_error("q, k, v: every dimension must be at least 1");
+  if (H % Hk != 0)
+    throw py::value_error("q has " + std::to_string(H) + " heads, k and v " + std::to_string(Hk) + ": q's must be a multiple");
+  const fs::DType dtype = q.t.kernel_dtype();
+  for (const Operand* o : {&k, &v})
+    if (o->t.kernel_dtype() != dtype || o->t.t().dtype.bits != q.t.t().dtype.bits)
+      throw py::type_error("q, k, v: one dtype for all three");
+  if (!L.step->takes(dtype))
+    throw py::type_error("step " + L.step->id + " takes " + std::string(L.step->dtypes.size() > 1 ? "bfloat16 or float16" : "float32") +
+                         ", not " + fs::dtype_name(dtype));
+  const int dev = q.t.t().device.device_id;
+  for (const Operand* o : {&k, &v})
+    if (o->t.t().device.device_id != dev) throw py::value_error("q, k, v: all on one GPU");
+  int variant_index = -1;
+  for (std::size_t i = 0; i < L.step->variants.size(); ++i)
+    if (L.step->variants[i] == variant) variant_index = int(i);
+  if (variant_index < 0) {
+    std::string names;
+    for (const auto& n : L.step->variants) names += (names.empty() ? "" : ", ") + n;
+    throw py::value_error("variant: '" + variant + "' is not one of step " + L.step->id + "'s (" + names + ")");
+  }
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0)) throw py::value_error("dropout_p must be in [0, 1)");
+  const double scale = softmax_scale ? *softmax_scale : double(fs::default_scale(int(d)));
+  if (!(scale > 0.0) || !std::isfinite(scale)) throw py::value_error("softmax_scale must be positive and finite");
+  if (window.first < -1 || window.second < -1) throw py::value_error("window_size: each side is -1 (unbounded) or at least 0");
+  if (!(softcap >= 0.0)) throw py::value_error("softcap must be 0 (off) or positive");
+
+  L.shape = fs::Shape{int(B), int(H), int(N), int(d)};
+  if (Nk != N) L.shape.Nk = int(Nk);
+  if (Hk != H) L.shape.Hkv = int(Hk);
+  L.settings = fs::PassSettings(float(scale), causal, variant_index, fs::Dropout{float(dropout_p), seed}, nullptr, dtype);
+  L.settings.features.window_left = L.mods.window_left = window.first;
+  L.settings.features.window_right = L.mods.window_right = window.second;
+  L.settings.features.softcap = L.mods.softcap = float(softcap);
+  if (alibi) {
+    const Borrowed& a = alibi->t;
+    const DLDataType t = a.t().dtype;
+    if (a.ndim() != 1 || a.dim(0) != H || a.stride(0) != 1 || t.code != kDLFloat || t.bits != 32)
+      throw py::value_error("alibi_slopes: one float32 slope per head, contiguous, shape (" + std::to_string(H) + ",); got " +
+                            Borrowed::dtype_name(t) + " " + shape_of(a));
+    if (a.t().device.device_id != dev) throw py::value_error("alibi_slopes: on q's GPU");
+    L.mods.alibi_slopes = static_cast<const float*>(alibi->data());
+    L.settings.features.alibi_slopes.assign(std::size_t(H), 0.f);  // their presence, for the support check
+  }
+  if (!L.shape.square() && !L.step->kv_shapes)
+    throw py::value_error("step " + L.step->id + " takes seqlen_k == seqlen_q and heads_k == heads only");
+  if (L.settings.features.on() && !L.step->score_mods)
+    throw py::value_error("step " + L.step->id + " takes no window_size, softcap or alibi_slopes");
+  if (dropout_p > 0.0 && !L.step->dropout) throw py::value_error("step " + L.step->id + " takes no dropout");
+  const std::string why = L.step->refusal(L.shape, L.settings);
+  if (!why.empty()) throw py::value_error("step " + L.step->id + "/" + variant + ": " + why);
+  L.stream = reinterpret_cast<cudaStream_t>(stream);
+  L.device = dev;
+  return L;
+}
+
+// The layout check of a step that takes only (B, H, N, d)-contiguous tensors.
+void require_dense(const fs::StepInfo& step, const Operand& o) {
+  if (step.strides) return;
+  const fs::Strides s = o.strides();
+  const std::int64_t N = o.t.dim(1), H = o.t.dim(2), d = o.t.dim(3);
+  if (s.row != d || s.head != N * d || (o.t.dim(0) > 1 && s.batch != H * N * d))
+    throw py::value_error("step " + step.id + " takes " + o.t.name() +
+                          " in (batch, heads, seqlen, head_dim)-contiguous memory only (step 08 takes any layout); "
+                          "pass x.transpose(1, 2).contiguous().transpose(1, 2)");
+}
+
+// The tensors' GPU current for the length of a call.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    FS_CUDA_CHECK(cudaGetDevice(&before_));
+    if (device != before_) FS_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~OnDevice() { cudaSetDevice(before_); }
+
+ private:
+  int before_ = 0;
+};
+
+// Device memory for one pass, allocated and freed in the stream's order.
+class StreamBytes {
+ public:
+  StreamBytes(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes) FS_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream));
+  }
+  ~StreamBytes() {
+    if (p_) cudaFreeAsync(p_, stream_);
+  }
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t stream_;
+};
+
+// A launcher's refusal of what it was handed (a layout off the 16-byte grid) is the caller's
+// error; anything else the launch reports is the GPU's.
+template <typename F>
+void launched(F&& f) {
+  try {
+    f();
+  } catch (const fs::CudaError& e) {
+    if (e.code() == cudaErrorInvalidValue) throw py::value_error(e.what());
+    throw;
+  }
+  FS_CUDA_CHECK(cudaGetLastError());
+}
+
+void lse_check(const Borrowed& lse, const fs::Shape& s, int device) {
+  const DLDataType t = lse.t().dtype;
+  if (lse.t().device.device_type != kDLCUDA || lse.t().device.device_id != device)
+    throw py::value_error("lse: a CUDA tensor on q's GPU");
+  if (lse.ndim() != 3 || lse.dim(0) != s.B || lse.dim(1) != s.H || lse.dim(2) != s.N || t.code != kDLFloat || t.bits != 32 ||
+      lse.stride(2) != 1 || lse.stride(1) != s.N || (s.B > 1 && lse.stride(0) != std::int64_t(s.H) * s.N))
+    throw py::value_error("lse: float32 (batch, heads, seqlen_q) = " + fs::python::shape_text({s.B, s.H, s.N}) +
+                          ", contiguous; got " + Borrowed::dtype_name(t) + " " + shape_of(lse));
+}
+
+void forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
+             const py::object& lse_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
+             std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
+             std::int64_t stream) {
+  const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
+  std::optional<Operand> alibi;
+  if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
+  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, stream);
+  const fs::Shape& s = L.shape;
+  out.expect(s.B, s.N, s.H, s.d);
+  if (out.t.t().dtype.code != q.t.t().dtype.code || out.t.t().dtype.bits != q.t.t().dtype.bits)
+    throw py::type_error("out: q's dtype");
+  const std::int64_t dl = dlpack_stream(stream);
+  const Borrowed lse(lse_obj, "lse", &dl);
+  lse_check(lse, s, L.device);
+  for (const Operand* o : {&q, &k, &v, &out}) require_dense(*L.step, *o);
+
+  OnDevice on(L.device);
+  StreamBytes ws(L.step->fwd_workspace(s, L.settings), L.stream);
+  fs::FwdParams p;
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data();
+  p.lse = reinterpret_cast<float*>(lse.address());
+  p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
+  if (!L.step->strides) p.q_strides = p.k_strides = p.v_strides = p.o_strides = {};  // checked dense above
+  p.dtype = L.settings.dtype;
+  p.shape = s;
+  p.scale = L.settings.scale;
+  p.causal = causal;
+  p.variant = L.settings.variant;
+  p.dropout = L.settings.dropout;
+  p.mods = L.mods;
+  p.workspace = ws.get();
+  p.stream = L.stream;
+  launched([&] { L.step->forward(p); });
+  g_last_launch = py::dict();
+  for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)}})
+    g_last_launch[name] = reinterpret_cast<std::uintptr_t>(ptr);
+}
+
+void backward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
+              const py::object& lse_obj, const py::object& dout_obj, const py::object& dq_obj, const py::object& dk_obj,
+              const py::object& dv_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
+              std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
+              std::int64_t stream) {
+  const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
+  const Operand dout(dout_obj, "dout", stream), dq(dq_obj, "dq", stream), dk(dk_obj, "dk", stream), dv(dv_obj, "dv", stream);
+  std::optional<Operand> alibi;
+  if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
+  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, stream);
+  if (!L.step->backward) throw py::value_error("step " + L.step->id + " has no backward (step 05 and step 08 have)");
+  if (L.step->fwd_workspace(L.shape, L.settings) > 0)
+    throw py::value_error("step " + L.step->id + "/" + variant + " keeps state between its passes; the module runs it forward only");
+  const fs::Shape& s = L.shape;
+  for (const Operand* o : {&out, &dout, &dq}) o->expect(s.B, s.N, s.H, s.d);
+  for (const Operand* o : {&dk, &dv}) o->expect(s.B, s.keys(), s.kv_heads(), s.d);
+  for (const Operand* o : {&out, &dout, &dq, &dk, &dv})
+    if (o->t.t().dtype.code != q.t.t().dtype.code || o->t.t().dtype.bits != q.t.t().dtype.bits)
+      throw py::type_error(std::string(o->t.name()) + ": q's dtype");
+  const std::int64_t dl = dlpack_stream(stream);
+  const Borrowed lse(lse_obj, "lse", &dl);
+  lse_check(lse, s, L.device);
+  for (const Operand* o : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) require_dense(*L.step, *o);
+
+  OnDevice on(L.device);
+  StreamBytes ws(L.step->bwd_workspace(s, L.settings), L.stream);
+  fs::BwdParams p;
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data(), p.dout = dout.data();
+  p.lse = reinterpret_cast<const float*>(lse.address());
+  p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data();
+  if (L.step->strides) {
+    p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
+    p.dout_strides = dout.strides(), p.dq_strides = dq.strides(), p.dk_strides = dk.strides(), p.dv_strides = dv.strides();
+  }
+  p.dtype = L.settings.dtype;
+  p.shape = s;
+  p.scale = L.settings.scale;
+  p.causal = causal;
+  p.variant = L.settings.variant;
+  p.dropout = L.settings.dropout;
+  p.mods = L.mods;
+  p.workspace = ws.get();
+  p.stream = L.stream;
+  launched([&] { L.step->backward(p); });
+  g_last_launch = py::dict();
+  for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", p.o}, {"dout", p.dout},
+                                  {"dq", static_cast<const void*>(p.dq)}, {"dk", static_cast<const void*>(p.dk)},
+                                  {"dv", static_cast<const void*>(p.dv)}})
+    g_last_launch[name] = reinterpret_cast<std::uintptr_t>(ptr);
+}
+
+}  // namespace
+
+namespace fs::python {
+
+#define FS_GPU_KEYWORDS                                                                                              \
+  py::arg("step") = "08", py::arg("variant") = "fa2", py::arg("causal") = false, py::arg("softmax_scale") = py::none(), \
+      py::arg("window_size") = std::pair<int, int>{-1, -1}, py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(), \
+      py::arg("dropout_p") = 0.0, py::arg("seed") = 1, py::arg("stream") = 0
+
+void add_gpu(py::module_& m) {
+  m.def("_forward", &forward,
+        "Launches a step's forward on CUDA tensors in place: out (like q) and lse (batch, heads, seqlen_q) float32 are\n"
+        "written. flashsteps.attention is the interface; this is its kernel call.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::kw_only(), FS_GPU_KEYWORDS);
+  m.def("_backward", &backward,
+        "Launches a step's backward on CUDA tensors in place: dq, dk, dv (like q, k, v) are written.",
+        py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dout"), py::arg("dq"), py::arg("dk"),
+        py::arg("dv"), py::kw_only(), FS_GPU_KEYWORDS);
+  m.def("_last_launch", [] { return g_last_launch; },
+        "The addresses the last _forward or _backward launched the kernels with, by tensor name.");
+}
+
+}  // namespace fs::python

@@ -1,0 +1,180 @@
+"""flashsteps.attention on PyTorch CUDA tensors (common/python/flashsteps_gpu.cpp and
+flashsteps/__init__.py): the kernels' outputs and autograd gradients against the fp64 reference by
+the project's rule (flashsteps.check, check_backward), beside torch's scaled_dot_product_attention
+on the same tensors; reads in place (the addresses the kernels were launched with are the
+tensors'); every feature; the errors. Needs PyTorch and a GPU (CTest label gpu)."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+
+import flashsteps  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def inputs(B, N, H, d, dtype, Nk=None, Hk=None, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    Nk, Hk = Nk or N, Hk or H
+    q = torch.randn(B, N, H, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(B, Nk, Hk, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(B, Nk, Hk, d, device="cuda", generator=g).to(dtype)
+    dout = torch.randn(B, N, H, d, device="cuda", generator=g).to(dtype)
+    return q, k, v, dout
+
+
+def cpu(*ts):
+    return [t.detach().cpu() for t in ts]
+
+
+def forward_backward(q, k, v, dout, **kw):
+    """out, lse and the gradients of sum(out * dout) by flashsteps.attention."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out, lse = flashsteps.attention(q, k, v, return_lse=True, **kw)
+    out.backward(dout)
+    return out, lse, q.grad, k.grad, v.grad
+
+
+REF_KEYS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed")
+
+
+def reference_keywords(kw):
+    out = {key: kw[key] for key in REF_KEYS if key in kw}
+    if out.get("alibi_slopes") is not None:
+        out["alibi_slopes"] = torch.as_tensor(out["alibi_slopes"]).float().cpu()
+    return out
+
+
+def checked(q, k, v, dout, **kw):
+    """Runs attention forward and backward and checks every output against the fp64 reference."""
+    out, lse, dq, dk, dv = forward_backward(q, k, v, dout, **kw)
+    ref = reference_keywords(kw)
+    fwd = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), **ref)
+    assert fwd["ok"], fwd["summary"]
+    bwd = flashsteps.check_backward(*cpu(dq, dk, dv, q, k, v, dout), **ref)
+    assert bwd["ok"], bwd["summary"]
+    return out, lse, dq, dk, dv, fwd, bwd
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 257, 4, 64), (1, 1000, 2, 128), (3, 77, 2, 32)])
+def test_matches_the_reference_and_sdpa(dtype, causal, shape):
+    B, N, H, d = shape
+    q, k, v, dout = inputs(B, N, H, d, DTYPES[dtype], seed=N + d)
+    out, _, dq, dk, dv, fwd, bwd = checked(q, k, v, dout, causal=causal)
+    # torch's attention on the same tensors, (batch, heads, seqlen, head_dim), judged by the same rule.
+    qs, ks, vs = (t.detach().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    ref_out = F.scaled_dot_product_attention(qs, ks, vs, is_causal=causal)
+    ref_out.backward(dout.transpose(1, 2))
+    sdpa = flashsteps.check(*cpu(ref_out.transpose(1, 2), q, k, v), causal=causal)
+    assert sdpa["ok"], sdpa["summary"]
+    theirs = [t.grad.transpose(1, 2) for t in (qs, ks, vs)]
+    assert flashsteps.check_backward(*cpu(*theirs, q, k, v, dout), causal=causal)["ok"]
+    # And ours is no further from the exact answer than 2x theirs (plus a unit in the last place).
+    ulp = 2.0 ** (-8 if dtype == "bf16" else -11)
+    err = {t["name"]: t["err"] for t in fwd["tensors"]}
+    err_sdpa = {t["name"]: t["err"] for t in sdpa["tensors"]}
+    assert err["O"] <= 2 * err_sdpa["O"] + ulp * float(out.abs().max()), (err, err_sdpa)
+    diff = (out.float() - ref_out.transpose(1, 2).float()).abs().max().item()
+    print(f"{dtype} causal={causal} {shape}: max |out - sdpa| {diff:.3g}, err {err['O']:.3g} (sdpa {err_sdpa['O']:.3g})")
+
+
+def test_reads_and_writes_in_place():
+    """No copy: the kernels are launched with the tensors' own addresses, including slices of a
+    packed QKV tensor and (batch, heads, seqlen, head_dim) views, whose strides they take as given."""
+    B, N, H, d = 2, 300, 4, 64
+    qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    q, k, v = qkv.unbind(2)
+    out = flashsteps.attention(q, k, v, causal=True, deterministic=True)
+    launched = flashsteps._last_launch()
+    assert launched["q"] == q.data_ptr() and launched["k"] == k.data_ptr() and launched["v"] == v.data_ptr()
+    assert launched["out"] == out.data_ptr()
+    assert q.stride() == (N * 3 * H * d, 3 * H * d, d, 1)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    launched = flashsteps._last_launch()
+    assert launched["q"] == q.data_ptr() and launched["dout"] == dout.data_ptr()
+    # The same values, contiguous: the same outputs bit for bit, and the same gradients.
+    qc, kc, vc = (t.detach().contiguous().requires_grad_() for t in (q, k, v))
+    out_c = flashsteps.attention(qc, kc, vc, causal=True, deterministic=True)
+    assert torch.equal(out_c, out)
+    out_c.backward(dout)
+    qd = qkv.detach().clone().requires_grad_()
+    o2 = flashsteps.attention(*qd.unbind(2), causal=True, deterministic=True)
+    o2.backward(dout)
+    assert torch.equal(qd.grad[:, :, 0], qc.grad) and torch.equal(qd.grad[:, :, 1], kc.grad)
+    assert torch.equal(qd.grad[:, :, 2], vc.grad)
+
+
+FEATURES = [
+    dict(causal=True, Nk=333, Hk=2),                  # bottom-right causal, grouped K/V heads
+    dict(Nk=100, Hk=1),                               # multi-query, fewer keys than queries
+    dict(window_size=(64, 16)),
+    dict(causal=True, window_size=(32, 0), alibi=True),
+    dict(softcap=20.0),
+    dict(dropout_p=0.1, seed=5),
+    dict(dropout_p=0.1, seed=5, causal=True, softcap=30.0, Hk=2, deterministic=True),
+    dict(window_size=(5000, 5000)),                   # wider than the sequence
+]
+
+
+@pytest.mark.parametrize("feature", FEATURES, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+@pytest.mark.parametrize("d", [64, 128])
+def test_features(feature, d):
+    f = dict(feature)
+    Nk, Hk = f.pop("Nk", None), f.pop("Hk", None)
+    if f.pop("alibi", False):
+        f["alibi_slopes"] = torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
+    q, k, v, dout = inputs(2, 255, 4, d, torch.bfloat16, Nk=Nk, Hk=Hk, seed=d)
+    checked(q, k, v, dout, **f)
+
+
+def test_deterministic_backward_repeats_bit_for_bit():
+    q, k, v, dout = inputs(2, 1000, 4, 64, torch.float16, seed=3)
+    first = forward_backward(q, k, v, dout, causal=True, deterministic=True, dropout_p=0.1, seed=9)
+    again = forward_backward(q, k, v, dout, causal=True, deterministic=True, dropout_p=0.1, seed=9)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("step", ["05", "04"])
+def test_fp32_steps(step):
+    q, k, v, dout = inputs(2, 130, 2, 64, torch.float32, seed=11)
+    if step == "04":  # forward only
+        out, lse = flashsteps.attention(q, k, v, causal=True, return_lse=True, step=step)
+        r = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), causal=True)
+        assert r["ok"], r["summary"]
+        with pytest.raises(RuntimeError, match="no backward"):
+            flashsteps.attention(q.requires_grad_(), k, v, step=step).sum().backward()
+    else:
+        checked(q, k, v, dout, causal=True, step=step, deterministic=True)
+
+
+def test_errors():
+    q, k, v, _ = inputs(1, 64, 2, 64, torch.bfloat16)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        flashsteps.attention(q.cpu(), k.cpu(), v.cpu())
+    with pytest.raises(TypeError, match="one dtype"):
+        flashsteps.attention(q, k.half(), v)
+    with pytest.raises(TypeError, match="bfloat16 or float16"):
+        flashsteps.attention(q.float(), k.float(), v.float())
+    with pytest.raises(ValueError, match="multiple"):
+        flashsteps.attention(q, *inputs(1, 64, 3, 64, torch.bfloat16)[1:3])
+    with pytest.raises(ValueError, match="16-byte"):  # rows 4 elements (8 bytes) off the grid
+        wide = torch.randn(1, 64, 2, 72, device="cuda", dtype=torch.bfloat16)
+        flashsteps.attention(wide[..., 4:68], k, v)
+    with pytest.raises(ValueError, match="step"):
+        flashsteps.attention(q, k, v, step="07")
+    with pytest.raises(ValueError):  # a head dimension step 08 has no kernels for
+        flashsteps.attention(*inputs(1, 64, 2, 48, torch.bfloat16)[:3])
+    with pytest.raises(ValueError, match="dropout_p"):
+        flashsteps.attention(q, k, v, dropout_p=1.5)
+    with pytest.raises(ValueError, match="variant"):
+        flashsteps.attention(q, k, v, variant="nope")
+    assert math.isfinite(flashsteps.attention(q, k, v).float().sum().item())
