@@ -33,6 +33,10 @@ inline FwdParams forward_params(const Shape& s, const void* q, const void* k, co
   fp.scale = default_scale(s.d);
   fp.causal = causal;
   fp.dropout = dropout;
+  // The contiguous layouts, written out: step 08's dispatch takes them as given (tc_forward is
+  // what fills them in for a caller that leaves them at zero).
+  fp.q_strides = fp.o_strides = Strides{}.or_dense(s.H, s.N, s.d);
+  fp.k_strides = fp.v_strides = Strides{}.or_dense(s.kv_heads(), s.keys(), s.d);
   return fp;
 }
 
@@ -54,6 +58,8 @@ inline BwdParams backward_params(const FwdParams& fp, const void* dout, void* dq
   bp.dropout = fp.dropout;
   bp.sparse = fp.sparse;
   bp.mods = fp.mods;
+  bp.q_strides = bp.o_strides = bp.dout_strides = bp.dq_strides = fp.q_strides;
+  bp.k_strides = bp.v_strides = bp.dk_strides = bp.dv_strides = fp.k_strides;
   return bp;
 }
 

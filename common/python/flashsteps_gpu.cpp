@@ -34,8 +34,9 @@ using fs::python::Borrowed;
 using fs::python::shape_of;
 
 // The addresses the last launch was given, by tensor name: the tests compare them with the
-// callers' tensors to show that nothing was copied.
-py::dict g_last_launch;
+// callers' tensors to show that nothing was copied. (Plain C++: a Python object here would be
+// released after the interpreter has gone.)
+std::vector<std::pair<std::string, std::uintptr_t>> g_last_launch;
 
 // One CUDA tensor of the call, checked: on `device`, of a 16- or 32-bit float type, its four
 // dimensions those expected, its last one contiguous. Its strides, in the kernels' terms.
@@ -239,9 +240,9 @@ void forward(const py::object& q_obj, const py::object& k_obj, const py::object&
   p.workspace = ws.get();
   p.stream = L.stream;
   launched([&] { L.step->forward(p); });
-  g_last_launch = py::dict();
+  g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)}})
-    g_last_launch[name] = reinterpret_cast<std::uintptr_t>(ptr);
+    g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
 void backward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
@@ -288,11 +289,11 @@ void backward(const py::object& q_obj, const py::object& k_obj, const py::object
   p.workspace = ws.get();
   p.stream = L.stream;
   launched([&] { L.step->backward(p); });
-  g_last_launch = py::dict();
+  g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", p.o}, {"dout", p.dout},
                                   {"dq", static_cast<const void*>(p.dq)}, {"dk", static_cast<const void*>(p.dk)},
                                   {"dv", static_cast<const void*>(p.dv)}})
-    g_last_launch[name] = reinterpret_cast<std::uintptr_t>(ptr);
+    g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
 }  // namespace
@@ -313,7 +314,12 @@ void add_gpu(py::module_& m) {
         "Launches a step's backward on CUDA tensors in place: dq, dk, dv (like q, k, v) are written.",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dout"), py::arg("dq"), py::arg("dk"),
         py::arg("dv"), py::kw_only(), FS_GPU_KEYWORDS);
-  m.def("_last_launch", [] { return g_last_launch; },
+  m.def("_last_launch",
+        [] {
+          py::dict d;
+          for (const auto& [name, address] : g_last_launch) d[py::str(name)] = address;
+          return d;
+        },
         "The addresses the last _forward or _backward launched the kernels with, by tensor name.");
 }
 

@@ -178,3 +178,17 @@ def test_errors():
     with pytest.raises(ValueError, match="variant"):
         flashsteps.attention(q, k, v, variant="nope")
     assert math.isfinite(flashsteps.attention(q, k, v).float().sum().item())
+
+
+def test_verify_page_gpu_example_runs():
+    """docs/verify.md's kernel example runs as written, and its checks pass."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "verify.md").read_text()
+    block = re.search(r"<!-- example-gpu: [^>]*-->\n```python\n(.*?)```", text, re.S)
+    assert block, "docs/verify.md lost its GPU example block"
+    namespace = {}
+    exec(compile(block.group(1), "docs/verify.md", "exec"), namespace)
+    assert namespace["fwd"]["ok"], namespace["fwd"]["summary"]
+    assert namespace["bwd"]["ok"], namespace["bwd"]["summary"]
