@@ -69,6 +69,8 @@ def _make_function():
     class _Attention(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, opts):
+            # The data, without autograd's bookkeeping (which DLPack refuses to export): the same memory.
+            q, k, v = q.detach(), k.detach(), v.detach()
             if not _STEPS[opts["step"]]["strides"]:
                 q, k, v = _heads_major(q), _heads_major(k), _heads_major(v)
             out = torch.empty_like(q)  # q's strides where q is dense, else contiguous
@@ -82,7 +84,8 @@ def _make_function():
 
         @staticmethod
         def backward(ctx, dout, _dlse):
-            q, k, v, out, lse = ctx.saved_tensors
+            q, k, v, out, lse = (t.detach() for t in ctx.saved_tensors)
+            dout = dout.detach()
             opts = ctx.opts
             if opts["step"] == "04":
                 raise RuntimeError("flashsteps.attention: step 04 has no backward; use step='05' or '08'")
