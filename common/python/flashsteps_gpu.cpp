@@ -72,6 +72,20 @@ struct Launch {
   fs::ScoreMods mods;
   cudaStream_t stream = nullptr;
   int device = 0;
+
+  // The settings of FwdParams or BwdParams `p`, beside its tensors.
+  template <class Params>
+  void into(Params& p, void* workspace) const {
+    p.dtype = settings.dtype;
+    p.shape = shape;
+    p.scale = settings.scale;
+    p.causal = settings.causal;
+    p.variant = settings.variant;
+    p.dropout = settings.dropout;
+    p.mods = mods;
+    p.workspace = workspace;
+    p.stream = stream;
+  }
 };
 
 Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
@@ -230,15 +244,7 @@ void forward(const py::object& q_obj, const py::object& k_obj, const py::object&
   p.lse = reinterpret_cast<float*>(lse.address());
   p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
   if (!L.step->strides) p.q_strides = p.k_strides = p.v_strides = p.o_strides = {};  // checked dense above
-  p.dtype = L.settings.dtype;
-  p.shape = s;
-  p.scale = L.settings.scale;
-  p.causal = causal;
-  p.variant = L.settings.variant;
-  p.dropout = L.settings.dropout;
-  p.mods = L.mods;
-  p.workspace = ws.get();
-  p.stream = L.stream;
+  L.into(p, ws.get());
   launched([&] { L.step->forward(p); });
   g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)}})
@@ -279,15 +285,7 @@ void backward(const py::object& q_obj, const py::object& k_obj, const py::object
     p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
     p.dout_strides = dout.strides(), p.dq_strides = dq.strides(), p.dk_strides = dk.strides(), p.dv_strides = dv.strides();
   }
-  p.dtype = L.settings.dtype;
-  p.shape = s;
-  p.scale = L.settings.scale;
-  p.causal = causal;
-  p.variant = L.settings.variant;
-  p.dropout = L.settings.dropout;
-  p.mods = L.mods;
-  p.workspace = ws.get();
-  p.stream = L.stream;
+  L.into(p, ws.get());
   launched([&] { L.step->backward(p); });
   g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", p.o}, {"dout", p.dout},

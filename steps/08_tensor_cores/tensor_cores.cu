@@ -170,6 +170,16 @@ Strides tc_strides(const char* name, const void* t, const Strides& st, int heads
   return s;
 }
 
+// Q's, K's, V's and O's strides, as the kernels read them (FwdParams and BwdParams alike).
+template <class Params>
+void with_strides(Params& p) {
+  const Shape& s = p.shape;
+  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
+  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
+  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
+  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
+}
+
 }  // namespace
 
 void tc_forward(const FwdParams& params) {
@@ -177,11 +187,7 @@ void tc_forward(const FwdParams& params) {
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
   FwdParams p = params;
-  const Shape& s = p.shape;
-  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
-  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
-  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
-  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
+  with_strides(p);
   switch (p.shape.d) {
     case 32: return bf16 ? tc::forward_bf16_d32(p) : tc::forward_fp16_d32(p);
     case 64: return bf16 ? tc::forward_bf16_d64(p) : tc::forward_fp16_d64(p);
@@ -196,11 +202,8 @@ void tc_backward(const BwdParams& params) {
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
   BwdParams p = params;
+  with_strides(p);
   const Shape& s = p.shape;
-  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
-  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
-  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
-  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
   p.dout_strides = tc_strides("dout", p.dout, p.dout_strides, s.H, s.N, s.d);
   p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d);
   p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d);
