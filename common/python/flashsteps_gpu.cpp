@@ -92,9 +92,12 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
                const std::string& variant, bool causal, std::optional<double> softmax_scale, std::pair<int, int> window, double softcap,
                const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, std::int64_t stream) {
   Launch L;
+  // The flash steps whose kernels take these tensors as they are (08) or in the layout of their
+  // own (04, 05); the others keep state between passes or need inputs this interface has not.
   L.step = fs::find_step(step_id);
-  if (!L.step || !L.step->forward)
-    throw py::value_error("step: '" + step_id + "' is not one of the project's steps (04, 05, 08 run here)");
+  const std::string id = L.step ? L.step->id.substr(0, 2) : "";
+  if (id != "04" && id != "05" && id != "08")
+    throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05 and 08");
   if (q.t.ndim() != 4 || k.t.ndim() != 4)
     throw py::value_error("q, k, v: expected (batch, seqlen, heads, head_dim), got q " + shape_of(q.t) + ", k " + shape_of(k.t));
   const std::int64_t B = q.t.dim(0), N = q.t.dim(1), H = q.t.dim(2), d = q.t.dim(3), Nk = k.t.dim(1), Hk = k.t.dim(2);
@@ -242,8 +245,8 @@ void forward(const py::object& q_obj, const py::object& k_obj, const py::object&
   fs::FwdParams p;
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data();
   p.lse = reinterpret_cast<float*>(lse.address());
-  p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
-  if (!L.step->strides) p.q_strides = p.k_strides = p.v_strides = p.o_strides = {};  // checked dense above
+  if (L.step->strides)  // else left at zero: checked dense above
+    p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
   L.into(p, ws.get());
   launched([&] { L.step->forward(p); });
   g_last_launch.clear();

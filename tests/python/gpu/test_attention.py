@@ -156,6 +156,22 @@ def test_fp32_steps(step):
         checked(q, k, v, dout, causal=True, step=step, deterministic=True)
 
 
+def test_attention_into_writes_the_given_outputs():
+    """attention_into, the forward alone on DLPack CUDA tensors with the outputs given: the same
+    bits as attention's forward, written into out and lse in place; a step outside 04/05/08 refused
+    by the native call itself."""
+    q, k, v, _ = inputs(2, 300, 4, 64, torch.float16, Nk=200, Hk=2, seed=13)
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 4, 300), float("nan"), device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    flashsteps.attention_into(q, k, v, out, lse, causal=True, window_size=(64, 0), stream=stream)
+    want, want_lse = flashsteps.attention(q, k, v, causal=True, window_size=(64, 0), return_lse=True)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    assert flashsteps._last_launch()["out"] == out.data_ptr()
+    with pytest.raises(ValueError, match="steps 04"):
+        flashsteps.attention_into(q, k, v, out, lse, step="06")
+
+
 def test_errors():
     q, k, v, _ = inputs(1, 64, 2, 64, torch.bfloat16)
     with pytest.raises(ValueError, match="CUDA tensor"):
