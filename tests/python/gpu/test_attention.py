@@ -165,9 +165,9 @@ def test_attention_into_writes_the_given_outputs():
     lse = torch.full((2, 4, 300), float("nan"), device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     flashsteps.attention_into(q, k, v, out, lse, causal=True, window_size=(64, 0), stream=stream)
+    assert flashsteps._last_launch()["out"] == out.data_ptr()
     want, want_lse = flashsteps.attention(q, k, v, causal=True, window_size=(64, 0), return_lse=True)
     assert torch.equal(out, want) and torch.equal(lse, want_lse)
-    assert flashsteps._last_launch()["out"] == out.data_ptr()
     with pytest.raises(ValueError, match="steps 04"):
         flashsteps.attention_into(q, k, v, out, lse, step="06")
 
