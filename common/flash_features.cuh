@@ -15,6 +15,9 @@
 // in that order (the reference's, common/reference.cpp), before the causal and tail masks. The
 // backward recomputes the same s, and its chain rule takes the softcap's derivative,
 // dS_raw = dS ∘ (1 − tanh²), for dQ and dK; ALiBi's bias is a constant and the window a mask.
+// Packed sequences (FwdParams::packed) come with it too: each CTA works on one sequence's span
+// (SeqSpan, common/tile_policies.cuh), δ and Nk are that sequence's, and a kernel adds the span's
+// first query and key to its addresses.
 // A window also shortens the walks: the tiles it leaves wholly out are never loaded (a DenseWalk;
 // other walks are masked element by element).
 #pragma once
@@ -53,14 +56,26 @@ struct FlashFeaturesOf {
   int n_keys;       // Nk
 
   // `unit`: the scores' unit, s = unit · τ q·k — log2(e) in steps 04/05; 1/τ in step 08, whose
-  // scores are the τ-less q·k (steps/08_tensor_cores/tc_features.cuh).
-  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh, float unit = kLog2e)
+  // scores are the τ-less q·k (steps/08_tensor_cores/tc_features.cuh). `seq`: the CTA's span
+  // (sequence()), whose δ and keys the masks and walks take; without one, the whole head.
+  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, const SeqSpan& seq, long long bh, float unit = kLog2e)
       : left(m.window_left),
         right(m.window_right),
         cap(kSoftcap && m.softcap > 0.f ? m.softcap * unit : 0.f),
         slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * unit : 0.f),
-        delta(s.keys() - s.N),
-        n_keys(s.keys()) {}
+        delta(seq.shift()),
+        n_keys(seq.nk) {}
+  __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh, float unit = kLog2e)
+      : FlashFeaturesOf(m, s, SeqSpan{0, s.N, 0, s.keys()}, bh, unit) {}
+
+  // The span of the CTA's problem: with packed sequences sequence blockIdx.z's tokens (a sequence
+  // shorter than the grid's tiles leaves the CTAs past it nothing to do), else the whole head.
+  static constexpr bool kSequences = true;
+  static __device__ __forceinline__ SeqSpan sequence(const Packed& pk, const Shape& s) {
+    if (!pk.on()) return {0, s.N, 0, s.keys()};
+    const int b = blockIdx.z, q0 = pk.cu_q[b], k0 = pk.cu_k[b];
+    return {q0, pk.cu_q[b + 1] - q0, k0, pk.cu_k[b + 1] - k0};
+  }
 
   // K and V of (B, Hkv, Nk, d): query head h of a batch reads K/V head h / G, G = H / Hkv.
   static __device__ __forceinline__ int kv_len(const Shape& s) { return s.keys(); }

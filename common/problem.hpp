@@ -63,6 +63,23 @@ struct Strides {
   }
 };
 
+// Sequences packed along the tokens, as flash_attn_varlen_func takes them (cu_seqlens_q,
+// cu_seqlens_k): the Shape is then one batch (B = 1) of N query tokens and Nk key tokens, and
+// sequence b's queries [cu_q[b], cu_q[b+1]) see only its keys [cu_k[b], cu_k[b+1]), every mask
+// aligned to that sequence's own bottom-right corner (δ_b = its keys − its queries). Q, O, dO, dQ
+// stay (1, H, N, d) and LSE (H, N): a sequence's rows are its tokens' rows; the dropout mask is
+// indexed by token (query token, key token), as the reference does. A sequence may be empty.
+// The offsets are device arrays of count + 1 int32 prefix sums from 0 to N and to Nk; max_q and
+// max_k are the longest sequence's lengths (the kernels' grids are cut to them). Steps with
+// StepInfo::packed take them.
+struct Packed {
+  const std::int32_t* cu_q = nullptr;  // (count + 1)
+  const std::int32_t* cu_k = nullptr;  // (count + 1)
+  int count = 0;                       // sequences; 0: none packed (the Shape's B batches)
+  int max_q = 0, max_k = 0;
+  __host__ __device__ bool on() const { return count > 0; }
+};
+
 // Default softmax scale τ = 1/√d.
 float default_scale(int d);
 
@@ -207,6 +224,7 @@ struct FwdParams {
   // The tensors' layouts: zero, the one above; other strides only for steps with StepInfo::strides.
   // Last, so that the fields above keep their offsets in the kernels' parameters.
   Strides q_strides, k_strides, v_strides, o_strides;
+  Packed packed;  // steps with StepInfo::packed only; off: the Shape's B batches
 };
 
 // Every backward launcher takes this. The forward's O and LSE are inputs.
@@ -235,6 +253,7 @@ struct BwdParams {
   trace::DeviceSink* trace = nullptr;   // as FwdParams::trace
   // As FwdParams's; dq, dk and dv are written in their own layouts.
   Strides q_strides, k_strides, v_strides, o_strides, dout_strides, dq_strides, dk_strides, dv_strides;
+  Packed packed;  // as the forward's
 };
 
 struct BlockMask;      // common/block_mask.hpp
@@ -284,6 +303,7 @@ struct StepInfo {
   bool score_mods = false;    // the kernels take FwdParams/BwdParams::mods (StepInfo::refusal says which variants)
   bool kv_shapes = false;     // the kernels take Shape::Nk and Shape::Hkv (likewise)
   bool strides = false;       // the kernels take FwdParams/BwdParams's Strides (tensors in any layout)
+  bool packed = false;        // the kernels take FwdParams/BwdParams::packed (sequences packed along the tokens)
   int (*mask_block)(int d) = nullptr;  // block-sparse steps: the default block size at head dimension d
   std::vector<DType> dtypes{DType::fp32};  // the element types its kernels take
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the

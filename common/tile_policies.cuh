@@ -12,7 +12,8 @@
 //                tile of scores before the softmax, which tiles a window leaves out of a walk,
 //                and K and V of their own length and head count
 //                  NoFeatures     nothing: K and V like Q
-//                  FlashFeatures  softcap, ALiBi, a sliding window; Nk ≠ N, grouped K/V heads
+//                  FlashFeatures  softcap, ALiBi, a sliding window; Nk ≠ N, grouped K/V heads;
+//                                 packed sequences (SeqSpan)
 //                                 (common/flash_features.cuh)
 //
 // A kernel that takes them:
@@ -88,8 +89,22 @@ struct NoChain {
   __device__ __forceinline__ void apply(float (&)[R][BC]) const {}
 };
 
+// The queries and keys of the problem one CTA works on: the head's rows [q0, q0 + n) of Q (and O,
+// dO, dQ, LSE) and [k0, k0 + nk) of K (and V, dK, dV). The whole head, or with packed sequences
+// (FwdParams::packed) sequence blockIdx.z of it. A kernel indexes its tiles, masks and walks
+// within the span, as if it were the whole problem, and adds q0, k0 where it addresses memory
+// and the dropout mask (which is indexed by token).
+struct SeqSpan {
+  int q0 = 0, n = 0, k0 = 0, nk = 0;
+  __host__ __device__ int shift() const { return nk - n; }  // δ: the masks' bottom-right alignment
+};
+
 struct NoFeatures {
+  // Packed sequences come with FlashFeatures only; here the span is always the whole square head.
+  static constexpr bool kSequences = false;
+  static __device__ __forceinline__ SeqSpan sequence(const Packed&, const Shape& s) { return {0, s.N, 0, s.N}; }
   __device__ NoFeatures(const ScoreMods&, const Shape&, long long /*bh*/, float /*unit*/ = 1.f) {}
+  __device__ NoFeatures(const ScoreMods&, const Shape&, const SeqSpan&, long long /*bh*/, float /*unit*/ = 1.f) {}
   // K and V: their length, δ = Nk − N (the causal mask's offset), the K/V head of query head bh,
   // and the G query heads of K/V head kv_bh (g < G). Here K and V are like Q.
   static __device__ __forceinline__ int kv_len(const Shape& s) { return s.N; }
