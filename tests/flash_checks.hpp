@@ -58,6 +58,7 @@ inline BwdParams backward_params(const FwdParams& fp, const void* dout, void* dq
   bp.dropout = fp.dropout;
   bp.sparse = fp.sparse;
   bp.mods = fp.mods;
+  bp.packed = fp.packed;
   bp.q_strides = bp.o_strides = bp.dout_strides = bp.dq_strides = fp.q_strides;
   bp.k_strides = bp.v_strides = bp.dk_strides = bp.dv_strides = fp.k_strides;
   return bp;

@@ -13,7 +13,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,10 +45,11 @@ std::vector<float> to_float(const std::vector<E>& x) {
 
 // Forward then backward of step 08's variant on host memory, outputs poisoned with NaN first;
 // O, LSE, dQ, dK, dV as floats. With FlashAttention's features (mods; K, V of the Shape's own
-// length and heads), the kernels' FlashFeatures instantiations, as tc_forward_dispatch chooses.
+// length and heads; packed sequences), the kernels' FlashFeatures instantiations, as
+// tc_forward_dispatch chooses.
 template <typename E, int D>
 fs::testing::FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, int variant, bool causal,
-                              fs::Dropout dropout, const fs::ScoreMods& mods = {}) {
+                              fs::Dropout dropout, const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
   const E nan = E(NAN);
   const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v), dout = to_16bit<E>(p.dout);
   std::vector<E> o(s.elems(), nan), dq(s.elems(), nan), dk(s.kv_elems(), nan), dv(s.kv_elems(), nan);
@@ -56,6 +59,7 @@ fs::testing::FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, int 
   fp.dtype = std::is_same_v<E, __nv_bfloat16> ? DType::bf16 : DType::fp16;
   fp.variant = variant;
   fp.mods = mods;
+  fp.packed = packed;
   fs::tc::tc_forward_dispatch<E, D>(fp);
   fs::BwdParams bp = fs::testing::backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());
   bp.dtype = fp.dtype;
@@ -194,5 +198,94 @@ TEST_CASE("step 08 on the CPU with the interface features at the other head dime
     check_features<__half, 128>(DType::fp16, {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f}, causal, fs::tc::kFa2);
     check_features<__nv_bfloat16, 256>(DType::bf16, {40, 57, 2, 1, 5, 9, 3.f, true, 0.f}, causal,
                                        fs::tc::kDeterministic);
+  }
+}
+
+// Packed sequences (flash_attn_varlen_func's cu_seqlens): one batch of tokens, each sequence its own
+// problem with its own δ, masks and walks, on a grid of the longest sequence's tiles (the CTAs past a
+// shorter one's end leave at once). The cases hold an empty sequence, one of a single token (after
+// which the sequences start at odd tokens, where a lane's dropout pair straddles two Philox blocks),
+// queries without keys (their O = 0, LSE = -inf, dQ = 0) and keys without queries (dK = dV = 0),
+// lengths that are not multiples of a tile, more keys than queries and fewer, grouped K/V heads, and
+// every score feature with dropout.
+namespace {
+
+struct PackedCase {
+  std::vector<int> q_lens, k_lens;
+  int H, Hkv;
+  int left, right;
+  float softcap;
+  bool alibi;
+  float p_drop;
+};
+
+std::vector<std::int32_t> prefix_sums(const std::vector<int>& lens) {
+  std::vector<std::int32_t> cu{0};
+  for (int n : lens) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+template <typename E, int D>
+void check_packed(DType dtype, const PackedCase& c, bool causal, int variant) {
+  const std::vector<std::int32_t> cu_q = prefix_sums(c.q_lens), cu_k = prefix_sums(c.k_lens);
+  fs::Shape s{1, c.H, cu_q.back(), D};
+  s.Nk = cu_k.back();
+  s.Hkv = c.Hkv;
+  fs::Packed packed;  // the emulated kernels read host memory
+  packed.cu_q = cu_q.data();
+  packed.cu_k = cu_k.data();
+  packed.count = static_cast<int>(c.q_lens.size());
+  packed.max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  packed.max_k = *std::max_element(c.k_lens.begin(), c.k_lens.end());
+  const std::vector<float> slopes = fs::alibi_slopes(c.H);
+  const fs::ScoreMods mods = fs::testing::score_mods(c.left, c.right, c.softcap, c.alibi ? slopes.data() : nullptr);
+  const fs::Dropout dropout{c.p_drop, 29};
+  const fs::HostProblem p = fs::random_problem(s, 31ull * s.N + 7ull * s.keys() + c.Hkv, true, dtype);
+  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << D << " " << packed.count << " sequences, N=" << s.N
+                                        << " Nk=" << s.keys() << " H=" << c.H << " Hkv=" << c.Hkv
+                                        << (causal ? " causal " : " ") << variant_name(variant) << " window ("
+                                        << c.left << ", " << c.right << ") softcap " << c.softcap
+                                        << (c.alibi ? " alibi" : "") << " dropout " << c.p_drop) {
+    const auto out = run<E, D>(s, p, variant, causal, dropout, mods, packed);
+    fs::AttnOptions attn = fs::testing::with_score_mods(
+        fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, dtype}, mods, slopes.data());
+    attn.cu_seqlens_q = &cu_q;
+    attn.cu_seqlens_k = &cu_k;
+    fs::testing::require_reference(s, attn, p, out.o.data(), out.lse.data(), out.dq.data(), out.dk.data(),
+                                   out.dv.data());
+  }
+}
+
+const PackedCase kPackedCases[] = {
+    // empty, one token, then odd starts; lengths across 64-key and 128-row tiles
+    {{70, 0, 130, 1, 65}, {70, 0, 130, 1, 65}, 2, 2, -1, -1, 0.f, false, 0.1f},
+    // queries without keys (33:0), keys without queries (0:17), more and fewer keys; GQA
+    {{50, 33, 0, 90}, {80, 0, 17, 61}, 4, 2, -1, -1, 0.f, false, 0.1f},
+    // a window, softcap and ALiBi on sequences of unequal sides
+    {{100, 37}, {37, 100}, 2, 1, 20, 3, 1.5f, true, 0.1f},
+    // a window wider than every sequence
+    {{130, 7}, {129, 9}, 2, 2, 500, 300, 0.f, false, 0.f},
+};
+
+}  // namespace
+
+TEST_CASE("step 08 on the CPU with packed sequences (cu_seqlens): each sequence its own problem, empty ones "
+          "included, forward and both backwards",
+          "[emulated][tc][features][packed]") {
+  for (bool causal : {false, true})
+    for (int variant : {fs::tc::kFa2, fs::tc::kDeterministic})
+      for (std::size_t c = 0; c < std::size(kPackedCases); ++c) {
+        if (c % 2 == 0)
+          check_packed<__nv_bfloat16, 64>(DType::bf16, kPackedCases[c], causal, variant);
+        else
+          check_packed<__half, 64>(DType::fp16, kPackedCases[c], causal, variant);
+      }
+}
+
+// The other dK/dV kernels: tc_dkdv_kernel (d = 32) and its column split (d = 256).
+TEST_CASE("step 08 on the CPU with packed sequences at the other head dimensions", "[emulated][tc][features][packed]") {
+  for (bool causal : {false, true}) {
+    check_packed<__nv_bfloat16, 32>(DType::bf16, kPackedCases[1], causal, fs::tc::kFa2);
+    check_packed<__half, 256>(DType::fp16, kPackedCases[0], causal, fs::tc::kDeterministic);
   }
 }

@@ -284,9 +284,11 @@ __device__ __forceinline__ void with_flags(bool a, bool b, F&& f) {
 // no key). kExactScale: τ is a power of 2, so τs is exact and one FMA rounds τs − LSE exactly as
 // tc_prob's two roundings do, an instruction less.
 // edge: whether the stage needs the mask at all; the kernels pass a constant (with_flags).
+// key and q are counted within the CTA's span (SeqSpan), whose Nk and δ packed sequences take.
 template <bool kExactScale, bool kDropout, class Features>
 __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, float& dp1, float2 lse, float2 dd,
-                                             int key, int q, bool edge, const BwdParams& p, const TcDropout& dropout) {
+                                             int key, int q, bool edge, const BwdParams& p, const SeqSpan& seq,
+                                             const TcDropout& dropout) {
   float p0, p1;
   if constexpr (kExactScale) {
     p0 = exp2_fast(fmaf(s0, p.scale, -lse.x) * kLog2e);
@@ -299,7 +301,8 @@ __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, f
     // Nk and δ read here, and the two tests written as they are, so that with NoFeatures (Nk = N,
     // δ = 0) nvcc emits the plain kernel's instructions: it orders a comparison's operands by their
     // form, and `key > q + δ` came out as q >= key, which moved ptxas's register allocation.
-    const int Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+    const int Nk = Features::kSequences ? seq.nk : Features::kv_len(p.shape);
+    const int shift = Features::kSequences ? seq.shift() : Features::shift(p.shape);
     if (key >= Nk || (p.causal && key - shift > q)) p0 = 0.f;
     if (key >= Nk || (p.causal && key > q + 1 + shift)) p1 = 0.f;
   }
@@ -365,20 +368,21 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
     }
 }
 
-// dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8) × CT
-// 8-column tiles from c0, to HBM in the run's element type and dK's and dV's layouts; keys past Nk
-// are not stored. kv_bh: the K/V head.
+// dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8 of the span
+// seq) × CT 8-column tiles from c0, to HBM in the run's element type and dK's and dV's layouts;
+// keys past Nk are not stored. kv_bh: the K/V head.
 template <typename E, int D, class Features, int CT>
-__device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const float (&dk)[CT][4], const float (&dv)[CT][4],
-                                              std::int64_t kv_bh, int key0, int c0) {
+__device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan& seq, const float (&dk)[CT][4],
+                                              const float (&dv)[CT][4], std::int64_t kv_bh, int key0, int c0) {
   const int Hkv = p.shape.kv_heads();
-  E* gdK = as<E>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv);
-  E* gdV = as<E>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv);
+  E* gdK = as<E>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dk_strides.row;
+  E* gdV = as<E>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dv_strides.row;
+  const int Nk = Features::kSequences ? seq.nk : Features::kv_len(p.shape);
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + g + 8 * h;
-    if (key >= Features::kv_len(p.shape)) continue;
+    if (key >= Nk) continue;
     E* dst_k = gdK + key * p.dk_strides.row + c0 + 2 * t4;
     E* dst_v = gdV + key * p.dv_strides.row + c0 + 2 * t4;
 #pragma unroll
@@ -414,19 +418,24 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* sD = sL + 2 * BM;                                                        // 2 stages × BM: D
 
   // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
-  // (Features: N, 0 and G = 1 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  // (Features: N, 0 and G = 1 but for FlashFeatures). With packed sequences, those of sequence
+  // blockIdx.z (SeqSpan): keys and queries are counted within it, and q0, k0 added to addresses.
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
   const std::int64_t kv_bh = blockIdx.y;
   const int key0 = blockIdx.x / Cfg::kSplit * BN, c0 = blockIdx.x % Cfg::kSplit * DP;
+  if (Features::kSequences && key0 >= Nk) return;  // packed: past this sequence's keys
   const int n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = 16 * warp;  // the warp's first key in the tile
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
 
   load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
-      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()), p.k_strides.row, key0, Nk);
+      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * p.k_strides.row, p.k_strides.row,
+      key0, Nk);
   load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
-      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()), p.v_strides.row, key0, Nk);
+      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * p.v_strides.row, p.v_strides.row,
+      key0, Nk);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -443,13 +452,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int gq = 0; gq < Features::group(p.shape); ++gq) {
-    // The query head, its first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;
-    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H);
-    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H);
+    // The query head, the span's first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * p.shape.N + seq.q0;
+    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * p.q_strides.row;
+    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H) + seq.q0 * p.dout_strides.row;
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
-    const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+    const Features features(p.mods, p.shape, seq, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
     const DenseWalk<BM> walk =
         features.queries(DenseWalk<BM>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
     const int n_tiles = walk.size();
@@ -459,7 +468,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     };
     if (gq > 0) __syncthreads();  // every warp is done with the last head's stages and dS before they are refilled
     if (n_tiles > 0) load_stage(0, walk.start(0));
-    [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+    [[maybe_unused]] const TcDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // indexed by token
 
     for (int t = 0; t < n_tiles; ++t) {
       const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
@@ -529,7 +538,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
           for (int h = 0; h < 2; ++h)
             tc_p_ds_pair<decltype(exact_scale)::value, kDropout, Features>(
                 st[nt][2 * h], st[nt][2 * h + 1], dpt[nt][2 * h], dpt[nt][2 * h + 1], lse, dd, key0 + wkey + g + 8 * h,
-                i0 + 8 * nt + 2 * t4, decltype(masked)::value, p, dropout);
+                i0 + 8 * nt + 2 * t4, decltype(masked)::value, p, seq, dropout);
         }
       });
       chain.apply(dpt);  // the softcap's derivative, for dK and dQ
@@ -586,7 +595,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
 
   // dK_j = τ dK, dV_j → HBM (line 24).
-  tc_store_dkdv<E, D, Features>(p, dk, dv, kv_bh, key0 + wkey, c0);
+  tc_store_dkdv<E, D, Features>(p, seq, dk, dv, kv_bh, key0 + wkey, c0);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, c0, DP, n_keys * DP * kE);
 }
@@ -624,10 +633,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* sD = sL + 2 * BM;                                    // 2 stages × BM: D
 
   // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
-  // (Features: N, 0 and G = 1 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  // (Features: N, 0 and G = 1 but for FlashFeatures). With packed sequences, those of sequence
+  // blockIdx.z (SeqSpan): keys and queries are counted within it, and q0, k0 added to addresses.
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
   const std::int64_t kv_bh = blockIdx.y;
-  const int key0 = blockIdx.x * BN, n_keys = min(BN, Nk - key0);
+  const int key0 = blockIdx.x * BN;
+  if (Features::kSequences && key0 >= Nk) return;  // packed: past this sequence's keys
+  const int n_keys = min(BN, Nk - key0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = Cfg::kWarpKeys * (warp % Cfg::kKeyGroups);  // the warp's first key in the tile
   const int other = warp / Cfg::kKeyGroups;
@@ -635,9 +648,11 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
 
   load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
-      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()), p.k_strides.row, key0, Nk);
+      sK, as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * p.k_strides.row, p.k_strides.row,
+      key0, Nk);
   load_tile<KTile, Cfg::kThreads, /*per-chunk checks*/ true>(
-      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()), p.v_strides.row, key0, Nk);
+      sV, as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * p.v_strides.row, p.v_strides.row,
+      key0, Nk);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -657,13 +672,13 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int gq = 0; gq < Features::group(p.shape); ++gq) {
-    // The query head, its first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * N;
-    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H);
-    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H);
+    // The query head, the span's first row in LSE, D and dQacc, which are (B, H, N), and its Q and dO.
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * p.shape.N + seq.q0;
+    const E* gQ = as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * p.q_strides.row;
+    const E* gdO = as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H) + seq.q0 * p.dout_strides.row;
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
-    const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+    const Features features(p.mods, p.shape, seq, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
     const DenseWalk<BM> walk =
         features.queries(DenseWalk<BM>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
     const int n_tiles = walk.size();
@@ -673,7 +688,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     };
     if (gq > 0) __syncthreads();  // every warp is done with the last head's stages, P and dS before they are refilled
     if (n_tiles > 0) load_stage(0, walk.start(0));
-    [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+    [[maybe_unused]] const TcDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // indexed by token
 
     for (int t = 0; t < n_tiles; ++t) {
       const int s = t & 1, i0 = walk.start(t), n_q = min(BM, N - i0);
@@ -740,7 +755,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
                 const int key = wkey + 16 * mt + g + 8 * h;
                 tc_p_ds_pair<decltype(exact_scale)::value, kDropout, Features>(
                     st[mt][nt][2 * h], st[mt][nt][2 * h + 1], dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], lse, dd,
-                    key0 + key, i0 + q, decltype(masked)::value, p, dropout);
+                    key0 + key, i0 + q, decltype(masked)::value, p, seq, dropout);
                 chain[mt].apply(dpt[mt][nt][2 * h], dpt[mt][nt][2 * h + 1], nt, 2 * h);
                 const std::uint32_t at = pds_at.at(16 * mt + 8 * h, nt);  // sdS: the same place, a tile on
                 st_shared_u32(at, Element<E>::pack(st[mt][nt][2 * h], st[mt][nt][2 * h + 1]));
@@ -795,7 +810,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
   // dK_j = τ dK, dV_j → HBM (line 24).
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D, Features>(p, dk[mt], dv[mt], kv_bh, key0 + wkey + 16 * mt, wc);
+  for (int mt = 0; mt < MT; ++mt) tc_store_dkdv<E, D, Features>(p, seq, dk[mt], dv[mt], kv_bh, key0 + wkey + 16 * mt, wc);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
 }
@@ -816,20 +831,26 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   E* sK = sdO + QTile::kElems;         // 2 stages × (BN, D)
   E* sV = sK + 2 * KVTile::kElems;     // 2 stages × (BN, D)
 
-  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  // The query head bh (its first row in LSE and D, which are (B, H, N): head) and K/V head kv_bh.
-  const std::int64_t bh = blockIdx.y, head = bh * N, kv_bh = Features::kv_head(p.shape, bh);
+  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures);
+  // with packed sequences, sequence blockIdx.z's (SeqSpan, as in the forward).
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
+  // The query head bh (the span's first row in LSE and D, which are (B, H, N): head) and K/V head kv_bh.
+  const std::int64_t bh = blockIdx.y, head = bh * p.shape.N + seq.q0, kv_bh = Features::kv_head(p.shape, bh);
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
-  const int row0 = tile * BM, n_rows = min(BM, N - row0);
+  const int row0 = tile * BM;
+  if (Features::kSequences && row0 >= N) return;  // packed: past this sequence's queries
+  const int n_rows = min(BM, N - row0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wrow0 = warp * 16 * MT;
-  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads());
-  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads());
   const std::int64_t ld_k = p.k_strides.row, ld_v = p.v_strides.row;
+  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * ld_k;
+  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * ld_v;
 
-  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H), p.q_strides.row, row0, N);
-  load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H), p.dout_strides.row, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * p.q_strides.row,
+                                  p.q_strides.row, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sdO, as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H) + seq.q0 * p.dout_strides.row,
+                                  p.dout_strides.row, row0, N);
   cp_async_commit();
   float lse[MT][2], delta[MT][2];  // rows g and g + 8 of each row tile
 #pragma unroll
@@ -848,7 +869,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
   // none outside it.
   const int last_row = min(N, row0 + BM) - 1;
-  const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+  const Features features(p.mods, p.shape, seq, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
   const DenseWalk<BN> walk =
       features.keys(DenseWalk<BN>::keys_of(p.sparse, Nk, row0, last_row + shift, p.causal), row0, last_row);
   const int n_tiles = walk.size();
@@ -858,7 +879,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     cp_async_commit();
   };
   if (n_tiles > 0) load_kv(0, walk.start(0));
-  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // indexed by token
 
   float dq[MT][DT][4] = {};
   // Where this lane reads (mma.cuh, LaneAddress): the warp's rows of Q and dO as A fragments;
@@ -962,7 +983,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or outside the window
     walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, n_rows, j, n, 0); });
   if (n_tiles == 0) cp_async_wait<0>();
-  E* gdQ = as<E>(p.dq) + p.dq_strides.of_head(bh, p.shape.H);
+  E* gdQ = as<E>(p.dq) + p.dq_strides.of_head(bh, p.shape.H) + seq.q0 * p.dq_strides.row;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -1007,36 +1028,42 @@ void launch_tc_backward_as(const BwdParams& p, bool atomic_dq) {
   const char* dkdv_name = Dkdv::kSmemPds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kTcPreprocessRows - 1) / kTcPreprocessRows);
   // dK/dV: CTAs per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head.
-  const dim3 grid(static_cast<unsigned>((s.keys() + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
-                  static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()));
+  // Packed sequences: the tiles of the longest sequence's keys (queries), for each sequence (z).
+  const Packed& pk = p.packed;
+  const unsigned seqs = pk.on() ? pk.count : 1;
+  const int keys = pk.on() ? pk.max_k : s.keys(), rows = pk.on() ? pk.max_q : s.N;
+  const dim3 grid(static_cast<unsigned>((keys + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
+                  static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()), seqs);
+  // A pass of no CTAs is skipped (a launch of none is an error): packed sequences may have no query
+  // or no key at all, and then dK, dV are still written (zeros) and dQ has no rows.
+  auto launch = [&](const char* name, auto plain, auto traced, dim3 g, int threads, std::size_t smem, auto... args) {
+    if (g.x > 0) trace::launch(p.trace, name, plain, traced, g, threads, smem, p.stream, p, args...);
+  };
   if (atomic_dq) {
-    trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>,
-                  tc_bwd_preprocess_kernel<E, true, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
-                  dq_acc);
-    trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, false>(),
-                  tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, true>(), grid, Dkdv::kThreads,
-                  Dkdv::smem_bytes(true), p.stream, p, delta, dq_acc);
+    launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>, tc_bwd_preprocess_kernel<E, true, true>,
+           dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
+    launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, false>(),
+           tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(true),
+           static_cast<const float*>(delta), dq_acc);
     const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
-    trace::launch(p.trace, "tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>,
-                  cvt_grid, 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
+    launch("tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>, dim3(cvt_grid), 256, 0,
+           static_cast<const float*>(dq_acc));
     return;
   }
-  trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>,
-                tc_bwd_preprocess_kernel<E, false, true>, pre_grid, kTcPreprocessWarps * 32, 0, p.stream, p, delta,
-                dq_acc);
-  trace::launch(p.trace, dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
-                tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads,
-                Dkdv::smem_bytes(false), p.stream, p, delta, dq_acc);
-  const dim3 dq_grid(static_cast<unsigned>((s.N + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()));
-  trace::launch(p.trace, "tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>,
-                tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid, Dq::kThreads, Dq::kSmemBytes, p.stream, p,
-                static_cast<const float*>(delta));
+  launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>, tc_bwd_preprocess_kernel<E, false, true>,
+         dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
+  launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
+         tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false),
+         static_cast<const float*>(delta), dq_acc);
+  const dim3 dq_grid(static_cast<unsigned>((rows + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()), seqs);
+  launch("tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>, tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid,
+         Dq::kThreads, Dq::kSmemBytes, static_cast<const float*>(delta));
 }
 
 template <typename Dkdv, typename Dq, bool kDropout, bool kWithFeatures>
 void launch_tc_backward_with(const BwdParams& p, bool atomic_dq) {
   if constexpr (kWithFeatures)
-    with_features(p.mods, p.shape, [&](auto* features) {
+    with_features(p.mods, p.shape, p.packed, [&](auto* features) {
       launch_tc_backward_as<Dkdv, Dq, kDropout, std::remove_pointer_t<decltype(features)>>(p, atomic_dq);
     });
   else

@@ -167,17 +167,24 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   E* sV = sK + Cfg::kStages * KVTile::kElems;               // kStages × (BN, D)
   [[maybe_unused]] E* sP = sV + Cfg::kStages * KVTile::kElems;  // (BM, BN), P through shared memory
 
-  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
+  // The CTA's problem (SeqSpan): the whole head, or with packed sequences sequence blockIdx.z's
+  // tokens, rows [q0, q0 + N) of the head's queries and [k0, k0 + Nk) of its K/V head's keys. Below,
+  // rows and keys are counted within it. N queries; Nk keys of K/V head kv_bh, δ = Nk − N
+  // (Features: the head, N, bh and 0 but for FlashFeatures).
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
   const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
   const int Hkv = p.shape.kv_heads();
-  // The head's rows: (N, D) of Q and O, (Nk, D) of K and V, rows ld_* elements apart.
+  // The span's rows: (N, D) of Q and O, (Nk, D) of K and V, rows ld_* elements apart.
   const std::int64_t ld_q = p.q_strides.row, ld_k = p.k_strides.row, ld_v = p.v_strides.row;
-  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, Hkv);
-  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, Hkv);
+  const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, Hkv) + seq.k0 * ld_k;
+  const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, Hkv) + seq.k0 * ld_v;
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * BM;
+  // Packed: the grid has the longest sequence's tiles, and a shorter one's CTAs past its end have
+  // nothing to do (they leave before any barrier).
+  if (Features::kSequences && row0 >= N) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;  // this lane's row group and column pair (mma.cuh)
   const int wrow0 = warp * 16 * MT;       // the warp's first row in the tile
@@ -190,15 +197,15 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
   // none outside it.
   const int last_row = min(N, row0 + BM) - 1;
-  const Features features(p.mods, p.shape, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
+  const Features features(p.mods, p.shape, seq, bh, 1.f / p.scale);  // NoFeatures, or τ-less FlashFeatures
   const DenseWalk<BN> walk =
       features.keys(DenseWalk<BN>::keys_of(p.sparse, Nk, row0, last_row + shift, kCausal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return sK + stage * KVTile::kElems; };
-  [[maybe_unused]] const TcDropout dropout(p.dropout, bh);
+  [[maybe_unused]] const TcDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // indexed by token
   auto v_tile = [&](int stage) { return sV + stage * KVTile::kElems; };
 
-  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H), ld_q, row0, N);
+  load_tile<QTile, Cfg::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * ld_q, ld_q, row0, N);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Cfg::kStages == 2 && n_tiles > 0) {  // tile 0 is under way while Q's fragments load
@@ -454,8 +461,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
 
   // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
   // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
-  E* gO = as<E>(p.o) + p.o_strides.of_head(bh, p.shape.H);
   const std::int64_t ld_o = p.o_strides.row;
+  E* gO = as<E>(p.o) + p.o_strides.of_head(bh, p.shape.H) + seq.q0 * ld_o;
+  float* gLse = p.lse + bh * p.shape.N + seq.q0;  // LSE is (B, H, N): the span's rows of head bh
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -471,16 +479,19 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
       for (int dt = 0; dt < DT; ++dt)
         *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) =
             Element<E>::pack(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
-      if (t4 == 0) p.lse[bh * N + row] = lr > 0.f ? __fadd_rn(__fmul_rn(m[mt][h], p.scale), logf(lr)) : -INFINITY;
+      if (t4 == 0) gLse[row] = lr > 0.f ? __fadd_rn(__fmul_rn(m[mt][h], p.scale), logf(lr)) : -INFINITY;
     }
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
 }
 
-// Grid (query tiles, B·H).
+// Grid (query tiles, B·H), and with packed sequences (query tiles of the longest, H, sequences).
 template <typename Cfg, bool kDropout, class Features>
 void launch_tc_forward_as(const FwdParams& p) {
-  const dim3 grid((p.shape.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()));
+  const int rows = p.packed.on() ? p.packed.max_q : p.shape.N;
+  const dim3 grid((rows + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()),
+                  p.packed.on() ? p.packed.count : 1);
+  if (grid.x == 0) return;  // packed sequences without a query
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
     trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, Features, false>,
@@ -493,12 +504,13 @@ void launch_tc_forward_as(const FwdParams& p) {
 }
 
 // FlashAttention's features, as steps 04/05 choose them: FlashFeatures with a softcap,
-// FlashFeaturesNoCap for the others (a window, ALiBi, Nk ≠ N, grouped K/V heads), else NoFeatures.
+// FlashFeaturesNoCap for the others (a window, ALiBi, Nk ≠ N, grouped K/V heads, packed
+// sequences), else NoFeatures.
 template <typename F>
-void with_features(const ScoreMods& mods, const Shape& s, F&& f) {
+void with_features(const ScoreMods& mods, const Shape& s, const Packed& packed, F&& f) {
   if (mods.softcap > 0.f)
     f(static_cast<FlashFeatures*>(nullptr));
-  else if (mods.on() || !s.square())
+  else if (mods.on() || !s.square() || packed.on())
     f(static_cast<FlashFeaturesNoCap*>(nullptr));
   else
     f(static_cast<NoFeatures*>(nullptr));
@@ -507,7 +519,7 @@ void with_features(const ScoreMods& mods, const Shape& s, F&& f) {
 template <typename Cfg, bool kDropout, bool kWithFeatures>
 void launch_tc_forward_with(const FwdParams& p) {
   if constexpr (kWithFeatures)
-    with_features(p.mods, p.shape, [&](auto* features) {
+    with_features(p.mods, p.shape, p.packed, [&](auto* features) {
       launch_tc_forward_as<Cfg, kDropout, std::remove_pointer_t<decltype(features)>>(p);
     });
   else

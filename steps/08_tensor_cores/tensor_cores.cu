@@ -180,12 +180,27 @@ void with_strides(Params& p) {
   p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
 }
 
+// Packed sequences (FwdParams::packed) go through the kernels of fa2 and deterministic, which take
+// FlashAttention's features; the rungs and key_warps are the plain problem, and traces are not
+// recorded for them yet.
+template <class Params>
+void check_packed(const Params& p) {
+  if (!p.packed.on()) return;
+  const char* why = nullptr;
+  if (p.shape.B != 1) why = "packed sequences are one batch of tokens (B = 1)";
+  else if (tc::is_rung(p.variant) || p.variant == tc::kKeyWarps) why = "packed sequences run in fa2 and deterministic";
+  else if (p.trace) why = "packed sequences are not traced";
+  else if (!p.packed.cu_q || !p.packed.cu_k || p.packed.max_q < 0 || p.packed.max_k < 0) why = "packed: cu_q, cu_k missing";
+  if (why) throw CudaError(cudaErrorInvalidValue, std::string("step 08: ") + why);
+}
+
 }  // namespace
 
 void tc_forward(const FwdParams& params) {
   const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
+  check_packed(params);
   FwdParams p = params;
   with_strides(p);
   switch (p.shape.d) {
@@ -201,6 +216,7 @@ void tc_backward(const BwdParams& params) {
   const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
+  check_packed(params);
   BwdParams p = params;
   with_strides(p);
   const Shape& s = p.shape;
@@ -232,6 +248,7 @@ StepInfo step08_info() {
   s.score_mods = true;  // fa2's and deterministic's (unsupported refuses them for the rungs and key_warps)
   s.kv_shapes = true;   // likewise
   s.strides = true;     // every variant's
+  s.packed = true;      // fa2's and deterministic's (tc_forward and tc_backward refuse the others)
   s.dtypes = {DType::bf16, DType::fp16};
   s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
   return s;
