@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/philox.hpp"
 
+#include "common/buffer.hpp"
 #include "common/device.hpp"
 #include "common/harness.hpp"
 #include "common/verify.hpp"
@@ -427,6 +429,112 @@ TEST_CASE("16-bit kernels on tensors in other layouts give the contiguous layout
       std::int64_t written = 0;
       for (float x : o_store) written += !std::isnan(x);
       CHECK(written == qh * N * d);
+    }
+  }
+}
+
+// Packed sequences (FwdParams::packed, flash_attn_varlen_func's cu_seqlens) in that function's
+// layout, (tokens, heads, d): one batch of tokens, each sequence its own problem with its own δ and
+// masks, against the fp64 reference's definition (AttnOptions::cu_seqlens_q/k). The sequences hold
+// an empty one, one of a single token (the ones after it start at odd tokens: dropout pairs that
+// straddle two Philox blocks), queries without keys (O = 0, LSE = -inf, dQ = 0) and keys without
+// queries (dK = dV = 0), lengths across tiles, more keys than queries and fewer; grouped K/V heads;
+// every head dimension, both backwards, with and without dropout.
+TEST_CASE("16-bit kernels on packed sequences (cu_seqlens) match the fp64 reference, forward and backward",
+          "[gpu][tc][packed]") {
+  const int d = GENERATE(32, 64, 96, 128, 256);
+  const bool causal = GENERATE(false, true);
+  const DType dtype = d % 64 == 0 ? DType::bf16 : DType::fp16;
+  const std::vector<int> q_lens{300, 0, 1, 129, 33, 0, 517}, k_lens{300, 5, 1, 200, 0, 17, 260};
+  std::vector<std::int32_t> cu_q{0}, cu_k{0};
+  for (std::size_t b = 0; b < q_lens.size(); ++b) {
+    cu_q.push_back(cu_q.back() + q_lens[b]);
+    cu_k.push_back(cu_k.back() + k_lens[b]);
+  }
+  fs::Shape s{1, 4, cu_q.back(), d};
+  s.Nk = cu_k.back();
+  s.Hkv = 2;
+  const int H = s.H, Hk = s.kv_heads(), N = s.N, Nk = s.keys();
+  fs::DeviceBuffer<std::int32_t> dcu_q(cu_q.size()), dcu_k(cu_k.size());
+  dcu_q.upload(cu_q.data(), cu_q.size());
+  dcu_k.upload(cu_k.data(), cu_k.size());
+  fs::Packed packed;
+  packed.cu_q = dcu_q.get();
+  packed.cu_k = dcu_k.get();
+  packed.count = static_cast<int>(q_lens.size());
+  packed.max_q = *std::max_element(q_lens.begin(), q_lens.end());
+  packed.max_k = *std::max_element(k_lens.begin(), k_lens.end());
+  for (const float p_drop : {0.f, 0.1f})
+    for (const Case& c : backward_cases(s, causal, dtype)) {
+      const std::string& v = c.step->variants[c.variant];
+      if (v != "fa2" && v != "deterministic") continue;  // key_warps takes the plain problem only
+      DYNAMIC_SECTION(c.name() << " packed " << packed.count << " sequences, N=" << N << " Nk=" << Nk << " H=" << H
+                               << " Hkv=" << Hk << " dropout " << p_drop) {
+        const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
+        const fs::Dropout drop{p_drop, 11};
+        fs::DeviceRun run(*c.step, p, c.settings(drop), true);  // buffers and settings; its tensors unused
+        const Layout lq = tokens_major(1, H, N, d, 0), lk = tokens_major(1, Hk, Nk, d, 0);
+        fs::DeviceTensor tq(lq.count, dtype), tk(lk.count, dtype), tv(lk.count, dtype), tdo(lq.count, dtype),
+            to(lq.count, dtype), tdq(lq.count, dtype), tdk(lk.count, dtype), tdv(lk.count, dtype);
+        tq.upload(scatter(p.q, lq, H, N, d, {}));
+        tk.upload(scatter(p.k, lk, Hk, Nk, d, {}));
+        tv.upload(scatter(p.v, lk, Hk, Nk, d, {}));
+        tdo.upload(scatter(p.dout, lq, H, N, d, {}));
+        for (auto* t : {&to, &tdq, &tdk, &tdv}) t->poison();
+
+        fs::FwdParams f = run.fwd_params();
+        f.q = tq.get(), f.k = tk.get(), f.v = tv.get(), f.o = to.get();
+        f.q_strides = f.o_strides = lq.st, f.k_strides = f.v_strides = lk.st;
+        f.packed = packed;
+        c.step->forward(f);
+        fs::BwdParams b = run.bwd_params();
+        b.q = f.q, b.k = f.k, b.v = f.v, b.o = to.get(), b.dout = tdo.get(), b.dq = tdq.get(), b.dk = tdk.get(), b.dv = tdv.get();
+        b.q_strides = b.o_strides = b.dout_strides = b.dq_strides = lq.st;
+        b.k_strides = b.v_strides = b.dk_strides = b.dv_strides = lk.st;
+        b.packed = packed;
+        c.step->backward(b);
+        run.sync();
+
+        fs::AttnOptions attn{fs::default_scale(d), causal, drop, nullptr, dtype};
+        attn.cu_seqlens_q = &cu_q;
+        attn.cu_seqlens_k = &cu_k;
+        const auto o = gather(to.download(), lq, H, H, N, d), lse = run.lse();
+        const auto dq = gather(tdq.download(), lq, H, H, N, d), dk = gather(tdk.download(), lk, Hk, Hk, Nk, d),
+                   dv = gather(tdv.download(), lk, Hk, Hk, Nk, d);
+        const auto fwd = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), c.seed(),
+                                            kBudget);
+        INFO(fwd.summary());
+        CHECK(fwd.pass());
+        const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), dq.data(),
+                                             dk.data(), dv.data(), c.seed(), kBudget);
+        INFO(bwd.summary());
+        CHECK(bwd.pass());
+        // Every row written: the tokens of queries without keys too (O = 0), of keys without queries (0).
+        for (const auto* x : {&o, &dq, &dk, &dv}) CHECK(std::none_of(x->begin(), x->end(), [](float e) { return std::isnan(e); }));
+      }
+    }
+}
+
+// What packed sequences refuse: the rungs and key_warps (the plain problem's kernels), a batch of
+// more than one, a traced run.
+TEST_CASE("step 08 refuses packed sequences where its kernels do not take them", "[gpu][tc][packed]") {
+  fs::Shape s{1, 2, 64, 64};
+  const fs::HostProblem p = fs::random_problem(s, 3, true, DType::bf16);
+  const std::vector<std::int32_t> cu{0, 20, 64};
+  fs::DeviceBuffer<std::int32_t> dcu(cu.size());
+  dcu.upload(cu.data(), cu.size());
+  for (const Case& c : cases_for(s, false, true, DType::bf16)) {
+    const std::string& v = c.step->variants[c.variant];
+    fs::DeviceRun run(*c.step, p, c.settings(), true);
+    fs::FwdParams f = run.fwd_params();
+    f.packed = {dcu.get(), dcu.get(), 2, 44, 44};
+    if (v == "fa2" || v == "deterministic") {
+      CHECK_NOTHROW(c.step->forward(f));
+      f.shape.B = 2;
+      f.shape.N = 32;
+      CHECK_THROWS_WITH(c.step->forward(f), Catch::Contains("B = 1"));
+    } else {
+      CHECK_THROWS_WITH(c.step->forward(f), Catch::Contains("fa2 and deterministic"));
     }
   }
 }

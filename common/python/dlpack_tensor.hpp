@@ -121,4 +121,17 @@ inline std::string shape_of(const Borrowed& b) {
   return shape_text(dims);
 }
 
+// flash_attn_varlen_func's cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1), from 0,
+// non-decreasing, to the tokens of q (n_q) and of k (n_k). Throws ValueError (pybind11) otherwise.
+template <class ValueError>
+void require_prefix_sums(const std::vector<std::int32_t>& cu_q, const std::vector<std::int32_t>& cu_k, std::int64_t n_q,
+                         std::int64_t n_k) {
+  if (cu_q.size() != cu_k.size() || cu_q.size() < 2 || cu_q.front() != 0 || cu_k.front() != 0 || cu_q.back() != n_q ||
+      cu_k.back() != n_k)
+    throw ValueError("cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1) from 0 to the tokens of q (" +
+                     std::to_string(n_q) + ") and of k (" + std::to_string(n_k) + ")");
+  for (std::size_t i = 1; i < cu_q.size(); ++i)
+    if (cu_q[i] < cu_q[i - 1] || cu_k[i] < cu_k[i - 1]) throw ValueError("cu_seqlens: offsets must not decrease");
+}
+
 }  // namespace fs::python

@@ -129,12 +129,7 @@ Problem make_problem(const py::object& q_obj, const py::object& k_obj, const py:
   if (P.packed) {
     P.cu_q = read_int32(cu_q, "cu_seqlens_q");
     P.cu_k = read_int32(cu_k, "cu_seqlens_k");
-    if (P.cu_q.size() != P.cu_k.size() || P.cu_q.size() < 2 || P.cu_q.front() != 0 || P.cu_k.front() != 0 ||
-        P.cu_q.back() != N || P.cu_k.back() != Nk)
-      throw py::value_error("cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1) from 0 to the tokens of q (" +
-                            std::to_string(N) + ") and of k (" + std::to_string(Nk) + ")");
-    for (std::size_t i = 1; i < P.cu_q.size(); ++i)
-      if (P.cu_q[i] < P.cu_q[i - 1] || P.cu_k[i] < P.cu_k[i - 1]) throw py::value_error("cu_seqlens: offsets must not decrease");
+    fs::python::require_prefix_sums<py::value_error>(P.cu_q, P.cu_k, N, Nk);
   }
   if (!alibi.is_none()) {
     Borrowed a(alibi, "alibi_slopes");

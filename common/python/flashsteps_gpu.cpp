@@ -7,7 +7,11 @@
 //
 // q, out, dout, dq are (batch, seqlen_q, heads, head_dim) and k, v, dk, dv (batch, seqlen_k,
 // heads_k, head_dim), in any strides with the last dimension contiguous; lse is (batch, heads,
-// seqlen_q) float32, contiguous. Step 08's kernels take those strides as they are
+// seqlen_q) float32, contiguous. With cu_seqlens_q and cu_seqlens_k (flash_attn_varlen_func's packed
+// sequences, int32 CUDA tensors of batch + 1 prefix sums) q, out, dout, dq are (total_q, heads,
+// head_dim), k, v, dk, dv (total_k, heads_k, head_dim) and lse (heads, total_q); the offsets are read
+// back to be checked (a wrong one would send the kernels outside the tensors) and to size the grid by
+// the longest sequence. Step 08's kernels take those strides as they are
 // (StepInfo::strides); the others take (batch, heads, seqlen, head_dim)-contiguous memory only,
 // which the Python side copies into for them. Bad shapes, dtypes, devices and layouts raise
 // ValueError or TypeError with one line; nothing is copied here.
@@ -15,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -50,15 +55,18 @@ struct Operand {
       throw py::value_error(std::string(name) + ": the kernels run on the GPU; pass a CUDA tensor (the CPU reference is "
                                                 "flashsteps.reference)");
   }
-  void expect(std::int64_t b, std::int64_t n, std::int64_t h, std::int64_t d) const {
-    if (t.ndim() != 4 || t.dim(0) != b || t.dim(1) != n || t.dim(2) != h || t.dim(3) != d)
-      throw py::value_error(std::string(t.name()) + ": shape " + shape_of(t) + ", expected " +
-                            fs::python::shape_text({b, n, h, d}));
-    if (t.stride(3) != 1 && d > 1)
+  // dims: (batch, seqlen, heads, head_dim), or (tokens, heads, head_dim) for packed sequences.
+  void expect(const std::vector<std::int64_t>& dims) const {
+    bool same = t.ndim() == int(dims.size());
+    for (int i = 0; same && i < t.ndim(); ++i) same = t.dim(i) == dims[i];
+    if (!same) throw py::value_error(std::string(t.name()) + ": shape " + shape_of(t) + ", expected " + fs::python::shape_text(dims));
+    if (t.stride(t.ndim() - 1) != 1 && dims.back() > 1)
       throw py::value_error(std::string(t.name()) + ": the last dimension (head_dim) must be contiguous (stride 1)");
   }
-  // (batch, seqlen, heads, head_dim) → the kernels' (batch, head, row) strides.
-  fs::Strides strides() const { return {t.stride(0), t.stride(2), t.stride(1)}; }
+  // (batch, seqlen, heads, head_dim) or (tokens, heads, head_dim) → the kernels' (batch, head, row) strides.
+  fs::Strides strides() const {
+    return t.ndim() == 4 ? fs::Strides{t.stride(0), t.stride(2), t.stride(1)} : fs::Strides{0, t.stride(1), t.stride(0)};
+  }
   void* data() const { return reinterpret_cast<void*>(t.address()); }
   std::int64_t dl;
   Borrowed t;
@@ -70,8 +78,16 @@ struct Launch {
   fs::Shape shape;
   fs::PassSettings settings;
   fs::ScoreMods mods;
+  bool varlen = false;  // packed sequences (cu_seqlens): the tensors are (tokens, heads, head_dim)
+  fs::Packed packed;    // and these their device offsets, count and longest lengths
   cudaStream_t stream = nullptr;
   int device = 0;
+
+  // A tensor's expected shape: (batch, rows, heads, head_dim), or (rows, heads, head_dim) packed.
+  std::vector<std::int64_t> dims(std::int64_t rows, std::int64_t heads) const {
+    if (varlen) return {rows, heads, shape.d};
+    return {shape.B, rows, heads, shape.d};
+  }
 
   // The settings of FwdParams or BwdParams `p`, beside its tensors.
   template <class Params>
@@ -83,14 +99,69 @@ struct Launch {
     p.variant = settings.variant;
     p.dropout = settings.dropout;
     p.mods = mods;
+    p.packed = packed;
     p.workspace = workspace;
     p.stream = stream;
   }
 };
 
+// The tensors' GPU current for the length of a call.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    FS_CUDA_CHECK(cudaGetDevice(&before_));
+    if (device != before_) FS_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~OnDevice() { cudaSetDevice(before_); }
+
+ private:
+  int before_ = 0;
+};
+
+// Packed sequences: cu_seqlens_q and cu_seqlens_k (both or neither) and the longest lengths the
+// caller names (flash_attn_varlen_func's max_seqlen_q, max_seqlen_k; none: found here).
+struct VarlenArgs {
+  std::optional<Operand> cu_q, cu_k;
+  std::optional<int> max_q, max_k;
+  VarlenArgs(const py::object& q, const py::object& k, std::optional<int> mq, std::optional<int> mk, std::int64_t stream)
+      : max_q(mq), max_k(mk) {
+    if (q.is_none() != k.is_none()) throw py::value_error("cu_seqlens_q and cu_seqlens_k go together");
+    if (q.is_none()) return;
+    cu_q.emplace(q, "cu_seqlens_q", stream);
+    cu_k.emplace(k, "cu_seqlens_k", stream);
+  }
+  bool on() const { return cu_q.has_value(); }
+};
+
+// The offsets of a cu_seqlens tensor (1-D int32, contiguous, on q's GPU), copied back in the
+// launch stream's order.
+std::vector<std::int32_t> offsets(const Operand& cu, int device, cudaStream_t stream) {
+  const Borrowed& b = cu.t;
+  const DLDataType t = b.t().dtype;
+  if (b.ndim() != 1 || t.code != kDLInt || t.bits != 32 || t.lanes != 1 || (b.dim(0) > 1 && b.stride(0) != 1))
+    throw py::type_error(std::string(b.name()) + ": expected a contiguous 1-D int32 tensor, got " + Borrowed::dtype_name(t) +
+                         " " + shape_of(b));
+  if (b.t().device.device_id != device) throw py::value_error(std::string(b.name()) + ": on q's GPU");
+  std::vector<std::int32_t> host(b.dim(0));
+  FS_CUDA_CHECK(cudaMemcpyAsync(host.data(), cu.data(), host.size() * 4, cudaMemcpyDeviceToHost, stream));
+  FS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+// The longest sequence of a prefix sum, checked against the caller's max_seqlen when given.
+int longest(const std::vector<std::int32_t>& cu, std::optional<int> given, const char* name) {
+  int most = 0;
+  for (std::size_t i = 1; i < cu.size(); ++i) most = std::max(most, cu[i] - cu[i - 1]);
+  if (given && *given < most)
+    throw py::value_error(std::string(name) + " = " + std::to_string(*given) + " is less than the longest sequence (" +
+                          std::to_string(most) + ")");
+  return most;
+}
+
 Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
                const std::string& variant, bool causal, std::optional<double> softmax_scale, std::pair<int, int> window, double softcap,
-               const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, std::int64_t stream) {
+               const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, const VarlenArgs& varlen,
+               std::int64_t stream) {
   Launch L;
   // The flash steps whose kernels take these tensors as they are (08) or in the layout of their
   // own (04, 05); the others keep state between passes or need inputs this interface has not.
@@ -98,12 +169,18 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   const std::string id = L.step ? L.step->id.substr(0, 2) : "";
   if (id != "04" && id != "05" && id != "08")
     throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05 and 08");
-  if (q.t.ndim() != 4 || k.t.ndim() != 4)
-    throw py::value_error("q, k, v: expected (batch, seqlen, heads, head_dim), got q " + shape_of(q.t) + ", k " + shape_of(k.t));
-  const std::int64_t B = q.t.dim(0), N = q.t.dim(1), H = q.t.dim(2), d = q.t.dim(3), Nk = k.t.dim(1), Hk = k.t.dim(2);
-  q.expect(B, N, H, d);
-  k.expect(B, Nk, Hk, d);
-  v.expect(B, Nk, Hk, d);
+  const int rank = varlen.on() ? 3 : 4, at = varlen.on() ? -1 : 0;  // at: the dimension index offset
+  if (q.t.ndim() != rank || k.t.ndim() != rank)
+    throw py::value_error(std::string("q, k, v: expected ") +
+                          (varlen.on() ? "(total_tokens, heads, head_dim) with cu_seqlens" : "(batch, seqlen, heads, head_dim)") +
+                          ", got q " + shape_of(q.t) + ", k " + shape_of(k.t));
+  const std::int64_t B = varlen.on() ? 1 : q.t.dim(0), N = q.t.dim(at + 1), H = q.t.dim(at + 2), d = q.t.dim(at + 3);
+  const std::int64_t Nk = k.t.dim(at + 1), Hk = k.t.dim(at + 2);
+  L.shape = fs::Shape{int(B), int(H), int(N), int(d)};
+  L.varlen = varlen.on();
+  q.expect(L.dims(N, H));
+  k.expect(L.dims(Nk, Hk));
+  v.expect(L.dims(Nk, Hk));
   if (N < 1 || Nk < 1 || H < 1 || B < 1) throw py::value_error("q, k, v: every dimension must be at least 1");
   if (H % Hk != 0)
     throw py::value_error("q has " + std::to_string(H) + " heads, k and v " + std::to_string(Hk) + ": q's must be a multiple");
@@ -131,7 +208,6 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   if (window.first < -1 || window.second < -1) throw py::value_error("window_size: each side is -1 (unbounded) or at least 0");
   if (!(softcap >= 0.0)) throw py::value_error("softcap must be 0 (off) or positive");
 
-  L.shape = fs::Shape{int(B), int(H), int(N), int(d)};
   if (Nk != N) L.shape.Nk = int(Nk);
   if (Hk != H) L.shape.Hkv = int(Hk);
   L.settings = fs::PassSettings(float(scale), causal, variant_index, fs::Dropout{float(dropout_p), seed}, nullptr, dtype);
@@ -157,32 +233,32 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   if (!why.empty()) throw py::value_error("step " + L.step->id + "/" + variant + ": " + why);
   L.stream = reinterpret_cast<cudaStream_t>(stream);
   L.device = dev;
+  if (varlen.on()) {
+    if (!L.step->packed) throw py::value_error("step " + L.step->id + " takes no cu_seqlens (packed sequences)");
+    const OnDevice on(dev);
+    const std::vector<std::int32_t> cu_q = offsets(*varlen.cu_q, dev, L.stream), cu_k = offsets(*varlen.cu_k, dev, L.stream);
+    fs::python::require_prefix_sums<py::value_error>(cu_q, cu_k, N, Nk);
+    if (cu_q.size() - 1 > 65535) throw py::value_error("cu_seqlens: at most 65535 sequences");
+    L.packed.cu_q = static_cast<const std::int32_t*>(varlen.cu_q->data());
+    L.packed.cu_k = static_cast<const std::int32_t*>(varlen.cu_k->data());
+    L.packed.count = int(cu_q.size() - 1);
+    L.packed.max_q = longest(cu_q, varlen.max_q, "max_seqlen_q");
+    L.packed.max_k = longest(cu_k, varlen.max_k, "max_seqlen_k");
+  }
   return L;
 }
 
-// The layout check of a step that takes only (B, H, N, d)-contiguous tensors.
+// The layout check of a step that takes only (B, H, N, d)-contiguous tensors ((H, N, d) packed).
 void require_dense(const fs::StepInfo& step, const Operand& o) {
   if (step.strides) return;
   const fs::Strides s = o.strides();
-  const std::int64_t N = o.t.dim(1), H = o.t.dim(2), d = o.t.dim(3);
-  if (s.row != d || s.head != N * d || (o.t.dim(0) > 1 && s.batch != H * N * d))
+  const int r = o.t.ndim() - 3;  // the rows' dimension
+  const std::int64_t N = o.t.dim(r), H = o.t.dim(r + 1), d = o.t.dim(r + 2);
+  if (s.row != d || s.head != N * d || (r == 1 && o.t.dim(0) > 1 && s.batch != H * N * d))
     throw py::value_error("step " + step.id + " takes " + o.t.name() +
                           " in (batch, heads, seqlen, head_dim)-contiguous memory only (step 08 takes any layout); "
                           "pass x.transpose(1, 2).contiguous().transpose(1, 2)");
 }
-
-// The tensors' GPU current for the length of a call.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    FS_CUDA_CHECK(cudaGetDevice(&before_));
-    if (device != before_) FS_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~OnDevice() { cudaSetDevice(before_); }
-
- private:
-  int before_ = 0;
-};
 
 // Device memory for one pass, allocated and freed in the stream's order.
 class StreamBytes {
@@ -213,31 +289,41 @@ void launched(F&& f) {
   FS_CUDA_CHECK(cudaGetLastError());
 }
 
-void lse_check(const Borrowed& lse, const fs::Shape& s, int device) {
+// LSE: (batch, heads, seqlen_q), or (heads, total_q) for packed sequences, float32 contiguous.
+void lse_check(const Borrowed& lse, const Launch& L) {
+  const fs::Shape& s = L.shape;
   const DLDataType t = lse.t().dtype;
-  if (lse.t().device.device_type != kDLCUDA || lse.t().device.device_id != device)
+  if (lse.t().device.device_type != kDLCUDA || lse.t().device.device_id != L.device)
     throw py::value_error("lse: a CUDA tensor on q's GPU");
-  if (lse.ndim() != 3 || lse.dim(0) != s.B || lse.dim(1) != s.H || lse.dim(2) != s.N || t.code != kDLFloat || t.bits != 32 ||
-      lse.stride(2) != 1 || lse.stride(1) != s.N || (s.B > 1 && lse.stride(0) != std::int64_t(s.H) * s.N))
-    throw py::value_error("lse: float32 (batch, heads, seqlen_q) = " + fs::python::shape_text({s.B, s.H, s.N}) +
-                          ", contiguous; got " + Borrowed::dtype_name(t) + " " + shape_of(lse));
+  const bool packed = L.varlen;
+  const std::vector<std::int64_t> want = packed ? std::vector<std::int64_t>{s.H, s.N} : std::vector<std::int64_t>{s.B, s.H, s.N};
+  bool ok = lse.ndim() == int(want.size()) && t.code == kDLFloat && t.bits == 32;
+  for (int i = 0; ok && i < lse.ndim(); ++i) ok = lse.dim(i) == want[i];
+  const int r = packed ? 0 : 1;  // the heads' dimension
+  ok = ok && (s.N < 2 || lse.stride(r + 1) == 1) && (s.H < 2 || lse.stride(r) == s.N) &&
+       (packed || s.B < 2 || lse.stride(0) == std::int64_t(s.H) * s.N);
+  if (!ok)
+    throw py::value_error(std::string("lse: float32 ") + (packed ? "(heads, total_q) = " : "(batch, heads, seqlen_q) = ") +
+                          fs::python::shape_text(want) + ", contiguous; got " + Borrowed::dtype_name(t) + " " + shape_of(lse));
 }
 
 void forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
              const py::object& lse_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
              std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
+             const py::object& cu_q, const py::object& cu_k, std::optional<int> max_q, std::optional<int> max_k,
              std::int64_t stream) {
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
   std::optional<Operand> alibi;
   if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
-  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, stream);
+  const VarlenArgs varlen(cu_q, cu_k, max_q, max_k, stream);
+  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, varlen, stream);
   const fs::Shape& s = L.shape;
-  out.expect(s.B, s.N, s.H, s.d);
+  out.expect(L.dims(s.N, s.H));
   if (out.t.t().dtype.code != q.t.t().dtype.code || out.t.t().dtype.bits != q.t.t().dtype.bits)
     throw py::type_error("out: q's dtype");
   const std::int64_t dl = dlpack_stream(stream);
   const Borrowed lse(lse_obj, "lse", &dl);
-  lse_check(lse, s, L.device);
+  lse_check(lse, L);
   for (const Operand* o : {&q, &k, &v, &out}) require_dense(*L.step, *o);
 
   OnDevice on(L.device);
@@ -258,24 +344,26 @@ void backward(const py::object& q_obj, const py::object& k_obj, const py::object
               const py::object& lse_obj, const py::object& dout_obj, const py::object& dq_obj, const py::object& dk_obj,
               const py::object& dv_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
               std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
+              const py::object& cu_q, const py::object& cu_k, std::optional<int> max_q, std::optional<int> max_k,
               std::int64_t stream) {
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
   const Operand dout(dout_obj, "dout", stream), dq(dq_obj, "dq", stream), dk(dk_obj, "dk", stream), dv(dv_obj, "dv", stream);
   std::optional<Operand> alibi;
   if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
-  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, stream);
+  const VarlenArgs varlen(cu_q, cu_k, max_q, max_k, stream);
+  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, varlen, stream);
   if (!L.step->backward) throw py::value_error("step " + L.step->id + " has no backward (step 05 and step 08 have)");
   if (L.step->fwd_workspace(L.shape, L.settings) > 0)
     throw py::value_error("step " + L.step->id + "/" + variant + " keeps state between its passes; the module runs it forward only");
   const fs::Shape& s = L.shape;
-  for (const Operand* o : {&out, &dout, &dq}) o->expect(s.B, s.N, s.H, s.d);
-  for (const Operand* o : {&dk, &dv}) o->expect(s.B, s.keys(), s.kv_heads(), s.d);
+  for (const Operand* o : {&out, &dout, &dq}) o->expect(L.dims(s.N, s.H));
+  for (const Operand* o : {&dk, &dv}) o->expect(L.dims(s.keys(), s.kv_heads()));
   for (const Operand* o : {&out, &dout, &dq, &dk, &dv})
     if (o->t.t().dtype.code != q.t.t().dtype.code || o->t.t().dtype.bits != q.t.t().dtype.bits)
       throw py::type_error(std::string(o->t.name()) + ": q's dtype");
   const std::int64_t dl = dlpack_stream(stream);
   const Borrowed lse(lse_obj, "lse", &dl);
-  lse_check(lse, s, L.device);
+  lse_check(lse, L);
   for (const Operand* o : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) require_dense(*L.step, *o);
 
   OnDevice on(L.device);
@@ -304,7 +392,9 @@ namespace fs::python {
 #define FS_GPU_KEYWORDS                                                                                              \
   py::arg("step") = "08", py::arg("variant") = "fa2", py::arg("causal") = false, py::arg("softmax_scale") = py::none(), \
       py::arg("window_size") = std::pair<int, int>{-1, -1}, py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(), \
-      py::arg("dropout_p") = 0.0, py::arg("seed") = 1, py::arg("stream") = 0
+      py::arg("dropout_p") = 0.0, py::arg("seed") = 1, py::arg("cu_seqlens_q") = py::none(),                          \
+      py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = py::none(), py::arg("max_seqlen_k") = py::none(),  \
+      py::arg("stream") = 0
 
 void add_gpu(py::module_& m) {
   m.def("_forward", &forward,

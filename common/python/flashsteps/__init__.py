@@ -5,8 +5,9 @@
     out.sum().backward()                                # q.grad, k.grad, v.grad by the step's backward
     ref, lse = flashsteps.reference(q.cpu(), k.cpu(), v.cpu(), causal=True)  # float64, on the CPU
 
-`attention` takes flash_attn_func's arguments and PyTorch CUDA tensors, and reads them where they
-are: step 08's kernels take any strides whose rows start on 16-byte boundaries (the last
+`attention` takes flash_attn_func's arguments and PyTorch CUDA tensors (`attention_varlen`
+flash_attn_varlen_func's: packed sequences, q (total_q, heads, head_dim) with cu_seqlens), and reads
+them where they are: step 08's kernels take any strides whose rows start on 16-byte boundaries (the last
 dimension contiguous), so nothing is copied; steps 04 and 05 (float32) take (batch, heads,
 seqlen, head_dim)-contiguous memory, which their inputs are copied into when they are not.
 `attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
@@ -48,19 +49,24 @@ def _launch_stream(t):
 
 
 def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False, softmax_scale=None,
-                   window_size=(-1, -1), softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=1, stream=0):
+                   window_size=(-1, -1), softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=1, cu_seqlens_q=None,
+                   cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, stream=0):
     """The forward kernel on DLPack CUDA tensors, in place: q (batch, seqlen_q, heads, head_dim), k and v
-    (batch, seqlen_k, heads_k, head_dim), out like q, lse float32 (batch, heads, seqlen_q) contiguous.
-    stream: the CUDA stream to launch on (a pointer; 0, the default stream)."""
+    (batch, seqlen_k, heads_k, head_dim), out like q, lse float32 (batch, heads, seqlen_q) contiguous; with
+    cu_seqlens_q, cu_seqlens_k (int32 CUDA tensors of batch + 1 prefix sums) q (total_q, heads, head_dim),
+    k and v (total_k, heads_k, head_dim), lse (heads, total_q). stream: the CUDA stream to launch on (a
+    pointer; 0, the default stream)."""
     _forward(q, k, v, out, lse, step=step, variant=variant, causal=causal, softmax_scale=softmax_scale,
              window_size=tuple(window_size), softcap=float(softcap), alibi_slopes=alibi_slopes,
-             dropout_p=float(dropout_p), seed=int(seed), stream=int(stream))
+             dropout_p=float(dropout_p), seed=int(seed), cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, stream=int(stream))
 
 
 def _heads_major(t):
-    """t's values in (batch, heads, seqlen, head_dim)-contiguous memory, seen as t's shape (no copy if
-    they are already)."""
-    return t.transpose(1, 2).contiguous().transpose(1, 2)
+    """t's values in (batch, heads, seqlen, head_dim)-contiguous memory ((heads, tokens, head_dim) for
+    packed sequences), seen as t's shape (no copy if they are already)."""
+    rows = t.dim() - 3  # the sequence's dimension
+    return t.transpose(rows, rows + 1).contiguous().transpose(rows, rows + 1)
 
 
 def _make_function():
@@ -74,7 +80,10 @@ def _make_function():
             if not _STEPS[opts["step"]]["strides"]:
                 q, k, v = _heads_major(q), _heads_major(k), _heads_major(v)
             out = torch.empty_like(q)  # q's strides where q is dense, else contiguous
-            lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
+            if q.dim() == 3:  # packed sequences: (heads, total_q)
+                lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
+            else:
+                lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
             with torch.cuda.device(q.device):
                 _forward(q, k, v, out, lse, **opts, stream=_launch_stream(q))
             ctx.save_for_backward(q, k, v, out, lse)
@@ -105,7 +114,8 @@ _function = None
 
 
 def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-              alibi_slopes=None, deterministic=False, return_lse=False, *, step="08", variant=None, seed=1):
+              alibi_slopes=None, deterministic=False, return_lse=False, *, step="08", variant=None, seed=1,
+              cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """Attention by the project's kernels, with flash_attn_func's arguments: q (batch, seqlen_q, heads,
     head_dim), k and v (batch, seqlen_k, heads_k, head_dim) PyTorch CUDA tensors (bfloat16 or float16 for
     step 08; float32 for steps 04 and 05), heads a multiple of heads_k; causal and the windows aligned to
@@ -113,7 +123,8 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
     backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
-    dropout mask's (the project's Philox stream, as flashsteps.reference draws it)."""
+    dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
+    cu_seqlens_k: packed sequences, as attention_varlen takes them."""
     import torch
 
     global _function
@@ -127,10 +138,30 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
         variant = _STEPS[key]["deterministic" if deterministic else "default"]
     if alibi_slopes is not None:
         alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("cu_seqlens_q and cu_seqlens_k go together")
+    if cu_seqlens_q is not None:
+        cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
+        cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
     opts = dict(step=key, variant=variant, causal=bool(causal), softmax_scale=softmax_scale,
                 window_size=(int(window_size[0]), int(window_size[1])), softcap=float(softcap),
-                alibi_slopes=alibi_slopes, dropout_p=float(dropout_p), seed=int(seed))
+                alibi_slopes=alibi_slopes, dropout_p=float(dropout_p), seed=int(seed), cu_seqlens_q=cu_seqlens_q,
+                cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
     if _function is None:
         _function = _make_function()
     out, lse = _function.apply(q, k, v, opts)
     return (out, lse) if return_lse else out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0,
+                     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                     deterministic=False, return_lse=False, *, step="08", variant=None, seed=1):
+    """Packed sequences with flash_attn_varlen_func's arguments: q (total_q, heads, head_dim), k and v
+    (total_k, heads_k, head_dim), cu_seqlens_q and cu_seqlens_k int32 prefix sums of batch + 1 offsets
+    (sequence b is q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]] against k, v[cu_seqlens_k[b]:cu_seqlens_k[b + 1]],
+    each with its own bottom-right causal and window alignment; a sequence may be empty). max_seqlen_q,
+    max_seqlen_k: checked if given (the offsets are read back to be checked in any case). Returns out like
+    q, or (out, lse) with lse float32 (heads, total_q). The rest as attention."""
+    return attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                     return_lse, step=step, variant=variant, seed=seed, cu_seqlens_q=cu_seqlens_q,
+                     cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)

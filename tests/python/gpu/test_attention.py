@@ -172,6 +172,96 @@ def test_attention_into_writes_the_given_outputs():
         flashsteps.attention_into(q, k, v, out, lse, step="06")
 
 
+# Packed sequences (flash_attn_varlen_func): an empty sequence, one token (the ones after it start at
+# odd tokens), queries without keys and keys without queries, lengths across tiles.
+LENS_Q = [300, 0, 1, 129, 33, 0, 77]
+LENS_K = [300, 5, 1, 200, 0, 17, 60]
+
+
+def packed_inputs(dtype, H=4, Hk=2, d=64, seed=0):
+    cu_q = torch.tensor([0] + LENS_Q, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    cu_k = torch.tensor([0] + LENS_K, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    total_q, total_k = int(cu_q[-1]), int(cu_k[-1])
+    q = torch.randn(total_q, H, d, device="cuda", generator=g).to(dtype)
+    k = torch.randn(total_k, Hk, d, device="cuda", generator=g).to(dtype)
+    v = torch.randn(total_k, Hk, d, device="cuda", generator=g).to(dtype)
+    dout = torch.randn(total_q, H, d, device="cuda", generator=g).to(dtype)
+    return q, k, v, dout, cu_q, cu_k
+
+
+PACKED = [
+    dict(),
+    dict(causal=True),
+    dict(causal=True, dropout_p=0.1, seed=3, deterministic=True),
+    dict(window_size=(40, 7), softcap=20.0, alibi=True, dropout_p=0.1, seed=4),
+]
+
+
+@pytest.mark.parametrize("feature", PACKED, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()) or "plain")
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_packed_sequences(feature, dtype):
+    """attention_varlen on packed sequences, read in place: out, lse (heads, total_q) and the
+    gradients against the fp64 reference of the same cu_seqlens; the rows of queries without keys
+    are O = 0, LSE = -inf, and the keys without queries get dK = dV = 0."""
+    f = dict(feature)
+    if f.pop("alibi", False):
+        f["alibi_slopes"] = torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
+    q, k, v, dout, cu_q, cu_k = packed_inputs(DTYPES[dtype], seed=len(f))
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    out, lse = flashsteps.attention_varlen(qg, kg, vg, cu_q.cuda(), cu_k.cuda(), max(LENS_Q), max(LENS_K),
+                                           return_lse=True, **f)
+    assert flashsteps._last_launch()["q"] == q.data_ptr()  # read in place
+    assert lse.shape == (4, q.shape[0])
+    out.backward(dout)
+    assert flashsteps._last_launch()["dq"] == qg.grad.data_ptr()
+    ref = dict(reference_keywords(f), cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    fwd = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), **ref)
+    assert fwd["ok"], fwd["summary"]
+    bwd = flashsteps.check_backward(*cpu(qg.grad, kg.grad, vg.grad, q, k, v, dout), **ref)
+    assert bwd["ok"], bwd["summary"]
+    keyless = slice(int(cu_q[4]), int(cu_q[5]))  # sequence 4: 33 queries, no key
+    assert torch.all(out[keyless] == 0) and torch.all(lse[:, keyless] == -math.inf)
+    assert torch.all(qg.grad[keyless] == 0)
+    queryless = slice(int(cu_k[5]), int(cu_k[6]))  # sequence 5: 17 keys, no query
+    assert torch.all(kg.grad[queryless] == 0) and torch.all(vg.grad[queryless] == 0)
+
+
+def test_packed_sequences_match_one_call_per_sequence():
+    """Each sequence of a packed call is that sequence's own problem: its out and lse are those of
+    attention on it alone, bit for bit (the forward's arithmetic does not depend on the packing)."""
+    q, k, v, _, cu_q, cu_k = packed_inputs(torch.bfloat16, seed=21)
+    out, lse = flashsteps.attention_varlen(q, k, v, cu_q, cu_k, causal=True, window_size=(50, 0), return_lse=True)
+    for b in range(len(LENS_Q)):
+        sq, sk = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        if LENS_Q[b] == 0 or LENS_K[b] == 0:
+            continue
+        one, one_lse = flashsteps.attention(q[None, sq], k[None, sk], v[None, sk], causal=True, window_size=(50, 0),
+                                            return_lse=True)
+        assert torch.equal(out[sq], one[0]) and torch.equal(lse[:, sq], one_lse[0])
+
+
+def test_packed_errors():
+    q, k, v, _, cu_q, cu_k = packed_inputs(torch.bfloat16)
+    with pytest.raises(ValueError, match="go together"):
+        flashsteps.attention(q, k, v, cu_seqlens_q=cu_q)
+    with pytest.raises(ValueError, match="prefix sums"):
+        flashsteps.attention_varlen(q, k, v, cu_q[:-1], cu_k[:-1])
+    bad = cu_q.clone()
+    bad[2], bad[3] = bad[3], bad[2]
+    with pytest.raises(ValueError, match="decrease"):
+        flashsteps.attention_varlen(q, k, v, bad, cu_k)
+    with pytest.raises(ValueError, match="max_seqlen_q"):
+        flashsteps.attention_varlen(q, k, v, cu_q, cu_k, max_seqlen_q=100)
+    with pytest.raises(ValueError, match="total_tokens"):
+        flashsteps.attention_varlen(q[None], k[None], v[None], cu_q, cu_k)
+    with pytest.raises(TypeError, match="int32"):
+        flashsteps.attention_into(q, k, v, torch.empty_like(q), torch.empty(4, q.shape[0], device="cuda"),
+                                  cu_seqlens_q=cu_q.cuda().long(), cu_seqlens_k=cu_k.cuda().long())
+    with pytest.raises(ValueError, match="fa2 and deterministic"):
+        flashsteps.attention_varlen(q, k, v, cu_q, cu_k, variant="key_warps")
+
+
 def test_errors():
     q, k, v, _ = inputs(1, 64, 2, 64, torch.bfloat16)
     with pytest.raises(ValueError, match="CUDA tensor"):
