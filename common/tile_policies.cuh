@@ -77,7 +77,7 @@ struct KeepAll {
 };
 
 struct NoDropout {
-  __device__ NoDropout(const Dropout&, long long /*bh*/) {}
+  __device__ NoDropout(const Dropout&, long long /*bh*/, int /*q0*/ = 0, int /*k0*/ = 0) {}  // q0, k0: SeqSpan's
   template <bool kKeyRows, int R, int BC>
   __device__ __forceinline__ KeepAll keep(int /*row*/, int /*col0*/) const { return {}; }
 };

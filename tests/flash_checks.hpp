@@ -6,6 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "common/harness.hpp"
@@ -84,6 +87,41 @@ inline AttnOptions with_score_mods(AttnOptions attn, const ScoreMods& mods, cons
   attn.alibi_slopes = mods.alibi_slopes ? host_slopes : nullptr;
   return attn;
 }
+
+// Sequences packed along the tokens (FwdParams::packed), from their (queries, keys) lengths: the
+// prefix sums the kernels and the reference take, and the longest lengths, which cut the grids.
+struct PackedSequences {
+  std::vector<std::int32_t> cu_q{0}, cu_k{0};
+  int max_q = 0, max_k = 0;
+
+  explicit PackedSequences(const std::vector<std::pair<int, int>>& lengths) {
+    for (const auto& [n, nk] : lengths) {
+      cu_q.push_back(cu_q.back() + n);
+      cu_k.push_back(cu_k.back() + nk);
+      max_q = std::max(max_q, n);
+      max_k = std::max(max_k, nk);
+    }
+  }
+  int count() const { return static_cast<int>(cu_q.size()) - 1; }
+  // The problem of the packed tokens: one batch of every sequence's queries and keys.
+  Shape shape(int H, int Hkv, int d) const {
+    Shape s{1, H, cu_q.back(), d};
+    s.Nk = cu_k.back();
+    s.Hkv = Hkv;
+    return s;
+  }
+  // The kernels' parameter, with the prefix sums at cu_q, cu_k where the kernels run (these
+  // vectors' data in the emulation, device copies of them on a GPU).
+  Packed params(const std::int32_t* cu_q_at, const std::int32_t* cu_k_at) const {
+    return Packed{cu_q_at, cu_k_at, count(), max_q, max_k};
+  }
+  // The reference's options with these sequences (the options hold pointers to this object's vectors).
+  AttnOptions reference(AttnOptions attn) const {
+    attn.cu_seqlens_q = &cu_q;
+    attn.cu_seqlens_k = &cu_k;
+    return attn;
+  }
+};
 
 // O and LSE, then (when they were computed) dQ, dK, dV against the fp64 reference under `attn`.
 inline void require_reference(const Shape& s, const AttnOptions& attn, const HostProblem& p, const float* o,

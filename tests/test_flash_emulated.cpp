@@ -1,9 +1,10 @@
 // Steps 04, 05 and 06 on the CPU: the FlashAttention-2 forward (step 04's fa2) and the recomputation
 // backward (step 05, dQ by atomics and deterministic), with FlashAttention's score features
-// (common/flash_features.cuh) and with step 06's block-sparse walk, their own source compiled by the host
-// compiler and run by the emulator (common/emulator: every CUDA thread a fiber, every barrier
-// honoured), through the launchers the steps call. The outputs are held to the rule the GPU tests
-// hold them to (tests/test_steps_gpu.cpp): the fp64 reference under the fp32 rule.
+// (common/flash_features.cuh) and packed sequences, and with step 06's block-sparse walk, their
+// own source compiled by the host compiler and run by the emulator (common/emulator: every CUDA
+// thread a fiber, every barrier honoured), through the launchers the steps call. The outputs are
+// held to the rule the GPU tests hold them to (tests/test_steps_gpu.cpp): the fp64 reference
+// under the fp32 rule.
 //
 // No substitute for the GPU tests (emulator.hpp says what the emulation cannot see); it runs on
 // every machine, so that a tile bound, a tail, a causal or dropout mask that is wrong fails here
@@ -31,8 +32,8 @@ using fs::testing::FlashOutputs;
 
 // The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
 // run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does. With
-// score mods (softcap, ALiBi, a window) or K/V of their own shape, the kernels' FlashFeatures
-// instantiations.
+// score mods (softcap, ALiBi, a window), K/V of their own shape or packed sequences, the kernels'
+// FlashFeatures instantiations.
 template <int D, class Mod>
 void forward(const fs::FwdParams& fp) {
   if (fp.dropout.on())
@@ -56,18 +57,20 @@ FlashOutputs poisoned(const fs::Shape& s) {
 
 template <int D>
 FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
-                 const fs::ScoreMods& mods = {}) {
+                 const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
   FlashOutputs out = poisoned(s);
   std::vector<float> delta(s.rows(), NAN);
   fs::FwdParams fp =
       fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), causal, dropout);
   fp.mods = mods;
+  fp.packed = packed;
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
+  bp.packed = packed;
   if (mods.softcap > 0.f) {  // as the steps' launchers choose
     forward<D, fs::FlashFeatures>(fp);
     backward<D, fs::FlashFeatures>(bp, atomic_dq, delta.data());
-  } else if (mods.on() || !s.square()) {
+  } else if (mods.on() || !s.square() || packed.on()) {
     forward<D, fs::FlashFeaturesNoCap>(fp);
     backward<D, fs::FlashFeaturesNoCap>(bp, atomic_dq, delta.data());
   } else {
@@ -169,6 +172,98 @@ TEST_CASE("emulated steps 04 and 05 with K and V of their own length and heads (
       }
     }
   }
+}
+
+// (No ": " in a test's name: Catch's console reporter indents the lines after the first by where
+// it ends, and aborts when that is past its width.)
+TEST_CASE("emulated steps 04 and 05 with packed sequences (cu_seqlens) match the fp64 reference, each sequence "
+          "seeing only its own keys, every mask at its own bottom-right corner",
+          "[flash][emulated][features][packed]") {
+  struct Config {
+    int H, Hkv;
+    fs::ScoreMods mods;
+    float dropout;
+  };
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  // (queries, keys) of each sequence: lengths no tile divides; the first longer than a forward tile
+  // (its second tile's CTAs are past every other sequence's end); one with keys and no query (its
+  // dK, dV must still be written, 0), an empty one, one with queries and no key (O = 0, LSE = −inf,
+  // dQ = 0); fewer keys than queries and more. The sequences with both start at query and key
+  // tokens (even, even), (odd, even), (even, odd), (odd, odd): dropout's 2 × 2 blocks of tokens fall
+  // across the kernels' tiles every way.
+  const fs::testing::PackedSequences seqs({{151, 141}, {0, 5}, {0, 0}, {20, 0}, {1, 45}, {49, 20}, {13, 30}});
+  const std::vector<float> slopes = fs::alibi_slopes(4);
+  for (const Config c : {Config{2, 2, {}, 0.f},  // alone
+                         Config{4, 2, fs::testing::score_mods(7, 2, 0.f, slopes.data()), 0.15f},
+                         Config{4, 1, fs::testing::score_mods(-1, 4, 2.f, nullptr), 0.2f}}) {
+    DYNAMIC_SECTION("d=" << d << " H=" << c.H << " Hkv=" << c.Hkv << (causal ? " causal" : "")
+                         << (atomic_dq ? " atomic" : " deterministic") << " window (" << c.mods.window_left << ", "
+                         << c.mods.window_right << ") softcap " << c.mods.softcap
+                         << (c.mods.alibi_slopes ? " alibi" : "") << " dropout " << c.dropout) {
+      const fs::Shape s = seqs.shape(c.H, c.Hkv, d);
+      const fs::Dropout dropout{c.dropout, 77};
+      const fs::HostProblem p = fs::random_problem(s, 101ull * d + c.Hkv + (causal ? 1 : 0), true);
+      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
+        return run<D>(s, p, causal, dropout, atomic_dq, c.mods, seqs.params(seqs.cu_q.data(), seqs.cu_k.data()));
+      });
+      const fs::AttnOptions attn =
+          fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, c.mods, slopes.data());
+      fs::testing::require_reference(s, seqs.reference(attn), p, g);
+    }
+  }
+}
+
+TEST_CASE("the kernels' launchers refuse packed sequences they cannot run", "[flash][emulated][packed]") {
+  const fs::testing::PackedSequences seqs({{3, 3}, {5, 4}});
+  const fs::Shape s = seqs.shape(1, 1, 16);
+  const fs::HostProblem p = fs::random_problem(s, 3, true);
+  FlashOutputs g = poisoned(s);
+  std::vector<float> delta(s.rows());
+  fs::FwdParams fp =
+      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), false);
+  fp.packed = seqs.params(seqs.cu_q.data(), seqs.cu_k.data());
+  fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), g.dq.data(), g.dk.data(), g.dv.data());
+  bp.packed = fp.packed;
+  // The plain kernels know no sequences: they would attend across them.
+  REQUIRE_THROWS_AS((fs::launch_flash2<16, fs::Flash2Tile<16>, fs::DenseWalk, fs::NoDropout>(fp)), fs::CudaError);
+  REQUIRE_THROWS_AS((fs::launch_backward<16, fs::DenseWalk, fs::NoDropout>(bp, true, delta.data())), fs::CudaError);
+  // Packed tokens are one batch.
+  fp.shape.B = bp.shape.B = 2;
+  REQUIRE_THROWS_AS((forward<16, fs::FlashFeaturesNoCap>(fp)), fs::CudaError);
+  REQUIRE_THROWS_AS((backward<16, fs::FlashFeaturesNoCap>(bp, false, delta.data())), fs::CudaError);
+  // What the FlashFeatures kernels take, they run.
+  fp.shape.B = bp.shape.B = 1;
+  REQUIRE_NOTHROW(forward<16, fs::FlashFeaturesNoCap>(fp));
+  REQUIRE_NOTHROW(backward<16, fs::FlashFeaturesNoCap>(bp, false, delta.data()));
+}
+
+TEST_CASE("dropout's keep bits of a tile are the generator's at the tile's tokens, whatever the parity of the span's "
+          "first query and key",
+          "[flash][emulated][packed]") {
+  const fs::Dropout dp{0.4f, 0x5eedull};
+  const std::uint32_t threshold = fs::dropout_threshold(dp.p);
+  const long long bh = 3;
+  for (int q0 = 0; q0 < 4; ++q0)
+    for (int k0 = 0; k0 < 4; ++k0) {
+      INFO("q0=" << q0 << " k0=" << k0);
+      const fs::PhiloxDropout dropout(dp, bh, q0, k0);
+      // A forward tile (rows are queries): 2 queries from row 6, 16 keys from key 32 of the span.
+      const auto rows = dropout.keep<false, 2, 16>(6, 32);
+      for (int r = 0; r < 2; ++r)
+        for (int c = 0; c < 16; ++c) {
+          const bool kept = (rows.bits >> (r * 16 + c)) & 1u;
+          REQUIRE(kept == fs::dropout_keep(dp.seed, threshold, bh, q0 + 6 + r, k0 + 32 + c));
+        }
+      // A dK/dV tile (rows are keys): 2 keys from key 10, 8 queries from row 24.
+      const auto keys = dropout.keep<true, 2, 8>(10, 24);
+      for (int r = 0; r < 2; ++r)
+        for (int c = 0; c < 8; ++c) {
+          const bool kept = (keys.bits >> (r * 8 + c)) & 1u;
+          REQUIRE(kept == fs::dropout_keep(dp.seed, threshold, bh, q0 + 24 + c, k0 + 10 + r));
+        }
+    }
 }
 
 TEST_CASE("a window shortens the kernels' walks to the tiles it reaches", "[flash][emulated][features]") {

@@ -2,11 +2,12 @@
 // FlashFeatures instantiations (a sliding window, softcapping, ALiBi; common/flash_features.cuh),
 // forward and both backwards, against the fp64 reference's definitions of those features under
 // the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
-// larger ones than the emulation can afford. The first case launches the kernels itself; the
-// second runs them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv
-// through the plan), checked and, where square, traced: the trace's bytes must equal the IO model,
-// which leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in
-// the second, and over every head dimension in the third (the GPU side of test_tc_emulated.cpp's
+// larger ones than the emulation can afford. The first case launches the kernels itself, and so
+// does the packed case after it (sequences packed along the tokens, cu_seqlens); the next runs
+// them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv through the
+// plan), checked and, where square, traced: the trace's bytes must equal the IO model, which
+// leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in that
+// one, and over every head dimension in the one after it (the GPU side of test_tc_emulated.cpp's
 // features cases), under the 16-bit rule.
 #include <catch2/catch.hpp>
 
@@ -67,30 +68,46 @@ void require_checked(const fs::RunPlan& plan, const fs::HostProblem& p, bool bac
   }
 }
 
+// Packed sequences (the packed case): `packed` over cu_seqlens in device memory.
 template <int D, class Dropout, class Features>
 FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
-                 const fs::ScoreMods& mods) {
-  const std::size_t n = s.elems(), rows = s.rows();
-  fs::DeviceBuffer<float> q(n), k(n), v(n), o(n), lse(rows), dout(n), dq(n), dk(n), dv(n), delta(rows);
+                 const fs::ScoreMods& mods, const fs::Packed& packed = {}) {
+  const std::size_t n = s.elems(), kv = s.kv_elems(), rows = s.rows();
+  fs::DeviceBuffer<float> q(n), k(kv), v(kv), o(n), lse(rows), dout(n), dq(n), dk(kv), dv(kv), delta(rows);
   q.upload(p.q.data(), n);
-  k.upload(p.k.data(), n);
-  v.upload(p.v.data(), n);
+  k.upload(p.k.data(), kv);
+  v.upload(p.v.data(), kv);
   dout.upload(p.dout.data(), n);
   for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
   fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal, dropout);
   fp.mods = mods;
+  fp.packed = packed;
   fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, Features>(fp);
-  const fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
+  fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
+  bp.packed = packed;
   fs::launch_backward<D, fs::DenseWalk, Dropout, Features>(bp, atomic_dq, delta.get());
   FS_CUDA_CHECK(cudaDeviceSynchronize());
-  FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(n),
-                   std::vector<float>(n)};
+  FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(kv),
+                   std::vector<float>(kv)};
   o.download(out.o.data(), n);
   lse.download(out.lse.data(), rows);
   dq.download(out.dq.data(), n);
-  dk.download(out.dk.data(), n);
-  dv.download(out.dv.data(), n);
+  dk.download(out.dk.data(), kv);
+  dv.download(out.dv.data(), kv);
   return out;
+}
+
+// The instantiation the steps' launchers choose: with the softcap's chain rule or without.
+template <int D>
+FlashOutputs run_featured(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout,
+                          bool atomic_dq, const fs::ScoreMods& mods, const fs::Packed& packed = {}) {
+  using Capped = fs::FlashFeatures;
+  using Plain = fs::FlashFeaturesNoCap;
+  if (mods.softcap > 0.f)
+    return dropout.on() ? run<D, fs::PhiloxDropout, Capped>(s, p, causal, dropout, atomic_dq, mods, packed)
+                        : run<D, fs::NoDropout, Capped>(s, p, causal, dropout, atomic_dq, mods, packed);
+  return dropout.on() ? run<D, fs::PhiloxDropout, Plain>(s, p, causal, dropout, atomic_dq, mods, packed)
+                      : run<D, fs::NoDropout, Plain>(s, p, causal, dropout, atomic_dq, mods, packed);
 }
 
 }  // namespace
@@ -117,17 +134,55 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
       const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? dslopes.get() : nullptr);
       const fs::Dropout dropout{f.dropout, 99};
       const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
-      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
-        // The instantiation the steps' launchers choose: with the softcap's chain rule or without.
-        if (mods.softcap > 0.f)
-          return dropout.on() ? run<D, fs::PhiloxDropout, fs::FlashFeatures>(s, p, causal, dropout, atomic_dq, mods)
-                              : run<D, fs::NoDropout, fs::FlashFeatures>(s, p, causal, dropout, atomic_dq, mods);
-        return dropout.on() ? run<D, fs::PhiloxDropout, fs::FlashFeaturesNoCap>(s, p, causal, dropout, atomic_dq, mods)
-                            : run<D, fs::NoDropout, fs::FlashFeaturesNoCap>(s, p, causal, dropout, atomic_dq, mods);
-      });
+      const FlashOutputs g =
+          fs::dispatch_head_dim(d, [&](auto D) { return run_featured<D>(s, p, causal, dropout, atomic_dq, mods); });
       fs::testing::require_reference(
           s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),
           p, g);
+    }
+  }
+}
+
+TEST_CASE("steps 04 and 05 with packed sequences (cu_seqlens) match the fp64 reference, every feature per "
+          "sequence, forward and backward, on the GPU",
+          "[gpu][features][packed]") {
+  struct Config {
+    int H, Hkv;
+    Features f;
+  };
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  // (queries, keys) of each sequence, as tests/test_flash_emulated.cpp's packed case has them, longer:
+  // several tiles of the longest, a sequence with keys and no query, an empty one, one with queries
+  // and no key, one query, fewer keys than queries and more; the sequences with both start at
+  // (even, even), (even, odd), (odd, even), (odd, odd) query and key tokens.
+  const fs::testing::PackedSequences seqs(
+      {{1000, 1000}, {0, 77}, {0, 0}, {300, 0}, {1, 513}, {776, 129}, {129, 1500}, {64, 64}});
+  fs::DeviceBuffer<std::int32_t> cu_q(seqs.cu_q.size()), cu_k(seqs.cu_k.size());
+  cu_q.upload(seqs.cu_q.data(), seqs.cu_q.size());
+  cu_k.upload(seqs.cu_k.data(), seqs.cu_k.size());
+  const std::vector<float> slopes = fs::alibi_slopes(4);
+  fs::DeviceBuffer<float> dslopes(slopes.size());
+  dslopes.upload(slopes.data(), slopes.size());
+  for (const Config c :
+       {Config{2, 2, Features{-1, -1, 0.f, false, 0.f}}, Config{4, 2, Features{64, 0, 0.f, true, 0.1f}},
+        Config{4, 1, Features{-1, 100, 2.f, false, 0.15f}},
+        Config{4, 4, Features{5000, 5000, 0.f, false, 0.f}}}) {  // a window wider than any sequence
+    const Features& f = c.f;
+    DYNAMIC_SECTION("d=" << d << " H=" << c.H << " Hkv=" << c.Hkv << (causal ? " causal" : "")
+                         << (atomic_dq ? " atomic" : " deterministic") << " window (" << f.left << ", " << f.right
+                         << ") softcap " << f.softcap << (f.alibi ? " alibi" : "") << " dropout " << f.dropout) {
+      const fs::Shape s = seqs.shape(c.H, c.Hkv, d);
+      const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? dslopes.get() : nullptr);
+      const fs::Dropout dropout{f.dropout, 2024};
+      const fs::HostProblem p = fs::random_problem(s, 17ull * d + c.Hkv + (causal ? 1 : 0), true);
+      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
+        return run_featured<D>(s, p, causal, dropout, atomic_dq, mods, seqs.params(cu_q.get(), cu_k.get()));
+      });
+      const fs::AttnOptions attn =
+          fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data());
+      fs::testing::require_reference(s, seqs.reference(attn), p, g);
     }
   }
 }

@@ -296,7 +296,7 @@ void launch(const FwdParams& p) {
     launch_alg1<D>(p);
   else if (p.mods.softcap > 0.f)  // FlashAttention's interface features (common/flash_features.cuh)
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashFeatures>(p);
-  else if (p.mods.on() || !p.shape.square())  // a window, ALiBi; Nk ≠ N, GQA
+  else if (p.mods.on() || !p.shape.square() || p.packed.on())  // a window, ALiBi; Nk ≠ N, GQA; packed sequences
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout, FlashFeaturesNoCap>(p);
   else
     launch_flash2<D, Flash2Tile<D>, DenseWalk, NoDropout>(p);
@@ -349,6 +349,8 @@ Flash2Tiles flash2_tiles(int d) {
 
 void flash_forward(const FwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "flash_forward: unsupported d");
+  if (p.packed.on() && p.variant == kAlgorithm1)  // one CTA walks a whole head: it has no sequences
+    throw CudaError(cudaErrorInvalidValue, "flash_forward: Algorithm 1's kernel takes no packed sequences (fa2 does)");
   dispatch_head_dim(p.shape.d, [&](auto D) { launch<D>(p); });
 }
 
@@ -363,6 +365,7 @@ StepInfo step04_info() {
   s.io_forward = io_forward;
   s.score_mods = true;  // fa2's (unsupported refuses them for alg1)
   s.kv_shapes = true;   // likewise
+  s.packed = true;      // likewise (flash_forward refuses them for alg1)
   return s;
 }
 

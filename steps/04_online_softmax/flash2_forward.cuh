@@ -4,7 +4,8 @@
 //   Walk         the key tiles a CTA visits: DenseWalk here; step 06 BlockListWalk, the
 //                nonzero blocks of its query block row (Algorithm 5)
 //   TileDropout  NoDropout here; step 05 PhiloxDropout, P̃ ∘ Z before P̃V (docs/notation.md, Algorithm 2)
-//   ScoreMod     NoFeatures here; FlashFeatures, softcap, ALiBi and a window (common/flash_features.cuh)
+//   ScoreMod     NoFeatures here; FlashFeatures, softcap, ALiBi and a window, K and V of their own
+//                shape, packed sequences (common/flash_features.cuh)
 //
 // With the plain policies the kernel is exactly step 04's: they compile to nothing.
 #pragma once
@@ -17,6 +18,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
+#include "steps/04_online_softmax/flash_params.hpp"
 
 namespace fs {
 
@@ -30,15 +32,25 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K tile at smem + 2s·BC·D, V tile after it
 
-  // N queries; Nk keys of K/V head kv_bh, δ = Nk − N (Features: N, bh and 0 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t bh = blockIdx.y, head = bh * N * D, kv_bh = Features::kv_head(p.shape, bh);
-  const std::int64_t kv_head = Features::kv_rows(p.shape, kv_bh, head / D) * D;  // kv_bh · Nk · D
+  // The CTA's problem (SeqSpan): the whole head, or with packed sequences sequence blockIdx.z's
+  // tokens, rows [q0, q0 + N) of the head's queries and [k0, k0 + Nk) of its K/V head's keys.
+  // Below, rows and keys are counted within it. N queries; Nk keys of K/V head kv_bh, δ = Nk − N
+  // (Features: the head, N, bh and 0 but for FlashFeatures).
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
+  const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
+  const std::int64_t q_row0 = bh * p.shape.N + seq.q0;  // the span's first row of Q, O and LSE
+  const std::int64_t head = q_row0 * D;
+  // (kv_bh · Nk + k0) · D; NoFeatures: K and V are like Q and the span is the head, head itself
+  const std::int64_t kv_head = (Features::kv_rows(p.shape, kv_bh, q_row0) + seq.k0) * D;
   const float* gK = as<float>(p.k) + kv_head;  // (Nk, D)
   const float* gV = as<float>(p.v) + kv_head;  // (Nk, D)
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
+  // Packed: the grid has the longest sequence's tiles, and a shorter one's CTAs past its end have
+  // nothing to do (they leave before any barrier).
+  if (Features::kSequences && row0 >= N) return;
   const int row = T::first_row(row0), part = T::part();
   // For the trace: the CTA's real rows, the real keys of the tile at j0. The sampled row is
   // thread 0's first row, row0.
@@ -52,13 +64,13 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
   // none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const Features features(p.mods, p.shape, bh);  // NoFeatures here
+  const Features features(p.mods, p.shape, seq, bh);  // NoFeatures here
   const Walk<BC> walk =
       features.keys(Walk<BC>::keys_of(p.sparse, Nk, row0, last_row + shift, kCausal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_tile = [&](int stage) { return smem + 2 * stage * T::kTileFloats; };
   auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * T::kTileFloats; };
-  const TileDropout dropout(p.dropout, bh);  // step 05; NoDropout here
+  const TileDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // step 05, indexed by token; NoDropout here
 
   float o[R][DC] = {};
   float m[R], l[R];  // each row's running max (log2 units) and normaliser
@@ -121,16 +133,21 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 #pragma unroll
   for (int r = 0; r < R; ++r)
-    store_row<D, DC>(as<float>(p.o) + head, p.lse + bh * N, row + r, N, part, o[r], m[r], l[r]);
+    store_row<D, DC>(as<float>(p.o) + head, p.lse + q_row0, row + r, N, part, o[r], m[r], l[r]);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
-// Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory.
+// Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory; with packed sequences
+// (query tiles of the longest, H, sequences): CTA (x, h, b) owns tile x of sequence b of head h.
 template <int D, typename T, template <int> class Walk, class TileDropout, class Features = NoFeatures>
 void launch_flash2(const FwdParams& p) {
+  require_packable<Features>(p, "launch_flash2");
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
-  const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
+  const int rows = p.packed.on() ? p.packed.max_q : p.shape.N;
+  const dim3 grid((rows + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()),
+                  p.packed.on() ? p.packed.count : 1);
+  if (grid.x == 0) return;  // packed sequences without a query
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
   if (p.causal)
     trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, false>,

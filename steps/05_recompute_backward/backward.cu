@@ -125,7 +125,7 @@ void recompute_forward(const FwdParams& p) {
   dispatch_head_dim(p.shape.d, [&](auto D) {
     if (p.mods.softcap > 0.f)  // FlashAttention's interface features (common/flash_features.cuh)
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeatures>(p);
-    else if (p.mods.on() || !p.shape.square())  // a window, ALiBi; Nk ≠ N, GQA
+    else if (p.mods.on() || !p.shape.square() || p.packed.on())  // a window, ALiBi; Nk ≠ N, GQA; packed sequences
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeaturesNoCap>(p);
     else
       launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p);
@@ -134,7 +134,7 @@ void recompute_forward(const FwdParams& p) {
 
 void recompute_backward(const BwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
-  if (!p.mods.on() && p.shape.square()) return run_backward<DenseWalk>(p);
+  if (!p.mods.on() && p.shape.square() && !p.packed.on()) return run_backward<DenseWalk>(p);
   float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
   const bool atomic = p.variant == kAtomicDQ;
   auto launch = [&](auto* features) {  // FlashFeatures, or FlashFeaturesNoCap without a softcap (a null of its type)
@@ -166,6 +166,7 @@ StepInfo step05_info() {
   s.dropout = true;
   s.score_mods = true;
   s.kv_shapes = true;
+  s.packed = true;  // both variants' (the forward is step 04's fa2)
   s.order_dependent = {"atomic"};
   return s;
 }

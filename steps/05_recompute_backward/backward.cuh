@@ -36,6 +36,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
+#include "steps/04_online_softmax/flash_params.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/05_recompute_backward/dropout.cuh"
 
@@ -114,11 +115,14 @@ struct DkdvSmem {
   __host__ __device__ static constexpr int floats() { return kAtomicDQ ? ds() + T::kBC * T::kBR : 2 * kStage; }
 };
 
-// Q_i, dO_i (cp.async) and LSE_i (log2), D_i (plain loads) of the stage at query i0.
-template <int D, int kThreads>
-__device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_t head, const float* gDelta,
+// Q_i, dO_i (cp.async) and LSE_i (log2), D_i (plain loads) of the stage at query i0 of the
+// queries from row `head`: the CTA's span of a head, its n queries with packed sequences, else
+// the head's N (rows past them are zeros, LSE +inf). N is read here from the parameters, as it
+// always was, so that the kernels without sequences compile to the instructions they had.
+template <int D, int kThreads, bool kSequences>
+__device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_t head, int n, const float* gDelta,
                                                  float* sQ, float* sdO, float* sL, float* sD, int i0) {
-  const int N = p.shape.N;
+  const int N = kSequences ? n : p.shape.N;
   load_rows_async<kBwdStage, D, kThreads>(sQ, as<float>(p.q) + head * D, i0, N);
   load_rows_async<kBwdStage, D, kThreads>(sdO, as<float>(p.dout) + head * D, i0, N);
   cp_async_commit();
@@ -138,10 +142,17 @@ __global__ void __launch_bounds__(T::kThreads)
   extern __shared__ float smem[];
 
   // N queries; the Nk keys of K/V head kv_bh, δ = Nk − N, read by the G query heads of its group
-  // (Features: N, 0 and G = 1 but for FlashFeatures).
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t kv_bh = blockIdx.y, kv_head = kv_bh * Nk;  // kv_head: first row of the K/V head
+  // (Features: N, 0 and G = 1 but for FlashFeatures). With packed sequences, those of sequence
+  // blockIdx.z (SeqSpan): keys and queries are counted within it, and q0, k0 added to addresses.
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
+  // kv_head: the span's first row of the K/V head (kv_bh · Nk + k0, Nk the head's keys)
+  const std::int64_t kv_bh = blockIdx.y, kv_head = kv_bh * Features::kv_len(p.shape) + seq.k0;
+  // The rows of a query head in Q, dO, dQ, LSE and D: every token's with packed sequences, else N
+  // (as the kernel always had it: p.shape.N read again below made other instructions).
+  const int head_rows = Features::kSequences ? p.shape.N : N;
   const int key0 = blockIdx.x * T::kBR;
+  if (Features::kSequences && key0 >= Nk) return;  // packed: past this sequence's keys (before any barrier)
   const int key = T::first_row(key0), part = T::part();  // this thread's first key
   const int n_keys = min(T::kBR, Nk - key0);
 
@@ -155,28 +166,30 @@ __global__ void __launch_bounds__(T::kThreads)
   float dk[R][DC] = {}, dv[R][DC] = {};
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int g = 0; g < Features::group(p.shape); ++g) {
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, g), head = bh * N;  // head: first row of the head
+    // head: the span's first row of the query head in Q, dO, dQ, LSE and D
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, g), head = bh * head_rows + seq.q0;
 
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
-    const Features features(p.mods, p.shape, bh);  // NoFeatures, or FlashFeatures (common/flash_features.cuh)
+    const Features features(p.mods, p.shape, seq, bh);  // NoFeatures, or FlashFeatures (common/flash_features.cuh)
     const Walk<kBwdStage> walk =
         features.queries(Walk<kBwdStage>::queries_of(p.sparse, N, key0 - shift, p.causal), key0, key0 + n_keys - 1);
     const int n_tiles = walk.size();
-    const TileDropout dropout(p.dropout, bh);  // NoDropout, or PhiloxDropout (dropout.cuh)
+    const TileDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // NoDropout, or PhiloxDropout (dropout.cuh)
 
     if (n_tiles == 0) {  // nothing to add up (a block column the mask leaves empty): dK_j = dV_j = 0
       cp_async_commit();
       cp_async_wait<0>();
     } else {
-      load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(0), smem + L::dout(0), smem + L::lse(0),
-                                       smem + L::delta(0), walk.start(0));
+      load_query_stage<D, T::kThreads, Features::kSequences>(p, head, N, gDelta, smem + L::q(0), smem + L::dout(0),
+                                                             smem + L::lse(0), smem + L::delta(0), walk.start(0));
     }
     for (int t = 0; t < n_tiles; ++t) {
       const int s = t & 1, i_stage = walk.start(t), n_q = min(kBwdStage, N - i_stage);
       if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
-        load_query_stage<D, T::kThreads>(p, head, gDelta, smem + L::q(s ^ 1), smem + L::dout(s ^ 1),
-                                         smem + L::lse(s ^ 1), smem + L::delta(s ^ 1), walk.start(t + 1));
+        load_query_stage<D, T::kThreads, Features::kSequences>(p, head, N, gDelta, smem + L::q(s ^ 1),
+                                                               smem + L::dout(s ^ 1), smem + L::lse(s ^ 1),
+                                                               smem + L::delta(s ^ 1), walk.start(t + 1));
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -284,10 +297,15 @@ __global__ void __launch_bounds__(T::kThreads)
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
 
-  const int N = p.shape.N, Nk = Features::kv_len(p.shape), shift = Features::shift(p.shape);
-  const std::int64_t bh = blockIdx.y, head = bh * N, kv_bh = Features::kv_head(p.shape, bh), kv_head = kv_bh * Nk;
+  // The CTA's span (SeqSpan), as in bwd_dkdv_kernel: head and kv_head are its first rows of the
+  // query head and of the K/V head.
+  const SeqSpan seq = Features::sequence(p.packed, p.shape);
+  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
+  const std::int64_t bh = blockIdx.y, head = bh * p.shape.N + seq.q0, kv_bh = Features::kv_head(p.shape, bh);
+  const std::int64_t kv_head = kv_bh * Features::kv_len(p.shape) + seq.k0;
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
   const int row0 = tile * T::kBR;
+  if (Features::kSequences && row0 >= N) return;  // packed: past this sequence's queries (before any barrier)
   const int row = T::first_row(row0), part = T::part();
   const int n_rows = min(T::kBR, N - row0);
 
@@ -307,13 +325,13 @@ __global__ void __launch_bounds__(T::kThreads)
   // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
   // none outside it.
   const int last_row = min(N, row0 + T::kBR) - 1;
-  const Features features(p.mods, p.shape, bh);
+  const Features features(p.mods, p.shape, seq, bh);
   const Walk<kBwdStage> walk =
       features.keys(Walk<kBwdStage>::keys_of(p.sparse, Nk, row0, last_row + shift, p.causal), row0, last_row);
   const int n_tiles = walk.size();
   auto k_stage = [&](int s) { return smem + 2 * s * kBwdStage * D; };
   auto v_stage = [&](int s) { return smem + (2 * s + 1) * kBwdStage * D; };
-  const TileDropout dropout(p.dropout, bh);
+  const TileDropout dropout(p.dropout, bh, seq.q0, seq.k0);
 
   float dq[R][DC] = {};
   if (n_tiles > 0) {
@@ -376,32 +394,46 @@ __global__ void __launch_bounds__(T::kThreads)
 }
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
-// `delta`: B·H·N floats of workspace.
+// `delta`: B·H·N floats of workspace. Packed sequences (require_packable, step 04's flash_params.hpp)
+// in grid z, each dimension x cut to the longest sequence's tiles: a CTA past its own sequence's
+// end leaves at once. The preprocess is row by row and knows no sequences.
 template <int D, template <int> class Walk, class TileDropout, class Features = NoFeatures>
 void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
   using T = BwdTile<D>;
   const Shape& s = p.shape;
+  require_packable<Features>(p, "launch_backward");
   if (p.trace) p.trace->set_tiles(kBwdStage, T::kBR);
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
-  if (atomic_dq)
-    trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,
-                  pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
-  else
-    trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<false, false>,
-                  bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+  // An empty grid is an invalid launch: below, a dimension of 0 skips its kernel — packed
+  // sequences without a query at all (N = 0), or without a key (no dK/dV CTA).
+  if (pre_grid > 0) {
+    if (atomic_dq)
+      trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>,
+                    bwd_preprocess_kernel<true, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+    else
+      trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<false, false>,
+                    bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+  }
 
-  // dK/dV: a CTA per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head.
-  const dim3 grid((s.keys() + T::kBR - 1) / T::kBR, static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()));
-  const dim3 dq_grid((s.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()));
+  // dK/dV: a CTA per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head
+  // (of each sequence).
+  const bool packed = p.packed.on();
+  const unsigned sequences = packed ? p.packed.count : 1;
+  const int keys = packed ? p.packed.max_k : s.keys(), queries = packed ? p.packed.max_q : s.N;
+  const dim3 grid((keys + T::kBR - 1) / T::kBR, static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()), sequences);
+  const dim3 dq_grid((queries + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()), sequences);
   if (atomic_dq) {
+    if (grid.x == 0) return;  // dQ stays the preprocess's 0
     trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, false>,
                   bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, true>, grid, T::kThreads,
                   DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
     return;
   }
-  trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, false>,
-                bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, true>, grid, T::kThreads,
-                DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
+  if (grid.x > 0)
+    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, false>,
+                  bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, true>, grid, T::kThreads,
+                  DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
+  if (dq_grid.x == 0) return;
   const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
   trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, Features, false>,
                 bwd_dq_kernel<D, T, Walk, TileDropout, Features, true>, dq_grid, T::kThreads, dq_smem, p.stream, p,
