@@ -11,6 +11,7 @@
 #include "common/cli_numbers.hpp"
 #include "common/errors.hpp"
 #include "common/smyrf.hpp"
+#include "common/varlen.hpp"
 
 namespace fs {
 
@@ -115,6 +116,12 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                  "(.npy, H float32)")
       ->expected(0, 1)
       ->type_name("[FILE]");
+  std::string varlen;
+  app.add_option("--varlen", varlen,
+                 "packed sequences of their own lengths (flash_attn_varlen_func): each one's tokens, "
+                 "e.g. 128,0,77:300 (QUERIES:KEYS where they differ), or cu_seqlens from FILE.npy (both) or "
+                 "Q.npy,K.npy; B is 1, N and Nk the totals")
+      ->type_name("LENGTHS|FILE");
 
   try {
     app.parse(argc, argv);
@@ -132,10 +139,14 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     return static_cast<int>(value);
   };
   constexpr long long kMaxInt = 0x7fffffff;
-  if (!o.load_dir.empty())
+  if (!o.load_dir.empty()) {
     for (const char* opt : {"--batch", "--heads", "--seq", "--dim", "--seq-k", "--heads-kv"})
       if (app.count(opt))
         throw InputError(std::string(opt) + " conflicts with --load: the shape comes from the files");
+    if (app.count("--varlen"))
+      throw InputError("--varlen conflicts with --load: the sequences come from the folder's cu_seqlens_q.npy and "
+                       "cu_seqlens_k.npy");
+  }
   if (!o.trace_path.empty()) {  // a traced run defaults to a shape a person can follow
     if (!app.count("--batch")) B = kTraceShape.B;
     if (!app.count("--heads")) H = kTraceShape.H;
@@ -150,6 +161,22 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     if (o.shape.H % o.shape.Hkv != 0)
       throw InputError("--heads " + std::to_string(o.shape.H) + " must be a multiple of --heads-kv " +
                        std::to_string(o.shape.Hkv));
+  }
+  if (app.count("--varlen")) {  // one batch of the sequences' tokens: the totals are N and Nk
+    o.packed = parse_varlen(varlen);
+    const int n = o.packed.cu_q.back(), nk = o.packed.cu_k.back();
+    if (app.count("--batch") && o.shape.B != 1)
+      throw InputError("--varlen packs the sequences into one batch: --batch must be 1 (got " +
+                       std::to_string(o.shape.B) + ")");
+    if (app.count("--seq") && o.shape.N != n)
+      throw InputError("--seq " + std::to_string(o.shape.N) + " disagrees with --varlen's " + std::to_string(n) +
+                       " query tokens (leave it out: N is their total)");
+    if (app.count("--seq-k") && o.shape.keys() != nk)
+      throw InputError("--seq-k " + std::to_string(o.shape.keys()) + " disagrees with --varlen's " +
+                       std::to_string(nk) + " key tokens (leave it out: Nk is their total)");
+    o.shape.B = 1;
+    o.shape.N = n;
+    o.shape.Nk = nk == n ? 0 : nk;
   }
   if (app.count("--scale")) {
     if (!std::isfinite(scale) || scale == 0.f)

@@ -1,8 +1,8 @@
 // The command line every step program shares:
 //   --batch --heads --seq --dim --seq-k --heads-kv --causal --scale --seed --check --bench --reps
 //   --dtype --load DIR --save DIR --csv FILE --trace FILE --trace-cap N
-//   --window --softcap --alibi (these and --seq-k, --heads-kv refused by the plan where a step's
-//   kernels lack them)
+//   --window --softcap --alibi --varlen (these and --seq-k, --heads-kv refused by the plan where
+//   a step's kernels lack them)
 //   (--backward only where a step has a backward pass; --variant where a step holds several
 //   kernels; --dropout where a step has dropout;
 //   --deterministic where a step has a "deterministic" variant; --pattern --mask --block where a
@@ -51,6 +51,10 @@ struct Options {
   float softcap = 0.f;
   bool alibi = false;
   std::string alibi_path;          // empty with alibi: the standard slopes
+  // Packed sequences (steps with StepInfo::packed): --varlen LENGTHS, FILE.npy or Q.npy,K.npy
+  // (common/varlen.hpp), or --load DIR's cu_seqlens files; the shape is then B = 1 and N, Nk their
+  // totals. Off: the shape's B batches.
+  PackedSeqs packed;
   std::string trace_path;          // --trace FILE: record a traced run (common/traced_run.hpp)
   std::int64_t trace_cap = 256;    // --trace-cap: device records per CTA
 

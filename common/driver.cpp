@@ -11,6 +11,7 @@
 #include "common/npy.hpp"
 #include "common/recorder/nvtx.hpp"
 #include "common/traced_run.hpp"
+#include "common/varlen.hpp"
 
 namespace fs {
 
@@ -65,6 +66,10 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   attn.window_right = features.window_right;
   attn.softcap = features.softcap;
   if (!features.alibi_slopes.empty()) attn.alibi_slopes = features.alibi_slopes.data();
+  if (settings.packed.on()) {
+    attn.cu_seqlens_q = &settings.packed.cu_q;
+    attn.cu_seqlens_k = &settings.packed.cu_k;
+  }
   PassReport fwd;
   fwd.pass = "fwd";
   fwd.io = plan.io("fwd");
@@ -109,6 +114,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     }
     if (plan.mask()) write_block_mask(opt.save_dir + "/mask.npy", *plan.mask());
     if (clusters) write_smyrf_clusters(opt.save_dir, s, *clusters);
+    if (settings.packed.on()) write_cu_seqlens_dir(opt.save_dir, settings.packed);
   }
 
   if (opt.bench) {
@@ -116,13 +122,14 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     L2Flusher flusher(dev.l2_bytes);
     const FwdParams fp = run.fwd_params();
     fwd.timing = time_gpu([&] { step.forward(fp); }, fp.stream, opt.warmup, opt.reps, &flusher);
-    // Block-sparse: the FLOPs of the kept blocks, the dense count × the mask's density.
+    // Block-sparse: the FLOPs of the kept blocks, the dense count × the mask's density (packed
+    // sequences: the sum of each one's count).
     const double kept = fwd.density;
-    fwd.tflops = tflops(kept * forward_flops(s, opt.causal), fwd.timing->median_ms);
+    fwd.tflops = tflops(kept * plan.flops("fwd"), fwd.timing->median_ms);
     if (opt.backward) {
       const BwdParams bp = run.bwd_params();
       bwd.timing = time_gpu([&] { step.backward(bp); }, bp.stream, opt.warmup, opt.reps, &flusher);
-      bwd.tflops = tflops(kept * backward_flops(s, opt.causal), bwd.timing->median_ms);
+      bwd.tflops = tflops(kept * plan.flops("bwd"), bwd.timing->median_ms);
     }
   }
 
@@ -164,6 +171,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
   if (!opt.load_dir.empty()) {
     problem = load_problem(opt.load_dir, opt.backward, opt.dtype);
     opt.shape = problem.shape;
+    if (has_cu_seqlens(opt.load_dir)) opt.packed = read_cu_seqlens_dir(opt.load_dir);
   }
   // Decided once, with every check that needs no GPU: bad input is exit code 2, GPU or not.
   const RunPlan plan(step, opt);
@@ -189,6 +197,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     std::cout << "  " << problem.rounded << " input values were not " << dtype_name(opt.dtype)
               << " numbers: each was rounded to the nearest one\n";
   if (plan.mask()) std::cout << "  block mask " << plan.mask_label() << ": " << describe(*plan.mask()) << "\n";
+  if (opt.packed.on()) std::cout << "  packed: " << describe(opt.packed) << "\n";
   if (const ScoreFeatures& f = plan.settings().features; f.on()) {
     std::cout << "  scores:";
     if (f.windowed())

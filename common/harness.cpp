@@ -100,7 +100,7 @@ std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, const Pass
   const std::size_t row = s.rows() * sizeof(float);
   std::size_t bytes = 2 * t + 2 * kv + row + step.fwd_workspace(s, settings);  // q o, k v, lse
   if (backward) bytes += 2 * t + 2 * kv + step.bwd_workspace(s, settings);     // dO dq, dk dv
-  return bytes;
+  return bytes + (settings.packed.cu_q.size() + settings.packed.cu_k.size()) * sizeof(std::int32_t);
 }
 
 BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask) {
@@ -108,7 +108,27 @@ BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* 
 }
 
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass) {
-  return pass == "fwd" ? step.io_forward(s, settings) : step.io_backward(s, settings);
+  const bool fwd = pass == "fwd";
+  const PackedSeqs& packed = settings.packed;
+  if (!packed.on()) return fwd ? step.io_forward(s, settings) : step.io_backward(s, settings);
+  PassSettings each = settings;  // a sequence is a problem of its own
+  each.packed = {};
+  const std::int64_t e = dtype_bytes(settings.dtype), f = sizeof(float);
+  IoCount sum;
+  for (int b = 0; b < packed.count(); ++b) {
+    const std::int64_t n = packed.queries(b), nk = packed.keys(b);
+    if (n > 0 && nk > 0) {
+      const Shape one = packed.sequence(s, b);
+      const IoCount io = fwd ? step.io_forward(one, each) : step.io_backward(one, each);
+      sum.read_bytes += io.read_bytes;
+      sum.write_bytes += io.write_bytes;
+    } else if (fwd) {
+      sum.write_bytes += n * s.H * (s.d * e + f);  // O, LSE
+    } else {
+      sum.write_bytes += (n * s.H + 2 * nk * s.kv_heads()) * s.d * e;  // dQ; dK, dV
+    }
+  }
+  return sum;
 }
 
 DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const PassSettings& settings,
@@ -146,6 +166,14 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
       alibi_.upload(f.alibi_slopes.data(), f.alibi_slopes.size());
       mods_.alibi_slopes = alibi_.get();
     }
+  }
+  if (settings.packed.on()) {  // the sequences' offsets, once, for every pass
+    const PackedSeqs& pk = settings.packed;
+    cu_q_ = DeviceBuffer<std::int32_t>(pk.cu_q.size());
+    cu_k_ = DeviceBuffer<std::int32_t>(pk.cu_k.size());
+    cu_q_.upload(pk.cu_q.data(), pk.cu_q.size());
+    cu_k_.upload(pk.cu_k.data(), pk.cu_k.size());
+    packed_ = {cu_q_.get(), cu_k_.get(), pk.count(), pk.max_queries(), pk.max_keys()};
   }
   const std::size_t n = shape_.elems();
   {
@@ -195,6 +223,7 @@ FwdParams DeviceRun::fwd_params() const {
   p.workspace = fwd_ws_.get();
   p.stream = stream_;
   p.trace = trace_;
+  p.packed = packed_;
   return p;
 }
 
@@ -222,6 +251,7 @@ BwdParams DeviceRun::bwd_params() const {
   p.workspace = bwd_ws_.get();
   p.stream = stream_;
   p.trace = trace_;
+  p.packed = packed_;
   return p;
 }
 

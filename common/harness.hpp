@@ -39,7 +39,12 @@ void validate_shape(const Shape& s);
 // size (StepInfo::mask_block).
 BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask);
 
-// The IO model of one pass, "fwd" or "bwd".
+// The IO model of one pass, "fwd" or "bwd": the step's hook (StepInfo::io_forward, io_backward).
+// With packed sequences (PassSettings::packed) the sum over the sequences of the hook on each one's
+// own problem (PackedSeqs::sequence: B = 1, its n queries and n_k keys; the settings without the
+// sequences); a sequence with no queries or no keys has no walk at all and moves only the outputs
+// the reference has there, written once: O = 0 and LSE = −inf of its queries (forward), dQ = 0 of
+// its queries or dK = dV = 0 of its keys (backward).
 IoCount pass_io(const StepInfo& step, const Shape& s, const PassSettings& settings, const std::string& pass);
 
 // Device memory a run of `step` on shape `s` allocates: inputs, outputs and workspaces.
@@ -90,6 +95,8 @@ class DeviceRun {
   BlockSparse sparse_;
   DeviceBuffer<float> alibi_;  // steps with score features: the ALiBi slopes
   ScoreMods mods_;
+  DeviceBuffer<std::int32_t> cu_q_, cu_k_;  // packed sequences: their offsets
+  Packed packed_;
   nvtx::NamedBuffers names_;  // after the buffers: unregistered before they are freed
   trace::DeviceSink* trace_ = nullptr;
 };

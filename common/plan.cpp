@@ -13,6 +13,7 @@
 #include "common/npy.hpp"
 #include "common/reference.hpp"
 #include "common/traced_run.hpp"
+#include "common/varlen.hpp"
 
 namespace fs {
 
@@ -38,17 +39,25 @@ std::vector<float> read_alibi_slopes(const std::string& path, int H) {
   return slopes;
 }
 
-// The scores a window keeps of the N × N (causal: of those with j ≤ i), counted row by row.
-double window_fraction(int N, bool causal, int left, int right) {
+// Queries and keys of one sequence.
+struct Lengths {
+  int n, nk;
+};
+
+// The scores a window keeps of each sequence's n × n_k (causal: of those with j ≤ i + δ, δ = n_k − n,
+// the diagonal aligned to the bottom-right corner), counted row by row over the sequences.
+double window_fraction(const std::vector<Lengths>& sequences, bool causal, int left, int right) {
   double kept = 0, all = 0;
-  for (std::int64_t i = 0; i < N; ++i) {
-    const std::int64_t lo = left >= 0 ? std::max<std::int64_t>(0, i - left) : 0;
-    const std::int64_t hi_all = causal ? i : N - 1;
-    const std::int64_t hi = right >= 0 ? std::min(hi_all, i + right) : hi_all;
-    kept += double(std::max<std::int64_t>(0, hi - lo + 1));
-    all += double(hi_all + 1);
-  }
-  return kept / all;
+  for (const Lengths& seq : sequences)
+    for (std::int64_t i = 0; i < seq.n; ++i) {
+      const std::int64_t at = i + seq.nk - seq.n;  // the row's diagonal key
+      const std::int64_t lo = left >= 0 ? std::max<std::int64_t>(0, at - left) : 0;
+      const std::int64_t hi_all = causal ? std::min<std::int64_t>(at, seq.nk - 1) : seq.nk - 1;
+      const std::int64_t hi = right >= 0 ? std::min(hi_all, at + right) : hi_all;
+      kept += double(std::max<std::int64_t>(0, hi - lo + 1));
+      all += double(std::max<std::int64_t>(0, hi_all + 1));
+    }
+  return all > 0 ? kept / all : 1.0;
 }
 
 std::string number_label(float x) {
@@ -77,6 +86,19 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
     throw InputError(who + " has no " + dtype_name(opt.dtype) + " kernel; steps with one: " +
                      (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
 
+  if (opt.packed.on()) {  // before the mask and the clusters, which are of one sequence
+    if (!step.packed)
+      throw InputError(who + " takes no packed sequences (--varlen); steps with them: " + kStepsPacked);
+    if (step.block_sparse)
+      throw InputError("--varlen: a block mask covers the whole N × N problem, not each sequence: " + who +
+                       " takes no packed sequences");
+    if (step.clustered)
+      throw InputError("--varlen: SMYRF's clusters are of one sequence: " + who + " takes no packed sequences");
+    if (!opt.trace_path.empty())
+      throw InputError("--trace records no packed sequences (--varlen): the kernels record no traces of them yet");
+    if (std::string why = packed_problem(opt.packed, s); !why.empty())
+      throw InputError((opt.load_dir.empty() ? std::string("--varlen") : "--load " + opt.load_dir) + ": " + why);
+  }
   // Host memory: Q, K, V (and dO), and what comes back to check or save (O, LSE; dQ, dK, dV).
   const std::uint64_t tensor = std::uint64_t(s.elems()) * sizeof(float), kv = std::uint64_t(s.kv_elems()) * sizeof(float);
   const std::uint64_t host = (tensor + kv) * (opt.backward ? 4 : 2) + std::uint64_t(s.rows()) * sizeof(float);
@@ -151,6 +173,7 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
                              opt_.effective_smyrf(),
                              given_clusters()};
   checked.features = features_;
+  checked.packed = opt.packed;
   if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
 }
 
@@ -164,13 +187,21 @@ PassSettings RunPlan::settings() const {
   PassSettings s{opt_.effective_scale(), opt_.causal,  opt_.variant,           opt_.effective_dropout(),
                  mask(),                 opt_.dtype,   opt_.effective_smyrf(), given_clusters()};
   s.features = features_;
+  s.packed = opt_.packed;
   return s;
 }
 
 double RunPlan::density() const {
   if (mask()) return mask()->density();
-  if (features_.windowed())
-    return window_fraction(opt_.shape.N, opt_.causal, features_.window_left, features_.window_right);
+  if (features_.windowed()) {
+    const PackedSeqs& packed = opt_.packed;
+    std::vector<Lengths> sequences{{opt_.shape.N, opt_.shape.N}};
+    if (packed.on()) {
+      sequences.clear();
+      for (int b = 0; b < packed.count(); ++b) sequences.push_back({packed.queries(b), packed.keys(b)});
+    }
+    return window_fraction(sequences, opt_.causal, features_.window_left, features_.window_right);
+  }
   if (!step_->clustered) return 1.0;
   // Every round, each cluster's queries × its keys, of the N × N scores.
   const SmyrfGeometry g = smyrf_geometry(opt_.shape.N, opt_.smyrf);
@@ -183,9 +214,10 @@ double RunPlan::density() const {
 std::string RunPlan::mask_label() const {
   if (step_->clustered) return "smyrf:" + smyrf_spec(opt_.smyrf);  // "smyrf:8x32": rounds × cluster size
   const Shape& s = opt_.shape;
-  if (features_.on() || !s.square()) {
+  if (features_.on() || !s.square() || opt_.packed.on()) {
     std::string label;
     auto add = [&](const std::string& part) { label += (label.empty() ? "" : "+") + part; };
+    if (opt_.packed.on()) add("varlen:" + std::to_string(opt_.packed.count()));
     if (s.keys() != s.N) add("seq-k:" + std::to_string(s.keys()));
     if (s.kv_heads() != s.H) add("heads-kv:" + std::to_string(s.kv_heads()));
     if (features_.windowed())
@@ -196,6 +228,11 @@ std::string RunPlan::mask_label() const {
   }
   if (!step_->block_sparse) return {};
   return opt_.mask_path.empty() ? opt_.pattern : std::filesystem::path(opt_.mask_path).filename().string();
+}
+
+double RunPlan::flops(const std::string& pass) const {
+  return pass == "fwd" ? forward_flops(opt_.shape, opt_.causal, opt_.packed)
+                       : backward_flops(opt_.shape, opt_.causal, opt_.packed);
 }
 
 IoCount RunPlan::io(const std::string& pass) const { return pass_io(*step_, opt_.shape, settings(), pass); }

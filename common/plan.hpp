@@ -30,6 +30,8 @@ constexpr const char* kSteps16Bit = "08";
 constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 // ... and K, V of their own length and head count (StepInfo::kv_shapes).
 constexpr const char* kStepsKvShapes = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
+// ... and packed sequences (StepInfo::packed: --varlen).
+constexpr const char* kStepsPacked = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 
 class RunPlan {
  public:
@@ -51,6 +53,9 @@ class RunPlan {
 //   features  --window, --softcap, --alibi for a step whose kernels have none; --alibi=FILE read
 //             (and kept): H finite float32 slopes; --seq-k, --heads-kv (or --load's k.npy of
 //             another shape) for a step whose kernels take square problems only, or with --trace
+//   packed    --varlen (or --load's cu_seqlens) for a step whose kernels take no packed sequences,
+//             a block-sparse or clustered step, or with --trace; sequences that do not pack the
+//             shape (B = 1, N and Nk their totals: common/varlen.hpp, packed_problem)
   RunPlan(const StepInfo& step, const Options& opt);
 
   const StepInfo& step() const { return *step_; }
@@ -63,11 +68,16 @@ class RunPlan {
   // Clustered steps with --load's clusters: those; else null (the step hashes on the GPU).
   const SmyrfClusters* given_clusters() const { return clusters_ ? &*clusters_ : nullptr; }
   // The fraction of the N × N scores a pass computes: the mask's blocks, SMYRF's clusters; with
-  // a window, the scores it keeps of those the FLOP count takes (all, or the causal half).
+  // a window, the scores it keeps of those the FLOP count takes (all, or the causal half; with
+  // packed sequences, those of each sequence's own n × n_k).
   double density() const;
+  // The FLOPs of one pass ("fwd" or "bwd") before density(): forward_flops or backward_flops,
+  // summed over the sequences when they are packed.
+  double flops(const std::string& pass) const;
   // What the results and the output call the run: "04_online_softmax/fa2"; the mask's pattern
   // spec or file name, SMYRF's clustering, or K/V's own shape and the score features
-  // ("heads-kv:8+window:256:0+softcap:30+alibi": no commas, which the tables' filters split on);
+  // ("heads-kv:8+window:256:0+softcap:30+alibi", "varlen:4+seq-k:433": no commas, which the
+  // tables' filters split on);
   // empty for a plain dense run of a square problem.
   std::string label() const { return step_->label(opt_.variant); }
   std::string mask_label() const;

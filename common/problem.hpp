@@ -80,6 +80,23 @@ struct Packed {
   __host__ __device__ bool on() const { return count > 0; }
 };
 
+// The same sequences as a run asks for them (the command line's --varlen, --load's cu_seqlens
+// files), on the host: the prefix sums as values, count + 1 each, uploaded where the kernels run
+// as Packed (whose count, max_q and max_k come from here). Empty: none packed.
+struct PackedSeqs {
+  std::vector<std::int32_t> cu_q, cu_k;
+  bool on() const { return !cu_q.empty(); }
+  int count() const { return on() ? static_cast<int>(cu_q.size()) - 1 : 0; }
+  int queries(int b) const { return cu_q[b + 1] - cu_q[b]; }  // sequence b's lengths
+  int keys(int b) const { return cu_k[b + 1] - cu_k[b]; }
+  int max_queries() const;  // the longest sequence's (Packed::max_q, max_k)
+  int max_keys() const;
+  // Sequence b as a problem of its own: B = 1, its queries and keys (Nk set, even where equal),
+  // the heads and head dimension of the packed problem `s`. Both lengths must be at least 1 (a
+  // Shape cannot say "no keys": Nk = 0 means N).
+  Shape sequence(const Shape& s, int b) const;
+};
+
 // Default softmax scale τ = 1/√d.
 float default_scale(int d);
 
@@ -87,6 +104,11 @@ float default_scale(int d);
 // 2·N²·d each), halved when causal; backward 2.5× the forward.
 double forward_flops(const Shape& s, bool causal);
 double backward_flops(const Shape& s, bool causal);
+// ... with packed sequences (off: the above): the sum over the sequences of 4·H·n·n_k·d, and
+// causal, of 4·H·d times the area below each one's bottom-right diagonal, n·n_k − n²/2 where
+// n_k ≥ n and n_k²/2 where n_k < n (N²/2 for a square sequence, as above).
+double forward_flops(const Shape& s, bool causal, const PackedSeqs& packed);
+double backward_flops(const Shape& s, bool causal, const PackedSeqs& packed);
 
 // Dropout on the attention probabilities (docs/notation.md, Algorithms 2 and 4): each P_ij is
 // kept with probability 1 − p and scaled by 1/(1 − p). The mask is a function of (seed, head,
@@ -277,6 +299,7 @@ struct PassSettings {
   SmyrfParams smyrf;                // clustered steps: the clustering
   const SmyrfClusters* clusters = nullptr;  // clustered steps: clusters given (--load); null: hashed on the GPU
   ScoreFeatures features;           // steps with StepInfo::score_mods: window, softcap, ALiBi
+  PackedSeqs packed;                // steps with StepInfo::packed: the sequences; off: the Shape's B batches
 };
 
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
@@ -293,7 +316,9 @@ struct StepInfo {
   // Empty when the step's kernels run this shape with these settings (on the GPU of this
   // machine, or an H200's shared memory without one); otherwise why not, in one line.
   std::string (*unsupported)(const Shape&, const PassSettings&) = nullptr;
-  // The step's IO model: the HBM bytes one pass moves.
+  // The step's IO model: the HBM bytes one pass moves. With packed sequences pass_io
+  // (common/harness.hpp) sums it over the sequences, each as a problem of its own: the hooks
+  // never see PassSettings::packed.
   IoCount (*io_forward)(const Shape&, const PassSettings&) = nullptr;
   IoCount (*io_backward)(const Shape&, const PassSettings&) = nullptr;
   // Said when a shape does not fit the GPU: what the step's memory grows with.

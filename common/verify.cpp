@@ -73,10 +73,41 @@ TensorCheck judge_orders(const OrderCheck& c) {
 
 namespace {
 
-// Keys each query's row of the reference sums over: N, or SMYRF's rounds × cluster keys.
+// Keys each query's row of the reference sums over: N, SMYRF's rounds × cluster keys, or with
+// packed sequences its sequence's keys (on average over the rows, at least 1).
 std::int64_t keys_per_query(const Shape& s, const AttnOptions& opt) {
+  if (opt.cu_seqlens_q) {
+    const auto &cq = *opt.cu_seqlens_q, &ck = *opt.cu_seqlens_k;
+    std::int64_t pairs = 0;
+    for (std::size_t b = 0; b + 1 < cq.size(); ++b) pairs += std::int64_t(cq[b + 1] - cq[b]) * (ck[b + 1] - ck[b]);
+    return std::max<std::int64_t>(1, pairs / std::max(1, s.N));
+  }
   if (!opt.clusters) return opt.keys(s);
   return std::min<std::int64_t>(s.N, std::int64_t(opt.clusters->hashes) * opt.clusters->geo.k_cluster);
+}
+
+// With packed sequences, the rows a sample must hold besides its random ones: every non-empty
+// sequence's first and last token (cu: its offsets), where a kernel's span begins and ends.
+// `heads` > 0: as rows of all heads, sequence b's in head b mod heads.
+std::vector<std::int64_t> sequence_ends(const std::vector<std::int32_t>* cu, std::int64_t tokens,
+                                        std::int64_t heads = 0) {
+  std::vector<std::int64_t> out;
+  if (!cu) return out;
+  for (std::size_t b = 0; b + 1 < cu->size(); ++b) {
+    if ((*cu)[b + 1] == (*cu)[b]) continue;
+    const std::int64_t at = heads > 0 ? std::int64_t(b) % heads * tokens : 0;
+    out.push_back(at + (*cu)[b]);
+    out.push_back(at + (*cu)[b + 1] - 1);
+  }
+  return out;
+}
+
+// a and b together, sorted, each index once.
+std::vector<std::int64_t> merged(std::vector<std::int64_t> a, const std::vector<std::int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::sort(a.begin(), a.end());
+  a.erase(std::unique(a.begin(), a.end()), a.end());
+  return a;
 }
 
 std::string coverage_text(std::int64_t checked, std::int64_t total, const char* what) {
@@ -94,7 +125,7 @@ CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* 
                            std::uint64_t seed, std::int64_t budget) {
   const std::int64_t per_row = keys_per_query(s, opt) * s.d;
   const std::int64_t n_rows = std::max<std::int64_t>(64, budget / std::max<std::int64_t>(1, per_row));
-  const auto rows = sample_indices(s.rows(), n_rows, seed);
+  const auto rows = merged(sample_indices(s.rows(), n_rows, seed), sequence_ends(opt.cu_seqlens_q, s.N, s.heads()));
 
   std::vector<double> o64, lse64;
   std::vector<float> o32, lse32;
@@ -141,8 +172,12 @@ CheckReport verify_backward(const Shape& s, const AttnOptions& opt, const float*
   std::int64_t rows_checked = 0;
   const float* got[3] = {dq, dk, dv};
   for (std::int64_t kvh : heads) {
-    const auto rows = sample_indices(s.N, n_rows, seed + 1 + std::uint64_t(kvh));
-    const auto kv_rows = Nk == s.N ? rows : sample_indices(Nk, n_kv_rows, seed + 2 + std::uint64_t(kvh));
+    const auto rows =
+        merged(sample_indices(s.N, n_rows, seed + 1 + std::uint64_t(kvh)), sequence_ends(opt.cu_seqlens_q, s.N));
+    const auto kv_rows = Nk == s.N && !opt.cu_seqlens_k
+                             ? rows
+                             : merged(sample_indices(Nk, n_kv_rows, seed + 2 + std::uint64_t(kvh)),
+                                      sequence_ends(opt.cu_seqlens_k, Nk));
     std::vector<double> kv64[2] = {std::vector<double>(kv_rows.size() * s.d), std::vector<double>(kv_rows.size() * s.d)};
     std::vector<float> kv32[2] = {std::vector<float>(kv_rows.size() * s.d), std::vector<float>(kv_rows.size() * s.d)};
     for (int g = 0; g < G; ++g) {

@@ -16,7 +16,9 @@
 // the same order it can cancel them exactly, while a kernel summing in another order cannot.
 // The backward's dS = P ∘ (dP − D) is such a case: at N = 1, dP = dO·v and D = dO·o are the
 // same number, the CPU's error is 0, and any other order leaves ~d·u·|dO||v| ≈ 1e-6. Large problems are checked on a
-// sample of rows (forward) or heads and rows (backward), and the report says how many.
+// sample of rows (forward) or heads and rows (backward), and the report says how many. With packed
+// sequences (AttnOptions::cu_seqlens_q/k) a sample holds every sequence's first and last row
+// beside its random ones (forward: in head b mod H; backward: of Q and of K, V in every head checked).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,8 @@
 // records; the tests are what check correctness (add --check to record max_err too).
 //
 // Shapes follow the FlashAttention benchmarks: B·N = 16384 tokens (B = max(1, 16384/N)) and
-// H = 2048/d heads, so every N fills the GPU with about the same work per matmul.
+// H = 2048/d heads, so every N fills the GPU with about the same work per matmul. With --varlen
+// the one shape is the packed sequences' (B = 1, N and Nk their totals), in the steps that take them.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/smyrf.hpp"
+#include "common/varlen.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -61,6 +63,11 @@ int main(int argc, char** argv) {
                  "sliding windows for steps whose kernels take one, e.g. \"none 4096,0 1024,0\" (L,R as --window; "
                  "other steps run none only)")
       ->capture_default_str();
+  std::string varlen;
+  app.add_option("--varlen", varlen,
+                 "packed sequences instead of --seqs and --batch, as the step programs' --varlen (lengths such as "
+                 "4096,1000,77:300, or cu_seqlens files): the steps whose kernels take them")
+      ->type_name("LENGTHS|FILE");
   app.add_option("--batch", batch, "batch size (default 16384/N, at least 1)")->transform(fs::decimal<int>());
   app.add_option("--heads", heads, "heads (default 2048/d)")->transform(fs::decimal<int>());
   app.add_option("--reps", reps, "timed runs per pass")->transform(fs::decimal<int>())->capture_default_str();
@@ -114,6 +121,21 @@ int main(int argc, char** argv) {
     }
     window_list.push_back(w);
   }
+  fs::PackedSeqs packed;
+  if (!varlen.empty()) {
+    try {
+      packed = fs::parse_varlen(varlen);
+    } catch (const fs::InputError& e) {
+      std::fprintf(stderr, "bench: error: %s\n", e.what());
+      return fs::kExitBadInput;
+    }
+    if (batch > 1) {
+      std::fprintf(stderr, "bench: error: --varlen packs the sequences into one batch: --batch must be 1\n");
+      return fs::kExitBadInput;
+    }
+  }
+  // With --varlen, one "length": the sequences' tokens, packed.
+  const std::vector<int> seq_list = packed.on() ? std::vector<int>{packed.cu_q.back()} : parse_list<int>(seqs);
   if (std::string why = fs::gpu_unavailable_reason(); !why.empty()) {  // after the arguments: bad ones are exit 2 anywhere
     std::printf("%s Nothing to benchmark.\n", why.c_str());
     return fs::kExitNoGpu;
@@ -122,11 +144,16 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (fs::DType dtype : dtype_list)
   for (int d : parse_list<int>(dims))
-    for (int N : parse_list<int>(seqs))
+    for (int N : seq_list)
       for (int causal : parse_list<int>(causals))
         for (float dropout : parse_list<float>(dropouts)) {
         fs::Options opt;
         opt.shape = {batch ? batch : std::max(1, 16384 / N), heads ? heads : std::max(1, 2048 / d), N, d};
+        if (packed.on()) {
+          opt.shape.B = 1;
+          opt.shape.Nk = packed.cu_k.back() == N ? 0 : packed.cu_k.back();
+          opt.packed = packed;
+        }
         opt.causal = causal != 0;
         opt.dropout = dropout;
         opt.dtype = dtype;

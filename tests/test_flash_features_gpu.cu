@@ -9,18 +9,25 @@
 // leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in that
 // one, and over every head dimension in the one after it (the GPU side of test_tc_emulated.cpp's
 // features cases), under the 16-bit rule.
+// The last runs packed sequences (--varlen) in every step whose kernels take them, with the
+// features, checked as the programs check them.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "common/buffer.hpp"
 #include "common/driver.hpp"
+#include "common/errors.hpp"
 #include "common/harness.hpp"
 #include "common/traced_run.hpp"
 #include "common/reference.hpp"
 #include "common/flash_features.cuh"
+#include "common/varlen.hpp"
 #include "common/verify.hpp"
 #include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
@@ -262,4 +269,63 @@ TEST_CASE("step 08's fa2 and deterministic with the interface features at every 
         require_checked(plan, fs::random_problem(shape, 7ull * kv.N + kv.Nk + d, true, dtype), true);
       }
     }
+}
+
+TEST_CASE("the step programs' --varlen: planned, run and checked against the fp64 reference", "[gpu][features][varlen]") {
+  // Packed sequences (flash_attn_varlen_func) through fs::Options and the plan, as --varlen makes
+  // them: every step whose kernels take them, each variant its plan accepts, each dtype it has.
+  struct Packing {
+    const char* lengths;  // --varlen's form
+    int H, Hkv, d;
+  };
+  // Odd lengths, an empty sequence, keys ≠ queries both ways, grouped and multi-query K/V heads;
+  // the third holds a sequence of queries and no keys and one of keys and no queries (O = 0,
+  // LSE = −inf; dQ = 0; dK = dV = 0).
+  const Packing packings[] = {{"128,0,77:300,5,1,300:17,64:65", 4, 2, 64},
+                              {"1000:1025,17,0,257:1", 3, 1, 128},
+                              {"33:0,0:9,200:150,1:2", 2, 2, 64}};
+  const Features features[] = {Features{-1, -1, 0.f, false, 0.f}, Features{5000, 5000, 0.f, false, 0.f},  // wider than N
+                               Features{40, 7, 0.f, false, 0.f}, Features{100, 0, 20.f, true, 0.f},
+                               Features{-1, -1, 5.f, true, 0.2f}};
+  int steps = 0;
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    if (!step.packed) continue;
+    ++steps;
+    int runs = 0;
+    std::set<std::string> refused;
+    for (const fs::DType dtype : step.dtypes)
+      for (int variant = 0; variant < int(step.variants.size()); ++variant)
+        for (const Packing& pk : packings)
+          for (const bool causal : {false, true})
+            for (const Features& f : features) {
+              if (f.dropout > 0.f && !step.dropout) continue;
+              fs::Shape shape{1, pk.H, 1, pk.d};
+              shape.Hkv = pk.Hkv;
+              fs::Options opt = featured(shape, causal, variant, step.backward != nullptr, dtype, f);
+              opt.packed = fs::parse_varlen(pk.lengths);
+              opt.shape.N = opt.packed.cu_q.back();
+              opt.shape.Nk = opt.packed.cu_k.back();
+              std::optional<fs::RunPlan> plan;
+              try {
+                plan.emplace(step, opt);
+              } catch (const fs::InputError& e) {  // a variant the step's check refuses: not run
+                refused.insert(step.label(variant) + " " + fs::dtype_name(dtype) + ": " + e.what());
+                continue;
+              }
+              ++runs;
+              DYNAMIC_SECTION(step.label(variant)
+                              << " " << fs::dtype_name(dtype) << " --varlen " << pk.lengths << " H=" << pk.H
+                              << " Hkv=" << pk.Hkv << " d=" << pk.d << (causal ? " causal" : "") << " window ("
+                              << f.left << ", " << f.right << ") softcap " << f.softcap << (f.alibi ? " alibi" : "")
+                              << " dropout " << f.dropout) {
+                const fs::HostProblem p = fs::random_problem(plan->shape(), 17ull * pk.d + pk.H + variant, opt.backward, dtype);
+                require_checked(*plan, p, opt.backward);
+              }
+            }
+    for (const std::string& why : refused) WARN("not run: " << why);
+    INFO(step.id);
+    REQUIRE(runs > 0);  // the plan accepts some variant of a step that takes packed sequences
+  }
+  INFO("no step's StepInfo::packed is set: the kernels take no packed sequences yet");
+  REQUIRE(steps > 0);
 }

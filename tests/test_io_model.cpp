@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "common/block_mask.hpp"
+#include "common/harness.hpp"
 #include "common/io_model.hpp"
+#include "common/varlen.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/registry.hpp"
 
@@ -238,4 +240,42 @@ TEST_CASE("a step's IO model takes a window longer than N as it is when there ar
   REQUIRE(step.io_backward(s, settings).total() != fs::io_recompute_backward(s, false, true, 10, 0).total());
   settings.features.window_left = 1 << 30;  // past every key: the same as unbounded
   REQUIRE(step.io_backward(s, settings).total() == fs::io_recompute_backward(s, false, true, -1, 0).total());
+}
+
+TEST_CASE("packed sequences: a pass's IO model is the sum of the step's on each sequence's own problem; a sequence of "
+          "no queries or no keys moves its outputs alone",
+          "[io][varlen]") {
+  fs::PassSettings settings;
+  settings.packed = fs::parse_varlen("100,0,37:60,5:0,0:7,300:17");
+  fs::Shape s{1, 4, settings.packed.cu_q.back(), 64, settings.packed.cu_k.back(), 2};
+  const fs::Shape seqs[] = {{1, 4, 100, 64, 100, 2}, {1, 4, 37, 64, 60, 2}, {1, 4, 300, 64, 17, 2}};
+  for (const char* id : {"05", "08"})
+    for (const bool causal : {false, true})
+      for (const int left : {-1, 40}) {
+        const fs::StepInfo& step = *fs::find_step(id);
+        settings.causal = causal;
+        settings.dtype = step.takes(fs::DType::fp32) ? fs::DType::fp32 : fs::DType::bf16;
+        settings.features.window_left = left;
+        settings.features.window_right = left < 0 ? -1 : 3;
+        fs::PassSettings plain = settings;
+        plain.packed = {};
+        const std::int64_t e = fs::dtype_bytes(settings.dtype);
+        fs::IoCount fwd, bwd;
+        for (const fs::Shape& one : seqs)
+          for (auto [sum, hook] : {std::pair{&fwd, step.io_forward}, std::pair{&bwd, step.io_backward}}) {
+            const fs::IoCount io = hook(one, plain);
+            sum->read_bytes += io.read_bytes;
+            sum->write_bytes += io.write_bytes;
+          }
+        fwd.write_bytes += 5 * 4 * (64 * e + 4);        // 5 queries of no keys: O = 0, LSE = −inf
+        bwd.write_bytes += (5 * 4 + 2 * 7 * 2) * 64 * e;  // their dQ = 0; 7 keys of no queries: dK = dV = 0
+        INFO(id << (causal ? " causal" : "") << " window " << left);
+        const fs::IoCount got_fwd = fs::pass_io(step, s, settings, "fwd"), got_bwd = fs::pass_io(step, s, settings, "bwd");
+        REQUIRE((got_fwd.read_bytes == fwd.read_bytes && got_fwd.write_bytes == fwd.write_bytes));
+        REQUIRE((got_bwd.read_bytes == bwd.read_bytes && got_bwd.write_bytes == bwd.write_bytes));
+        // One sequence packed is the problem unpacked.
+        fs::PassSettings single = settings;
+        single.packed = fs::parse_varlen("300:17");
+        REQUIRE(fs::pass_io(step, seqs[2], single, "bwd").total() == step.io_backward(seqs[2], plain).total());
+      }
 }

@@ -13,6 +13,7 @@
 #include "common/plan.hpp"
 #include "common/reference.hpp"
 #include "common/smyrf.hpp"
+#include "common/varlen.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -226,4 +227,103 @@ TEST_CASE("step 08 takes the interface features in fa2 and deterministic, and it
     square.shape.Nk = square.shape.Hkv = 0;
     REQUIRE_THROWS_WITH(fs::RunPlan(step, square), Catch::Contains("compiled into fa2 and deterministic"));
   }
+}
+
+namespace {
+
+// A copy of step `id` that takes packed sequences (in this branch no step does yet: the plan's
+// part does not depend on which).
+fs::StepInfo packed_copy(const char* id) {
+  fs::StepInfo step = *fs::find_step(id);
+  step.packed = true;
+  return step;
+}
+
+// opt with the sequences `lengths` (--varlen's form) and the shape they make.
+fs::Options with_sequences(fs::Options opt, const char* lengths) {
+  opt.packed = fs::parse_varlen(lengths);
+  opt.shape.B = 1;
+  opt.shape.N = opt.packed.cu_q.back();
+  opt.shape.Nk = opt.packed.cu_k.back();
+  return opt;
+}
+
+}  // namespace
+
+TEST_CASE("packed sequences: refused by steps whose kernels take none, block-sparse and clustered steps, --trace and "
+          "sequences that do not pack the shape; the step's own check sees them",
+          "[plan][varlen]") {
+  for (const auto& step : fs::all_steps())  // kStepsPacked names every step that takes them
+    if (step.packed) REQUIRE_THAT(std::string(fs::kStepsPacked), Catch::Contains(step.id.substr(0, 2)));
+  const fs::Options opt = with_sequences(options({1, 4, 1, 64}), "100,0,37:60,5:0");
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("03"), opt),
+                      Catch::Contains("step 03_tiled takes no packed sequences (--varlen); steps with them: ") &&
+                          Catch::Contains(fs::kStepsPacked));
+  REQUIRE_THROWS_WITH(fs::RunPlan(packed_copy("06"), opt), Catch::Contains("a block mask covers the whole N × N problem"));
+  REQUIRE_THROWS_WITH(fs::RunPlan(packed_copy("07"), opt), Catch::Contains("SMYRF's clusters are of one sequence"));
+  const fs::StepInfo step = packed_copy("05");
+  REQUIRE_NOTHROW(fs::RunPlan(step, opt));
+  fs::Options traced = opt;
+  traced.trace_path = (std::filesystem::temp_directory_path() / "flashsteps_plan_varlen.json").string();
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, traced), Catch::Contains("--trace records no packed sequences"));
+
+  fs::Options off = opt;
+  off.shape.N = 141;
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("--varlen: the sequences hold 142 query tokens, but N = 141"));
+  off = opt;
+  off.shape.Nk = 0;  // Nk = N = 142
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("hold 165 key tokens, but Nk = 142"));
+  off = opt;
+  off.shape.B = 2;
+  off.load_dir = "saved";
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("--load saved: packed sequences are one batch of tokens: B must be 1"));
+  off = opt;
+  off.packed.cu_k.pop_back();
+  off.packed.cu_k.back() = 165;
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("cu_seqlens_q holds 4 sequences and cu_seqlens_k 3"));
+  off = opt;
+  off.packed.cu_q[2] = 90;
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("cu_seqlens_q decreases at index 2"));
+
+  // The step's own check (StepInfo::refusal) is given the sequences.
+  fs::StepInfo refusing = step;
+  refusing.unsupported = [](const fs::Shape&, const fs::PassSettings& settings) {
+    return settings.packed.on() ? std::string("this kernel takes no packed sequences") : std::string();
+  };
+  REQUIRE_THROWS_WITH(fs::RunPlan(refusing, opt), Catch::Contains("this kernel takes no packed sequences"));
+  REQUIRE_NOTHROW(fs::RunPlan(refusing, options({1, 4, 142, 64})));
+}
+
+TEST_CASE("packed sequences: the plan keeps them for every pass, and counts the FLOPs, the window's share and the label "
+          "sequence by sequence",
+          "[plan][varlen]") {
+  const fs::StepInfo step = packed_copy("05");
+  fs::Options opt = with_sequences(options({1, 4, 1, 64}), "100,0,37:60,5:0");
+  const fs::RunPlan plan(step, opt);
+  REQUIRE(plan.settings().packed.cu_q == opt.packed.cu_q);
+  REQUIRE(plan.settings().packed.cu_k == opt.packed.cu_k);
+  REQUIRE(plan.mask_label() == "varlen:4+seq-k:165");
+  // 4·H·d·(n·n_k) summed: 100·100 + 37·60; causal, the area below each bottom-right diagonal:
+  // 100²/2, 37·60 − 37²/2, and 0 for the sequence of no keys.
+  const double unit = 4.0 * 4 * 64;
+  REQUIRE(plan.flops("fwd") == Approx(unit * (10000 + 37 * 60)));
+  REQUIRE(plan.flops("bwd") == Approx(2.5 * unit * (10000 + 37 * 60)));
+  opt.causal = true;
+  REQUIRE(fs::RunPlan(step, opt).flops("fwd") == Approx(unit * (5000 + 37 * 60 - 37 * 37 / 2.0)));
+  // Fewer keys than queries: n_k²/2.
+  REQUIRE(fs::RunPlan(step, with_sequences(opt, "60:37")).flops("fwd") == Approx(unit * 37 * 37 / 2.0));
+  // One square sequence is the unpacked problem, the papers' N²/2 when causal.
+  REQUIRE(fs::RunPlan(step, with_sequences(opt, "300")).flops("fwd") == Approx(fs::forward_flops({1, 4, 300, 64}, true)));
+
+  // The window (1, 0): sequence 3 × 3 keeps 1 + 2 + 2 of its 9 scores; 2 queries × 4 keys
+  // (diagonal keys 2 and 3) keeps 2 + 2 of its 8.
+  opt = with_sequences(options({1, 4, 1, 64}), "3,2:4");
+  opt.window_left = 1;
+  opt.window_right = 0;
+  REQUIRE(fs::RunPlan(step, opt).density() == Approx(9.0 / 17));
+  REQUIRE(fs::RunPlan(step, opt).mask_label() == "varlen:2+seq-k:7+window:1:0");
+  // Causal, the window's left side alone: of the 1 + 2 + 3 and 3 + 4 causal scores, the same 9.
+  opt.causal = true;
+  opt.window_right = -1;
+  REQUIRE(fs::RunPlan(step, opt).density() == Approx(9.0 / 13));
 }

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "common/harness.hpp"
+#include "common/varlen.hpp"
 #include "common/verify.hpp"
 
 TEST_CASE("a NaN never passes, whatever the tolerance", "[verify]") {
@@ -134,4 +137,67 @@ TEST_CASE("the 16-bit rule: the float32 CPU version rounds where a 16-bit kernel
   REQUIRE(fs::verify_forward(s, bf16, p.q.data(), p.k.data(), p.v.data(), o16.data(), l16.data(), 5).pass());
   o16[123] += 0.05f;  // one element off by far more than bf16's rounding
   REQUIRE_FALSE(fs::verify_forward(s, bf16, p.q.data(), p.k.data(), p.v.data(), o16.data(), l16.data(), 5).pass());
+}
+
+TEST_CASE("packed sequences are checked against each sequence's own attention, a sample holding every sequence's first "
+          "and last row",
+          "[verify][varlen]") {
+  // 41 sequences of 25 to 64 queries and 20 to 80 keys, one of them empty; two query heads sharing one K/V head.
+  std::string lengths = "0";
+  for (int b = 1; b < 41; ++b)
+    lengths += "," + std::to_string(25 + b * 7 % 40) + ":" + std::to_string(20 + b * 13 % 61);
+  const fs::PackedSeqs packed = fs::parse_varlen(lengths);
+  const auto &cu_q = packed.cu_q, &cu_k = packed.cu_k;
+  const fs::Shape s{1, 2, cu_q.back(), 16, cu_k.back(), 1};
+  const fs::HostProblem p = fs::random_problem(s, 4, true);
+  fs::AttnOptions opt{fs::default_scale(s.d), true};
+  opt.cu_seqlens_q = &cu_q;
+  opt.cu_seqlens_k = &cu_k;
+  Outputs out = fp64_outputs(p, opt);
+  // A budget of one multiply-add: the fewest random rows (64 of the 2·N), and the sequences' ends.
+  auto forward = [&](const fs::AttnOptions& o) {
+    return fs::verify_forward(s, o, p.q.data(), p.k.data(), p.v.data(), out.o.data(), out.lse.data(), 1, 1);
+  };
+  const auto good = forward(opt);
+  INFO(good.summary());
+  REQUIRE(good.pass());
+  REQUIRE_THAT(good.coverage, Catch::Contains("(sampled)"));
+  // The check is of the packed problem: attention over all the tokens at once is another.
+  fs::AttnOptions whole{fs::default_scale(s.d), true};
+  REQUIRE_FALSE(forward(whole).pass());
+
+  std::vector<float> g[3] = {std::vector<float>(s.elems()), std::vector<float>(s.kv_elems()), std::vector<float>(s.kv_elems())};
+  for (std::int64_t bh = 0; bh < s.heads(); ++bh) {  // dK and dV: the two query heads' shares added
+    std::vector<double> dq, dk, dv;
+    fs::reference_backward_head<double>(s, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), opt, bh,
+                                        fs::all_indices(s.N), fs::all_indices(s.keys()), dq, dk, dv);
+    std::copy(dq.begin(), dq.end(), g[0].begin() + bh * s.N * s.d);
+    for (std::size_t x = 0; x < dk.size(); ++x) {
+      g[1][x] += static_cast<float>(dk[x]);
+      g[2][x] += static_cast<float>(dv[x]);
+    }
+  }
+  auto backward = [&] {
+    return fs::verify_backward(s, opt, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g[0].data(), g[1].data(),
+                               g[2].data(), 1, 1);
+  };
+  REQUIRE(backward().pass());
+
+  // One wrong element at a sequence's end fails, wherever the random rows fell.
+  SECTION("O at the last row of sequence 17 (in head 17 mod 2)") {
+    out.o[(s.N + cu_q[18] - 1) * s.d + 3] += 1e-3f;
+    REQUIRE_FALSE(forward(opt).pass());
+  }
+  SECTION("LSE at the first row of sequence 30 (in head 0)") {
+    out.lse[cu_q[30]] += 1e-3f;
+    REQUIRE_FALSE(forward(opt).pass());
+  }
+  SECTION("dQ at the first row of sequence 9, head 1") {
+    g[0][(s.N + cu_q[9]) * s.d] += 1e-3f;
+    REQUIRE_FALSE(backward().pass());
+  }
+  SECTION("dK at the last key of sequence 23") {
+    g[1][(cu_k[24] - 1) * s.d + 5] += 1e-3f;
+    REQUIRE_FALSE(backward().pass());
+  }
 }
