@@ -23,6 +23,7 @@
 #include "common/plan.hpp"
 #include "common/smyrf.hpp"
 #include "common/traced_run.hpp"
+#include "common/varlen.hpp"
 #include "steps/registry.hpp"
 
 namespace {
@@ -35,7 +36,8 @@ struct SanitizeCase {
   std::string name() const {
     const fs::Shape& s = opt.shape;
     char buf[256];
-    const std::string kv = s.square() ? "" : " Nk=" + std::to_string(s.keys()) + " Hkv=" + std::to_string(s.kv_heads());
+    const std::string kv = (s.square() ? "" : " Nk=" + std::to_string(s.keys()) + " Hkv=" + std::to_string(s.kv_heads())) +
+                           (opt.packed.on() ? " varlen " + std::to_string(opt.packed.count()) : "");
     const std::string features =
         kv + (opt.window_left >= 0 || opt.window_right >= 0 || opt.softcap > 0.f || opt.alibi
             ? " window " + std::to_string(opt.window_left) + "," + std::to_string(opt.window_right) + " softcap " +
@@ -129,6 +131,23 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
         add_from(featured, {1, 4, 90, 128, 333, 1}, true, 0.f, "dense", false);
         add_from(base, {1, 2, 61, tc ? 32 : 16, 200, 1}, false, 0.f, "dense", false);
         if (tc) add_from(featured, {1, 4, 130, 96, 61, 2}, true, 0.2f, "dense", false);
+      }
+      // Packed sequences (--varlen): an empty one, one token (the rest start at odd tokens),
+      // queries without keys and keys without queries, more keys than queries and fewer; with
+      // grouped K/V heads, dropout, and the features.
+      fs::PassSettings with_packed = with_features;
+      with_packed.features = {};
+      with_packed.packed = fs::parse_varlen("97,0,1,33:50,20:0,0:9,70:40");
+      const fs::Shape packed_shape{1, 4, with_packed.packed.cu_q.back(), 64, with_packed.packed.cu_k.back(), 2};
+      if (step.packed && step.refusal(packed_shape, with_packed).empty()) {
+        fs::Options packed = base;
+        packed.packed = with_packed.packed;
+        add_from(packed, packed_shape, true, 0.2f, "dense", false);
+        fs::Options packed_featured = featured;
+        packed_featured.packed = with_packed.packed;
+        fs::Shape wide = packed_shape;
+        wide.d = step.takes(fs::DType::fp32) ? 128 : 256;
+        add_from(packed_featured, wide, false, 0.2f, "dense", false);
       }
     }
   }

@@ -312,6 +312,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "Algorithm 1's kernel takes no window, softcap or ALiBi (--variant fa2 does)";
   if (settings.variant == kAlgorithm1 && !s.square())
     return "Algorithm 1's kernel takes K and V like Q only (--variant fa2 takes --seq-k and --heads-kv)";
+  if (settings.variant == kAlgorithm1 && settings.packed.on())
+    return "Algorithm 1's kernel takes no packed sequences (--variant fa2 takes --varlen)";
   return {};
 }
 

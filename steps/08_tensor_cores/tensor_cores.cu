@@ -31,9 +31,10 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "key_warps is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
   if (tc::is_rung(settings.variant) && settings.dropout.on())
     return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
-  if ((tc::is_rung(settings.variant) || settings.variant == tc::kKeyWarps) && (settings.features.on() || !s.square()))
-    return "--window, --softcap, --alibi, --seq-k and --heads-kv are compiled into fa2 and deterministic; the ladder's "
-           "rungs and key_warps are the plain problem";
+  if ((tc::is_rung(settings.variant) || settings.variant == tc::kKeyWarps) &&
+      (settings.features.on() || !s.square() || settings.packed.on()))
+    return "--window, --softcap, --alibi, --seq-k, --heads-kv and --varlen are compiled into fa2 and deterministic; the "
+           "ladder's rungs and key_warps are the plain problem";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (!(settings.scale > 0.f)) return "the tensor-core kernels take a positive softmax scale";
   return {};

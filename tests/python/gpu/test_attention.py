@@ -227,6 +227,21 @@ def test_packed_sequences(feature, dtype):
     assert torch.all(kg.grad[queryless] == 0) and torch.all(vg.grad[queryless] == 0)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_packed_sequences_fp32_step05(deterministic):
+    """Step 05's fp32 kernels on packed sequences, forward and backward, against the reference."""
+    q, k, v, dout, cu_q, cu_k = packed_inputs(torch.float32, d=64, seed=7)
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    out, lse = flashsteps.attention_varlen(qg, kg, vg, cu_q, cu_k, causal=True, dropout_p=0.1, seed=2,
+                                           deterministic=deterministic, return_lse=True, step="05")
+    out.backward(dout)
+    ref = dict(causal=True, dropout_p=0.1, seed=2, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    fwd = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), **ref)
+    assert fwd["ok"], fwd["summary"]
+    bwd = flashsteps.check_backward(*cpu(qg.grad, kg.grad, vg.grad, q, k, v, dout), **ref)
+    assert bwd["ok"], bwd["summary"]
+
+
 def test_packed_sequences_match_one_call_per_sequence():
     """Each sequence of a packed call is that sequence's own problem: its out and lse are those of
     attention on it alone, bit for bit (the forward's arithmetic does not depend on the packing)."""
