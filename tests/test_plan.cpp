@@ -251,7 +251,7 @@ fs::Options with_sequences(fs::Options opt, const char* lengths) {
 }  // namespace
 
 TEST_CASE("packed sequences: refused by steps whose kernels take none, block-sparse and clustered steps, --trace and "
-          "sequences that do not pack the shape; the step's own check sees them",
+          "sequences that do not pack the shape, the step's own check sees them",
           "[plan][varlen]") {
   for (const auto& step : fs::all_steps())  // kStepsPacked names every step that takes them
     if (step.packed) REQUIRE_THAT(std::string(fs::kStepsPacked), Catch::Contains(step.id.substr(0, 2)));
