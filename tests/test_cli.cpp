@@ -93,7 +93,7 @@ TEST_CASE("the K/V shape options give K and V their own length and heads, the qu
   REQUIRE_THROWS_WITH(parse({"--load", "x", "--seq-k", "8"}, "05"), Contains("--seq-k conflicts with --load"));
 }
 
-TEST_CASE("--varlen packs sequences of their own lengths into one batch, N and Nk their totals; bad lengths, files and "
+TEST_CASE("the --varlen option packs sequences of their own lengths into one batch, N and Nk their totals, and bad lengths, files and "
           "shapes refused naming the option",
           "[cli][varlen]") {
   using Catch::Contains;
