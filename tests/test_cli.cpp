@@ -157,3 +157,25 @@ TEST_CASE("the --varlen option packs sequences of their own lengths into one bat
   REQUIRE_THROWS_WITH(parse({"--varlen", (dir / "missing.npy").string().c_str()}), Contains("missing.npy: cannot open"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a folder's packed sequences: --save writes cu_seqlens_q.npy and cu_seqlens_k.npy, --load reads them back, "
+          "and one without the other is refused",
+          "[cli][varlen]") {
+  using Catch::Contains;
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_cli_cu_dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  REQUIRE_FALSE(fs::has_cu_seqlens(dir.string()));
+  const fs::PackedSeqs p = fs::parse_varlen("7,0,3:12");
+  fs::write_cu_seqlens_dir(dir.string(), p);
+  REQUIRE(fs::has_cu_seqlens(dir.string()));
+  const fs::PackedSeqs back = fs::read_cu_seqlens_dir(dir.string());
+  REQUIRE((back.cu_q == p.cu_q && back.cu_k == p.cu_k));
+  std::filesystem::remove(dir / "cu_seqlens_k.npy");
+  REQUIRE(fs::has_cu_seqlens(dir.string()));
+  REQUIRE_THROWS_WITH(fs::read_cu_seqlens_dir(dir.string()), Contains("cu_seqlens_q.npy without cu_seqlens_k.npy"));
+  const std::vector<std::int32_t> fewer{0, 7};
+  fs::write_npy_i32((dir / "cu_seqlens_k.npy").string(), fewer.data(), {2});
+  REQUIRE_THROWS_WITH(fs::read_cu_seqlens_dir(dir.string()), Contains("cu_seqlens_q holds 3 sequences and cu_seqlens_k 1"));
+  std::filesystem::remove_all(dir);
+}
