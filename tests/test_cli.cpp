@@ -93,7 +93,7 @@ TEST_CASE("the K/V shape options give K and V their own length and heads, the qu
   REQUIRE_THROWS_WITH(parse({"--load", "x", "--seq-k", "8"}, "05"), Contains("--seq-k conflicts with --load"));
 }
 
-TEST_CASE("the option --varlen packs sequences of their own lengths into one batch, N and Nk their totals, bad lengths, files and "
+TEST_CASE("the --varlen option packs sequences of their own lengths into one batch, N and Nk their totals, and bad lengths, files and "
           "shapes refused naming the option",
           "[cli][varlen]") {
   using Catch::Contains;
@@ -155,5 +155,27 @@ TEST_CASE("the option --varlen packs sequences of their own lengths into one bat
   const std::string uneven = q + "," + file("short.npy", {0, 4});
   REQUIRE_THROWS_WITH(parse({"--varlen", uneven.c_str()}), Contains("holds 3 sequences and"));
   REQUIRE_THROWS_WITH(parse({"--varlen", (dir / "missing.npy").string().c_str()}), Contains("missing.npy: cannot open"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a folder's packed sequences: --save writes cu_seqlens_q.npy and cu_seqlens_k.npy, --load reads them back, "
+          "and one without the other is refused",
+          "[cli][varlen]") {
+  using Catch::Contains;
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_cli_cu_dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  REQUIRE_FALSE(fs::has_cu_seqlens(dir.string()));
+  const fs::PackedSeqs p = fs::parse_varlen("7,0,3:12");
+  fs::write_cu_seqlens_dir(dir.string(), p);
+  REQUIRE(fs::has_cu_seqlens(dir.string()));
+  const fs::PackedSeqs back = fs::read_cu_seqlens_dir(dir.string());
+  REQUIRE((back.cu_q == p.cu_q && back.cu_k == p.cu_k));
+  std::filesystem::remove(dir / "cu_seqlens_k.npy");
+  REQUIRE(fs::has_cu_seqlens(dir.string()));
+  REQUIRE_THROWS_WITH(fs::read_cu_seqlens_dir(dir.string()), Contains("cu_seqlens_q.npy without cu_seqlens_k.npy"));
+  const std::vector<std::int32_t> fewer{0, 7};
+  fs::write_npy_i32((dir / "cu_seqlens_k.npy").string(), fewer.data(), {2});
+  REQUIRE_THROWS_WITH(fs::read_cu_seqlens_dir(dir.string()), Contains("cu_seqlens_q holds 3 sequences and cu_seqlens_k 1"));
   std::filesystem::remove_all(dir);
 }

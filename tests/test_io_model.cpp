@@ -242,7 +242,7 @@ TEST_CASE("a step's IO model takes a window longer than N as it is when there ar
   REQUIRE(step.io_backward(s, settings).total() == fs::io_recompute_backward(s, false, true, -1, 0).total());
 }
 
-TEST_CASE("packed sequences: a pass's IO model is the sum of the step's on each sequence's own problem, a sequence of "
+TEST_CASE("packed sequences: a pass's IO model is the sum of the step's on each sequence's own problem, and a sequence of "
           "no queries or no keys moves its outputs alone",
           "[io][varlen]") {
   fs::PassSettings settings;

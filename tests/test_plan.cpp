@@ -251,7 +251,7 @@ fs::Options with_sequences(fs::Options opt, const char* lengths) {
 }  // namespace
 
 TEST_CASE("packed sequences: refused by steps whose kernels take none, block-sparse and clustered steps, --trace and "
-          "sequences that do not pack the shape, the step's own check sees them",
+          "sequences that do not pack the shape, and the step's own check sees them",
           "[plan][varlen]") {
   for (const auto& step : fs::all_steps())  // kStepsPacked names every step that takes them
     if (step.packed) REQUIRE_THAT(std::string(fs::kStepsPacked), Catch::Contains(step.id.substr(0, 2)));
@@ -272,14 +272,13 @@ TEST_CASE("packed sequences: refused by steps whose kernels take none, block-spa
   REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("--varlen: the sequences hold 142 query tokens, but N = 141"));
   off = opt;
   off.shape.Nk = 0;  // Nk = N = 142
-  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("hold 165 key tokens, but Nk = 142"));
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("hold 160 key tokens, but Nk = 142"));
   off = opt;
   off.shape.B = 2;
   off.load_dir = "saved";
   REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("--load saved: packed sequences are one batch of tokens: B must be 1"));
   off = opt;
-  off.packed.cu_k.pop_back();
-  off.packed.cu_k.back() = 165;
+  off.packed.cu_k.pop_back();  // 3 sequences' keys, still 160 of them
   REQUIRE_THROWS_WITH(fs::RunPlan(step, off), Catch::Contains("cu_seqlens_q holds 4 sequences and cu_seqlens_k 3"));
   off = opt;
   off.packed.cu_q[2] = 90;
@@ -302,7 +301,7 @@ TEST_CASE("packed sequences: the plan keeps them for every pass, and counts the 
   const fs::RunPlan plan(step, opt);
   REQUIRE(plan.settings().packed.cu_q == opt.packed.cu_q);
   REQUIRE(plan.settings().packed.cu_k == opt.packed.cu_k);
-  REQUIRE(plan.mask_label() == "varlen:4+seq-k:165");
+  REQUIRE(plan.mask_label() == "varlen:4+seq-k:160");
   // 4·H·d·(n·n_k) summed: 100·100 + 37·60; causal, the area below each bottom-right diagonal:
   // 100²/2, 37·60 − 37²/2, and 0 for the sequence of no keys.
   const double unit = 4.0 * 4 * 64;
