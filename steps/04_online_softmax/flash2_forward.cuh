@@ -18,7 +18,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
-#include "steps/04_online_softmax/flash_params.hpp"
+#include "common/packed_check.hpp"
 
 namespace fs {
 

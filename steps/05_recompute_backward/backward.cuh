@@ -36,7 +36,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
-#include "steps/04_online_softmax/flash_params.hpp"
+#include "common/packed_check.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/05_recompute_backward/dropout.cuh"
 
@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(T::kThreads)
 }
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
-// `delta`: B·H·N floats of workspace. Packed sequences (require_packable, step 04's flash_params.hpp)
+// `delta`: B·H·N floats of workspace. Packed sequences (require_packable, common/packed_check.hpp)
 // in grid z, each dimension x cut to the longest sequence's tiles: a CTA past its own sequence's
 // end leaves at once. The preprocess is row by row and knows no sequences.
 template <int D, template <int> class Walk, class TileDropout, class Features = NoFeatures>

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "common/check.hpp"
+#include "common/flash_features.cuh"
+#include "common/packed_check.hpp"
 #include "common/io_model.hpp"
 #include <algorithm>
 
@@ -186,13 +188,9 @@ void with_strides(Params& p) {
 // recorded for them yet.
 template <class Params>
 void check_packed(const Params& p) {
-  if (!p.packed.on()) return;
-  const char* why = nullptr;
-  if (p.shape.B != 1) why = "packed sequences are one batch of tokens (B = 1)";
-  else if (tc::is_rung(p.variant) || p.variant == tc::kKeyWarps) why = "packed sequences run in fa2 and deterministic";
-  else if (p.trace) why = "packed sequences are not traced";
-  else if (!p.packed.cu_q || !p.packed.cu_k || p.packed.max_q < 0 || p.packed.max_k < 0) why = "packed: cu_q, cu_k missing";
-  if (why) throw CudaError(cudaErrorInvalidValue, std::string("step 08: ") + why);
+  if (p.packed.on() && (tc::is_rung(p.variant) || p.variant == tc::kKeyWarps))
+    throw CudaError(cudaErrorInvalidValue, "step 08: packed sequences run in fa2 and deterministic");
+  require_packable<FlashFeatures>(p, "step 08");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// What the launchers of the fp32 kernels check in FwdParams and BwdParams before a launch, shared
-// by step 04's forward (flash2_forward.cuh) and step 05's backward (backward.cuh): packed
-// sequences (FwdParams::packed, common/problem.hpp).
+// What the launchers check of packed sequences (FwdParams/BwdParams::packed, common/problem.hpp)
+// before a launch: step 04's forward (flash2_forward.cuh), step 05's backward (backward.cuh) and
+// step 08's (tensor_cores.cu).
 #pragma once
 
 #include <cuda_runtime.h>
