@@ -472,7 +472,9 @@ TEST_CASE("16-bit kernels on packed sequences (cu_seqlens) match the fp64 refere
                                << " Hkv=" << Hk << " dropout " << p_drop) {
         const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
         const fs::Dropout drop{p_drop, 11};
-        fs::DeviceRun run(*c.step, p, c.settings(drop), true);  // buffers and settings; its tensors unused
+        fs::DeviceRun run(*c.step, p, c.settings(drop), true);  // LSE and settings; its tensors unused
+        // The backward's workspace: DeviceRun allocates its own at its first backward(), never run here.
+        fs::DeviceBuffer<unsigned char> ws(c.step->bwd_workspace(s, c.settings(drop)));
         const Layout lq = tokens_major(1, H, N, d, 0), lk = tokens_major(1, Hk, Nk, d, 0);
         fs::DeviceTensor tq(lq.count, dtype), tk(lk.count, dtype), tv(lk.count, dtype), tdo(lq.count, dtype),
             to(lq.count, dtype), tdq(lq.count, dtype), tdk(lk.count, dtype), tdv(lk.count, dtype);
@@ -492,6 +494,7 @@ TEST_CASE("16-bit kernels on packed sequences (cu_seqlens) match the fp64 refere
         b.q_strides = b.o_strides = b.dout_strides = b.dq_strides = lq.st;
         b.k_strides = b.v_strides = b.dk_strides = b.dv_strides = lk.st;
         b.packed = packed;
+        b.workspace = ws.get();
         c.step->backward(b);
         run.sync();
 
@@ -530,11 +533,25 @@ TEST_CASE("step 08 refuses packed sequences where its kernels do not take them",
     f.packed = {dcu.get(), dcu.get(), 2, 44, 44};
     if (v == "fa2" || v == "deterministic") {
       CHECK_NOTHROW(c.step->forward(f));
+      CHECK_NOTHROW(run.sync());  // and it ran
       f.shape.B = 2;
       f.shape.N = 32;
       CHECK_THROWS_WITH(c.step->forward(f), Catch::Contains("B = 1"));
     } else {
       CHECK_THROWS_WITH(c.step->forward(f), Catch::Contains("fa2 and deterministic"));
     }
+  }
+}
+
+// A backward without its workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes) is refused
+// with a message before any launch, not left to fault on the device.
+TEST_CASE("step 08's backward refuses a missing workspace", "[gpu][tc]") {
+  fs::Shape s{1, 2, 64, 64};
+  const fs::HostProblem p = fs::random_problem(s, 3, true, DType::bf16);
+  for (const Case& c : cases_for(s, false, true, DType::bf16)) {
+    fs::DeviceRun run(*c.step, p, c.settings(), true);
+    fs::BwdParams b = run.bwd_params();
+    b.workspace = nullptr;
+    CHECK_THROWS_WITH(c.step->backward(b), Catch::Contains("workspace"));
   }
 }

@@ -215,6 +215,8 @@ void tc_backward(const BwdParams& params) {
   const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
+  if (!params.workspace)  // D, LSE's copy and dQacc live there: without it the kernels write through null
+    throw CudaError(cudaErrorInvalidValue, "tc_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
   check_packed(params);
   BwdParams p = params;
   with_strides(p);

@@ -263,7 +263,7 @@ def test_packed_errors():
     with pytest.raises(ValueError, match="prefix sums"):
         flashsteps.attention_varlen(q, k, v, cu_q[:-1], cu_k[:-1])
     bad = cu_q.clone()
-    bad[2], bad[3] = bad[3], bad[2]
+    bad[2], bad[3] = int(cu_q[3]), int(cu_q[2])  # (bad[3], bad[2] would be views: the second read sees the first write)
     with pytest.raises(ValueError, match="decrease"):
         flashsteps.attention_varlen(q, k, v, bad, cu_k)
     with pytest.raises(ValueError, match="max_seqlen_q"):
