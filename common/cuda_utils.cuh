@@ -66,17 +66,19 @@ FS_DYNAMIC_SMEM(double, fs_dynamic_smem_double)
 FS_DYNAMIC_SMEM(int, fs_dynamic_smem_int)
 #undef FS_DYNAMIC_SMEM
 
-// Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix into shared memory laid out
-// the same way, (kRows, kD), by all kThreads threads of the CTA in 16-byte pieces; rows at or
-// past n_rows are zero-filled. Asynchronous: commit and wait before reading.
+// Rows [row0, row0 + kRows) of a row-major (n_rows, kD) matrix, its rows ld floats apart (kD:
+// contiguous; a multiple of 4 and 16-byte aligned rows in any case), into shared memory laid out
+// (kRows, kD), by all kThreads threads of the CTA in 16-byte pieces; rows at or past n_rows are
+// zero-filled. Asynchronous: commit and wait before reading.
 template <int kRows, int kD, int kThreads>
-__device__ __forceinline__ void load_rows_async(float* smem, const float* gmem, int row0, int n_rows) {
+__device__ __forceinline__ void load_rows_async(float* smem, const float* gmem, int row0, int n_rows,
+                                                long long ld = kD) {
   static_assert(kD % 4 == 0, "rows are copied in 16-byte (4-float) pieces");
   constexpr int kPieces = kRows * kD / 4;
   for (int p = threadIdx.x; p < kPieces; p += kThreads) {
     const int r = p / (kD / 4), c = (p % (kD / 4)) * 4;
     const bool valid = row0 + r < n_rows;
-    const float* src = gmem + static_cast<long long>(valid ? row0 + r : 0) * kD + c;
+    const float* src = gmem + static_cast<long long>(valid ? row0 + r : 0) * ld + c;
     cp_async_16(smem + r * kD + c, src, valid);
   }
 }

@@ -81,13 +81,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // q[r][c] = τ·log2(e)·Q[row + r][part·DC + c]; zeros past the last row (their results are
-// computed and discarded).
+// computed and discarded). Rows are ld floats apart (a multiple of 4: rows move as float4).
 template <int D, int R, int DC>
 __device__ __forceinline__ void load_q_rows(const float* gQ, int row, int n_rows, int part,
-                                            float scale_log2, float (&q)[R][DC]) {
+                                            float scale_log2, float (&q)[R][DC], long long ld = D) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const float4* src = reinterpret_cast<const float4*>(gQ + static_cast<long long>(row + r) * D + part * DC);
+    const float4* src = reinterpret_cast<const float4*>(gQ + static_cast<long long>(row + r) * ld + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4) {
       const float4 x = row + r < n_rows ? src[c / 4] : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -171,13 +171,13 @@ __device__ __forceinline__ void accumulate_pv(const float (&p)[R][BC], const flo
 }
 
 // O[row] = o / ℓ and LSE[row] = ln 2 · (m + log2 ℓ), m in log2 units. A row that saw no key
-// (ℓ = 0: every key masked) gets O = 0 and LSE = -inf, never 0/0.
+// (ℓ = 0: every key masked) gets O = 0 and LSE = -inf, never 0/0. O's rows are ld floats apart.
 template <int D, int DC>
 __device__ __forceinline__ void store_row(float* gO, float* gLse, int row, int n_rows, int part,
-                                          const float (&o)[DC], float m, float l) {
+                                          const float (&o)[DC], float m, float l, long long ld = D) {
   if (row >= n_rows) return;
   const float inv_l = l > 0.f ? 1.f / l : 0.f;
-  float4* dst = reinterpret_cast<float4*>(gO + static_cast<long long>(row) * D + part * DC);
+  float4* dst = reinterpret_cast<float4*>(gO + static_cast<long long>(row) * ld + part * DC);
 #pragma unroll
   for (int c = 0; c < DC; c += 4)
     dst[c / 4] = make_float4(o[c] * inv_l, o[c + 1] * inv_l, o[c + 2] * inv_l, o[c + 3] * inv_l);

@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -120,6 +122,41 @@ struct PackedSequences {
     attn.cu_seqlens_q = &cu_q;
     attn.cu_seqlens_k = &cu_k;
     return attn;
+  }
+};
+
+// A tensor of (B, heads, rows, d) elements in another layout (Strides, common/problem.hpp): a buffer
+// of `size` floats, NaN where no element lies, so that a kernel that reads or leaves a hole
+// shows it.
+struct Laid {
+  Strides strides;
+  std::size_t size = 0;
+  // (B, rows, heads + pad, d): flash_attn_func's layout with `pad` more heads' room in each row
+  // (0: (B, rows, heads, d) itself; > 0: one head of a wider tensor, as a slice of packed QKV is).
+  static Laid rows_heads(int B, int heads, int rows, int d, int pad = 0) {
+    const std::int64_t row = std::int64_t(heads + pad) * d;
+    return {Strides{rows * row, d, row}, static_cast<std::size_t>(B * rows * row)};
+  }
+  // The contiguous x of (B, heads, rows, d) elements, placed in this layout.
+  std::vector<float> place(const std::vector<float>& x, int heads, int rows, int d) const {
+    std::vector<float> out(size, NAN);
+    for_each(x.size(), heads, rows, d, [&](std::size_t e, std::int64_t at) { out[at] = x[e]; });
+    return out;
+  }
+  // The inverse: the (B, heads, rows, d) elements of y, contiguous.
+  std::vector<float> gather(const std::vector<float>& y, std::size_t count, int heads, int rows, int d) const {
+    std::vector<float> out(count);
+    for_each(count, heads, rows, d, [&](std::size_t e, std::int64_t at) { out[e] = y[at]; });
+    return out;
+  }
+
+ private:
+  template <typename F>
+  void for_each(std::size_t count, int heads, int rows, int d, F f) const {
+    for (std::size_t e = 0; e < count; ++e) {
+      const std::int64_t r = e / d, bh = r / rows;
+      f(e, strides.of_head(bh, heads) + (r % rows) * strides.row + std::int64_t(e % d));
+    }
   }
 };
 

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "common/block_mask.hpp"
@@ -55,6 +56,21 @@ FlashOutputs poisoned(const fs::Shape& s) {
           std::vector<float>(kv, NAN), std::vector<float>(kv, NAN)};
 }
 
+// The pass of fp, bp through the instantiations the steps' launchers choose.
+template <int D>
+void launch_pass(const fs::FwdParams& fp, const fs::BwdParams& bp, bool atomic_dq, float* delta) {
+  if (fp.mods.softcap > 0.f) {
+    forward<D, fs::FlashFeatures>(fp);
+    backward<D, fs::FlashFeatures>(bp, atomic_dq, delta);
+  } else if (fp.mods.on() || !fp.shape.square() || fp.packed.on()) {
+    forward<D, fs::FlashFeaturesNoCap>(fp);
+    backward<D, fs::FlashFeaturesNoCap>(bp, atomic_dq, delta);
+  } else {
+    forward<D, fs::NoFeatures>(fp);
+    backward<D, fs::NoFeatures>(bp, atomic_dq, delta);
+  }
+}
+
 template <int D>
 FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
                  const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
@@ -67,17 +83,37 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
   bp.packed = packed;
-  if (mods.softcap > 0.f) {  // as the steps' launchers choose
-    forward<D, fs::FlashFeatures>(fp);
-    backward<D, fs::FlashFeatures>(bp, atomic_dq, delta.data());
-  } else if (mods.on() || !s.square() || packed.on()) {
-    forward<D, fs::FlashFeaturesNoCap>(fp);
-    backward<D, fs::FlashFeaturesNoCap>(bp, atomic_dq, delta.data());
-  } else {
-    forward<D, fs::NoFeatures>(fp);
-    backward<D, fs::NoFeatures>(bp, atomic_dq, delta.data());
-  }
+  launch_pass<D>(fp, bp, atomic_dq, delta.data());
   return out;
+}
+
+// The same pass with every tensor in (B, rows, heads + pad, d) (fs::testing::Laid) instead of
+// contiguous: the inputs placed there, the outputs read back from there.
+template <int D>
+FlashOutputs run_laid(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::Dropout dropout, bool atomic_dq,
+                      const fs::ScoreMods& mods, const fs::Packed& packed, int pad) {
+  const int H = s.H, Hkv = s.kv_heads(), N = s.N, Nk = s.keys(), d = s.d;
+  const auto lq = fs::testing::Laid::rows_heads(s.B, H, N, d, pad), lk = fs::testing::Laid::rows_heads(s.B, Hkv, Nk, d, pad);
+  const std::vector<float> q = lq.place(p.q, H, N, d), k = lk.place(p.k, Hkv, Nk, d), v = lk.place(p.v, Hkv, Nk, d);
+  const std::vector<float> dout = lq.place(p.dout, H, N, d);
+  std::vector<float> o(lq.size, NAN), dq(lq.size, NAN), dk(lk.size, NAN), dv(lk.size, NAN), lse(s.rows(), NAN);
+  std::vector<float> delta(s.rows(), NAN);
+  fs::FwdParams fp = fs::testing::forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal, dropout);
+  fp.mods = mods;
+  fp.packed = packed;
+  fp.q_strides = fp.o_strides = lq.strides;
+  fp.k_strides = fp.v_strides = lk.strides;
+  fs::BwdParams bp = fs::testing::backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());  // dO, dQ like Q; dK, dV like K
+  bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
+  bp.packed = packed;
+  launch_pass<D>(fp, bp, atomic_dq, delta.data());
+  return {lq.gather(o, s.elems(), H, N, d), lse, lq.gather(dq, s.elems(), H, N, d), lk.gather(dk, s.kv_elems(), Hkv, Nk, d),
+          lk.gather(dv, s.kv_elems(), Hkv, Nk, d)};
+}
+
+// Bit for bit, NaN included.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -213,6 +249,69 @@ TEST_CASE("emulated steps 04 and 05 with packed sequences (cu_seqlens) match the
       fs::testing::require_reference(s, seqs.reference(attn), p, g);
     }
   }
+}
+
+TEST_CASE("emulated steps 04 and 05 with every tensor in another layout (Strides) give the bits of the contiguous "
+          "layout, forward and both backwards",
+          "[flash][emulated][strides]") {
+  struct Config {
+    fs::Shape shape;
+    fs::ScoreMods mods;
+    float dropout;
+    bool packed;
+  };
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  fs::Shape gqa{2, 4, 45, d};  // grouped K/V heads of their own length, under a window
+  gqa.Nk = 70;
+  gqa.Hkv = 2;
+  const fs::testing::PackedSequences seqs({{20, 33}, {0, 3}, {41, 17}, {9, 0}});
+  const std::vector<float> slopes = fs::alibi_slopes(gqa.H);
+  for (const Config c : {Config{fs::Shape{2, 2, 37, d}, {}, 0.1f, false},  // the plain kernels, with dropout
+                         Config{gqa, fs::testing::score_mods(9, 3, 0.f, slopes.data()), 0.f, false},
+                         Config{seqs.shape(2, 1, d), fs::testing::score_mods(-1, 5, 1.5f, nullptr), 0.2f, true}})
+    // (B, N, H, d), flash_attn_func's (varlen's (tokens, H, d) for packed sequences); and a head
+    // of a wider tensor, as a slice of packed QKV is: rows 3·H·d floats apart.
+    for (const int pad : {0, 2 * c.shape.H}) {
+      DYNAMIC_SECTION("d=" << d << " H=" << c.shape.H << " Hkv=" << c.shape.kv_heads() << " N=" << c.shape.N
+                           << " Nk=" << c.shape.keys() << (causal ? " causal" : "")
+                           << (atomic_dq ? " atomic" : " deterministic") << (c.packed ? " packed" : "")
+                           << " window (" << c.mods.window_left << ", " << c.mods.window_right << ") dropout "
+                           << c.dropout << " pad " << pad) {
+        const fs::Shape& s = c.shape;
+        const fs::Dropout dropout{c.dropout, 31};
+        const fs::Packed packed = c.packed ? seqs.params(seqs.cu_q.data(), seqs.cu_k.data()) : fs::Packed{};
+        const fs::HostProblem p = fs::random_problem(s, 57ull * d + s.N + (causal ? 1 : 0), true);
+        const auto [dense, laid] = fs::dispatch_head_dim(d, [&](auto D) {
+          return std::pair{run<D>(s, p, causal, dropout, atomic_dq, c.mods, packed),
+                           run_laid<D>(s, p, causal, dropout, atomic_dq, c.mods, packed, pad)};
+        });
+        // The emulator runs the CTAs in one order, so that even the atomic dQ adds up alike.
+        REQUIRE(same_bits(dense.o, laid.o));
+        REQUIRE(same_bits(dense.lse, laid.lse));
+        REQUIRE(same_bits(dense.dq, laid.dq));
+        REQUIRE(same_bits(dense.dk, laid.dk));
+        REQUIRE(same_bits(dense.dv, laid.dv));
+        // And the bits are right.
+        const fs::AttnOptions attn = fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout},
+                                                                  c.mods, slopes.data());
+        fs::testing::require_reference(s, c.packed ? seqs.reference(attn) : attn, p, laid);
+      }
+    }
+}
+
+TEST_CASE("the kernels' launchers refuse a row off the 16-byte grid", "[flash][emulated][strides]") {
+  const fs::Shape s{1, 2, 8, 16};
+  const fs::HostProblem p = fs::random_problem(s, 5, true);
+  FlashOutputs g = poisoned(s);
+  fs::FwdParams fp =
+      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), false);
+  fp.k_strides.row = 18;  // rows 72 bytes apart
+  REQUIRE_THROWS_AS((forward<16, fs::NoFeatures>(fp)), fs::CudaError);
+  fp.k_strides.row = 16;
+  fp.q = p.q.data() + 2;  // 8 bytes past a 16-byte boundary
+  REQUIRE_THROWS_AS((forward<16, fs::NoFeatures>(fp)), fs::CudaError);
 }
 
 TEST_CASE("the kernels' launchers refuse packed sequences they cannot run", "[flash][emulated][packed]") {

@@ -3,8 +3,9 @@
 // forward and both backwards, against the fp64 reference's definitions of those features under
 // the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
 // larger ones than the emulation can afford. The first case launches the kernels itself, and so
-// does the packed case after it (sequences packed along the tokens, cu_seqlens); the next runs
-// them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv through the
+// does the packed case after it (sequences packed along the tokens, cu_seqlens); the layout case
+// runs every variant of steps 04 and 05 with each tensor in another layout (Strides) against the
+// contiguous one, bit for bit; the next runs them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv through the
 // plan), checked and, where square, traced: the trace's bytes must equal the IO model, which
 // leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in that
 // one, and over every head dimension in the one after it (the GPU side of test_tc_emulated.cpp's
@@ -13,6 +14,7 @@
 // features, checked as the programs check them.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -117,6 +119,51 @@ FlashOutputs run_featured(const fs::Shape& s, const fs::HostProblem& p, bool cau
                       : run<D, fs::NoDropout, Plain>(s, p, causal, dropout, atomic_dq, mods, packed);
 }
 
+// A pass of a step (StepInfo::forward, and ::backward where it has one) as its program launches
+// it, with each tensor in the layout `lq` (Q, O, dO, dQ) or `lk` (K, V, dK, dV), fs::testing::Laid,
+// or contiguous where these are null: the inputs placed there, the outputs read back from there.
+FlashOutputs run_step(const fs::StepInfo& step, int variant, const fs::Shape& s, const fs::HostProblem& p, bool causal,
+                      const fs::testing::Laid* lq, const fs::testing::Laid* lk) {
+  const int H = s.H, Hkv = s.kv_heads(), N = s.N, Nk = s.keys(), d = s.d;
+  const std::size_t n = lq ? lq->size : s.elems(), kv = lk ? lk->size : s.kv_elems(), rows = s.rows();
+  auto laid = [](const fs::testing::Laid* l, const std::vector<float>& x, int heads, int len, int dim) {
+    return l ? l->place(x, heads, len, dim) : x;
+  };
+  auto back = [](const fs::testing::Laid* l, const std::vector<float>& y, std::size_t count, int heads, int len,
+                 int dim) { return l ? l->gather(y, count, heads, len, dim) : y; };
+  fs::DeviceBuffer<float> q(n), k(kv), v(kv), o(n), lse(rows), dout(n), dq(n), dk(kv), dv(kv);
+  q.upload(laid(lq, p.q, H, N, d).data(), n);
+  k.upload(laid(lk, p.k, Hkv, Nk, d).data(), kv);
+  v.upload(laid(lk, p.v, Hkv, Nk, d).data(), kv);
+  dout.upload(laid(lq, p.dout, H, N, d).data(), n);
+  for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
+  const fs::PassSettings settings(fs::default_scale(d), causal, variant);
+  fs::DeviceBuffer<unsigned char> fwd_ws(step.fwd_workspace(s, settings)), bwd_ws(step.bwd_workspace(s, settings));
+  fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal);
+  fp.variant = variant;
+  fp.workspace = fwd_ws.get();
+  if (lq) fp.q_strides = fp.o_strides = lq->strides;
+  if (lk) fp.k_strides = fp.v_strides = lk->strides;
+  step.forward(fp);
+  fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
+  bp.variant = variant;
+  bp.fwd_workspace = fwd_ws.get();
+  bp.workspace = bwd_ws.get();
+  if (step.backward) step.backward(bp);
+  FS_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ho(n), hl(rows), hdq(n), hdk(kv), hdv(kv);
+  o.download(ho.data(), n);
+  lse.download(hl.data(), rows);
+  if (step.backward) {
+    dq.download(hdq.data(), n);
+    dk.download(hdk.data(), kv);
+    dv.download(hdv.data(), kv);
+    return {back(lq, ho, s.elems(), H, N, d), hl, back(lq, hdq, s.elems(), H, N, d),
+            back(lk, hdk, s.kv_elems(), Hkv, Nk, d), back(lk, hdv, s.kv_elems(), Hkv, Nk, d)};
+  }
+  return {back(lq, ho, s.elems(), H, N, d), hl, {}, {}, {}};
+}
+
 }  // namespace
 
 TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match the fp64 reference, forward and "
@@ -191,6 +238,36 @@ TEST_CASE("steps 04 and 05 with packed sequences (cu_seqlens) match the fp64 ref
           fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data());
       fs::testing::require_reference(s, seqs.reference(attn), p, g);
     }
+  }
+}
+
+TEST_CASE("steps 04 and 05 with every tensor in another layout (Strides) give the contiguous layout's bits, every "
+          "variant, on the GPU",
+          "[gpu][strides]") {
+  const int d = GENERATE(16, 64, 128);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{2, 3, 257, d};
+  // Each tensor a head of a (B, N, 3·H, d) one, as a slice of packed QKV is: rows 3·H·d floats apart,
+  // the other heads' room NaN.
+  const auto lq = fs::testing::Laid::rows_heads(s.B, s.H, s.N, d, 2 * s.H);
+  const auto lk = fs::testing::Laid::rows_heads(s.B, s.kv_heads(), s.keys(), d, 2 * s.H);
+  const fs::HostProblem p = fs::random_problem(s, 3ull * d + (causal ? 1 : 0), true);
+  for (const char* id : {"04", "05"}) {
+    const fs::StepInfo& step = *fs::find_step(id);
+    for (int variant = 0; variant < static_cast<int>(step.variants.size()); ++variant)
+      DYNAMIC_SECTION(step.label(variant) << " d=" << d << (causal ? " causal" : "")) {
+        const FlashOutputs dense = run_step(step, variant, s, p, causal, nullptr, nullptr);
+        const FlashOutputs laid = run_step(step, variant, s, p, causal, &lq, &lk);
+        // Bit for bit, but dQ where atomics add it up in an order of their own.
+        REQUIRE(laid.o == dense.o);
+        REQUIRE(laid.lse == dense.lse);
+        REQUIRE(laid.dk == dense.dk);
+        REQUIRE(laid.dv == dense.dv);
+        const bool atomic = std::find(step.order_dependent.begin(), step.order_dependent.end(),
+                                      step.variants[variant]) != step.order_dependent.end();
+        if (!atomic) REQUIRE(laid.dq == dense.dq);
+        fs::testing::require_reference(s, fs::AttnOptions{fs::default_scale(d), causal}, p, laid);
+      }
   }
 }
 

@@ -48,6 +48,7 @@
 #include "common/recorder/nvtx.hpp"
 #include "common/flash_features.cuh"
 #include "steps/04_online_softmax/flash2_forward.cuh"
+#include "steps/04_online_softmax/flash_params.hpp"
 
 namespace fs {
 
@@ -76,16 +77,18 @@ struct Alg1Layout {
   __host__ __device__ std::size_t floats() const { return stats() + 2 * std::size_t(Br); }
 };
 
-// Algorithm 1, line 2: O = 0, ℓ = 0, m = -inf in HBM. (N only locates the rows by head for
-// the trace: each pass of the grid-stride loop stores elements [e − threadIdx.x, + blockDim.x)
-// of O and, below B·H·N, of ℓ and m.)
+// Algorithm 1, line 2: O = 0, ℓ = 0, m = -inf in HBM. Element e of the B·H·N rows × d is
+// column e mod d of row i of head bh, at its place in O's layout (o_strides, H heads). (For the
+// trace: each pass of the grid-stride loop stores elements [e − threadIdx.x, + blockDim.x) of O
+// and, below B·H·N, of ℓ and m.)
 template <bool kTrace>
-__global__ void alg1_init_kernel(float* o, float* l, float* m, std::int64_t rows, int d, int N,
-                                 trace::Slices slices) {
+__global__ void alg1_init_kernel(float* o, Strides o_strides, int H, float* l, float* m, std::int64_t rows, int d,
+                                 int N, trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
   for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * d;
        e += std::int64_t(gridDim.x) * blockDim.x) {
-    o[e] = 0.f;
+    const std::int64_t r = e / d, bh = r / N, i = r % N;
+    o[o_strides.of_head(bh, H) + i * o_strides.row + e % d] = 0.f;
     if (e < rows) {
       l[e] = 0.f;
       m[e] = -INFINITY;
@@ -148,10 +151,12 @@ __global__ void __launch_bounds__(kAlg1Threads)
   float* sB = smem + L.stats() + L.Br;  // (Br) e^{m̃ − m_new} / ℓ_new        (weight of P̃_ij V_j)
   const int N = p.shape.N, Br = L.Br, Bc = L.Bc;
   const std::int64_t bh = blockIdx.x;
-  const float* gQ = as<float>(p.q) + bh * N * D;
-  const float* gK = as<float>(p.k) + bh * N * D;
-  const float* gV = as<float>(p.v) + bh * N * D;
-  float* gO = as<float>(p.o) + bh * N * D;
+  // The head's rows of Q, K, V and O, ld_* floats apart (the tensors' strides).
+  const std::int64_t ld_q = p.q_strides.row, ld_k = p.k_strides.row, ld_v = p.v_strides.row, ld_o = p.o_strides.row;
+  const float* gQ = as<float>(p.q) + p.q_strides.of_head(bh, p.shape.H);
+  const float* gK = as<float>(p.k) + p.k_strides.of_head(bh, p.shape.H);
+  const float* gV = as<float>(p.v) + p.v_strides.of_head(bh, p.shape.H);
+  float* gO = as<float>(p.o) + p.o_strides.of_head(bh, p.shape.H);
   gm += bh * N;
   gl += bh * N;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
@@ -165,8 +170,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
     // line 6: load K_j, V_j from HBM to on-chip SRAM (rows past N as zeros)
     for (int e = threadIdx.x; e < Bc * D; e += kAlg1Threads) {
       const int c = e / D, x = e % D;
-      sK[c * L.k_stride() + x] = c < cols ? gK[std::int64_t(j0 + c) * D + x] : 0.f;
-      sV[e] = c < cols ? gV[std::int64_t(j0) * D + e] : 0.f;
+      sK[c * L.k_stride() + x] = c < cols ? gK[(j0 + c) * ld_k + x] : 0.f;
+      sV[e] = c < cols ? gV[(j0 + c) * ld_v + x] : 0.f;
     }
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, bh, j0, cols, 0, D, cols * D * kF);
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, bh, j0, cols, 0, D, cols * D * kF);
@@ -176,9 +181,10 @@ __global__ void __launch_bounds__(kAlg1Threads)
       const int rows = min(Br, N - i0);
       // line 8: load Q_i, O_i, ℓ_i, m_i from HBM to on-chip SRAM
       for (int e = threadIdx.x; e < Br * D; e += kAlg1Threads) {
-        const bool in = e / D < rows;
-        sQ[e] = in ? gQ[std::int64_t(i0) * D + e] : 0.f;
-        sO[e] = in ? gO[std::int64_t(i0) * D + e] : 0.f;
+        const int r = e / D, x = e % D;
+        const bool in = r < rows;
+        sQ[e] = in ? gQ[(i0 + r) * ld_q + x] : 0.f;
+        sO[e] = in ? gO[(i0 + r) * ld_o + x] : 0.f;
       }
       __syncthreads();  // K_j, V_j (first i) and Q_i, O_i are in SRAM for everyone
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, i0, rows, 0, D, rows * D * kF);
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(kAlg1Threads)
         const float* prow = sS + r * L.s_stride();
         float acc = 0.f;
         for (int c = 0; c < cols; ++c) acc = fmaf(prow[c], sV[c * D + x], acc);
-        gO[std::int64_t(i0) * D + e] = sA[r] * sO[e] + sB[r] * acc;
+        gO[(i0 + r) * ld_o + x] = sA[r] * sO[e] + sB[r] * acc;
       }
       FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, i0, rows, 0, D, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, i0, rows, 0, D, rows * D * kF);
@@ -270,7 +276,8 @@ __global__ void __launch_bounds__(kAlg1Threads)
 // ===========================================================================================
 
 template <int D>
-void launch_alg1(const FwdParams& p) {
+void launch_alg1(const FwdParams& params) {
+  const FwdParams p = with_strides(params, "flash_forward");  // the tensors' layouts (flash_params.hpp)
   const Shape& s = p.shape;
   const Alg1Tiles t = alg1_tiles(D, smem_budget_bytes());
   const Alg1Layout L{t.Br, t.Bc, D};
@@ -283,7 +290,7 @@ void launch_alg1(const FwdParams& p) {
     p.trace->set_tiles(t.Br, t.Bc);
   }
   trace::launch(p.trace, "alg1_init_kernel", alg1_init_kernel<false>, alg1_init_kernel<true>, 1024, 256, 0,
-                p.stream, as<float>(p.o), gl, gm, s.rows(), D, s.N);
+                p.stream, as<float>(p.o), p.o_strides, s.H, gl, gm, s.rows(), D, s.N);
   trace::launch(p.trace, "alg1_forward_kernel", alg1_forward_kernel<D, false>, alg1_forward_kernel<D, true>,
                 static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
   trace::launch(p.trace, "alg1_lse_kernel", alg1_lse_kernel<false>, alg1_lse_kernel<true>, 256, 256, 0, p.stream,
@@ -368,6 +375,7 @@ StepInfo step04_info() {
   s.score_mods = true;  // fa2's (unsupported refuses them for alg1)
   s.kv_shapes = true;   // likewise
   s.packed = true;      // likewise (flash_forward refuses them for alg1)
+  s.strides = true;     // every variant's
   return s;
 }
 

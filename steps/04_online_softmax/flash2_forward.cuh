@@ -18,7 +18,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
-#include "common/packed_check.hpp"
+#include "steps/04_online_softmax/flash_params.hpp"
 
 namespace fs {
 
@@ -39,12 +39,13 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   const SeqSpan seq = Features::sequence(p.packed, p.shape);
   const int N = seq.n, Nk = seq.nk, shift = seq.shift();
   const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
-  const std::int64_t q_row0 = bh * p.shape.N + seq.q0;  // the span's first row of Q, O and LSE
-  const std::int64_t head = q_row0 * D;
-  // (kv_bh · Nk + k0) · D; NoFeatures: K and V are like Q and the span is the head, head itself
-  const std::int64_t kv_head = (Features::kv_rows(p.shape, kv_bh, q_row0) + seq.k0) * D;
-  const float* gK = as<float>(p.k) + kv_head;  // (Nk, D)
-  const float* gV = as<float>(p.v) + kv_head;  // (Nk, D)
+  // The span's rows: (N, D) of Q and O, (Nk, D) of K and V, rows ld_* floats apart (the tensors'
+  // strides, which the launcher filled in); LSE is (B, H, N), contiguous.
+  const std::int64_t ld_q = p.q_strides.row, ld_k = p.k_strides.row, ld_v = p.v_strides.row;
+  const int Hkv = p.shape.kv_heads();
+  const float* gQ = span_rows(as<float>(p.q), p.q_strides, bh, p.shape.H, seq.q0);
+  const float* gK = span_rows(as<float>(p.k), p.k_strides, kv_bh, Hkv, seq.k0);
+  const float* gV = span_rows(as<float>(p.v), p.v_strides, kv_bh, Hkv, seq.k0);
   // Causal: the last query tiles have the most key tiles; launch them first.
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int row0 = tile * T::kBR;
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   auto keys = [&](int j0) { return min(BC, Nk - j0); };
 
   float q[R][DC];
-  load_q_rows<D, R, DC>(as<float>(p.q) + head, row, N, part, p.scale * kLog2e, q);
+  load_q_rows<D, R, DC>(gQ, row, N, part, p.scale * kLog2e, q, ld_q);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kF);
 
   // The key tiles this CTA visits. Causal: none past its last row's key, last_row + δ; a window:
@@ -80,15 +81,15 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
     l[r] = 0.f;
   }
   if (n_tiles > 0) {
-    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), Nk);
-    load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, walk.start(0), Nk);
+    load_rows_async<BC, D, T::kThreads>(k_tile(0), gK, walk.start(0), Nk, ld_k);
+    load_rows_async<BC, D, T::kThreads>(v_tile(0), gV, walk.start(0), Nk, ld_v);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     const int j0 = walk.start(t);
     if (t + 1 < n_tiles) {  // prefetch tile t+1 while tile t is computed
-      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), Nk);
-      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, walk.start(t + 1), Nk);
+      load_rows_async<BC, D, T::kThreads>(k_tile((t + 1) & 1), gK, walk.start(t + 1), Nk, ld_k);
+      load_rows_async<BC, D, T::kThreads>(v_tile((t + 1) & 1), gV, walk.start(t + 1), Nk, ld_v);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -131,18 +132,22 @@ __global__ void __launch_bounds__(T::kThreads) flash2_forward_kernel(const FwdPa
   }
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or masked out
     walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
+  float* gO = span_rows(as<float>(p.o), p.o_strides, bh, p.shape.H, seq.q0);
+  float* gLse = p.lse + bh * p.shape.N + seq.q0;
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-    store_row<D, DC>(as<float>(p.o) + head, p.lse + q_row0, row + r, N, part, o[r], m[r], l[r]);
+  for (int r = 0; r < R; ++r) store_row<D, DC>(gO, gLse, row + r, N, part, o[r], m[r], l[r], p.o_strides.row);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * kF);
 }
 
 // Grid (query tiles, B·H), 2 stages × (K, V) tiles of shared memory; with packed sequences
 // (query tiles of the longest, H, sequences): CTA (x, h, b) owns tile x of sequence b of head h.
+// The tensors in any layout whose rows start on 16-byte boundaries (Strides; contiguous where left
+// at zero, as step 06 leaves them).
 template <int D, typename T, template <int> class Walk, class TileDropout, class Features = NoFeatures>
-void launch_flash2(const FwdParams& p) {
-  require_packable<Features>(p, "launch_flash2");
+void launch_flash2(const FwdParams& params) {
+  require_packable<Features>(params, "launch_flash2");
+  const FwdParams p = with_strides(params, "launch_flash2");
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   const int rows = p.packed.on() ? p.packed.max_q : p.shape.N;
   const dim3 grid((rows + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()),

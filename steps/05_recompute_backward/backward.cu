@@ -167,6 +167,7 @@ StepInfo step05_info() {
   s.score_mods = true;
   s.kv_shapes = true;
   s.packed = true;  // both variants' (the forward is step 04's fa2)
+  s.strides = true;  // every kernel's
   s.order_dependent = {"atomic"};
   return s;
 }

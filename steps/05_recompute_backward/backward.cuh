@@ -36,7 +36,7 @@
 #include "common/tile_policies.cuh"
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
-#include "common/packed_check.hpp"
+#include "steps/04_online_softmax/flash_params.hpp"
 #include "steps/05_recompute_backward/backward.hpp"
 #include "steps/05_recompute_backward/dropout.cuh"
 
@@ -66,15 +66,18 @@ __global__ void __launch_bounds__(kPreprocessRows * kWarpSize)
   const std::int64_t r0 = std::int64_t(blockIdx.x) * kPreprocessRows, r1 = min(rows, r0 + kPreprocessRows);
   const std::int64_t r = r0 + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const float* dout = as<float>(p.dout);  // (B·H·N, d)
-  const float* o = as<float>(p.o);        // (B·H·N, d)
   if (r < rows) {
+    // Row r of the B·H·N rows is row i of head bh, in each tensor's own layout (Strides).
+    const std::int64_t bh = r / N, i = r % N;
+    auto at = [&](const Strides& st) { return st.of_head(bh, p.shape.H) + i * st.row; };
+    const float* dout = as<float>(p.dout) + at(p.dout_strides);
+    const float* o = as<float>(p.o) + at(p.o_strides);
     float acc = 0.f;
-    for (int c = lane; c < d; c += kWarpSize) acc = fmaf(dout[r * d + c], o[r * d + c], acc);
+    for (int c = lane; c < d; c += kWarpSize) acc = fmaf(dout[c], o[c], acc);
     acc = warp_sum(acc);
     if (lane == 0) delta[r] = acc;
     if constexpr (kZeroDQ)
-      for (int c = lane; c < d; c += kWarpSize) as<float>(p.dq)[r * d + c] = 0.f;
+      for (int c = lane; c < d; c += kWarpSize) as<float>(p.dq)[at(p.dq_strides) + c] = 0.f;
   }
   if constexpr (kTrace)
     if (tr.records())
@@ -115,20 +118,34 @@ struct DkdvSmem {
   __host__ __device__ static constexpr int floats() { return kAtomicDQ ? ds() + T::kBC * T::kBR : 2 * kStage; }
 };
 
-// Q_i, dO_i (cp.async) and LSE_i (log2), D_i (plain loads) of the stage at query i0 of the
-// queries from row `head`: the CTA's span of a head, its n queries with packed sequences, else
-// the head's N (rows past them are zeros, LSE +inf). N is read here from the parameters, as it
-// always was, so that the kernels without sequences compile to the instructions they had.
-template <int D, int kThreads, bool kSequences>
-__device__ __forceinline__ void load_query_stage(const BwdParams& p, std::int64_t head, int n, const float* gDelta,
-                                                 float* sQ, float* sdO, float* sL, float* sD, int i0) {
-  const int N = kSequences ? n : p.shape.N;
-  load_rows_async<kBwdStage, D, kThreads>(sQ, as<float>(p.q) + head * D, i0, N);
-  load_rows_async<kBwdStage, D, kThreads>(sdO, as<float>(p.dout) + head * D, i0, N);
+// The rows of query head bh in the CTA's span (SeqSpan): Q, dO and dQ in their own layouts (rows
+// ld_* floats apart), LSE and D ((B, H, N), contiguous).
+struct QueryRows {
+  const float *q, *dout, *lse, *delta;
+  float* dq;
+  std::int64_t ld_q, ld_do, ld_dq;
+  __device__ QueryRows(const BwdParams& p, const float* gDelta, std::int64_t bh, const SeqSpan& seq)
+      : q(span_rows(as<float>(p.q), p.q_strides, bh, p.shape.H, seq.q0)),
+        dout(span_rows(as<float>(p.dout), p.dout_strides, bh, p.shape.H, seq.q0)),
+        lse(p.lse + bh * p.shape.N + seq.q0),
+        delta(gDelta + bh * p.shape.N + seq.q0),
+        dq(span_rows(as<float>(p.dq), p.dq_strides, bh, p.shape.H, seq.q0)),
+        ld_q(p.q_strides.row),
+        ld_do(p.dout_strides.row),
+        ld_dq(p.dq_strides.row) {}
+};
+
+// Q_i, dO_i (cp.async) and LSE_i (log2), D_i (plain loads) of the stage at query i0 of the N
+// queries of rows `h` (rows past N are zeros, LSE +inf).
+template <int D, int kThreads>
+__device__ __forceinline__ void load_query_stage(const QueryRows& h, int N, float* sQ, float* sdO, float* sL, float* sD,
+                                                 int i0) {
+  load_rows_async<kBwdStage, D, kThreads>(sQ, h.q, i0, N, h.ld_q);
+  load_rows_async<kBwdStage, D, kThreads>(sdO, h.dout, i0, N, h.ld_do);
   cp_async_commit();
   for (int i = threadIdx.x; i < kBwdStage; i += kThreads) {
-    sL[i] = lse_log2(p.lse + head, i0 + i, N);
-    sD[i] = i0 + i < N ? gDelta[head + i0 + i] : 0.f;
+    sL[i] = lse_log2(h.lse, i0 + i, N);
+    sD[i] = i0 + i < N ? h.delta[i0 + i] : 0.f;
   }
 }
 
@@ -146,28 +163,28 @@ __global__ void __launch_bounds__(T::kThreads)
   // blockIdx.z (SeqSpan): keys and queries are counted within it, and q0, k0 added to addresses.
   const SeqSpan seq = Features::sequence(p.packed, p.shape);
   const int N = seq.n, Nk = seq.nk, shift = seq.shift();
-  // kv_head: the span's first row of the K/V head (kv_bh · Nk + k0, Nk the head's keys)
-  const std::int64_t kv_bh = blockIdx.y, kv_head = kv_bh * Features::kv_len(p.shape) + seq.k0;
-  // The rows of a query head in Q, dO, dQ, LSE and D: every token's with packed sequences, else N
-  // (as the kernel always had it: p.shape.N read again below made other instructions).
-  const int head_rows = Features::kSequences ? p.shape.N : N;
+  const std::int64_t kv_bh = blockIdx.y;
   const int key0 = blockIdx.x * T::kBR;
   if (Features::kSequences && key0 >= Nk) return;  // packed: past this sequence's keys (before any barrier)
   const int key = T::first_row(key0), part = T::part();  // this thread's first key
   const int n_keys = min(T::kBR, Nk - key0);
+  // The span's keys of K/V head kv_bh, in K's and V's layouts (Strides); dK's and dV's at the end.
+  const int Hkv = p.shape.kv_heads();
+  const float* gK = span_rows(as<float>(p.k), p.k_strides, kv_bh, Hkv, seq.k0);
+  const float* gV = span_rows(as<float>(p.v), p.v_strides, kv_bh, Hkv, seq.k0);
 
   float k[R][DC], v[R][DC];  // k scaled by τ·log2 e: k·q is S in log2 units
-  load_q_rows<D, R, DC>(as<float>(p.k) + kv_head * D, key, Nk, part, p.scale * kLog2e, k);
-  load_q_rows<D, R, DC>(as<float>(p.v) + kv_head * D, key, Nk, part, 1.f, v);
-  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), as<float>(p.k) + kv_head * D, key0, Nk);
+  load_q_rows<D, R, DC>(gK, key, Nk, part, p.scale * kLog2e, k, p.k_strides.row);
+  load_q_rows<D, R, DC>(gV, key, Nk, part, 1.f, v, p.v_strides.row);
+  if constexpr (kAtomicDQ) load_rows_async<T::kBR, D, T::kThreads>(smem + L::k(), gK, key0, Nk, p.k_strides.row);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kF);
 
   float dk[R][DC] = {}, dv[R][DC] = {};
   // dK_j, dV_j add up over the group's query heads (grouped-query attention); one head here.
   for (int g = 0; g < Features::group(p.shape); ++g) {
-    // head: the span's first row of the query head in Q, dO, dQ, LSE and D
-    const std::int64_t bh = Features::query_head(p.shape, kv_bh, g), head = bh * head_rows + seq.q0;
+    const std::int64_t bh = Features::query_head(p.shape, kv_bh, g);
+    const QueryRows head(p, gDelta, bh, seq);  // its rows in Q, dO, dQ, LSE and D
 
     // The query tiles this CTA visits. Causal: none before the first whose diagonal key, i + δ,
     // reaches key0; a window: none outside it.
@@ -181,15 +198,14 @@ __global__ void __launch_bounds__(T::kThreads)
       cp_async_commit();
       cp_async_wait<0>();
     } else {
-      load_query_stage<D, T::kThreads, Features::kSequences>(p, head, N, gDelta, smem + L::q(0), smem + L::dout(0),
-                                                             smem + L::lse(0), smem + L::delta(0), walk.start(0));
+      load_query_stage<D, T::kThreads>(head, N, smem + L::q(0), smem + L::dout(0), smem + L::lse(0),
+                                       smem + L::delta(0), walk.start(0));
     }
     for (int t = 0; t < n_tiles; ++t) {
       const int s = t & 1, i_stage = walk.start(t), n_q = min(kBwdStage, N - i_stage);
       if (t + 1 < n_tiles) {  // prefetch the next stage while this one is computed
-        load_query_stage<D, T::kThreads, Features::kSequences>(p, head, N, gDelta, smem + L::q(s ^ 1),
-                                                               smem + L::dout(s ^ 1), smem + L::lse(s ^ 1),
-                                                               smem + L::delta(s ^ 1), walk.start(t + 1));
+        load_query_stage<D, T::kThreads>(head, N, smem + L::q(s ^ 1), smem + L::dout(s ^ 1), smem + L::lse(s ^ 1),
+                                         smem + L::delta(s ^ 1), walk.start(t + 1));
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -249,7 +265,7 @@ __global__ void __launch_bounds__(T::kThreads)
               acc.w = fmaf(w, kx.w, acc.w);
             }
             if (i0 + c < N) {
-              float* dst = as<float>(p.dq) + (head + i0 + c) * D + x;
+              float* dst = head.dq + (i0 + c) * head.ld_dq + x;
               atomicAdd(dst, p.scale * acc.x);
               atomicAdd(dst + 1, p.scale * acc.y);
               atomicAdd(dst + 2, p.scale * acc.z);
@@ -274,12 +290,14 @@ __global__ void __launch_bounds__(T::kThreads)
     if constexpr (kTrace)  // the queries this CTA never loaded: before its first key (causal), or masked out
       walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
   }
-  // dK_j, dV_j → HBM (line 24)
+  // dK_j, dV_j → HBM (line 24), in their layouts (addressed here, not held through the loop above)
+  float* gdK = span_rows(as<float>(p.dk), p.dk_strides, kv_bh, Hkv, seq.k0);
+  float* gdV = span_rows(as<float>(p.dv), p.dv_strides, kv_bh, Hkv, seq.k0);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (key + r >= Nk) continue;
-    float4* dst_k = reinterpret_cast<float4*>(as<float>(p.dk) + (kv_head + key + r) * D + part * DC);
-    float4* dst_v = reinterpret_cast<float4*>(as<float>(p.dv) + (kv_head + key + r) * D + part * DC);
+    float4* dst_k = reinterpret_cast<float4*>(gdK + (key + r) * p.dk_strides.row + part * DC);
+    float4* dst_v = reinterpret_cast<float4*>(gdV + (key + r) * p.dv_strides.row + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4) {
       dst_k[c / 4] = make_float4(p.scale * dk[r][c], p.scale * dk[r][c + 1], p.scale * dk[r][c + 2], p.scale * dk[r][c + 3]);
@@ -297,25 +315,26 @@ __global__ void __launch_bounds__(T::kThreads)
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ float smem[];  // stage s: K at smem + 2s·stage·D, V after it
 
-  // The CTA's span (SeqSpan), as in bwd_dkdv_kernel: head and kv_head are its first rows of the
-  // query head and of the K/V head.
+  // The CTA's span (SeqSpan), as in bwd_dkdv_kernel.
   const SeqSpan seq = Features::sequence(p.packed, p.shape);
   const int N = seq.n, Nk = seq.nk, shift = seq.shift();
-  const std::int64_t bh = blockIdx.y, head = bh * p.shape.N + seq.q0, kv_bh = Features::kv_head(p.shape, bh);
-  const std::int64_t kv_head = kv_bh * Features::kv_len(p.shape) + seq.k0;
+  const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
   const int tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: longest first
   const int row0 = tile * T::kBR;
   if (Features::kSequences && row0 >= N) return;  // packed: past this sequence's queries (before any barrier)
   const int row = T::first_row(row0), part = T::part();
   const int n_rows = min(T::kBR, N - row0);
+  const QueryRows head(p, gDelta, bh, seq);  // the span's rows of Q, dO, dQ, LSE and D
+  const float* gK = span_rows(as<float>(p.k), p.k_strides, kv_bh, p.shape.kv_heads(), seq.k0);  // and of K, V
+  const float* gV = span_rows(as<float>(p.v), p.v_strides, kv_bh, p.shape.kv_heads(), seq.k0);
 
   float q[R][DC], dout[R][DC], lse2[R], delta[R];
-  load_q_rows<D, R, DC>(as<float>(p.q) + head * D, row, N, part, p.scale * kLog2e, q);
-  load_q_rows<D, R, DC>(as<float>(p.dout) + head * D, row, N, part, 1.f, dout);
+  load_q_rows<D, R, DC>(head.q, row, N, part, p.scale * kLog2e, q, head.ld_q);
+  load_q_rows<D, R, DC>(head.dout, row, N, part, 1.f, dout, head.ld_do);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    lse2[r] = lse_log2(p.lse + head, row + r, N);
-    delta[r] = row + r < N ? gDelta[head + row + r] : 0.f;
+    lse2[r] = lse_log2(head.lse, row + r, N);
+    delta[r] = row + r < N ? head.delta[row + r] : 0.f;
   }
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, n_rows, 0, D, n_rows * D * kF);
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::dO, bh, row0, n_rows, 0, D, n_rows * D * kF);
@@ -335,15 +354,15 @@ __global__ void __launch_bounds__(T::kThreads)
 
   float dq[R][DC] = {};
   if (n_tiles > 0) {
-    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), as<float>(p.k) + kv_head * D, walk.start(0), Nk);
-    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), as<float>(p.v) + kv_head * D, walk.start(0), Nk);
+    load_rows_async<kBwdStage, D, T::kThreads>(k_stage(0), gK, walk.start(0), Nk, p.k_strides.row);
+    load_rows_async<kBwdStage, D, T::kThreads>(v_stage(0), gV, walk.start(0), Nk, p.v_strides.row);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t & 1, j_stage = walk.start(t), n_k = min(kBwdStage, Nk - j_stage);
     if (t + 1 < n_tiles) {
-      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), as<float>(p.k) + kv_head * D, walk.start(t + 1), Nk);
-      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), as<float>(p.v) + kv_head * D, walk.start(t + 1), Nk);
+      load_rows_async<kBwdStage, D, T::kThreads>(k_stage(s ^ 1), gK, walk.start(t + 1), Nk, p.k_strides.row);
+      load_rows_async<kBwdStage, D, T::kThreads>(v_stage(s ^ 1), gV, walk.start(t + 1), Nk, p.v_strides.row);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -385,7 +404,7 @@ __global__ void __launch_bounds__(T::kThreads)
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (row + r >= N) continue;
-    float4* dst = reinterpret_cast<float4*>(as<float>(p.dq) + (head + row + r) * D + part * DC);
+    float4* dst = reinterpret_cast<float4*>(head.dq + (row + r) * head.ld_dq + part * DC);
 #pragma unroll
     for (int c = 0; c < DC; c += 4)
       dst[c / 4] = make_float4(p.scale * dq[r][c], p.scale * dq[r][c + 1], p.scale * dq[r][c + 2], p.scale * dq[r][c + 3]);
@@ -394,14 +413,15 @@ __global__ void __launch_bounds__(T::kThreads)
 }
 
 // The backward: preprocess, dK/dV (and dQ with atomics), or dK/dV then dQ (deterministic).
-// `delta`: B·H·N floats of workspace. Packed sequences (require_packable, common/packed_check.hpp)
-// in grid z, each dimension x cut to the longest sequence's tiles: a CTA past its own sequence's
-// end leaves at once. The preprocess is row by row and knows no sequences.
+// `delta`: B·H·N floats of workspace. Packed sequences (require_packable, common/packed_check.hpp,
+// through step 04's flash_params.hpp) in grid z, each dimension x cut to the longest sequence's
+// tiles: a CTA past its own sequence's end leaves at once. The preprocess is row by row and knows no sequences.
 template <int D, template <int> class Walk, class TileDropout, class Features = NoFeatures>
-void launch_backward(const BwdParams& p, bool atomic_dq, float* delta) {
+void launch_backward(const BwdParams& params, bool atomic_dq, float* delta) {
   using T = BwdTile<D>;
+  require_packable<Features>(params, "launch_backward");
+  const BwdParams p = with_strides(params, "launch_backward");  // the tensors' layouts (flash_params.hpp)
   const Shape& s = p.shape;
-  require_packable<Features>(p, "launch_backward");
   if (p.trace) p.trace->set_tiles(kBwdStage, T::kBR);
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
   // An empty grid is an invalid launch: below, a dimension of 0 skips its kernel — packed
