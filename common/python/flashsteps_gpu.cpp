@@ -11,10 +11,10 @@
 // sequences, int32 CUDA tensors of batch + 1 prefix sums) q, out, dout, dq are (total_q, heads,
 // head_dim), k, v, dk, dv (total_k, heads_k, head_dim) and lse (heads, total_q); the offsets are read
 // back to be checked (a wrong one would send the kernels outside the tensors) and to size the grid by
-// the longest sequence. Step 08's kernels take those strides as they are
-// (StepInfo::strides); the others take (batch, heads, seqlen, head_dim)-contiguous memory only,
-// which the Python side copies into for them. Bad shapes, dtypes, devices and layouts raise
-// ValueError or TypeError with one line; nothing is copied here.
+// the longest sequence. The kernels of steps 04, 05 and 08 take those strides as they are
+// (StepInfo::strides); a step that did not would take (batch, heads, seqlen, head_dim)-contiguous
+// memory only (require_dense), which the Python side would copy into for it. Bad shapes, dtypes,
+// devices and layouts raise ValueError or TypeError with one line; nothing is copied here.
 #include <cuda_runtime.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -256,7 +256,7 @@ void require_dense(const fs::StepInfo& step, const Operand& o) {
   const std::int64_t N = o.t.dim(r), H = o.t.dim(r + 1), d = o.t.dim(r + 2);
   if (s.row != d || s.head != N * d || (r == 1 && o.t.dim(0) > 1 && s.batch != H * N * d))
     throw py::value_error("step " + step.id + " takes " + o.t.name() +
-                          " in (batch, heads, seqlen, head_dim)-contiguous memory only (step 08 takes any layout); "
+                          " in (batch, heads, seqlen, head_dim)-contiguous memory only; "
                           "pass x.transpose(1, 2).contiguous().transpose(1, 2)");
 }
 

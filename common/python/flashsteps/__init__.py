@@ -7,9 +7,8 @@
 
 `attention` takes flash_attn_func's arguments and PyTorch CUDA tensors (`attention_varlen`
 flash_attn_varlen_func's: packed sequences, q (total_q, heads, head_dim) with cu_seqlens), and reads
-them where they are: step 08's kernels take any strides whose rows start on 16-byte boundaries (the last
-dimension contiguous), so nothing is copied; steps 04 and 05 (float32) take (batch, heads,
-seqlen, head_dim)-contiguous memory, which their inputs are copied into when they are not.
+them where they are: the kernels of steps 08 (bfloat16, float16), 04 and 05 (float32) take any strides
+whose rows start on 16-byte boundaries (the last dimension contiguous), so nothing is copied.
 `attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
 outputs given. `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes`
 (docs/verify.md) take any DLPack CPU tensor.
@@ -30,8 +29,8 @@ from ._flashsteps import (  # noqa: F401  (the package's interface)
 # atomics), and whether their kernels take any strides.
 _STEPS = {
     "08": {"default": "fa2", "deterministic": "deterministic", "strides": True},
-    "05": {"default": "atomic", "deterministic": "deterministic", "strides": False},
-    "04": {"default": "fa2", "deterministic": "fa2", "strides": False},  # forward only
+    "05": {"default": "atomic", "deterministic": "deterministic", "strides": True},
+    "04": {"default": "fa2", "deterministic": "fa2", "strides": True},  # forward only
 }
 
 

@@ -85,13 +85,15 @@ def test_matches_the_reference_and_sdpa(dtype, causal, shape):
     print(f"{dtype} causal={causal} {shape}: max |out - sdpa| {diff:.3g}, err {err['O']:.3g} (sdpa {err_sdpa['O']:.3g})")
 
 
-def test_reads_and_writes_in_place():
+@pytest.mark.parametrize("step,dtype", [("08", torch.bfloat16), ("05", torch.float32)])
+def test_reads_and_writes_in_place(step, dtype):
     """No copy: the kernels are launched with the tensors' own addresses, including slices of a
-    packed QKV tensor and (batch, heads, seqlen, head_dim) views, whose strides they take as given."""
+    packed QKV tensor and (batch, heads, seqlen, head_dim) views, whose strides they take as given
+    (step 08's 16-bit kernels and steps 04/05's float32 ones alike)."""
     B, N, H, d = 2, 300, 4, 64
-    qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    qkv = torch.randn(B, N, 3, H, d, device="cuda", dtype=dtype, requires_grad=True)
     q, k, v = qkv.unbind(2)
-    out = flashsteps.attention(q, k, v, causal=True, deterministic=True)
+    out = flashsteps.attention(q, k, v, causal=True, deterministic=True, step=step)
     launched = flashsteps._last_launch()
     assert launched["q"] == q.data_ptr() and launched["k"] == k.data_ptr() and launched["v"] == v.data_ptr()
     assert launched["out"] == out.data_ptr()
@@ -102,11 +104,11 @@ def test_reads_and_writes_in_place():
     assert launched["q"] == q.data_ptr() and launched["dout"] == dout.data_ptr()
     # The same values, contiguous: the same outputs bit for bit, and the same gradients.
     qc, kc, vc = (t.detach().contiguous().requires_grad_() for t in (q, k, v))
-    out_c = flashsteps.attention(qc, kc, vc, causal=True, deterministic=True)
+    out_c = flashsteps.attention(qc, kc, vc, causal=True, deterministic=True, step=step)
     assert torch.equal(out_c, out)
     out_c.backward(dout)
     qd = qkv.detach().clone().requires_grad_()
-    o2 = flashsteps.attention(*qd.unbind(2), causal=True, deterministic=True)
+    o2 = flashsteps.attention(*qd.unbind(2), causal=True, deterministic=True, step=step)
     o2.backward(dout)
     assert torch.equal(qd.grad[:, :, 0], qc.grad) and torch.equal(qd.grad[:, :, 1], kc.grad)
     assert torch.equal(qd.grad[:, :, 2], vc.grad)
