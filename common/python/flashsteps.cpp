@@ -85,7 +85,7 @@ struct Problem {
   std::vector<float> slopes;
   std::vector<std::int32_t> cu_q, cu_k;
   fs::DType dtype = fs::DType::fp32;  // q's: where the plain float32 implementation rounds
-  fs::AttnOptions opt;
+  fs::AttnOptions opt;                // but its pointers into slopes, cu_q, cu_k (options_of)
 };
 
 Problem make_problem(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object* dout_obj,
@@ -149,20 +149,28 @@ Problem make_problem(const py::object& q_obj, const py::object& k_obj, const py:
   P.opt.window_left = window.first;
   P.opt.window_right = window.second;
   P.opt.softcap = float(softcap);
-  if (!P.slopes.empty()) P.opt.alibi_slopes = P.slopes.data();
-  if (P.packed) {
-    P.opt.cu_seqlens_q = &P.cu_q;
-    P.opt.cu_seqlens_k = &P.cu_k;
-  }
   return P;
+}
+
+// P's options as the reference takes them: its dtype, and the pointers into P's own slopes and
+// offsets, set here from the Problem where it lives (not in make_problem, whose P is returned by a
+// move when the compiler does not construct it in place, which would leave &P.cu_q dangling).
+fs::AttnOptions options_of(const Problem& P) {
+  fs::AttnOptions opt = P.opt;
+  opt.dtype = P.dtype;
+  if (!P.slopes.empty()) opt.alibi_slopes = P.slopes.data();
+  if (P.packed) {
+    opt.cu_seqlens_q = &P.cu_q;
+    opt.cu_seqlens_k = &P.cu_k;
+  }
+  return opt;
 }
 
 // The forward of P in T (double: the reference; float: the plain float32 implementation, rounding
 // where a kernel of P's input dtype must), O in (B, H, N, d) order and LSE.
 template <typename T>
 void forward(const Problem& P, std::vector<T>& o, std::vector<T>& lse) {
-  fs::AttnOptions opt = P.opt;
-  opt.dtype = P.dtype;
+  const fs::AttnOptions opt = options_of(P);
   py::gil_scoped_release unlocked;
   fs::reference_forward<T>(P.s, P.q.data(), P.k.data(), P.v.data(), opt, fs::all_indices(P.s.rows()), o, lse);
 }
@@ -170,8 +178,7 @@ void forward(const Problem& P, std::vector<T>& o, std::vector<T>& lse) {
 // dQ (B, H, N, d), dK and dV (B, H_kv, N_k, d) of P in T; a GQA group's heads add up.
 template <typename T>
 void gradients(const Problem& P, std::vector<T>& dq, std::vector<T>& dk, std::vector<T>& dv) {
-  fs::AttnOptions opt = P.opt;
-  opt.dtype = P.dtype;
+  const fs::AttnOptions opt = options_of(P);
   const fs::Shape& s = P.s;
   const std::int64_t d = s.d, group = s.H / P.kv_heads;
   dq.assign(s.elems(), T(0));
