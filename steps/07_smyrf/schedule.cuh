@@ -78,9 +78,12 @@ void dispatch_bwd_rows(int rows, F&& f) {
 }
 
 // The backward through the clusters in `orders`: D (B·H·N floats) and dQ = 0, then every round's
-// dK/dV and dQ kernels. dK and dV must be zero (the caller's memset).
+// dK/dV and dQ kernels. dK and dV must be zero (the caller's memset). The tensors are contiguous
+// (smyrf_backward refuses others); step 05's preprocess reads each in its layout, which with_strides
+// fills in as the contiguous one (flash_params.hpp).
 template <int D>
-void launch_backward_rounds(const BwdParams& p, float* delta, const std::int32_t* orders) {
+void launch_backward_rounds(const BwdParams& params, float* delta, const std::int32_t* orders) {
+  const BwdParams p = with_strides(params, "launch_backward_rounds");
   const Shape& s = p.shape;
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
   trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,

@@ -18,6 +18,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include "common/check.hpp"
@@ -120,11 +121,19 @@ void cluster_on_gpu(const FwdParams& p, const SmyrfWorkspace& w, unsigned char* 
   }
 }
 
+// The clusters' kernels read contiguous (B, H, N, d) tensors only (StepInfo::strides is off): every
+// Strides left at zero. Throws CudaError (invalid value) otherwise.
+void require_contiguous(std::initializer_list<const Strides*> strides, const char* who) {
+  for (const Strides* st : strides)
+    if (!st->dense()) throw CudaError(cudaErrorInvalidValue, std::string(who) + ": contiguous tensors only (strides left at zero)");
+}
+
 }  // namespace
 
 void smyrf_forward(const FwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d) || !p.smyrf.on() || p.dtype != DType::fp32 || p.causal)
     throw CudaError(cudaErrorInvalidValue, "smyrf_forward: fp32, d in {16, 32, 64, 128}, not causal, clusters on");
+  require_contiguous({&p.q_strides, &p.k_strides, &p.v_strides, &p.o_strides}, "smyrf_forward");
   const SmyrfWorkspace w = smyrf_workspace(p.shape, p.smyrf);
   auto* ws = static_cast<unsigned char*>(p.workspace);
   auto* orders = reinterpret_cast<std::int32_t*>(ws + w.orders);
@@ -138,9 +147,13 @@ void smyrf_forward(const FwdParams& p) {
   });
 }
 
-void smyrf_backward(const BwdParams& p) {
-  if (!is_compiled_head_dim(p.shape.d) || !p.smyrf.on() || p.dtype != DType::fp32 || p.causal)
+void smyrf_backward(const BwdParams& params) {
+  if (!is_compiled_head_dim(params.shape.d) || !params.smyrf.on() || params.dtype != DType::fp32 || params.causal)
     throw CudaError(cudaErrorInvalidValue, "smyrf_backward: fp32, d in {16, 32, 64, 128}, not causal, clusters on");
+  require_contiguous({&params.q_strides, &params.k_strides, &params.v_strides, &params.o_strides, &params.dout_strides,
+                      &params.dq_strides, &params.dk_strides, &params.dv_strides},
+                     "smyrf_backward");
+  const BwdParams& p = params;
   const Shape& s = p.shape;
   const SmyrfWorkspace w = smyrf_workspace(s, p.smyrf);
   const auto* orders = reinterpret_cast<const std::int32_t*>(static_cast<const unsigned char*>(p.fwd_workspace) + w.orders);
