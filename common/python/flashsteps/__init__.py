@@ -26,11 +26,11 @@ from ._flashsteps import (  # noqa: F401  (the package's interface)
 )
 
 # The steps attention runs: their variant by default and with deterministic=True (dQ without
-# atomics), and whether their kernels take any strides.
+# atomics). Their kernels all take any strides (StepInfo::strides), so nothing is copied for them.
 _STEPS = {
-    "08": {"default": "fa2", "deterministic": "deterministic", "strides": True},
-    "05": {"default": "atomic", "deterministic": "deterministic", "strides": True},
-    "04": {"default": "fa2", "deterministic": "fa2", "strides": True},  # forward only
+    "08": {"default": "fa2", "deterministic": "deterministic"},
+    "05": {"default": "atomic", "deterministic": "deterministic"},
+    "04": {"default": "fa2", "deterministic": "fa2"},  # forward only
 }
 
 
@@ -61,13 +61,6 @@ def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False,
              max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, stream=int(stream))
 
 
-def _heads_major(t):
-    """t's values in (batch, heads, seqlen, head_dim)-contiguous memory ((heads, tokens, head_dim) for
-    packed sequences), seen as t's shape (no copy if they are already)."""
-    rows = t.dim() - 3  # the sequence's dimension
-    return t.transpose(rows, rows + 1).contiguous().transpose(rows, rows + 1)
-
-
 def _make_function():
     import torch
 
@@ -76,8 +69,6 @@ def _make_function():
         def forward(ctx, q, k, v, opts):
             # The data, without autograd's bookkeeping (which DLPack refuses to export): the same memory.
             q, k, v = q.detach(), k.detach(), v.detach()
-            if not _STEPS[opts["step"]]["strides"]:
-                q, k, v = _heads_major(q), _heads_major(k), _heads_major(v)
             out = torch.empty_like(q)  # q's strides where q is dense, else contiguous
             if q.dim() == 3:  # packed sequences: (heads, total_q)
                 lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
@@ -97,9 +88,7 @@ def _make_function():
             opts = ctx.opts
             if opts["step"] == "04":
                 raise RuntimeError("flashsteps.attention: step 04 has no backward; use step='05' or '08'")
-            if not _STEPS[opts["step"]]["strides"]:
-                dout = _heads_major(dout)
-            elif dout.stride(-1) != 1:
+            if dout.stride(-1) != 1:  # the kernels read head_dim contiguous
                 dout = dout.contiguous()
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             with torch.cuda.device(q.device):
