@@ -12,9 +12,8 @@
 // head_dim), k, v, dk, dv (total_k, heads_k, head_dim) and lse (heads, total_q); the offsets are read
 // back to be checked (a wrong one would send the kernels outside the tensors) and to size the grid by
 // the longest sequence. The kernels of steps 04, 05 and 08 take those strides as they are
-// (StepInfo::strides); a step that did not would take (batch, heads, seqlen, head_dim)-contiguous
-// memory only (require_dense), which the Python side would copy into for it. Bad shapes, dtypes,
-// devices and layouts raise ValueError or TypeError with one line; nothing is copied here.
+// (StepInfo::strides). Bad shapes, dtypes, devices and layouts raise ValueError or TypeError with
+// one line; nothing is copied here.
 #include <cuda_runtime.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -23,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,12 +163,13 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
                const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, const VarlenArgs& varlen,
                std::int64_t stream) {
   Launch L;
-  // The flash steps whose kernels take these tensors as they are (08) or in the layout of their
-  // own (04, 05); the others keep state between passes or need inputs this interface has not.
+  // The flash steps, whose kernels take these tensors in any layout; the others keep state
+  // between passes or need inputs this interface has not.
   L.step = fs::find_step(step_id);
   const std::string id = L.step ? L.step->id.substr(0, 2) : "";
   if (id != "04" && id != "05" && id != "08")
     throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05 and 08");
+  if (!L.step->strides) throw std::logic_error("step " + L.step->id + " takes no strides, which this module passes");
   const int rank = varlen.on() ? 3 : 4, at = varlen.on() ? -1 : 0;  // at: the dimension index offset
   if (q.t.ndim() != rank || k.t.ndim() != rank)
     throw py::value_error(std::string("q, k, v: expected ") +
@@ -248,18 +249,6 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   return L;
 }
 
-// The layout check of a step that takes only (B, H, N, d)-contiguous tensors ((H, N, d) packed).
-void require_dense(const fs::StepInfo& step, const Operand& o) {
-  if (step.strides) return;
-  const fs::Strides s = o.strides();
-  const int r = o.t.ndim() - 3;  // the rows' dimension
-  const std::int64_t N = o.t.dim(r), H = o.t.dim(r + 1), d = o.t.dim(r + 2);
-  if (s.row != d || s.head != N * d || (r == 1 && o.t.dim(0) > 1 && s.batch != H * N * d))
-    throw py::value_error("step " + step.id + " takes " + o.t.name() +
-                          " in (batch, heads, seqlen, head_dim)-contiguous memory only; "
-                          "pass x.transpose(1, 2).contiguous().transpose(1, 2)");
-}
-
 // Device memory for one pass, allocated and freed in the stream's order.
 class StreamBytes {
  public:
@@ -324,15 +313,13 @@ void forward(const py::object& q_obj, const py::object& k_obj, const py::object&
   const std::int64_t dl = dlpack_stream(stream);
   const Borrowed lse(lse_obj, "lse", &dl);
   lse_check(lse, L);
-  for (const Operand* o : {&q, &k, &v, &out}) require_dense(*L.step, *o);
 
   OnDevice on(L.device);
   StreamBytes ws(L.step->fwd_workspace(s, L.settings), L.stream);
   fs::FwdParams p;
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data();
   p.lse = reinterpret_cast<float*>(lse.address());
-  if (L.step->strides)  // else left at zero: checked dense above
-    p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
+  p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
   L.into(p, ws.get());
   launched([&] { L.step->forward(p); });
   g_last_launch.clear();
@@ -364,7 +351,6 @@ void backward(const py::object& q_obj, const py::object& k_obj, const py::object
   const std::int64_t dl = dlpack_stream(stream);
   const Borrowed lse(lse_obj, "lse", &dl);
   lse_check(lse, L);
-  for (const Operand* o : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) require_dense(*L.step, *o);
 
   OnDevice on(L.device);
   StreamBytes ws(L.step->bwd_workspace(s, L.settings), L.stream);
@@ -372,10 +358,8 @@ void backward(const py::object& q_obj, const py::object& k_obj, const py::object
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data(), p.dout = dout.data();
   p.lse = reinterpret_cast<const float*>(lse.address());
   p.dq = dq.data(), p.dk = dk.data(), p.dv = dv.data();
-  if (L.step->strides) {
-    p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
-    p.dout_strides = dout.strides(), p.dq_strides = dq.strides(), p.dk_strides = dk.strides(), p.dv_strides = dv.strides();
-  }
+  p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
+  p.dout_strides = dout.strides(), p.dq_strides = dq.strides(), p.dk_strides = dk.strides(), p.dv_strides = dv.strides();
   L.into(p, ws.get());
   launched([&] { L.step->backward(p); });
   g_last_launch.clear();
