@@ -122,7 +122,7 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       with_features.features.window_left = 40;
       if (step.score_mods && step.refusal({1, 1, 97, 64}, with_features).empty()) {
         // Step 08 (16-bit) at each of its head dimensions, with both dK/dV kernels and d = 256's split.
-        const bool tc = !step.takes(fs::DType::fp32);
+        const bool tc = step.takes(fs::DType::bf16);  // step 08: its own head dimensions (3xtf32 refuses 96, 256)
         for (int d : tc ? std::vector<int>{32, 64, 96, 128, 256} : std::vector<int>{16, 64, 128})
           add_from(featured, {2, 3, 301, d}, d == 64, 0.2f, "dense", false);
         add_from(featured, {1, 1, 97, 64}, true, 0.f, "dense", true);
@@ -146,7 +146,7 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
         fs::Options packed_featured = featured;
         packed_featured.packed = with_packed.packed;
         fs::Shape wide = packed_shape;
-        wide.d = step.takes(fs::DType::fp32) ? 128 : 256;
+        wide.d = dtype == fs::DType::fp32 ? 128 : 256;
         add_from(packed_featured, wide, false, 0.2f, "dense", false);
       }
     }

@@ -254,7 +254,7 @@ TEST_CASE("packed sequences: a pass's IO model is the sum of the step's on each 
       for (const int left : {-1, 40}) {
         const fs::StepInfo& step = *fs::find_step(id);
         settings.causal = causal;
-        settings.dtype = step.takes(fs::DType::fp32) ? fs::DType::fp32 : fs::DType::bf16;
+        settings.dtype = step.takes(fs::DType::bf16) ? fs::DType::bf16 : fs::DType::fp32;
         settings.features.window_left = left;
         settings.features.window_right = left < 0 ? -1 : 3;
         fs::PassSettings plain = settings;

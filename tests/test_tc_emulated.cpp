@@ -289,3 +289,93 @@ TEST_CASE("step 08 on the CPU with packed sequences at the other head dimensions
     check_packed<__half, 256>(DType::fp16, kPackedCases[0], causal, fs::tc::kDeterministic);
   }
 }
+
+// fp32 on the tensor cores (variant 3xtf32, flash_tc_forward_f32.cuh): the forward held to the fp32
+// rule — the one steps 04 and 05 pass — at each compiled head dimension, tails, causal, the
+// features, dropout and packed sequences; and plain TF32 (one product instead of three), which the
+// rule must catch: its error is TF32's 2^-11, where 3×TF32's is fp32's.
+namespace {
+
+// O and LSE of the fp32 forward with `passes` TF32 products (3: 3xtf32).
+template <int D>
+std::pair<std::vector<float>, std::vector<float>> run_f32(const fs::Shape& s, const fs::HostProblem& p, int passes,
+                                                          bool causal, fs::Dropout dropout,
+                                                          const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
+  std::vector<float> o(s.elems(), NAN), lse(s.rows(), NAN);
+  fs::FwdParams fp =
+      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), causal, dropout);
+  fp.dtype = DType::fp32;
+  fp.variant = fs::tc::k3xTf32;
+  fp.mods = mods;
+  fp.packed = packed;
+  fs::tc::tc_forward_f32_dispatch<D>(fp, passes);
+  return {o, lse};
+}
+
+template <int D>
+void check_f32(int N, int Nk, int H, int Hkv, bool causal, const FeatureCase& f = {0, 0, 0, 0, -1, -1, 0.f, false, 0.f}) {
+  fs::Shape s{1, H, N, D};
+  s.Nk = Nk;
+  s.Hkv = Hkv;
+  const std::vector<float> slopes = fs::alibi_slopes(H);
+  const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr);
+  const fs::Dropout dropout{f.p_drop, 41};
+  const fs::HostProblem p = fs::random_problem(s, 1000ull + 7 * N + Nk + D, false, DType::fp32);
+  DYNAMIC_SECTION("fp32 3xtf32 d=" << D << " N=" << N << " Nk=" << Nk << " H=" << H << " Hkv=" << Hkv
+                                   << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
+                                   << ") softcap " << f.softcap << (f.alibi ? " alibi" : "") << " dropout " << f.p_drop) {
+    const auto [o, lse] = run_f32<D>(s, p, 3, causal, dropout, mods);
+    const fs::AttnOptions attn = fs::testing::with_score_mods(
+        fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, DType::fp32}, mods, slopes.data());
+    fs::testing::require_reference(s, attn, p, o.data(), lse.data());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("step 08 on the CPU in fp32 (3xtf32): the forward passes the fp32 rule", "[emulated][tc][fp32]") {
+  for (bool causal : {false, true}) {
+    check_f32<64>(130, 130, 2, 2, causal);
+    check_f32<32>(17, 17, 2, 2, causal);
+    check_f32<128>(70, 70, 2, 2, causal);
+    check_f32<64>(100, 170, 4, 2, causal, {0, 0, 0, 0, 20, 3, 1.5f, true, 0.1f});
+    check_f32<128>(150, 97, 4, 1, causal, {0, 0, 0, 0, 500, 300, 0.f, false, 0.15f});
+  }
+}
+
+TEST_CASE("step 08 on the CPU in fp32 with packed sequences", "[emulated][tc][fp32][packed]") {
+  const PackedCase& c = kPackedCases[1];  // queries without keys, keys without queries, GQA
+  const std::vector<std::int32_t> cu_q = prefix_sums(c.q_lens), cu_k = prefix_sums(c.k_lens);
+  fs::Shape s{1, c.H, cu_q.back(), 64};
+  s.Nk = cu_k.back();
+  s.Hkv = c.Hkv;
+  fs::Packed packed;
+  packed.cu_q = cu_q.data();
+  packed.cu_k = cu_k.data();
+  packed.count = static_cast<int>(c.q_lens.size());
+  packed.max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
+  packed.max_k = *std::max_element(c.k_lens.begin(), c.k_lens.end());
+  const fs::Dropout dropout{c.p_drop, 29};
+  const fs::HostProblem p = fs::random_problem(s, 99, false, DType::fp32);
+  for (bool causal : {false, true}) {
+    const auto [o, lse] = run_f32<64>(s, p, 3, causal, dropout, {}, packed);
+    fs::AttnOptions attn{fs::default_scale(64), causal, dropout, nullptr, DType::fp32};
+    attn.cu_seqlens_q = &cu_q;
+    attn.cu_seqlens_k = &cu_k;
+    fs::testing::require_reference(s, attn, p, o.data(), lse.data());
+  }
+}
+
+TEST_CASE("step 08 on the CPU: plain TF32 fails the fp32 rule that 3xTF32 passes", "[emulated][tc][fp32]") {
+  const fs::Shape s{1, 2, 130, 64};
+  const fs::HostProblem p = fs::random_problem(s, 5, false, DType::fp32);
+  const fs::AttnOptions attn{fs::default_scale(64), false, {}, nullptr, DType::fp32};
+  const auto three = run_f32<64>(s, p, 3, false, {});
+  const auto one = run_f32<64>(s, p, 1, false, {});
+  const auto r3 = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), three.first.data(), three.second.data(), 7);
+  const auto r1 = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), one.first.data(), one.second.data(), 7);
+  INFO("3xTF32: " << r3.summary() << "TF32: " << r1.summary());
+  REQUIRE(r3.pass());
+  REQUIRE_FALSE(r1.pass());
+  REQUIRE(r1.tensors[0].err > 30 * r3.tensors[0].err);  // O: TF32's 2^-11 against fp32's 2^-24, and more
+}

@@ -17,6 +17,8 @@
 #include "common/device.hpp"
 #include "common/harness.hpp"
 #include "common/verify.hpp"
+#include "steps/08_tensor_cores/tensor_cores.hpp"
+#include "tests/flash_checks.hpp"
 #include "tests/gpu_cases.hpp"
 
 using fs::DType;
@@ -554,4 +556,41 @@ TEST_CASE("step 08's backward refuses a missing workspace", "[gpu][tc]") {
     b.workspace = nullptr;
     CHECK_THROWS_WITH(c.step->backward(b), Catch::Contains("workspace"));
   }
+}
+
+// fp32 on the tensor cores (variant 3xtf32; tests/test_steps_gpu.cpp runs it, forward and backward,
+// with every fp32 step). Here: its forward beside plain TF32 (one product instead of three) on the
+// same inputs, both under the fp32 rule: 3xTF32 must pass it, plain TF32 must not — and the errors,
+// printed, are what the lesson compares.
+TEST_CASE("fp32 forward on the tensor cores: 3xTF32 passes the fp32 rule, plain TF32 does not", "[gpu][tc][fp32]") {
+  const int d = GENERATE(32, 64, 128);
+  const int N = GENERATE(17, 1025);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s = odd_shape(N, d);
+  const fs::HostProblem p = fs::random_problem(s, 100 + N + d, false, DType::fp32);
+  fs::DeviceBuffer<float> q(s.elems()), k(s.elems()), v(s.elems()), o(s.elems()), lse(s.rows());
+  q.upload(p.q.data(), p.q.size());
+  k.upload(p.k.data(), p.k.size());
+  v.upload(p.v.data(), p.v.size());
+  const fs::AttnOptions attn{fs::default_scale(d), causal, {}, nullptr, DType::fp32};
+  double err[2] = {};
+  for (int passes : {3, 1}) {
+    fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal);
+    fp.dtype = DType::fp32;
+    o.poison();
+    fs::tc_forward_tf32(fp, passes);
+    FS_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> ho(s.elems()), hl(s.rows());
+    o.download(ho.data(), ho.size());
+    lse.download(hl.data(), hl.size());
+    const auto report = fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), ho.data(), hl.data(), 7, kBudget);
+    err[passes == 1] = report.tensors[0].err;
+    INFO("d=" << d << " N=" << N << (causal ? " causal" : "") << ", " << passes << " TF32 products:\n" << report.summary());
+    if (passes == 3)
+      REQUIRE(report.pass());
+    else
+      REQUIRE_FALSE(report.pass());
+  }
+  std::printf("d=%d N=%d%s: O max err 3xTF32 %.3g, TF32 %.3g\n", d, N, causal ? " causal" : "", err[0], err[1]);
+  REQUIRE(err[1] > 30 * err[0]);
 }

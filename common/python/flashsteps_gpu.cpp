@@ -189,9 +189,11 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   for (const Operand* o : {&k, &v})
     if (o->t.kernel_dtype() != dtype || o->t.t().dtype.bits != q.t.t().dtype.bits)
       throw py::type_error("q, k, v: one dtype for all three");
-  if (!L.step->takes(dtype))
-    throw py::type_error("step " + L.step->id + " takes " + std::string(L.step->dtypes.size() > 1 ? "bfloat16 or float16" : "float32") +
-                         ", not " + fs::dtype_name(dtype));
+  if (!L.step->takes(dtype)) {
+    std::string names;
+    for (fs::DType t : L.step->dtypes) names += (names.empty() ? "" : " or ") + std::string(fs::dtype_name(t));
+    throw py::type_error("step " + L.step->id + " takes " + names + ", not " + fs::dtype_name(dtype));
+  }
   const int dev = q.t.t().device.device_id;
   for (const Operand* o : {&k, &v})
     if (o->t.t().device.device_id != dev) throw py::value_error("q, k, v: all on one GPU");

@@ -36,6 +36,7 @@
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/08_tensor_cores/tc_dropout.cuh"
 #include "steps/08_tensor_cores/tc_features.cuh"
+#include "steps/08_tensor_cores/tc_softmax.cuh"
 
 namespace fs::tc {
 
@@ -293,106 +294,12 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
     // query's diagonal key row + δ, get -inf: only in the tiles that need it.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) tc_scores<false>(features, s[mt], row0 + wrow0 + 16 * mt, j0);
-    if (j0 + BN > Nk || (kCausal && j0 + BN - 1 > row0 + shift)) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = row0 + wrow0 + 16 * mt + g + 8 * (e >> 1), col = j0 + 8 * nt + 2 * t4 + (e & 1);
-            if (col >= Nk || (kCausal && col > row + shift)) s[mt][nt][e] = -INFINITY;
-          }
-    }
+    tc_mask_tile<kCausal, BN>(s, row0, wrow0, j0, Nk, shift);
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, rows, j0, keys(j0), 0);
 
-    // The online softmax (h: row g or g + 8 of the row tile). First every row's max, over this
-    // lane's columns and then over the row's 4 lanes — all of the lane's rows at each step, so
-    // that their shuffles are in flight together rather than one row's after another's.
-    float mxs[MT][2];
-    [[maybe_unused]] float alphas[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = m[mt][h];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        mxs[mt][h] = mx;
-      }
-#pragma unroll
-    for (int x = 1; x <= 2; x *= 2)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) mxs[mt][h] = fmaxf(mxs[mt][h], __shfl_xor_sync(0xffffffffu, mxs[mt][h], x));
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float mx = mxs[mt][h];
-        // Still -inf: every key so far is masked for this row, and exp2(-inf - (-inf)) would be
-        // NaN. Subtracting 0 instead gives P = 0: O and ℓ stay 0.
-        // Every rounding below is spelled out (__fmul_rn, __fsub_rn): left to itself the compiler
-        // fuses a multiply into the subtraction that uses it — m_use's into each of its uses,
-        // too — and the differences that must be exactly 0 become rounding errors instead.
-        const float m_use = __fmul_rn(mx == -INFINITY ? 0.f : mx, scale_log2);
-        // α = e^{τ(m − m_new)}, 0 at first; its exponent rounded as P̃'s, fl(τ log2(e) m) − m_use,
-        // so that α is exactly 1 when the max has not moved. Fused into one FMA it would be the
-        // rounding error of τ log2(e) m instead, ℓ and O would drift by it on every tile, and at
-        // scores of 1e5 a one-hot row's ℓ would miss 1 by a percent: O / ℓ does not see it, but
-        // LSE does, and the backward's P of that row with it.
-        const float alpha = exp2_fast(__fsub_rn(__fmul_rn(m[mt][h], scale_log2), m_use));
-        m[mt][h] = mx;
-        l[mt][h] *= alpha;
-        if constexpr (Cfg::kLazyRescale) {
-          alphas[mt][h] = alpha;
-        } else {
-#pragma unroll
-          for (int dt = 0; dt < DT; ++dt) {
-            o[mt][dt][2 * h] *= alpha;
-            o[mt][dt][2 * h + 1] *= alpha;
-          }
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            // P̃_ij = e^{τ s − τ m}. Rounded as τ log2(e)·s, then the difference, not fused: the
-            // top score's exponent is then exactly 0 (P̃ = 1), so that a one-hot row has ℓ = 1,
-            // LSE = fl(τ m) and the backward recomputes exactly this P (flash_tc_backward.cuh).
-            s[mt][nt][e] = exp2_fast(__fsub_rn(__fmul_rn(s[mt][nt][e], scale_log2), m_use));
-            l[mt][h] += s[mt][nt][e];
-          }
-      }
-    // Lazy: α is exactly 1 where a row's max did not move (above), and O·1 is O. Once the max of a
-    // row has settled, most tiles move no max of the warp's 32 rows, and the warp votes to skip
-    // the 4·MT·DT multiplies; the result is bit for bit the same.
-    if constexpr (Cfg::kLazyRescale) {
-      bool moved = false;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) moved |= alphas[mt][0] != 1.f || alphas[mt][1] != 1.f;
-      if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[mt][dt][e] *= alphas[mt][e >> 1];
-      }
-    }
-    if constexpr (kDropout) {  // P̃ ∘ Z for P̃V; ℓ has summed P̃ before it (Algorithm 2, line 14)
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const Z2 z = dropout.along_keys(row0 + wrow0 + 16 * mt + g + 8 * h, j0 + 8 * nt + 2 * t4);
-            s[mt][nt][2 * h] *= z.z0;
-            s[mt][nt][2 * h + 1] *= z.z1;
-          }
-    }
+    // The online softmax (tc_softmax.cuh): m, ℓ and O updated, S replaced by P̃.
+    tc_online_softmax<Cfg::kLazyRescale>(s, m, l, o, scale_log2);
+    if constexpr (kDropout) tc_dropout_tile(s, dropout, row0 + wrow0, j0);  // P̃ ∘ Z for P̃V
     if constexpr (kTrace) {  // the sampled row's m (natural log, with τ) and whole ℓ
       float l_row = l[0][0];
       l_row += __shfl_xor_sync(0xffffffffu, l_row, 1);
@@ -459,34 +366,26 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_kernel(const FwdPara
   if constexpr (kTrace)  // the keys this CTA never loaded: past its last row (causal), or outside the window
     walk.for_each_skipped(Nk, [&](int j, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, j, n, 0); });
 
-  // O = O / ℓ (ℓ summed over the row's 4 lanes), rounded to the input type; LSE = fl(τ m) + ln ℓ,
-  // rounded as the backward recomputes P from it (flash_tc_backward.cuh, tc_prob).
+  // O = O / ℓ, rounded to the input type, and LSE (tc_softmax.cuh).
   const std::int64_t ld_o = p.o_strides.row;
   E* gO = as<E>(p.o) + p.o_strides.of_head(bh, p.shape.H) + seq.q0 * ld_o;
   float* gLse = p.lse + bh * p.shape.N + seq.q0;  // LSE is (B, H, N): the span's rows of head bh
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float lr = l[mt][h];
-      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      const int row = row0 + wrow0 + 16 * mt + g + 8 * h;
-      if (row >= N) continue;
-      // A row that saw no key (ℓ = 0) gets O = 0 and LSE = -inf, never 0/0.
-      const float inv = lr > 0.f ? 1.f / lr : 0.f;
-#pragma unroll
-      for (int dt = 0; dt < DT; ++dt)
-        *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) =
-            Element<E>::pack(o[mt][dt][2 * h] * inv, o[mt][dt][2 * h + 1] * inv);
-      if (t4 == 0) gLse[row] = lr > 0.f ? __fadd_rn(__fmul_rn(m[mt][h], p.scale), logf(lr)) : -INFINITY;
-    }
+  tc_finish_rows(o, m, l, row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+    *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = Element<E>::pack(x0, x1);
+  });
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
 }
 
+// The 16-bit forward as a family the launchers below take (flash_tc_forward_f32.cuh has the fp32 one).
+struct Tc16Forward {
+  static constexpr const char* kName = "tc_forward_kernel";
+  template <typename Cfg, bool kCausal, bool kDropout, class Features, bool kTrace>
+  static constexpr auto kernel = tc_forward_kernel<Cfg, kCausal, kDropout, Features, kTrace>;
+};
+
 // Grid (query tiles, B·H), and with packed sequences (query tiles of the longest, H, sequences).
-template <typename Cfg, bool kDropout, class Features>
+template <typename Cfg, bool kDropout, class Features, class Family = Tc16Forward>
 void launch_tc_forward_as(const FwdParams& p) {
   const int rows = p.packed.on() ? p.packed.max_q : p.shape.N;
   const dim3 grid((rows + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(p.shape.heads()),
@@ -494,12 +393,12 @@ void launch_tc_forward_as(const FwdParams& p) {
   if (grid.x == 0) return;  // packed sequences without a query
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, true, kDropout, Features, false>,
-                  tc_forward_kernel<Cfg, true, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
+    trace::launch(p.trace, Family::kName, Family::template kernel<Cfg, true, kDropout, Features, false>,
+                  Family::template kernel<Cfg, true, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
                   p.stream, p);
   else
-    trace::launch(p.trace, "tc_forward_kernel", tc_forward_kernel<Cfg, false, kDropout, Features, false>,
-                  tc_forward_kernel<Cfg, false, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
+    trace::launch(p.trace, Family::kName, Family::template kernel<Cfg, false, kDropout, Features, false>,
+                  Family::template kernel<Cfg, false, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
                   p.stream, p);
 }
 
@@ -516,23 +415,23 @@ void with_features(const ScoreMods& mods, const Shape& s, const Packed& packed, 
     f(static_cast<NoFeatures*>(nullptr));
 }
 
-template <typename Cfg, bool kDropout, bool kWithFeatures>
+template <typename Cfg, bool kDropout, bool kWithFeatures, class Family>
 void launch_tc_forward_with(const FwdParams& p) {
   if constexpr (kWithFeatures)
     with_features(p.mods, p.shape, p.packed, [&](auto* features) {
-      launch_tc_forward_as<Cfg, kDropout, std::remove_pointer_t<decltype(features)>>(p);
+      launch_tc_forward_as<Cfg, kDropout, std::remove_pointer_t<decltype(features)>, Family>(p);
     });
   else
-    launch_tc_forward_as<Cfg, kDropout, NoFeatures>(p);
+    launch_tc_forward_as<Cfg, kDropout, NoFeatures, Family>(p);
 }
 
 // kWithDropout, kWithFeatures: the configuration is also compiled with dropout and with the
 // interface features (fa2's; the rungs refuse them).
-template <typename Cfg, bool kWithDropout = false, bool kWithFeatures = false>
+template <typename Cfg, bool kWithDropout = false, bool kWithFeatures = false, class Family = Tc16Forward>
 void launch_tc_forward(const FwdParams& p) {
   if constexpr (kWithDropout)
-    if (p.dropout.on()) return launch_tc_forward_with<Cfg, true, kWithFeatures>(p);
-  launch_tc_forward_with<Cfg, false, kWithFeatures>(p);
+    if (p.dropout.on()) return launch_tc_forward_with<Cfg, true, kWithFeatures, Family>(p);
+  launch_tc_forward_with<Cfg, false, kWithFeatures, Family>(p);
 }
 
 }  // namespace fs::tc

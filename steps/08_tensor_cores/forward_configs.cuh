@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "steps/08_tensor_cores/flash_tc_forward.cuh"
+#include "steps/08_tensor_cores/flash_tc_forward_f32.cuh"
 
 namespace fs::tc {
 
@@ -17,7 +18,9 @@ namespace fs::tc {
 // kernel of its own); every rung's backward is fa2's. key_warps is the backward's rung: fa2 with
 // the dK/dV kernel whose warps each own 16 keys over every query (tc_dkdv_kernel), where fa2 at
 // d = 64 and 128 has FlashAttention-2's layout (tc_dkdv_smem_kernel); the two give the same bits.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, kTcVariants };
+// 3xtf32 is the fp32 variant: the forward on the tensor cores as 3×TF32 (flash_tc_forward_f32.cuh),
+// the backward step 05's fp32 kernel (atomic dQ) until a tensor-core one is built.
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, k3xTf32, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
@@ -61,6 +64,28 @@ void tc_forward_dispatch(const FwdParams& p) {
     }
   }
   launch_tc_forward<typename Fa2<E, D>::Cfg, /*with dropout*/ true, /*with features*/ true>(p);
+}
+
+// 3xtf32's tiles, F32Config<D, kBlockM, kBlockN, kWarps, kPasses, lazy rescale>. fp32 tiles take
+// twice the shared memory and each product three instructions: d = 32 and 64 keep fa2's 128 × 64
+// tile (2 CTAs per SM), d = 128 halves both sides, 64 × 32, so that its O accumulators (64 floats a
+// lane) leave room and two CTAs still fit an SM.
+constexpr bool is_f32_head_dim(int d) { return d == 32 || d == 64 || d == 128; }
+template <int D, int kPasses>
+struct F32;
+template <int P>
+struct F32<32, P> { using Cfg = F32Config<32, 128, 64, 4, P>; };
+template <int P>
+struct F32<64, P> { using Cfg = F32Config<64, 128, 64, 4, P>; };
+template <int P>
+struct F32<128, P> { using Cfg = F32Config<128, 64, 32, 4, P, /*lazy rescale*/ true>; };
+
+// The fp32 forward at head dimension D: 3×TF32 with every feature, or (passes = 1) plain TF32 on
+// the plain problem, which the tests and the benchmark measure the error of.
+template <int D>
+void tc_forward_f32_dispatch(const FwdParams& p, int passes) {
+  if (passes == 1) return launch_tc_forward<typename F32<D, 1>::Cfg, false, false, TcF32Forward>(p);
+  launch_tc_forward<typename F32<D, 3>::Cfg, /*with dropout*/ true, /*with features*/ true, TcF32Forward>(p);
 }
 
 }  // namespace fs::tc

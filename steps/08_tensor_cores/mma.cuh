@@ -1,5 +1,6 @@
 // The tensor-core building blocks of step 08, each a few lines of PTX with the plain loop it
-// stands for: the mma.sync m16n8k16 instruction, ldmatrix, and a swizzled shared-memory layout.
+// stands for: the mma.sync m16n8k16 instruction (and m16n8k8 for TF32, below), ldmatrix, and a
+// swizzled shared-memory layout.
 //
 // mma.sync.m16n8k16 (bf16 or fp16 in, fp32 accumulate): one warp computes D = A·B + C for
 // A (16×16), B (16×8), C and D (16×8). Every operand lives in the registers of the 32 lanes,
@@ -83,6 +84,40 @@ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint
     d[e] = sum;
   }
 }
+// A TF32 operand register as the tensor cores read it: its upper 19 bits (sign, exponent, 10 bits
+// of mantissa), the low 13 ignored.
+inline float tf32_element(std::uint32_t r) {
+  const std::uint32_t bits = r & 0xffffe000u;
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+// d += A·B, m16n8k8 with TF32 inputs: A (16×8) a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4],
+// a3 = A[g+8][t+4]; B (8×8) b0 = B[t][g], b1 = B[t+4][g]; D as for m16n8k16. The products of two
+// TF32 values are exact in fp32 (11 × 11 significant bits) and are summed in k order.
+inline void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  struct Frag {
+    std::uint32_t a[4], b[2];
+  } mine{{a[0], a[1], a[2], a[3]}, {b0, b1}}, all[32];
+  fs::emu::warp_gather(&mine, sizeof mine, all);
+  float A[16][8], B[8][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    A[g][t] = tf32_element(all[l].a[0]);
+    A[g + 8][t] = tf32_element(all[l].a[1]);
+    A[g][t + 4] = tf32_element(all[l].a[2]);
+    A[g + 8][t + 4] = tf32_element(all[l].a[3]);
+    B[t][g] = tf32_element(all[l].b[0]);
+    B[t + 4][g] = tf32_element(all[l].b[1]);
+  }
+  const int lane = static_cast<int>(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float sum = d[e];
+    for (int k = 0; k < 8; ++k) sum += A[row][k] * B[k][col];
+    d[e] = sum;
+  }
+}
 // A LaneAddress::at call outside the identity it relies on (below): a kernel bug.
 [[noreturn]] inline void bad_address(int R, int C) {
   std::fprintf(stderr,
@@ -155,6 +190,53 @@ struct Element<__half> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
     emu_mma::mma<__half>(d, a, b0, b1);
+#endif
+  }
+};
+
+// fp32 on the tensor cores, as TF32 (sign, 8 exponent bits, 10 of mantissa: fp32's range, 11
+// significant bits against fp32's 24). mma.sync.m16n8k8 with TF32 inputs and fp32 accumulate:
+//
+//   A, 4 registers of 1 element:  a0 = A[g][t]   a1 = A[g+8][t]   a2 = A[g][t+4]   a3 = A[g+8][t+4]
+//   B, 2 registers of 1 element:  b0 = B[t][g]   b1 = B[t+4][g]
+//   C, D: as m16n8k16's (above)
+//
+// One TF32 product keeps 11 bits of each operand: a relative error near 2^-11 where fp32 has
+// 2^-24. 3×TF32 splits each operand x into a TF32 head and the TF32 of what is left,
+//   x ≈ hi + lo,  hi = tf32(x),  lo = tf32(x − hi)   (x − hi is exact in fp32, |x − hi| ≤ 2^-12 |x|)
+// and takes three products, a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b, each exact in fp32: the term
+// left out, lo_a·lo_b, and what lo loses to its own rounding are each below 2^-24 of a·b, fp32's own
+// rounding. (Left unrounded, lo would lose its low 13 bits to the tensor cores, which read a TF32
+// operand's top 19: 2^-23, twice that.) The two small products go first into the accumulator, so
+// that the large one does not swamp them before they add up.
+struct Tf32 {
+  // x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero), low 13 bits clear.
+  static __host__ __device__ __forceinline__ std::uint32_t round(float x) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return (bits + 0x1000u) & 0xffffe000u;
+  }
+  static __host__ __device__ __forceinline__ float as_float(std::uint32_t r) {
+    float x;
+    std::memcpy(&x, &r, sizeof x);
+    return x;
+  }
+  // The head and the rest of x, both TF32.
+  static __host__ __device__ __forceinline__ void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
+    hi = round(x);
+    lo = round(x - as_float(hi));
+  }
+  // d += a · b, one m16n8k8 product.
+  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+#ifndef FS_EMULATION
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    emu_mma::mma_tf32(d, a, b0, b1);
 #endif
   }
 };

@@ -17,6 +17,7 @@
 
 #include "steps/08_tensor_cores/backward_configs.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
+#include "steps/05_recompute_backward/backward.hpp"
 
 namespace fs {
 
@@ -25,6 +26,12 @@ namespace {
 bool is_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; }
 
 std::string unsupported(const Shape& s, const PassSettings& settings) {
+  const bool fp32 = settings.dtype == DType::fp32;
+  if (fp32 && settings.variant != tc::k3xTf32)
+    return "fp32 runs in variant 3xtf32 (each product as three TF32 ones); fa2 and the others take bf16 or fp16";
+  if (!fp32 && settings.variant == tc::k3xTf32) return "3xtf32 is the fp32 variant (--dtype fp32)";
+  if (fp32 && !tc::is_f32_head_dim(s.d))
+    return "3xtf32 is compiled for d = 32, 64 and 128 (its backward is step 05's); got " + std::to_string(s.d);
   if (!is_tc_head_dim(s.d))
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
   if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
@@ -54,10 +61,23 @@ TcTiles tiles_of() {
   return {Cfg::kBlockM, Cfg::kBlockN};
 }
 
-std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return tc::tc_bwd_workspace_bytes(s); }
+// fp32 (3xtf32): step 05's backward, atomic dQ.
+PassSettings step05_settings(const PassSettings& settings) {
+  PassSettings q = settings;
+  q.variant = kAtomicDQ;
+  return q;
+}
+
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings& settings) {
+  if (settings.dtype == DType::fp32) return step05_info().bwd_workspace_bytes(s, step05_settings(settings));
+  return tc::tc_bwd_workspace_bytes(s);
+}
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
   const ScoreFeatures& f = settings.features;
+  if (settings.dtype == DType::fp32)
+    return io_recompute_backward(s, settings.causal, /*atomic dQ*/ true, clamp_reach(f.window_left, s.N, s.keys()),
+                                 clamp_reach(f.window_right, s.N, s.keys()));
   return io_tc_backward(s, settings.causal, settings.variant, static_cast<int>(dtype_bytes(settings.dtype)),
                         clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
@@ -148,6 +168,12 @@ IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes,
 TcTiles tc_forward_tiles(int d, int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
   if (tc::is_rung(variant)) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
+  if (variant == tc::k3xTf32) switch (d) {
+      case 32: return tiles_of<tc::F32<32, 3>::Cfg>();
+      case 64: return tiles_of<tc::F32<64, 3>::Cfg>();
+      case 128: return tiles_of<tc::F32<128, 3>::Cfg>();
+      default: return {};
+    }
   switch (d) {
     case 32: return tiles_of<tc::Fa2<E, 32>::Cfg>();
     case 64: return tiles_of<tc::Fa2<E, 64>::Cfg>();
@@ -163,13 +189,13 @@ namespace {
 // The layouts the kernels read: each tensor's strides, the contiguous (B, H, N, d) ones where
 // left at zero. cp.async copies 16 bytes, and dQ's conversion stores 16: every row must start on
 // a 16-byte boundary.
-Strides tc_strides(const char* name, const void* t, const Strides& st, int heads, int rows, int d) {
+Strides tc_strides(const char* name, const void* t, const Strides& st, int heads, int rows, int d, DType dtype) {
   const Strides s = st.or_dense(heads, rows, d);
-  constexpr std::int64_t kChunk = 8;  // elements of 16 bytes
-  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % kChunk != 0 || s.head % kChunk != 0 || s.row % kChunk != 0)
+  const std::int64_t chunk = 16 / std::int64_t(dtype_bytes(dtype));  // elements of 16 bytes
+  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % chunk != 0 || s.head % chunk != 0 || s.row % chunk != 0)
     throw CudaError(cudaErrorInvalidValue, std::string("step 08: ") + name +
                                                ": every row must start on a 16-byte boundary (its address and strides "
-                                               "a multiple of 8 elements)");
+                                               "a multiple of " + std::to_string(chunk) + " elements)");
   return s;
 }
 
@@ -177,10 +203,10 @@ Strides tc_strides(const char* name, const void* t, const Strides& st, int heads
 template <class Params>
 void with_strides(Params& p) {
   const Shape& s = p.shape;
-  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d);
-  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d);
-  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d);
-  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d);
+  p.q_strides = tc_strides("q", p.q, p.q_strides, s.H, s.N, s.d, p.dtype);
+  p.k_strides = tc_strides("k", p.k, p.k_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
+  p.v_strides = tc_strides("v", p.v, p.v_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
+  p.o_strides = tc_strides("o", p.o, p.o_strides, s.H, s.N, s.d, p.dtype);
 }
 
 // Packed sequences (FwdParams::packed) go through the kernels of fa2 and deterministic, which take
@@ -195,7 +221,26 @@ void check_packed(const Params& p) {
 
 }  // namespace
 
+void tc_forward_tf32(const FwdParams& params, int passes) {
+  if (params.dtype != DType::fp32 || !tc::is_f32_head_dim(params.shape.d) || (passes != 1 && passes != 3))
+    throw CudaError(cudaErrorInvalidValue, "tc_forward_tf32: fp32 at d = 32, 64 or 128, with 1 or 3 passes");
+  if (passes == 1 && (params.dropout.on() || params.mods.on() || !params.shape.square() || params.packed.on()))
+    throw CudaError(cudaErrorInvalidValue, "tc_forward_tf32: plain TF32 (1 pass) runs the plain problem only");
+  require_packable<FlashFeatures>(params, "step 08");
+  FwdParams p = params;
+  with_strides(p);
+  switch (p.shape.d) {
+    case 32: return tc::forward_fp32_d32(p, passes);
+    case 64: return tc::forward_fp32_d64(p, passes);
+    default: return tc::forward_fp32_d128(p, passes);
+  }
+}
+
 void tc_forward(const FwdParams& params) {
+  if (params.dtype == DType::fp32) {
+    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant 3xtf32");
+    return tc_forward_tf32(params, 3);
+  }
   const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
@@ -212,6 +257,12 @@ void tc_forward(const FwdParams& params) {
 }
 
 void tc_backward(const BwdParams& params) {
+  if (params.dtype == DType::fp32) {  // 3xtf32: step 05's backward (atomic dQ)
+    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32");
+    BwdParams p = params;
+    p.variant = kAtomicDQ;
+    return recompute_backward(p);
+  }
   const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
@@ -221,10 +272,10 @@ void tc_backward(const BwdParams& params) {
   BwdParams p = params;
   with_strides(p);
   const Shape& s = p.shape;
-  p.dout_strides = tc_strides("dout", p.dout, p.dout_strides, s.H, s.N, s.d);
-  p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d);
-  p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d);
-  p.dv_strides = tc_strides("dv", p.dv, p.dv_strides, s.kv_heads(), s.keys(), s.d);
+  p.dout_strides = tc_strides("dout", p.dout, p.dout_strides, s.H, s.N, s.d, p.dtype);
+  p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d, p.dtype);
+  p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
+  p.dv_strides = tc_strides("dv", p.dv, p.dv_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
   switch (p.shape.d) {
     case 32: return bf16 ? tc::backward_bf16_d32(p) : tc::backward_fp16_d32(p);
     case 64: return bf16 ? tc::backward_bf16_d64(p) : tc::backward_fp16_d64(p);
@@ -237,8 +288,8 @@ void tc_backward(const BwdParams& params) {
 StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
-  s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
+  s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate; fp32 as 3xTF32";
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -250,8 +301,8 @@ StepInfo step08_info() {
   s.kv_shapes = true;   // likewise
   s.strides = true;     // every variant's
   s.packed = true;      // fa2's and deterministic's (tc_forward and tc_backward refuse the others)
-  s.dtypes = {DType::bf16, DType::fp16};
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps"};
+  s.dtypes = {DType::bf16, DType::fp16, DType::fp32};  // fp32: variant 3xtf32
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
   return s;
 }
 

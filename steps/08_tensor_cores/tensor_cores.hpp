@@ -7,7 +7,11 @@
 
 namespace fs {
 
-void tc_forward(const FwdParams& p);   // p.dtype: bf16 or fp16; p.variant: a rung or fa2
+void tc_forward(const FwdParams& p);   // p.dtype: bf16 or fp16 (p.variant: a rung or fa2), or fp32 (3xtf32)
+// The fp32 forward with `passes` TF32 products per product: 3 is variant 3xtf32 (tc_forward); 1,
+// plain TF32, runs the plain problem only (no features, dropout or packed sequences) and is there
+// to measure its error against fp32's (tests, bench_tf32).
+void tc_forward_tf32(const FwdParams& p, int passes);
 void tc_backward(const BwdParams& p);  // p.variant: deterministic, or dQ by atomics (the others)
 
 // The query rows per CTA (Br) and keys per tile (Bc) of a variant at head dimension d.
@@ -41,6 +45,9 @@ namespace tc {
 FS_TC_FORWARD(bf16)
 FS_TC_FORWARD(fp16)
 #undef FS_TC_FORWARD
+void forward_fp32_d32(const FwdParams& p, int passes);
+void forward_fp32_d64(const FwdParams& p, int passes);
+void forward_fp32_d128(const FwdParams& p, int passes);
 #define FS_TC_BACKWARD(type)                       \
   void backward_##type##_d32(const BwdParams& p);  \
   void backward_##type##_d64(const BwdParams& p);  \

@@ -28,7 +28,7 @@ from ._flashsteps import (  # noqa: F401  (the package's interface)
 # The steps attention runs: their variant by default and with deterministic=True (dQ without
 # atomics). Their kernels all take any strides (StepInfo::strides), so nothing is copied for them.
 _STEPS = {
-    "08": {"default": "fa2", "deterministic": "deterministic"},
+    "08": {"default": "fa2", "deterministic": "deterministic"},  # float32: 3xtf32 (attention)
     "05": {"default": "atomic", "deterministic": "deterministic"},
     "04": {"default": "fa2", "deterministic": "fa2"},  # forward only
 }
@@ -122,6 +122,10 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
     key = _step_of(step)
+    if variant is None and key == "08" and q.dtype == torch.float32:  # fp32 on the tensor cores: 3xTF32
+        if deterministic:
+            raise ValueError("step 08 in float32 (3xtf32) adds dQ by atomics; deterministic=True in float32 is step='05'")
+        variant = "3xtf32"
     if variant is None:
         variant = _STEPS[key]["deterministic" if deterministic else "default"]
     if alibi_slopes is not None:

@@ -145,10 +145,17 @@ def test_deterministic_backward_repeats_bit_for_bit():
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("step", ["05", "04"])
+@pytest.mark.parametrize("step", ["05", "04", "08"])
 def test_fp32_steps(step):
+    """float32 in steps 04 and 05 (CUDA cores) and 08 (3xtf32: the tensor cores, three TF32 products
+    per product), under the float32 rule; step 08 in float32 has no deterministic backward."""
     q, k, v, dout = inputs(2, 130, 2, 64, torch.float32, seed=11)
-    if step == "04":  # forward only
+    if step == "08":
+        checked(q, k, v, dout, causal=True, step=step, window_size=(50, 3), softcap=20.0)
+        assert flashsteps._last_launch()["q"] == q.data_ptr()  # read in place, as the 16-bit kernels do
+        with pytest.raises(ValueError, match="deterministic"):
+            flashsteps.attention(q, k, v, step=step, deterministic=True)
+    elif step == "04":  # forward only
         out, lse = flashsteps.attention(q, k, v, causal=True, return_lse=True, step=step)
         r = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), causal=True)
         assert r["ok"], r["summary"]
