@@ -10,7 +10,7 @@ namespace fs {
 void tc_forward(const FwdParams& p);   // p.dtype: bf16 or fp16 (p.variant: a rung or fa2), or fp32 (3xtf32)
 // The fp32 forward with `passes` TF32 products per product: 3 is variant 3xtf32 (tc_forward); 1,
 // plain TF32, runs the plain problem only (no features, dropout or packed sequences) and is there
-// to measure its error against fp32's (tests, bench_tf32).
+// to measure its error against fp32's (tests/test_tensor_cores_gpu.cpp, case [fp32]).
 void tc_forward_tf32(const FwdParams& p, int passes);
 void tc_backward(const BwdParams& p);  // p.variant: deterministic, or dQ by atomics (the others)
 
