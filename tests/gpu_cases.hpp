@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -49,10 +50,21 @@ inline const DeviceInfo& test_device() {
 }
 
 // Steps × variants of exact attention that support shape `s` in `dtype` (with a backward, if asked).
+// FS_TEST_STEPS="04 08" (environment): only the steps whose id starts with one of these, for a
+// quicker run while working on one step; unset, every step.
+inline bool step_selected(const StepInfo& step) {
+  const char* only = std::getenv("FS_TEST_STEPS");
+  if (!only || !*only) return true;
+  std::istringstream in(only);
+  for (std::string prefix; in >> prefix;)
+    if (step.id.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false, DType dtype = DType::fp32) {
   std::vector<Case> out;
   for (const auto& step : all_steps()) {
-    if ((need_backward && !step.backward) || !step.takes(dtype)) continue;
+    if ((need_backward && !step.backward) || !step.takes(dtype) || !step_selected(step)) continue;
     if (step.clustered) continue;  // approximate attention: tests/test_smyrf_gpu.cpp
     for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) {
       const Case c{&step, v, s, causal, dtype};

@@ -292,8 +292,8 @@ def test_errors():
         flashsteps.attention(q.cpu(), k.cpu(), v.cpu())
     with pytest.raises(TypeError, match="one dtype"):
         flashsteps.attention(q, k.half(), v)
-    with pytest.raises(TypeError, match="bfloat16 or float16"):
-        flashsteps.attention(q.float(), k.float(), v.float())
+    with pytest.raises(TypeError, match="takes fp32, not bf16"):  # step 08 takes float32 too (3xtf32)
+        flashsteps.attention(q, k, v, step="04")
     with pytest.raises(ValueError, match="multiple"):
         flashsteps.attention(q, *inputs(1, 64, 3, 64, torch.bfloat16)[1:3])
     with pytest.raises(ValueError, match="16-byte"):  # rows 4 elements (8 bytes) off the grid
