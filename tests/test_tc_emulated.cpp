@@ -300,8 +300,7 @@ namespace {
 template <int D>
 std::pair<std::vector<float>, std::vector<float>> run_f32(const fs::Shape& s, const fs::HostProblem& p, int passes,
                                                           bool causal, fs::Dropout dropout,
-                                                          const fs::ScoreMods& mods = {}, const fs::Packed& packed = {},
-                                                          bool tune = false) {
+                                                          const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
   std::vector<float> o(s.elems(), NAN), lse(s.rows(), NAN);
   fs::FwdParams fp =
       fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), causal, dropout);
@@ -309,7 +308,7 @@ std::pair<std::vector<float>, std::vector<float>> run_f32(const fs::Shape& s, co
   fp.variant = fs::tc::k3xTf32;
   fp.mods = mods;
   fp.packed = packed;
-  fs::tc::tc_forward_f32_dispatch<D>(fp, passes, tune);
+  fs::tc::tc_forward_f32_dispatch<D>(fp, passes);
   return {o, lse};
 }
 
@@ -341,22 +340,6 @@ TEST_CASE("step 08 on the CPU in fp32 (3xtf32): the forward passes the fp32 rule
     check_f32<128>(70, 70, 2, 2, causal);
     check_f32<64>(100, 170, 4, 2, causal, {0, 0, 0, 0, 20, 3, 1.5f, true, 0.1f});
     check_f32<128>(150, 97, 4, 1, causal, {0, 0, 0, 0, 500, 300, 0.f, false, 0.15f});
-  }
-}
-
-TEST_CASE("step 08 on the CPU in fp32: the experiment tuneA's tiles (8 warps of 16 rows)", "[emulated][tc][fp32]") {
-  for (bool causal : {false, true}) {
-    for (const auto& [N, D] : {std::pair{130, 32}, std::pair{200, 64}, std::pair{150, 128}}) {
-      DYNAMIC_SECTION("tuneA d=" << D << " N=" << N << (causal ? " causal" : "")) {
-        const fs::Shape s{1, 2, N, D};
-        const fs::HostProblem p = fs::random_problem(s, 3000ull + N + D, false, DType::fp32);
-        const auto [o, lse] = D == 32    ? run_f32<32>(s, p, 3, causal, {}, {}, {}, true)
-                              : D == 64 ? run_f32<64>(s, p, 3, causal, {}, {}, {}, true)
-                                        : run_f32<128>(s, p, 3, causal, {}, {}, {}, true);
-        fs::testing::require_reference(s, fs::AttnOptions{fs::default_scale(D), causal, {}, nullptr, DType::fp32}, p,
-                                       o.data(), lse.data());
-      }
-    }
   }
 }
 

@@ -20,7 +20,7 @@ namespace fs::tc {
 // d = 64 and 128 has FlashAttention-2's layout (tc_dkdv_smem_kernel); the two give the same bits.
 // 3xtf32 is the fp32 variant: the forward on the tensor cores as 3×TF32 (flash_tc_forward_f32.cuh),
 // the backward step 05's fp32 kernel (atomic dQ) until a tensor-core one is built.
-enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, k3xTf32, kTuneA, kTcVariants };
+enum TcVariant : int { kFa2 = 0, kDeterministic, kR1Mma, kR2Swizzle, kR3Pipeline, kR4PInRegs, kKeyWarps, k3xTf32, kTcVariants };
 constexpr bool is_rung(int variant) { return variant >= kR1Mma && variant <= kR4PInRegs; }
 
 // The rungs are compiled for these head dimensions (the lesson's ladder is measured at both).
@@ -80,24 +80,10 @@ struct F32<64, P> { using Cfg = F32Config<64, 128, 64, 4, P>; };
 template <int P>
 struct F32<128, P> { using Cfg = F32Config<128, 64, 32, 4, P, /*lazy rescale*/ true>; };
 
-// Experiment (variant tuneA, the plain problem only): one 16-row tile per warp and 8 warps, where
-// 3xtf32 gives each of 4 warps two at d = 32 and 64 — half the registers, twice the warps, each
-// K and V fragment split by twice as many warps; at d = 128, 128 × 32 (one CTA per SM).
-constexpr bool is_f32_variant(int variant) { return variant == k3xTf32 || variant == kTuneA; }
-template <int D>
-struct F32Tune;
-template <>
-struct F32Tune<32> { using Cfg = F32Config<32, 128, 64, 8, 3>; };
-template <>
-struct F32Tune<64> { using Cfg = F32Config<64, 128, 64, 8, 3>; };
-template <>
-struct F32Tune<128> { using Cfg = F32Config<128, 128, 32, 8, 3, /*lazy rescale*/ true>; };
-
 // The fp32 forward at head dimension D: 3×TF32 with every feature, or (passes = 1) plain TF32 on
-// the plain problem, which the tests and the benchmark measure the error of; tune: tuneA's tiles.
+// the plain problem, which the tests and the benchmark measure the error of.
 template <int D>
-void tc_forward_f32_dispatch(const FwdParams& p, int passes, bool tune = false) {
-  if (tune) return launch_tc_forward<typename F32Tune<D>::Cfg, false, false, TcF32Forward>(p);
+void tc_forward_f32_dispatch(const FwdParams& p, int passes) {
   if (passes == 1) return launch_tc_forward<typename F32<D, 1>::Cfg, false, false, TcF32Forward>(p);
   launch_tc_forward<typename F32<D, 3>::Cfg, /*with dropout*/ true, /*with features*/ true, TcF32Forward>(p);
 }

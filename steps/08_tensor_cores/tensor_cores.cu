@@ -27,11 +27,9 @@ bool is_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128 ||
 
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   const bool fp32 = settings.dtype == DType::fp32;
-  if (fp32 && !tc::is_f32_variant(settings.variant))
+  if (fp32 && settings.variant != tc::k3xTf32)
     return "fp32 runs in variant 3xtf32 (each product as three TF32 ones); fa2 and the others take bf16 or fp16";
-  if (!fp32 && tc::is_f32_variant(settings.variant)) return "3xtf32 and tuneA are the fp32 variants (--dtype fp32)";
-  if (settings.variant == tc::kTuneA && (settings.dropout.on() || settings.features.on() || !s.square() || settings.packed.on()))
-    return "tuneA (an experiment: 3xtf32 with other tiles) is the plain problem";
+  if (!fp32 && settings.variant == tc::k3xTf32) return "3xtf32 is the fp32 variant (--dtype fp32)";
   if (fp32 && !tc::is_f32_head_dim(s.d))
     return "3xtf32 is compiled for d = 32, 64 and 128 (its backward is step 05's); got " + std::to_string(s.d);
   if (!is_tc_head_dim(s.d))
@@ -170,12 +168,6 @@ IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes,
 TcTiles tc_forward_tiles(int d, int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
   if (tc::is_rung(variant)) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
-  if (variant == tc::kTuneA) switch (d) {
-      case 32: return tiles_of<tc::F32Tune<32>::Cfg>();
-      case 64: return tiles_of<tc::F32Tune<64>::Cfg>();
-      case 128: return tiles_of<tc::F32Tune<128>::Cfg>();
-      default: return {};
-    }
   if (variant == tc::k3xTf32) switch (d) {
       case 32: return tiles_of<tc::F32<32, 3>::Cfg>();
       case 64: return tiles_of<tc::F32<64, 3>::Cfg>();
@@ -232,23 +224,21 @@ void check_packed(const Params& p) {
 void tc_forward_tf32(const FwdParams& params, int passes) {
   if (params.dtype != DType::fp32 || !tc::is_f32_head_dim(params.shape.d) || (passes != 1 && passes != 3))
     throw CudaError(cudaErrorInvalidValue, "tc_forward_tf32: fp32 at d = 32, 64 or 128, with 1 or 3 passes");
-  if ((passes == 1 || params.variant == tc::kTuneA) &&
-      (params.dropout.on() || params.mods.on() || !params.shape.square() || params.packed.on()))
-    throw CudaError(cudaErrorInvalidValue, "tc_forward_tf32: plain TF32 (1 pass) and tuneA run the plain problem only");
+  if (passes == 1 && (params.dropout.on() || params.mods.on() || !params.shape.square() || params.packed.on()))
+    throw CudaError(cudaErrorInvalidValue, "tc_forward_tf32: plain TF32 (1 pass) runs the plain problem only");
   require_packable<FlashFeatures>(params, "step 08");
   FwdParams p = params;
   with_strides(p);
-  const bool tune = p.variant == tc::kTuneA;
   switch (p.shape.d) {
-    case 32: return tc::forward_fp32_d32(p, passes, tune);
-    case 64: return tc::forward_fp32_d64(p, passes, tune);
-    default: return tc::forward_fp32_d128(p, passes, tune);
+    case 32: return tc::forward_fp32_d32(p, passes);
+    case 64: return tc::forward_fp32_d64(p, passes);
+    default: return tc::forward_fp32_d128(p, passes);
   }
 }
 
 void tc_forward(const FwdParams& params) {
   if (params.dtype == DType::fp32) {
-    if (!tc::is_f32_variant(params.variant)) throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant 3xtf32");
+    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant 3xtf32");
     return tc_forward_tf32(params, 3);
   }
   const bool bf16 = params.dtype == DType::bf16;
@@ -268,7 +258,7 @@ void tc_forward(const FwdParams& params) {
 
 void tc_backward(const BwdParams& params) {
   if (params.dtype == DType::fp32) {  // 3xtf32: step 05's backward (atomic dQ)
-    if (!tc::is_f32_variant(params.variant)) throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32");
+    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32");
     BwdParams p = params;
     p.variant = kAtomicDQ;
     return recompute_backward(p);
@@ -299,7 +289,7 @@ StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate; fp32 as 3xTF32";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32", "tuneA"};
+  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -312,7 +302,7 @@ StepInfo step08_info() {
   s.strides = true;     // every variant's
   s.packed = true;      // fa2's and deterministic's (tc_forward and tc_backward refuse the others)
   s.dtypes = {DType::bf16, DType::fp16, DType::fp32};  // fp32: variant 3xtf32
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32", "tuneA"};
+  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
   return s;
 }
 

@@ -45,9 +45,9 @@ namespace tc {
 FS_TC_FORWARD(bf16)
 FS_TC_FORWARD(fp16)
 #undef FS_TC_FORWARD
-void forward_fp32_d32(const FwdParams& p, int passes, bool tune);
-void forward_fp32_d64(const FwdParams& p, int passes, bool tune);
-void forward_fp32_d128(const FwdParams& p, int passes, bool tune);
+void forward_fp32_d32(const FwdParams& p, int passes);
+void forward_fp32_d64(const FwdParams& p, int passes);
+void forward_fp32_d128(const FwdParams& p, int passes);
 #define FS_TC_BACKWARD(type)                       \
   void backward_##type##_d32(const BwdParams& p);  \
   void backward_##type##_d64(const BwdParams& p);  \
