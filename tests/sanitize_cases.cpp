@@ -9,6 +9,7 @@
 //   sanitize_cases --probe    exit 0 with a usable GPU, 77 (CTest's "skipped") without one
 //   sanitize_cases --only 06  only the cases of steps whose id starts with "06"
 //   sanitize_cases --with window  only the cases whose name holds "window"
+//   sanitize_cases --help     these options
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,6 +162,16 @@ int main(int argc, char** argv) {
   std::string only, with;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "sanitize_cases: every step x variant x dtype at small odd shapes, checked against the fp64 reference\n"
+          "(tests/sanitize.sh runs it under compute-sanitizer's tools)\n"
+          "  --list        name the cases, without a GPU\n"
+          "  --probe       exit 0 with a usable GPU, 77 without one\n"
+          "  --only STEP   only the steps whose id starts with STEP (e.g. 06)\n"
+          "  --with TEXT   only the cases whose name holds TEXT (e.g. window, fp32)\n");
+      return 0;
+    }
     if (a == "--list") list = true;
     else if (a == "--probe") probe = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
