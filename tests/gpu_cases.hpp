@@ -52,9 +52,13 @@ inline const DeviceInfo& test_device() {
 // Steps × variants of exact attention that support shape `s` in `dtype` (with a backward, if asked).
 // FS_TEST_STEPS="04 08" (environment): only the steps whose id starts with one of these, for a
 // quicker run while working on one step; unset, every step.
-inline bool step_selected(const StepInfo& step) {
+inline const char* test_steps_filter() {
   const char* only = std::getenv("FS_TEST_STEPS");
-  if (!only || !*only) return true;
+  return only && *only ? only : nullptr;
+}
+inline bool step_selected(const StepInfo& step) {
+  const char* only = test_steps_filter();
+  if (!only) return true;
   std::istringstream in(only);
   for (std::string prefix; in >> prefix;)
     if (step.id.rfind(prefix, 0) == 0) return true;
@@ -62,10 +66,7 @@ inline bool step_selected(const StepInfo& step) {
 }
 // A test that needs some case (the step it names is always there): true when it has one, or when
 // FS_TEST_STEPS has left that step out.
-inline bool has_cases_or_filtered(const std::vector<Case>& cases) {
-  const char* only = std::getenv("FS_TEST_STEPS");
-  return !cases.empty() || (only && *only);
-}
+inline bool has_cases_or_filtered(const std::vector<Case>& cases) { return !cases.empty() || test_steps_filter(); }
 
 inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false, DType dtype = DType::fp32) {
   std::vector<Case> out;
