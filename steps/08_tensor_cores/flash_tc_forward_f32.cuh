@@ -62,11 +62,9 @@ __device__ __forceinline__ void load_f32_tile(float* s, const float* g, std::int
 
 // d += a·b in Cfg::kPasses TF32 products, from a's and b's heads and rests (the small ones first),
 // summed by the tensor cores from zero and added to d by an fp32 add. The tensor cores round each
-// result toward zero, always the same way: accumulated in d itself, every one of the N/8 · 3
-// products of P̃V (and d/8 · 3 of S) would cut d by up to an ulp of its running sum, and the sum
-// drifts — 3.1e-6 in O at d = 64, N = 1025 on the H200, over the fp32 rule's 2.0e-6. Summed from
-// zero, the truncation is an ulp of 8 keys' sum, and the add rounds to nearest: 1.8e-7 in the
-// CPU emulation, which truncates as the GPU does (mma.cuh, emu_mma::mma_tf32).
+// result toward zero, always the same way: accumulated in d itself, every one of the d/8 · 3
+// products of S = QKᵀ would cut d by up to an ulp of its running sum. Summed from zero, the
+// truncation is an ulp of 8 columns' sum, and the add rounds to nearest.
 template <int kPasses>
 __device__ __forceinline__ void mma_3x(float (&d)[4], const std::uint32_t (&a_hi)[4], const std::uint32_t (&a_lo)[4],
                                       std::uint32_t b0_hi, std::uint32_t b1_hi, std::uint32_t b0_lo,
@@ -79,6 +77,24 @@ __device__ __forceinline__ void mma_3x(float (&d)[4], const std::uint32_t (&a_hi
   Tf32::mma(t, a_hi, b0_hi, b1_hi);
 #pragma unroll
   for (int i = 0; i < 4; ++i) d[i] += t[i];
+}
+
+// d += a·b in place, Cfg::kPasses TF32 products (the small ones first): for a sum that starts from
+// zero nearby. P̃V: each key tile's products are summed in accumulators of their own, pv, and
+// added to O once per tile. Accumulated in O itself, every one of the N/8 · 3 products would
+// truncate O's running sum, and the drift reached 3.1e-6 at d = 64, N = 1025 on the H200, over the
+// fp32 rule's 2.0e-6; summed from zero per tile, the truncations are ulps of one tile's share, and
+// the add to O rounds to nearest. (mma_3x's sum per 8 keys is as accurate, and took 1.07-1.28× the
+// time of the tile sum: an fp32 add per mma triple, waiting on the third product.)
+template <int kPasses>
+__device__ __forceinline__ void mma_3x_in_place(float (&d)[4], const std::uint32_t (&a_hi)[4],
+                                                const std::uint32_t (&a_lo)[4], std::uint32_t b0_hi,
+                                                std::uint32_t b1_hi, std::uint32_t b0_lo, std::uint32_t b1_lo) {
+  if constexpr (kPasses == 3) {
+    Tf32::mma(d, a_lo, b0_hi, b1_hi);
+    Tf32::mma(d, a_hi, b0_lo, b1_lo);
+  }
+  Tf32::mma(d, a_hi, b0_hi, b1_hi);
 }
 
 template <typename Cfg, bool kCausal, bool kDropout, class Features, bool kTrace>
@@ -203,6 +219,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_f32_kernel(const Fwd
     // O += P̃ V_j, 8 keys at a time: P̃'s A fragment is S's accumulators of 8-key tile kb, keys
     // 2t, 2t + 1 taken as k = t, t + 4 (a0 row g key 2t, a1 row g+8 key 2t, a2 row g key 2t+1,
     // a3 row g+8 key 2t+1), V's B fragment the same two keys at column g.
+    float pv[MT][DT][4] = {};  // this tile's P̃V, summed from zero (mma_3x_in_place)
 #pragma unroll
     for (int kb = 0; kb < NT; ++kb) {
       std::uint32_t p_hi[MT][4], p_lo[MT][4];
@@ -219,9 +236,16 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_f32_kernel(const Fwd
         Tf32::split(v_at[8 * kb * S + 8 * dt], v_hi[0], v_lo[0]);
         Tf32::split(v_at[(8 * kb + 1) * S + 8 * dt], v_hi[1], v_lo[1]);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma_3x<Cfg::kPasses>(o[mt][dt], p_hi[mt], p_lo[mt], v_hi[0], v_hi[1], v_lo[0], v_lo[1]);
+        for (int mt = 0; mt < MT; ++mt)
+          mma_3x_in_place<Cfg::kPasses>(pv[mt][dt], p_hi[mt], p_lo[mt], v_hi[0], v_hi[1], v_lo[0], v_lo[1]);
       }
     }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][dt][e] += pv[mt][dt][e];
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
   }
   if constexpr (kTrace)
