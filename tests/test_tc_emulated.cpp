@@ -312,6 +312,29 @@ std::pair<std::vector<float>, std::vector<float>> run_f32(const fs::Shape& s, co
   return {o, lse};
 }
 
+// The fp32 forward (3xtf32), then its backward (tc_dkdv_f32_kernel, atomic dQ); dQ, dK, dV
+// poisoned with NaN first.
+template <int D>
+fs::testing::FlashOutputs run_f32_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal,
+                                           fs::Dropout dropout, const fs::ScoreMods& mods = {},
+                                           const fs::Packed& packed = {}) {
+  auto [o, lse] = run_f32<D>(s, p, 3, causal, dropout, mods, packed);
+  std::vector<float> dq(s.elems(), NAN), dk(s.kv_elems(), NAN), dv(s.kv_elems(), NAN);
+  std::vector<float> workspace(fs::tc::tc_bwd_workspace_bytes(s) / sizeof(float) + 1, NAN);
+  fs::FwdParams fp =
+      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), causal, dropout);
+  fp.dtype = DType::fp32;
+  fp.variant = fs::tc::k3xTf32;
+  fp.mods = mods;
+  fp.packed = packed;
+  fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), dq.data(), dk.data(), dv.data());
+  bp.dtype = DType::fp32;
+  bp.variant = fs::tc::k3xTf32;
+  bp.workspace = workspace.data();
+  fs::tc::tc_backward_f32_dispatch<D>(bp);
+  return {o, lse, dq, dk, dv};
+}
+
 template <int D>
 void check_f32(int N, int Nk, int H, int Hkv, bool causal, const FeatureCase& f = {0, 0, 0, 0, -1, -1, 0.f, false, 0.f}) {
   fs::Shape s{1, H, N, D};
@@ -320,20 +343,20 @@ void check_f32(int N, int Nk, int H, int Hkv, bool causal, const FeatureCase& f 
   const std::vector<float> slopes = fs::alibi_slopes(H);
   const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr);
   const fs::Dropout dropout{f.p_drop, 41};
-  const fs::HostProblem p = fs::random_problem(s, 1000ull + 7 * N + Nk + D, false, DType::fp32);
+  const fs::HostProblem p = fs::random_problem(s, 1000ull + 7 * N + Nk + D, true, DType::fp32);
   DYNAMIC_SECTION("fp32 3xtf32 d=" << D << " N=" << N << " Nk=" << Nk << " H=" << H << " Hkv=" << Hkv
                                    << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
                                    << ") softcap " << f.softcap << (f.alibi ? " alibi" : "") << " dropout " << f.p_drop) {
-    const auto [o, lse] = run_f32<D>(s, p, 3, causal, dropout, mods);
+    const auto out = run_f32_backward<D>(s, p, causal, dropout, mods);
     const fs::AttnOptions attn = fs::testing::with_score_mods(
         fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, DType::fp32}, mods, slopes.data());
-    fs::testing::require_reference(s, attn, p, o.data(), lse.data());
+    fs::testing::require_reference(s, attn, p, out);
   }
 }
 
 }  // namespace
 
-TEST_CASE("step 08 on the CPU in fp32 (3xtf32): the forward passes the fp32 rule", "[emulated][tc][fp32]") {
+TEST_CASE("step 08 on the CPU in fp32 (3xtf32): forward and backward pass the fp32 rule", "[emulated][tc][fp32]") {
   for (bool causal : {false, true}) {
     check_f32<64>(130, 130, 2, 2, causal);
     check_f32<32>(17, 17, 2, 2, causal);
@@ -346,8 +369,10 @@ TEST_CASE("step 08 on the CPU in fp32 (3xtf32): the forward passes the fp32 rule
 // The tensor cores round each mma's result toward zero (the emulation does too). Three products per
 // 8 keys accumulated in place into O drift it by ~3N/8 truncations of the running sum: on the H200
 // that failed the fp32 rule at N = 1025 (docs/benchmarks/h200_tc_fp32_errors.txt). Here, with the
-// in-place sums, O's error was 3.62e-6 against a tolerance of 1.88e-6; mma_3x's sums from zero
-// leave 1.35e-7. Long enough rows, then, that a return to in-place sums fails on the CPU too.
+// in-place sums, O's error was 3.62e-6 against a tolerance of 1.88e-6 (each key tile's P̃V summed
+// from zero instead left 2.2e-7 on the H200 at d = 64, N = 1025, B = 1, H = 2:
+// docs/benchmarks/h200_tc_fp32_tilesum_check.txt). Long enough rows, then, that a return to
+// in-place sums fails on the CPU too.
 TEST_CASE("step 08 on the CPU in fp32: 1025 keys, where sums in place drift past the fp32 rule", "[emulated][tc][fp32]") {
   const fs::Shape s{1, 1, 1025, 64};
   const fs::HostProblem p = fs::random_problem(s, 3064, false, DType::fp32);
@@ -369,13 +394,13 @@ TEST_CASE("step 08 on the CPU in fp32 with packed sequences", "[emulated][tc][fp
   packed.max_q = *std::max_element(c.q_lens.begin(), c.q_lens.end());
   packed.max_k = *std::max_element(c.k_lens.begin(), c.k_lens.end());
   const fs::Dropout dropout{c.p_drop, 29};
-  const fs::HostProblem p = fs::random_problem(s, 99, false, DType::fp32);
+  const fs::HostProblem p = fs::random_problem(s, 99, true, DType::fp32);
   for (bool causal : {false, true}) {
-    const auto [o, lse] = run_f32<64>(s, p, 3, causal, dropout, {}, packed);
+    const auto out = run_f32_backward<64>(s, p, causal, dropout, {}, packed);
     fs::AttnOptions attn{fs::default_scale(64), causal, dropout, nullptr, DType::fp32};
     attn.cu_seqlens_q = &cu_q;
     attn.cu_seqlens_k = &cu_k;
-    fs::testing::require_reference(s, attn, p, o.data(), lse.data());
+    fs::testing::require_reference(s, attn, p, out);
   }
 }
 

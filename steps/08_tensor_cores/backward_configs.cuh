@@ -25,6 +25,7 @@
 #pragma once
 
 #include "steps/08_tensor_cores/flash_tc_backward.cuh"
+#include "steps/08_tensor_cores/flash_tc_backward_f32.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
 
 namespace fs::tc {
@@ -70,6 +71,26 @@ void tc_backward_dispatch(const BwdParams& p) {
       return launch_tc_backward<KeyWarps<E, D>, typename Bwd<E, D>::Dq, /*with features*/ false>(p, true);
   }
   launch_tc_backward<typename Bwd<E, D>::Dkdv, typename Bwd<E, D>::Dq>(p, p.variant != kDeterministic);
+}
+
+// 3xtf32's backward, DkdvF32Config<D, kWarps, kQueries, kDqRowTiles>: 8 warps, 128 keys per CTA.
+// Registers bound the queries per stage: a lane holds d floats of dK and dV and, while dV and dK
+// take the stage's products, 8 words of P's and dS's TF32 heads and rests per 8 queries — at
+// d = 128 and 32 queries, 192 of them. Shared memory: at d = 128, 217 KiB of the 227 an SM gives a
+// CTA (K, V; two stages of Q, dO; dSᵀ), so one CTA of 8 warps per SM, as registers allow anyway.
+template <int D>
+struct BwdF32;
+template <>
+struct BwdF32<32> { using Dkdv = DkdvF32Config<32, 8, 64, 2>; };
+template <>
+struct BwdF32<64> { using Dkdv = DkdvF32Config<64, 8, 32, 2>; };
+template <>
+struct BwdF32<128> { using Dkdv = DkdvF32Config<128, 8, 32, 2>; };
+
+// The fp32 backward at head dimension D (3×TF32, atomic dQ), with every feature.
+template <int D>
+void tc_backward_f32_dispatch(const BwdParams& p) {
+  launch_tc_backward<typename BwdF32<D>::Dkdv, /*no dQ kernel*/ void>(p, true);
 }
 
 }  // namespace fs::tc

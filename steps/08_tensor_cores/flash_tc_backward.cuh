@@ -41,6 +41,7 @@
 #include "common/recorder/launch.cuh"
 #include "common/tile_policies.cuh"
 #include "steps/08_tensor_cores/flash_tc_forward.cuh"
+#include "steps/08_tensor_cores/flash_tc_forward_f32.cuh"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/08_tensor_cores/tc_dropout.cuh"
 
@@ -167,18 +168,36 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
   auto row_of = [&](const void* base, const Strides& st, std::int64_t r) {
     return r < rows ? as<E>(base) + st.of_head(r / N, p.shape.H) + r % N * st.row : nullptr;
   };
-  auto pair = [](const E* row, int c) -> std::uint32_t {
-    return row ? *reinterpret_cast<const std::uint32_t*>(row + c) : 0u;
-  };
   const E *o_lo = row_of(p.o, p.o_strides, w0 + g), *o_hi = row_of(p.o, p.o_strides, w0 + g + 8);
   const E *do_lo = row_of(p.dout, p.dout_strides, w0 + g), *do_hi = row_of(p.dout, p.dout_strides, w0 + g + 8);
   // A = O (rows w0..w0+15), B = dOᵀ: dO's rows w0..w0+7 (tile lo) and w0+8..w0+15 (tile hi) as columns.
   float lo[4] = {}, hi[4] = {};
-  for (int kk = 0; kk < d / 16; ++kk) {
-    const int c = 16 * kk + 2 * t4;
-    const std::uint32_t a[4] = {pair(o_lo, c), pair(o_hi, c), pair(o_lo, c + 8), pair(o_hi, c + 8)};
-    Element<E>::mma(lo, a, pair(do_lo, c), pair(do_lo, c + 8));
-    Element<E>::mma(hi, a, pair(do_hi, c), pair(do_hi, c + 8));
+  if constexpr (std::is_same_v<E, float>) {
+    // fp32 (3xtf32): 8 columns of d per product triple, summed from zero and added (mma_3x), as
+    // tc_dkdv_f32_kernel sums dPᵀ; column 8kk + t is k = t, as ldmatrix hands that kernel its rows.
+    auto at = [](const float* row, int c) { return row ? row[c] : 0.f; };
+    for (int kk = 0; kk < d / 8; ++kk) {
+      const int c = 8 * kk + t4;
+      const float a[4] = {at(o_lo, c), at(o_hi, c), at(o_lo, c + 4), at(o_hi, c + 4)};
+      const float b[4] = {at(do_lo, c), at(do_lo, c + 4), at(do_hi, c), at(do_hi, c + 4)};
+      std::uint32_t a_hi[4], a_lo[4], b_hi[4], b_lo[4];
+      for (int i = 0; i < 4; ++i) {
+        Tf32::split(a[i], a_hi[i], a_lo[i]);
+        Tf32::split(b[i], b_hi[i], b_lo[i]);
+      }
+      mma_3x<3>(lo, a_hi, a_lo, b_hi[0], b_hi[1], b_lo[0], b_lo[1]);
+      mma_3x<3>(hi, a_hi, a_lo, b_hi[2], b_hi[3], b_lo[2], b_lo[3]);
+    }
+  } else {
+    auto pair = [](const E* row, int c) -> std::uint32_t {
+      return row ? *reinterpret_cast<const std::uint32_t*>(row + c) : 0u;
+    };
+    for (int kk = 0; kk < d / 16; ++kk) {
+      const int c = 16 * kk + 2 * t4;
+      const std::uint32_t a[4] = {pair(o_lo, c), pair(o_hi, c), pair(o_lo, c + 8), pair(o_hi, c + 8)};
+      Element<E>::mma(lo, a, pair(do_lo, c), pair(do_lo, c + 8));
+      Element<E>::mma(hi, a, pair(do_hi, c), pair(do_hi, c + 8));
+    }
   }
   // The diagonal: (g, g) is lo's column g, (g + 8, g + 8) hi's column g, both held by lane t4 = g/2.
   if (t4 == g / 2) {
@@ -221,12 +240,16 @@ __global__ void __launch_bounds__(256)
   if (i < n8) {
     const float4 a = reinterpret_cast<const float4*>(dq_acc)[2 * i], b = reinterpret_cast<const float4*>(dq_acc)[2 * i + 1];
     const float t = p.scale;
-    const uint4 out = {Element<E>::pack(t * a.x, t * a.y), Element<E>::pack(t * a.z, t * a.w),
-                       Element<E>::pack(t * b.x, t * b.y), Element<E>::pack(t * b.z, t * b.w)};
     const int d = p.shape.d, N = p.shape.N;
     const std::int64_t row = 8 * i / d;  // of all B·H·N; dQacc is (B, H, N, d)
     E* dst = as<E>(p.dq) + p.dq_strides.of_head(row / N, p.shape.H) + row % N * p.dq_strides.row + 8 * i % d;
-    *reinterpret_cast<uint4*>(dst) = out;
+    if constexpr (std::is_same_v<E, float>) {
+      reinterpret_cast<float4*>(dst)[0] = make_float4(t * a.x, t * a.y, t * a.z, t * a.w);
+      reinterpret_cast<float4*>(dst)[1] = make_float4(t * b.x, t * b.y, t * b.z, t * b.w);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = {Element<E>::pack(t * a.x, t * a.y), Element<E>::pack(t * a.z, t * a.w),
+                                        Element<E>::pack(t * b.x, t * b.y), Element<E>::pack(t * b.z, t * b.w)};
+    }
   }
   if constexpr (kTrace)
     if (tr.records()) {  // this CTA's rows: blockDim.x · 8 elements from its first
@@ -1007,10 +1030,12 @@ inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
 }
 
 // The dK/dV kernel of a configuration: P and dS in registers (DkdvConfig) or through shared
-// memory (DkdvSmemConfig).
+// memory (DkdvSmemConfig); fp32's names its own (DkdvF32Config, flash_tc_backward_f32.cuh).
 template <typename Cfg, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
 constexpr auto tc_dkdv_kernel_of() {
-  if constexpr (Cfg::kSmemPds)
+  if constexpr (std::is_same_v<typename Cfg::E, float>)
+    return Cfg::template kernel<kDropout, kAtomicDQ, Features, kTrace>();
+  else if constexpr (Cfg::kSmemPds)
     return tc_dkdv_smem_kernel<Cfg, kDropout, kAtomicDQ, Features, kTrace>;
   else
     return tc_dkdv_kernel<Cfg, kDropout, kAtomicDQ, Features, kTrace>;
@@ -1025,7 +1050,8 @@ void launch_tc_backward_as(const BwdParams& p, bool atomic_dq) {
   float* delta = static_cast<float*>(p.workspace);
   float* dq_acc = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + tc_delta_bytes(s));
   if (p.trace) p.trace->set_tiles(Dkdv::kQueries, Dkdv::kKeys);
-  const char* dkdv_name = Dkdv::kSmemPds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
+  constexpr bool kF32 = std::is_same_v<E, float>;
+  const char* dkdv_name = kF32 ? "tc_dkdv_f32_kernel" : Dkdv::kSmemPds ? "tc_dkdv_smem_kernel" : "tc_dkdv_kernel";
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kTcPreprocessRows - 1) / kTcPreprocessRows);
   // dK/dV: CTAs per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head.
   // Packed sequences: the tiles of the longest sequence's keys (queries), for each sequence (z).
@@ -1050,14 +1076,16 @@ void launch_tc_backward_as(const BwdParams& p, bool atomic_dq) {
            static_cast<const float*>(dq_acc));
     return;
   }
-  launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>, tc_bwd_preprocess_kernel<E, false, true>,
-         dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
-  launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
-         tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false),
-         static_cast<const float*>(delta), dq_acc);
-  const dim3 dq_grid(static_cast<unsigned>((rows + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()), seqs);
-  launch("tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>, tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid,
-         Dq::kThreads, Dq::kSmemBytes, static_cast<const float*>(delta));
+  if constexpr (!kF32) {  // deterministic: dQ by a kernel of its own (3xtf32 has the atomic dQ only)
+    launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>, tc_bwd_preprocess_kernel<E, false, true>,
+           dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
+    launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
+           tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false),
+           static_cast<const float*>(delta), dq_acc);
+    const dim3 dq_grid(static_cast<unsigned>((rows + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()), seqs);
+    launch("tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>, tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid,
+           Dq::kThreads, Dq::kSmemBytes, static_cast<const float*>(delta));
+  }
 }
 
 template <typename Dkdv, typename Dq, bool kDropout, bool kWithFeatures>

@@ -17,7 +17,6 @@
 
 #include "steps/08_tensor_cores/backward_configs.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
-#include "steps/05_recompute_backward/backward.hpp"
 
 namespace fs {
 
@@ -31,7 +30,7 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
     return "fp32 runs in variant 3xtf32 (each product as three TF32 ones); fa2 and the others take bf16 or fp16";
   if (!fp32 && settings.variant == tc::k3xTf32) return "3xtf32 is the fp32 variant (--dtype fp32)";
   if (fp32 && !tc::is_f32_head_dim(s.d))
-    return "3xtf32 is compiled for d = 32, 64 and 128 (its backward is step 05's); got " + std::to_string(s.d);
+    return "3xtf32 is compiled for d = 32, 64 and 128; got " + std::to_string(s.d);
   if (!is_tc_head_dim(s.d))
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
   if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
@@ -61,23 +60,10 @@ TcTiles tiles_of() {
   return {Cfg::kBlockM, Cfg::kBlockN};
 }
 
-// fp32 (3xtf32): step 05's backward, atomic dQ.
-PassSettings step05_settings(const PassSettings& settings) {
-  PassSettings q = settings;
-  q.variant = kAtomicDQ;
-  return q;
-}
-
-std::size_t bwd_ws_bytes(const Shape& s, const PassSettings& settings) {
-  if (settings.dtype == DType::fp32) return step05_info().bwd_workspace_bytes(s, step05_settings(settings));
-  return tc::tc_bwd_workspace_bytes(s);
-}
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) { return tc::tc_bwd_workspace_bytes(s); }
 
 IoCount io_backward(const Shape& s, const PassSettings& settings) {
   const ScoreFeatures& f = settings.features;
-  if (settings.dtype == DType::fp32)
-    return io_recompute_backward(s, settings.causal, /*atomic dQ*/ true, clamp_reach(f.window_left, s.N, s.keys()),
-                                 clamp_reach(f.window_right, s.N, s.keys()));
   return io_tc_backward(s, settings.causal, settings.variant, static_cast<int>(dtype_bytes(settings.dtype)),
                         clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
@@ -99,6 +85,15 @@ TcBwdTiles bwd_tiles_of(int variant) {
 }  // namespace
 
 TcBwdTiles tc_backward_tiles(int d, int variant) {
+  if (variant == tc::k3xTf32) {
+    auto f32 = [](auto cfg) { return TcBwdTiles{decltype(cfg)::kKeys, decltype(cfg)::kQueries, 1, 0, 0}; };
+    switch (d) {
+      case 32: return f32(tc::BwdF32<32>::Dkdv{});
+      case 64: return f32(tc::BwdF32<64>::Dkdv{});
+      case 128: return f32(tc::BwdF32<128>::Dkdv{});
+      default: return {};
+    }
+  }
   switch (d) {
     case 32: return bwd_tiles_of<32>(variant);
     case 64: return bwd_tiles_of<64>(variant);
@@ -257,14 +252,11 @@ void tc_forward(const FwdParams& params) {
 }
 
 void tc_backward(const BwdParams& params) {
-  if (params.dtype == DType::fp32) {  // 3xtf32: step 05's backward (atomic dQ)
-    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32");
-    BwdParams p = params;
-    p.variant = kAtomicDQ;
-    return recompute_backward(p);
-  }
+  const bool fp32 = params.dtype == DType::fp32;
+  if (fp32 && (params.variant != tc::k3xTf32 || !tc::is_f32_head_dim(params.shape.d)))
+    throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32 at d = 32, 64 or 128");
   const bool bf16 = params.dtype == DType::bf16;
-  if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
+  if (!is_tc_head_dim(params.shape.d) || !(fp32 || is_16bit(params.dtype)))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
   if (!params.workspace)  // D, LSE's copy and dQacc live there: without it the kernels write through null
     throw CudaError(cudaErrorInvalidValue, "tc_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
@@ -276,6 +268,11 @@ void tc_backward(const BwdParams& params) {
   p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d, p.dtype);
   p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
   p.dv_strides = tc_strides("dv", p.dv, p.dv_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
+  if (fp32) switch (p.shape.d) {
+      case 32: return tc::backward_fp32_d32(p);
+      case 64: return tc::backward_fp32_d64(p);
+      default: return tc::backward_fp32_d128(p);
+    }
   switch (p.shape.d) {
     case 32: return bf16 ? tc::backward_bf16_d32(p) : tc::backward_fp16_d32(p);
     case 64: return bf16 ? tc::backward_bf16_d64(p) : tc::backward_fp16_d64(p);

@@ -48,6 +48,9 @@ FS_TC_FORWARD(fp16)
 void forward_fp32_d32(const FwdParams& p, int passes);
 void forward_fp32_d64(const FwdParams& p, int passes);
 void forward_fp32_d128(const FwdParams& p, int passes);
+void backward_fp32_d32(const BwdParams& p);
+void backward_fp32_d64(const BwdParams& p);
+void backward_fp32_d128(const BwdParams& p);
 #define FS_TC_BACKWARD(type)                       \
   void backward_##type##_d32(const BwdParams& p);  \
   void backward_##type##_d64(const BwdParams& p);  \
