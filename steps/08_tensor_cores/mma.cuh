@@ -209,15 +209,13 @@ struct Element<__half> {
 //   C, D: as m16n8k16's (above)
 //
 // One TF32 product keeps 11 bits of each operand: a relative error near 2^-11 where fp32 has
-// 2^-24. 3×TF32 splits each operand x into a TF32 head and what is left,
-//   x ≈ hi + lo,  hi = tf32(x),  lo = x − hi   (exact in fp32, |x − hi| ≤ 2^-12 |x|)
+// 2^-24. 3×TF32 splits each operand x into a TF32 head and the TF32 of what is left,
+//   x ≈ hi + lo,  hi = tf32(x),  lo = tf32(x − hi)   (x − hi is exact in fp32, |x − hi| ≤ 2^-12 |x|)
 // and takes three products, a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b, each exact in fp32: the term
-// left out, lo_a·lo_b, is below 2^-24 of a·b, fp32's own rounding. lo goes to the tensor cores as
-// it is, and they read a TF32 operand's top 19 bits: lo loses its low 13, below 2^-23 of x —
-// twice what rounding lo to TF32 first would leave, for two instructions fewer per operand (an
-// integer add and a mask), and the split is most of what the kernels do besides the products.
-// The two small products go first into the accumulator, so that the large one does not swamp them
-// before they add up.
+// left out, lo_a·lo_b, and what lo loses to its own rounding are each below 2^-24 of a·b, fp32's own
+// rounding. (Left unrounded, lo would lose its low 13 bits to the tensor cores, which read a TF32
+// operand's top 19: 2^-23, twice that.) The two small products go first into the accumulator, so
+// that the large one does not swamp them before they add up.
 struct Tf32 {
   // x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero), low 13 bits clear.
   static __host__ __device__ __forceinline__ std::uint32_t round(float x) {
@@ -230,11 +228,15 @@ struct Tf32 {
     std::memcpy(&x, &r, sizeof x);
     return x;
   }
-  // The head of x (TF32) and the rest (fp32, which the tensor cores truncate to TF32).
+  // The head and the rest of x, both TF32. The rest is rounded by the add alone: the tensor cores
+  // ignore an operand's low 13 bits, which is round()'s mask, one instruction of the five a split
+  // took (measured: ...). Where x is infinite, x − hi is NaN, and NVIDIA's NaN 0x7fffffff plus
+  // 0x1000 reads as −0: a finite rest, and the head alone carries the infinity.
   static __host__ __device__ __forceinline__ void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
     hi = round(x);
     const float rest = x - as_float(hi);
     std::memcpy(&lo, &rest, sizeof lo);
+    lo += 0x1000u;
   }
   // d += a · b, one m16n8k8 product.
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
