@@ -228,15 +228,10 @@ struct Tf32 {
     std::memcpy(&x, &r, sizeof x);
     return x;
   }
-  // The head and the rest of x, both TF32. The rest is rounded by the add alone: the tensor cores
-  // ignore an operand's low 13 bits, which is round()'s mask, one instruction of the five a split
-  // took (measured: ...). Where x is infinite, x − hi is NaN, and NVIDIA's NaN 0x7fffffff plus
-  // 0x1000 reads as −0: a finite rest, and the head alone carries the infinity.
+  // The head and the rest of x, both TF32.
   static __host__ __device__ __forceinline__ void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
     hi = round(x);
-    const float rest = x - as_float(hi);
-    std::memcpy(&lo, &rest, sizeof lo);
-    lo += 0x1000u;
+    lo = round(x - as_float(hi));
   }
   // d += a · b, one m16n8k8 product.
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
