@@ -228,7 +228,10 @@ struct Tf32 {
     std::memcpy(&x, &r, sizeof x);
     return x;
   }
-  // The head and the rest of x, both TF32.
+  // The head and the rest of x, both TF32. Where x is ±∞ the rest x − hi is NaN, 0x7fffffff on the
+  // GPU, which round() turns into −0 (the add carries into the sign bit): the head alone carries
+  // the infinity. Left unrounded, that NaN reached the products, and rows of −∞ scores came out NaN
+  // on the H200 (docs/benchmarks/h200_tc_fp32_rawrest_failures.txt).
   static __host__ __device__ __forceinline__ void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
     hi = round(x);
     lo = round(x - as_float(hi));
