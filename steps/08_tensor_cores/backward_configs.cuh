@@ -75,7 +75,7 @@ void tc_backward_dispatch(const BwdParams& p) {
 
 // 3xtf32's backward, DkdvF32Config<D, kWarps, kQueries, kDqRowTiles>: 8 warps, 128 keys per CTA.
 // Registers bound the queries per stage: a lane holds d floats of dK and dV and, while dV and dK
-// take the stage's products, 8 words of P's and dS's TF32 heads and rests per 8 queries — at
+// take the stage's products, 16 words of P's and dS's TF32 heads and rests per 8 queries — at
 // d = 128 and 32 queries, 192 of them. Shared memory: at d = 128, 217 KiB of the 227 an SM gives a
 // CTA (K, V; two stages of Q, dO; dSᵀ), so one CTA of 8 warps per SM, as registers allow anyway.
 template <int D>
