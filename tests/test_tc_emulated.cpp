@@ -296,19 +296,24 @@ TEST_CASE("step 08 on the CPU with packed sequences at the other head dimensions
 // rule must catch: its error is TF32's 2^-11, where 3×TF32's is fp32's.
 namespace {
 
+// The fp32 forward's parameters (variant 3xtf32) over o and lse.
+fs::FwdParams f32_params(const fs::Shape& s, const fs::HostProblem& p, float* o, float* lse, bool causal,
+                         fs::Dropout dropout, const fs::ScoreMods& mods, const fs::Packed& packed) {
+  fs::FwdParams fp = fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o, lse, causal, dropout);
+  fp.dtype = DType::fp32;
+  fp.variant = fs::tc::k3xTf32;
+  fp.mods = mods;
+  fp.packed = packed;
+  return fp;
+}
+
 // O and LSE of the fp32 forward with `passes` TF32 products (3: 3xtf32).
 template <int D>
 std::pair<std::vector<float>, std::vector<float>> run_f32(const fs::Shape& s, const fs::HostProblem& p, int passes,
                                                           bool causal, fs::Dropout dropout,
                                                           const fs::ScoreMods& mods = {}, const fs::Packed& packed = {}) {
   std::vector<float> o(s.elems(), NAN), lse(s.rows(), NAN);
-  fs::FwdParams fp =
-      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), causal, dropout);
-  fp.dtype = DType::fp32;
-  fp.variant = fs::tc::k3xTf32;
-  fp.mods = mods;
-  fp.packed = packed;
-  fs::tc::tc_forward_f32_dispatch<D>(fp, passes);
+  fs::tc::tc_forward_f32_dispatch<D>(f32_params(s, p, o.data(), lse.data(), causal, dropout, mods, packed), passes);
   return {o, lse};
 }
 
@@ -321,12 +326,7 @@ fs::testing::FlashOutputs run_f32_backward(const fs::Shape& s, const fs::HostPro
   auto [o, lse] = run_f32<D>(s, p, 3, causal, dropout, mods, packed);
   std::vector<float> dq(s.elems(), NAN), dk(s.kv_elems(), NAN), dv(s.kv_elems(), NAN);
   std::vector<float> workspace(fs::tc::tc_bwd_workspace_bytes(s) / sizeof(float) + 1, NAN);
-  fs::FwdParams fp =
-      fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), o.data(), lse.data(), causal, dropout);
-  fp.dtype = DType::fp32;
-  fp.variant = fs::tc::k3xTf32;
-  fp.mods = mods;
-  fp.packed = packed;
+  const fs::FwdParams fp = f32_params(s, p, o.data(), lse.data(), causal, dropout, mods, packed);
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), dq.data(), dk.data(), dv.data());
   bp.dtype = DType::fp32;
   bp.variant = fs::tc::k3xTf32;
