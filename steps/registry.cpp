@@ -8,12 +8,13 @@
 #include "steps/06_block_sparse/block_sparse.hpp"
 #include "steps/07_smyrf/smyrf.hpp"
 #include "steps/08_tensor_cores/tensor_cores.hpp"
+#include "steps/09_hopper/hopper.hpp"
 
 namespace fs {
 
 const std::vector<StepInfo>& all_steps() {
   static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info(), step05_info(),
-                                                step06_info(), step07_info(), step08_info()};
+                                                step06_info(), step07_info(), step08_info(), step09_info()};
   return steps;
 }
 

@@ -1,0 +1,52 @@
+// Which tiles and techniques each variant of step 09's forward uses at each head dimension.
+//
+//   HopperConfig<E, D, kBlockN, kStages, kOverlap, kPingPong>   (flash_hopper_forward.cuh)
+//
+// Every variant has TMA, wgmma and the producer warpgroup; the ladder adds FlashAttention-3's two
+// schedules one at a time. 128 query rows per CTA (two consumer warpgroups of 64).
+#pragma once
+
+#include "steps/09_hopper/flash_hopper_forward.cuh"
+
+namespace fs::hopper {
+
+// StepInfo::variants of step 09, in this order: variant 0, fa3, is the default.
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kHopperVariants };
+constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap; }
+constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
+
+// fa3's tiles per d: keys per tile and stages, as shared memory allows (227 KiB a CTA).
+//   d = 64:  Q 16 KiB + 4 stages × (K, V: 16 + 16 KiB)
+//   d = 128: Q 32 KiB + 2 stages × (32 + 32 KiB)
+//   d = 256: Q 64 KiB + 2 stages × 64 keys × (32 + 32 KiB)
+template <typename E, int D>
+struct Fa3;
+template <typename E>
+struct Fa3<E, 64> { using Cfg = HopperConfig<E, 64, 128, 4, true, true>; };
+template <typename E>
+struct Fa3<E, 128> { using Cfg = HopperConfig<E, 128, 128, 2, true, true>; };
+template <typename E>
+struct Fa3<E, 256> { using Cfg = HopperConfig<E, 256, 64, 2, true, true>; };
+
+template <typename E, int D>
+using Ws = HopperConfig<E, D, 128, 2, false, false>;
+template <typename E, int D>
+using WsOverlap = HopperConfig<E, D, 128, 2, true, false>;
+
+template <typename E, int D>
+void forward_dispatch(const FwdParams& p) {
+  if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
+    if (p.variant == kWs) return launch_hopper_forward<Ws<E, D>>(p);
+    if (p.variant == kWsOverlap) return launch_hopper_forward<WsOverlap<E, D>>(p);
+  }
+  launch_hopper_forward<typename Fa3<E, D>::Cfg>(p);
+}
+
+// The keys per tile of a variant at d (the IO model's Bc).
+inline int block_n(int d, int variant) {
+  if (is_rung(variant)) return 128;
+  return d == 256 ? 64 : 128;
+}
+
+}  // namespace fs::hopper

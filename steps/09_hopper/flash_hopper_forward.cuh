@@ -1,0 +1,360 @@
+// Step 09's forward: step 08's FlashAttention-2 forward rebuilt on Hopper's machinery, the
+// techniques of FlashAttention-3 (Shah et al. 2024), each a template switch so that the lesson
+// can measure what each one buys.
+//
+//   The CTA: 128 query rows, three warpgroups of 128 threads.
+//     warpgroup 0, the producer: one thread issues every copy, by TMA — Q once, then each key
+//       tile's K and V into a ring of kStages shared-memory stages. Each stage has mbarriers:
+//       full_k and full_v (the copy's bytes have landed) and empty (every consumer warp is done
+//       with the stage, so it can be refilled). The producer keeps few registers (setmaxnreg).
+//     warpgroups 1 and 2, the consumers: 64 query rows each. S = QKᵀ by wgmma from shared
+//       memory (Q and K), the online softmax in registers (step 08's, on the same accumulator
+//       layout), O += P̃V by wgmma with P̃ from registers and V from shared memory.
+//   kOverlap (FlashAttention-3's intra-warpgroup overlap): S_{t+1} = QK_{t+1}ᵀ and O += P̃_t V_t
+//     are issued together, and the softmax of S_{t+1} runs while the tensor cores finish P̃_t V_t;
+//     O's rescale by α waits until that product has landed.
+//   kPingPong: the two consumer warpgroups take turns to issue their products (named barriers),
+//     so that one warpgroup's softmax runs while the other's products keep the tensor cores busy.
+//
+// The tiles a CTA reads and the HBM bytes are step 08's (io_flash2_forward with these tiles);
+// what changes is who moves them (TMA, not 384 threads' cp.async) and how the products are
+// issued (a warpgroup's 64 × N × 16 at a time, asynchronously, not a warp's 16 × 8 × 16).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "common/flash_tile.cuh"
+#include "common/problem.hpp"
+#include "common/recorder/device.cuh"
+#include "common/recorder/launch.cuh"
+#include "steps/08_tensor_cores/mma.cuh"
+#include "steps/08_tensor_cores/tc_softmax.cuh"
+#include "steps/09_hopper/hopper.cuh"
+
+namespace fs::hopper {
+
+using trace::Kind;
+using trace::Tensor;
+
+// Q, K and V as TMA sees them: 4-D tensors (d, rows, heads, batches), boxes of 64 columns.
+struct TmaMaps {
+  CUtensorMap q, k, v;
+};
+
+// kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
+// producer warpgroup.
+template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_>
+struct HopperConfig {
+  using E = E_;
+  static constexpr int D = D_, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr bool kOverlap = kOverlap_, kPingPong = kPingPong_;
+  static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
+  static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
+  static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
+  static_assert(kBlockN == 64 || kBlockN == 128, "S's wgmma is m64n64 or m64n128");
+  static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
+  static constexpr int kThreads = 128 * (kConsumers + 1);  // and the producer
+  static constexpr int kBoxCols = 64;                       // 128 bytes of 16-bit elements
+  static constexpr int kColBlocks = D / kBoxCols;
+  static constexpr int kQElems = kBlockM * D, kKVElems = kBlockN * D;
+  static constexpr int kONt = D < 128 ? D : 128;  // columns of O per P̃V wgmma
+  // Registers per thread: the producer gives its back, the consumers take them (65536 in all).
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  // Q, then K's stages, then V's, each tile kColBlocks boxes of (rows × 64) one after another;
+  // then the barriers. 1024 bytes of slack: the swizzle needs 1024-byte aligned tiles.
+  static constexpr int kBarriers = 1 + 3 * kStages;
+  static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems);
+  static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
+};
+
+// The online softmax of one tile as step 08's tc_online_softmax computes it (tc_softmax.cuh: the
+// same roundings, so that a one-hot row gets ℓ = 1 and LSE = fl(τ m)), but O's rescale left to
+// the caller: with kOverlap, O is still being written by the tensor cores when α is known.
+template <int NT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                             float scale_log2) {
+  float mx[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = m[h];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx[h] = fmaxf(mx[h], fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x *= 2)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], x));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_use = __fmul_rn(mx[h] == -INFINITY ? 0.f : mx[h], scale_log2);
+    alpha[h] = tc::exp2_fast(__fsub_rn(__fmul_rn(m[h], scale_log2), m_use));
+    m[h] = mx[h];
+    l[h] *= alpha[h];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        s[nt][e] = tc::exp2_fast(__fsub_rn(__fmul_rn(s[nt][e], scale_log2), m_use));
+        l[h] += s[nt][e];
+      }
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ void rescale_o(float (&o)[DT][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
+}
+
+// P̃ rounded to E as wgmma's A operand: keys [16kk, 16kk + 16) are S's 8-column chunks 2kk, 2kk + 1.
+template <typename E, int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&pf)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    pf[kk][0] = tc::Element<E>::pack(s[2 * kk][0], s[2 * kk][1]);
+    pf[kk][1] = tc::Element<E>::pack(s[2 * kk][2], s[2 * kk][3]);
+    pf[kk][2] = tc::Element<E>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pf[kk][3] = tc::Element<E>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+template <typename Cfg, bool kCausal, bool kTrace>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    hopper_forward_kernel(const __grid_constant__ TmaMaps maps, const FwdParams p, trace::Slices slices) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using E = typename Cfg::E;
+  constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
+  constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16, CB = Cfg::kColBlocks;
+  constexpr std::int64_t kE = sizeof(E);
+  trace::CtaTracer<kTrace> tr(slices);
+  extern __shared__ unsigned char smem_raw[];
+  E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
+  E* sK = sQ + Cfg::kQElems;           // kStages × (CB boxes of BN × 64)
+  E* sV = sK + S * Cfg::kKVElems;      // likewise
+  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sV + S * Cfg::kKVElems);
+  std::uint64_t* full_q = bars;
+  std::uint64_t* full_k = bars + 1;          // [kStages]
+  std::uint64_t* full_v = bars + 1 + S;      // [kStages]
+  std::uint64_t* empty = bars + 1 + 2 * S;   // [kStages]
+
+  const int N = p.shape.N, H = p.shape.H;
+  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
+  const int row0 = tile * BM, rows = min(BM, N - row0), last_row = row0 + rows - 1;
+  const int bh = blockIdx.y, b = bh / H, h = bh % H, h_kv = h / (H / p.shape.kv_heads());
+  const std::int64_t kv_bh = std::int64_t(b) * p.shape.kv_heads() + h_kv;
+  // The key tiles: causal, none past the last row's diagonal key.
+  const int key_end = kCausal ? min(N, last_row + 1) : N;
+  const int n_tiles = (key_end + BN - 1) / BN;
+  auto keys = [&](int j0) { return min(BN, N - j0); };
+
+  if (threadIdx.x == 0) {
+    mbar_init(full_q, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full_k[s], 1);
+      mbar_init(&full_v[s], 1);
+      mbar_init(&empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    // ---- the producer ----
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_descriptor(&maps.q);
+      tma_prefetch_descriptor(&maps.k);
+      tma_prefetch_descriptor(&maps.v);
+      mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
+#pragma unroll
+      for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * 64, &maps.q, full_q, 64 * c, row0, h, b);
+      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
+      for (int t = 0; t < n_tiles; ++t) {
+        const int stage = t % S, j0 = t * BN;
+        if (t >= S) mbar_wait(&empty[stage], ((t / S) & 1) ^ 1);  // the consumers are done with tile t − S
+        E* k = sK + stage * Cfg::kKVElems;
+        E* v = sV + stage * Cfg::kKVElems;
+        mbar_arrive_expect_tx(&full_k[stage], Cfg::kKVElems * kE);
+#pragma unroll
+        for (int c = 0; c < CB; ++c) tma_load_4d(k + c * BN * 64, &maps.k, &full_k[stage], 64 * c, j0, h_kv, b);
+        mbar_arrive_expect_tx(&full_v[stage], Cfg::kKVElems * kE);
+#pragma unroll
+        for (int c = 0; c < CB; ++c) tma_load_4d(v + c * BN * 64, &maps.v, &full_v[stage], 64 * c, j0, h_kv, b);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+      }
+      if constexpr (kTrace)
+        if (key_end < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BN, N - n_tiles * BN, 0);
+    }
+  } else {
+    // ---- the consumers ----
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const int cw = wg - 1;                                    // consumer warpgroup 0 or 1
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, t4 = lane % 4;
+    const int wrow0 = 64 * cw + 16 * warp;                    // the warp's first row in the tile
+    const float scale_log2 = p.scale * kLog2e;
+
+    // Descriptors (hopper.cuh, make_desc). Q and K: K-major, 16 columns of d per step kk, box kk / 4,
+    // 32 bytes per step inside it. V: MN-major, 16 keys per step kk (2048 bytes), d's boxes
+    // BN·128 bytes apart.
+    auto q_desc = [&](int kk) { return make_desc(sQ + (kk / 4) * BM * 64 + cw * 64 * 64 + (kk % 4) * 16, 16, 1024); };
+    auto k_desc = [&](int stage, int kk) {
+      return make_desc(sK + stage * Cfg::kKVElems + (kk / 4) * BN * 64 + (kk % 4) * 16, 16, 1024);
+    };
+    auto v_desc = [&](int stage, int kk, int half) {
+      return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
+    };
+    float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
+    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.f, 0.f}};
+
+    // S = Q K_tᵀ, issued (not waited for).
+    auto issue_s = [&](float (&s)[NT][4], int stage) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) wgmma_ss<E, BN>(s, q_desc(kk), k_desc(stage, kk), kk > 0);
+      wgmma_commit();
+    };
+    // O += P̃ V_t, issued.
+    auto issue_pv = [&](std::uint32_t (&pf)[KN][4], int stage) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KN; ++kk)
+#pragma unroll
+        for (int half = 0; half < D / Cfg::kONt; ++half)
+          wgmma_rs<E, Cfg::kONt>(*reinterpret_cast<float(*)[Cfg::kONt / 8][4]>(&o[0][half * Cfg::kONt / 8]), pf[kk],
+                                 v_desc(stage, kk, half), 1);
+      wgmma_commit();
+    };
+    // Keys past N and (causal) after the row's diagonal get −inf, then the softmax.
+    auto softmax = [&](float (&s)[NT][4], int j0, float (&alpha)[2]) {
+      tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), row0, wrow0, j0, N, 0);
+      softmax_tile(s, m[0], l[0], alpha, scale_log2);
+    };
+    auto release = [&](int stage) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[stage]);
+    };
+    // Ping-pong: warpgroup cw issues when the other one has issued (barrier 1 + cw), and then lets
+    // it go (barrier 2 − cw). Warpgroup 1 lets warpgroup 0 go first.
+    auto my_turn = [&] { if constexpr (Cfg::kPingPong) named_sync(1 + cw, 256); };
+    auto your_turn = [&] { if constexpr (Cfg::kPingPong) named_arrive(2 - cw, 256); };
+
+    mbar_wait(full_q, 0);
+    if constexpr (!Cfg::kOverlap) {
+      for (int t = 0; t < n_tiles; ++t) {
+        const int stage = t % S, parity = (t / S) & 1, j0 = t * BN;
+        float s[NT][4];
+        mbar_wait(&full_k[stage], parity);
+        issue_s(s, stage);
+        wgmma_wait<0>();
+        fence_operands(s);
+        float alpha[2];
+        softmax(s, j0, alpha);
+        rescale_o(o[0], alpha);
+        std::uint32_t pf[KN][4];
+        pack_p<E>(s, pf);
+        mbar_wait(&full_v[stage], parity);
+        issue_pv(pf, stage);
+        wgmma_wait<0>();
+        fence_operands(o[0]);
+        release(stage);
+      }
+    } else if (n_tiles > 0) {
+      // Turns (kPingPong): [S_0], then [S_t, P̃_{t−1}V_{t−1}] for t = 1 .. n − 1, then [P̃_{n−1}V_{n−1}],
+      // each warpgroup's n + 1 turns alternating with the other's, warpgroup 0 first.
+      if constexpr (Cfg::kPingPong)
+        if (cw == 1) named_arrive(1, 256);
+      std::uint32_t pf[KN][4];
+      {  // tile 0: S and its softmax alone (O is 0: α does not matter)
+        float s[NT][4], alpha[2];
+        mbar_wait(&full_k[0], 0);
+        my_turn();
+        issue_s(s, 0);
+        your_turn();
+        wgmma_wait<0>();
+        fence_operands(s);
+        softmax(s, 0, alpha);
+        pack_p<E>(s, pf);
+      }
+      for (int t = 1; t < n_tiles; ++t) {
+        const int stage = t % S, prev = (t - 1) % S;
+        float s[NT][4], alpha[2];
+        mbar_wait(&full_k[stage], (t / S) & 1);
+        mbar_wait(&full_v[prev], ((t - 1) / S) & 1);
+        my_turn();
+        issue_s(s, stage);   // S_t = Q K_tᵀ
+        issue_pv(pf, prev);  // O += P̃_{t−1} V_{t−1}
+        your_turn();
+        wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
+        fence_operands(s);
+        softmax(s, t * BN, alpha);
+        wgmma_wait<0>();
+        fence_operands(o[0]);
+        release(prev);
+        rescale_o(o[0], alpha);
+        pack_p<E>(s, pf);
+      }
+      {  // the last tile's P̃V
+        const int last = (n_tiles - 1) % S;
+        mbar_wait(&full_v[last], ((n_tiles - 1) / S) & 1);
+        my_turn();
+        issue_pv(pf, last);
+        if (cw == 0) your_turn();  // warpgroup 1's first turn was given (above): it owes no last one
+        wgmma_wait<0>();
+        fence_operands(o[0]);
+        release(last);
+      }
+    }
+
+    // O = O / ℓ, rounded to E, and LSE (step 08's tc_finish_rows).
+    const std::int64_t ld_o = p.o_strides.row;
+    E* gO = as<E>(p.o) + p.o_strides.of_head(bh, H);
+    float* gLse = p.lse + std::int64_t(bh) * N;
+    tc::tc_finish_rows(o, m, l, row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+      *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
+    });
+  }
+  if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers stored
+    __syncthreads();
+    FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
+    FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
+  }
+#else
+  __trap();  // compiled for another architecture than sm_90a: launch_hopper_forward refuses first
+#endif
+}
+
+// Q, K or V of p as TMA's 4-D tensor: (d, rows, heads, batches), boxes of 64 columns × box_rows
+// rows, swizzled by 128 bytes (hopper.cu).
+CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& strides, int d, int rows, int heads,
+                            int batches, int box_rows);
+
+// Grid (query tiles, B·H).
+template <typename Cfg>
+void launch_hopper_forward(const FwdParams& p) {
+  const Shape& s = p.shape;
+  const int Hkv = s.kv_heads();
+  const TmaMaps maps{make_tensor_map(p.q, p.dtype, p.q_strides, s.d, s.N, s.H, s.B, Cfg::kBlockM),
+                     make_tensor_map(p.k, p.dtype, p.k_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
+                     make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN)};
+  const dim3 grid((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(s.heads()));
+  if (grid.x == 0) return;
+  if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
+  if (p.causal)
+    trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, true, false>,
+                  hopper_forward_kernel<Cfg, true, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
+  else
+    trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, false, false>,
+                  hopper_forward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
+}
+
+}  // namespace fs::hopper

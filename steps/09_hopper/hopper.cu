@@ -1,0 +1,135 @@
+// Step 09 — Hopper: the host side. Checks what the kernels take, builds the TMA tensor maps
+// (cuTensorMapEncodeTiled, found in the driver at run time so that nothing links libcuda), and
+// dispatches to the forward of the element type and head dimension (configs.cuh has the tiles,
+// flash_hopper_forward.cuh the kernel, hopper.cuh the instructions).
+#include "steps/09_hopper/hopper.hpp"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <string>
+
+#include "common/check.hpp"
+#include "common/device.hpp"
+#include "common/io_model.hpp"
+#include "steps/09_hopper/configs.cuh"
+
+namespace fs {
+
+namespace hopper {
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    FS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !f)
+      throw CudaError(cudaErrorNotSupported, "step 09: the driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& strides, int d, int rows, int heads,
+                            int batches, int box_rows) {
+  const Strides st = strides.or_dense(heads, rows, d);
+  const std::uint64_t e = dtype_bytes(dtype);
+  // Innermost first: d, rows, heads, batches; strides in bytes for all but the first.
+  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batches)};
+  const cuuint64_t bytes[3] = {st.row * e, st.head * e, st.batch * e};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_tiled()(&map, dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                    4, const_cast<void*>(base), dims, bytes, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(cudaErrorInvalidValue, "step 09: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) +
+                                               "): a tensor's address or strides are not what TMA takes");
+  return map;
+}
+
+}  // namespace hopper
+
+namespace {
+
+// The kernels are sm_90a's. Without a GPU (a build machine) nothing is refused on that ground,
+// so that the IO models and plans are those of the H200 the docs were measured on.
+std::string gpu_refusal() {
+  static const std::string why = [] {
+    if (!gpu_unavailable_reason().empty()) return std::string();
+    const DeviceInfo dev = query_device();
+    if (dev.cc_major == 9 && dev.cc_minor == 0) return std::string();
+    return "step 09's kernels are Hopper's (sm_90a: TMA, wgmma); this GPU is sm_" + std::to_string(dev.cc_major) +
+           std::to_string(dev.cc_minor);
+  }();
+  return why;
+}
+
+std::string unsupported(const Shape& s, const PassSettings& settings) {
+  if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
+  if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
+  if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
+    return "the ladder's rungs (ws, ws_overlap) are compiled for bf16 at d = 128";
+  if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";
+  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
+  if (!(settings.scale > 0.f)) return "step 09's kernels take a positive softmax scale";
+  return gpu_refusal();
+}
+
+IoCount io_forward(const Shape& s, const PassSettings& settings) {
+  return io_flash2_forward(s, settings.causal, 128, hopper::block_n(s.d, settings.variant),
+                           static_cast<int>(dtype_bytes(settings.dtype)));
+}
+
+// TMA reads each tensor through its map: addresses 16-byte aligned, strides multiples of 16 bytes.
+void check_layout(const char* name, const void* t, const Strides& st, int heads, int rows, int d) {
+  const Strides s = st.or_dense(heads, rows, d);
+  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % 8 != 0 || s.head % 8 != 0 || s.row % 8 != 0)
+    throw CudaError(cudaErrorInvalidValue, std::string("step 09: ") + name +
+                                               ": TMA needs a 16-byte aligned address and strides a multiple of 8 "
+                                               "elements (16 bytes)");
+}
+
+}  // namespace
+
+void hopper_forward(const FwdParams& params) {
+  const Shape& s = params.shape;
+  if (!is_16bit(params.dtype) || !hopper::is_head_dim(s.d))
+    throw CudaError(cudaErrorInvalidValue, "hopper_forward: bf16 or fp16 at d = 64, 128 or 256");
+  if (params.dropout.on() || params.mods.on() || params.packed.on() || !s.square() || s.kv_heads() != s.H)
+    throw CudaError(cudaErrorInvalidValue, "hopper_forward: the plain problem only (no dropout, score mods, packed "
+                                           "sequences, or K/V of other shapes)");
+  check_layout("q", params.q, params.q_strides, s.H, s.N, s.d);
+  check_layout("k", params.k, params.k_strides, s.H, s.N, s.d);
+  check_layout("v", params.v, params.v_strides, s.H, s.N, s.d);
+  check_layout("o", params.o, params.o_strides, s.H, s.N, s.d);
+  FwdParams p = params;
+  p.o_strides = p.o_strides.or_dense(s.H, s.N, s.d);
+  const bool bf16 = p.dtype == DType::bf16;
+  switch (s.d) {
+    case 64: return bf16 ? hopper::forward_bf16_d64(p) : hopper::forward_fp16_d64(p);
+    case 128: return bf16 ? hopper::forward_bf16_d128(p) : hopper::forward_fp16_d128(p);
+    default: return bf16 ? hopper::forward_bf16_d256(p) : hopper::forward_fp16_d256(p);
+  }
+}
+
+StepInfo step09_info() {
+  StepInfo s;
+  s.id = "09_hopper";
+  s.title = "Hopper: the forward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
+  s.variants = {"fa3", "ws", "ws_overlap"};
+  s.forward = hopper_forward;
+  s.unsupported = unsupported;
+  s.io_forward = io_forward;
+  s.strides = true;
+  s.dtypes = {DType::bf16, DType::fp16};
+  return s;
+}
+
+}  // namespace fs

@@ -1,0 +1,236 @@
+// The Hopper building blocks of step 09, each a few lines of PTX: the mbarrier (a barrier in
+// shared memory that counts arrivals and bytes), TMA (a copy engine that moves a tile between
+// global and shared memory, given a tensor map), and wgmma (the warpgroup's asynchronous matrix
+// multiply, reading its operands from shared memory through descriptors). They need sm_90a: the
+// "a" features of the H100/H200 that later architectures do not promise.
+//
+// mbarrier. A 64-bit word in shared memory with a phase bit. It is initialised with an expected
+// number of arrivals; a phase completes when that many threads have arrived and, if some arrival
+// announced bytes (expect_tx), when that many bytes have landed through copies that name the
+// barrier (TMA's complete_tx). Then the phase flips and the count starts again. A waiter names
+// the parity of the phase it waits for: the k-th completion (k = 0, 1, ...) has parity k mod 2.
+//
+// TMA. cp.async.bulk.tensor copies a box of a tensor (here 64 elements of a row × up to 256 rows)
+// in one instruction issued by one thread; rows outside the tensor read as zeros, which is how
+// step 09 gets its tails for free. With the 128-byte swizzle, the box lands in shared memory as
+// rows of 128 bytes in which the 16-byte chunk c of row r sits at chunk c ^ (r mod 8): the layout
+// wgmma reads without bank conflicts, and the same one step 08's swizzle (mma.cuh) made by hand.
+//
+// wgmma. wgmma.mma_async.m64nNk16: the 128 threads of a warpgroup (4 consecutive warps) compute
+// D (64 × N, fp32) += A (64 × 16) · B (16 × N). B, and A unless it is in registers, are read
+// from shared memory through 64-bit descriptors (make_desc). D lives in registers: warp w of
+// the warpgroup holds rows 16w .. 16w + 15 in mma.sync's C layout (mma.cuh) per 8 columns, so
+// with g = lane / 4, t = lane % 4, element e of 8-column chunk i is row 16w + g + 8(e / 2),
+// column 8i + 2t + e mod 2. A in registers has mma.sync m16n8k16's A layout per warp: the
+// accumulators of S = QKᵀ become the A operand of P·V without moving, as in step 08.
+// The instruction returns at once; wgmma.commit_group closes a group of them, and
+// wgmma.wait_group n waits until at most n groups are in flight. Registers a wgmma reads or
+// writes must not be touched in between (fence_operands tells the compiler so).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only: the driver's functions are found at run time)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace fs::hopper {
+
+// ---- shared-memory addresses -------------------------------------------------------------------
+
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarrier ------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, int arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals));
+}
+// Makes the initialised barriers visible to the async proxy (TMA) before any copy names them.
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival, announcing `bytes` more bytes that copies will complete on this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// ---- TMA -----------------------------------------------------------------------------------------
+
+// The box of `map` at coordinates (c0, c1, c2, c3) (innermost first: column, row, head, batch)
+// into shared memory at dst, completing its bytes on `bar`.
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+}
+
+// ---- warpgroups ----------------------------------------------------------------------------------
+
+// Gives this warpgroup's registers back to the SM (dec) or takes more (inc): the producer needs
+// few, the consumers' accumulators many. Every warp of the warpgroup executes it.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+// Named barriers 1..15 (0 is __syncthreads): sync waits until `threads` threads have arrived or
+// synced on barrier id; arrive counts this thread without waiting.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- wgmma -----------------------------------------------------------------------------------------
+
+// A shared-memory matrix descriptor for the 128-byte swizzle: bits 0-13 the address / 16, 16-29
+// the leading byte offset / 16, 32-45 the stride byte offset / 16, 62-63 the layout (1: 128-byte
+// swizzle). Tiles start on 1024-byte boundaries (the swizzle's period: 8 rows of 128 bytes), and
+// an address inside one steps along a row's 128 bytes (the hardware swizzles the sum).
+//   K-major (Q and K for S = QKᵀ: the k index, d, runs along the 128-byte rows): the 8-row groups
+//     are `stride` = 1024 bytes apart; the leading offset is not used.
+//   MN-major (V for P·V: its n index, d, runs along the rows, k = key down them): 64 columns of
+//     n per row of 128 bytes, the next 64 columns `leading` bytes on; 8 keys per 1024 bytes.
+__device__ __forceinline__ std::uint64_t make_desc(const void* smem, std::uint32_t leading, std::uint32_t stride) {
+  return std::uint64_t((smem_u32(smem) & 0x3ffff) >> 4) | std::uint64_t((leading >> 4) & 0x3fff) << 16 |
+         std::uint64_t((stride >> 4) & 0x3fff) << 32 | std::uint64_t(1) << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kInFlight>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kInFlight) : "memory");
+}
+// The compiler must neither read nor move these registers across a wgmma in flight: an empty asm
+// that "writes" them pins them where they are.
+template <int NT>
+__device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+template <int KT>
+__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KT][4]) {
+#pragma unroll
+  for (int i = 0; i < KT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
+// ---- the wgmma shapes (operand lists written out, as inline PTX needs them) ----
+
+// The 32 accumulators of m64n64: d[i][e] is element e of 8-column chunk i.
+#define FS_WGMMA_D64 \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define FS_WGMMA_R64 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+
+// The 64 accumulators of m64n128: d[i][e] is element e of 8-column chunk i.
+#define FS_WGMMA_D128 \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+#define FS_WGMMA_R128 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+
+// D (64 × N) = A·B + (accumulate ? D : 0), A and B from shared memory (both K-major).
+#define FS_WGMMA_SS(N, T, IA, IB, IS)                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
+               "." T " {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                          \
+               : FS_WGMMA_D##N                                                                              \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// D (64 × N) += A·B, A from registers (4 per lane, mma.sync's A layout), B from shared memory
+// MN-major (transposed: its n index runs along the rows).
+#define FS_WGMMA_RS(N, T, IA, IB, IS)                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
+               "." T " {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1, 1;\n}\n"  \
+               : FS_WGMMA_D##N                                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
+
+template <typename E, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
+                                         int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
+  constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+  if constexpr (N == 64) {
+    if constexpr (kBf16) FS_WGMMA_SS(64, "bf16", "32", "33", "34");
+    else FS_WGMMA_SS(64, "f16", "32", "33", "34");
+  } else {
+    if constexpr (kBf16) FS_WGMMA_SS(128, "bf16", "64", "65", "66");
+    else FS_WGMMA_SS(128, "f16", "64", "65", "66");
+  }
+}
+
+template <typename E, int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                         int accumulate) {
+  static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
+  constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+  if constexpr (N == 64) {
+#define IA1 "33"
+#define IA2 "34"
+#define IA3 "35"
+    if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "36", "37");
+    else FS_WGMMA_RS(64, "f16", "32", "36", "37");
+#undef IA1
+#undef IA2
+#undef IA3
+  } else {
+#define IA1 "65"
+#define IA2 "66"
+#define IA3 "67"
+    if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "68", "69");
+    else FS_WGMMA_RS(128, "f16", "64", "68", "69");
+#undef IA1
+#undef IA2
+#undef IA3
+  }
+}
+
+#undef FS_WGMMA_SS
+#undef FS_WGMMA_RS
+
+}  // namespace fs::hopper

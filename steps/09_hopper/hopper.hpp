@@ -1,0 +1,25 @@
+// Step 09: Hopper. Step 08's forward rebuilt on the H100/H200's own machinery: TMA copies into a
+// ring of shared-memory stages guarded by mbarriers, wgmma (asynchronous warpgroup matrix
+// multiply), a producer warpgroup beside the consumers, and FlashAttention-3's two schedules
+// (intra-warpgroup overlap and ping-pong) as the rungs of its ladder. bf16 or fp16 in, fp32
+// accumulate; sm_90a only.
+#pragma once
+
+#include "common/problem.hpp"
+
+namespace fs {
+
+void hopper_forward(const FwdParams& p);  // p.dtype: bf16 or fp16; p.variant: fa3 or a rung
+StepInfo step09_info();
+
+namespace hopper {
+#define FS_HOPPER_FORWARD(type)                   \
+  void forward_##type##_d64(const FwdParams& p);  \
+  void forward_##type##_d128(const FwdParams& p); \
+  void forward_##type##_d256(const FwdParams& p);
+FS_HOPPER_FORWARD(bf16)
+FS_HOPPER_FORWARD(fp16)
+#undef FS_HOPPER_FORWARD
+}  // namespace hopper
+
+}  // namespace fs
