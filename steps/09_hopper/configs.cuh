@@ -11,8 +11,8 @@
 namespace fs::hopper {
 
 // StepInfo::variants of step 09, in this order: variant 0, fa3, is the default.
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kHopperVariants };
-constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap; }
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kX3Stages, kHopperVariants };
+constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap || variant == kX3Stages; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
 
@@ -39,6 +39,7 @@ void forward_dispatch(const FwdParams& p) {
   if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
     if (p.variant == kWs) return launch_hopper_forward<Ws<E, D>>(p);
     if (p.variant == kWsOverlap) return launch_hopper_forward<WsOverlap<E, D>>(p);
+    if (p.variant == kX3Stages) return launch_hopper_forward<HopperConfig<E, D, 128, 3, true, true>>(p);
   }
   launch_hopper_forward<typename Fa3<E, D>::Cfg>(p);
 }

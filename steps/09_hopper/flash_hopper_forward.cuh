@@ -5,8 +5,10 @@
 //   The CTA: 128 query rows, three warpgroups of 128 threads.
 //     warpgroup 0, the producer: one thread issues every copy, by TMA — Q once, then each key
 //       tile's K and V into a ring of kStages shared-memory stages. Each stage has mbarriers:
-//       full_k and full_v (the copy's bytes have landed) and empty (every consumer warp is done
-//       with the stage, so it can be refilled). The producer keeps few registers (setmaxnreg).
+//       full_k and full_v (the copy's bytes have landed), and empty_k and empty_v (every consumer
+//       warp is done with the tile, so the stage can be refilled). K and V have barriers of their
+//       own because they are done with at different times: K when S has landed, V only when P̃V
+//       has — a tile later, with kOverlap — and K_{t+1} should not wait for V_{t−1}. The producer keeps few registers (setmaxnreg).
 //     warpgroups 1 and 2, the consumers: 64 query rows each. S = QKᵀ by wgmma from shared
 //       memory (Q and K), the online softmax in registers (step 08's, on the same accumulator
 //       layout), O += P̃V by wgmma with P̃ from registers and V from shared memory.
@@ -64,7 +66,7 @@ struct HopperConfig {
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   // Q, then K's stages, then V's, each tile kColBlocks boxes of (rows × 64) one after another;
   // then the barriers. 1024 bytes of slack: the swizzle needs 1024-byte aligned tiles.
-  static constexpr int kBarriers = 1 + 3 * kStages;
+  static constexpr int kBarriers = 1 + 4 * kStages;
   static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems);
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
@@ -139,7 +141,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   std::uint64_t* full_q = bars;
   std::uint64_t* full_k = bars + 1;          // [kStages]
   std::uint64_t* full_v = bars + 1 + S;      // [kStages]
-  std::uint64_t* empty = bars + 1 + 2 * S;   // [kStages]
+  std::uint64_t* empty_k = bars + 1 + 2 * S;  // [kStages]
+  std::uint64_t* empty_v = bars + 1 + 3 * S;  // [kStages]
 
   const int N = p.shape.N, H = p.shape.H;
   const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
@@ -156,7 +159,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     for (int s = 0; s < S; ++s) {
       mbar_init(&full_k[s], 1);
       mbar_init(&full_v[s], 1);
-      mbar_init(&empty[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+      mbar_init(&empty_k[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
+      mbar_init(&empty_v[s], Cfg::kConsumers * 4);
     }
     fence_barrier_init();
   }
@@ -174,19 +178,26 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
       for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * 64, &maps.q, full_q, 64 * c, row0, h, b);
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
-      for (int t = 0; t < n_tiles; ++t) {
+      // K_t, then V_{t−1}: K runs a tile ahead, as the consumers need it (S_t before P̃_{t−1}V_{t−1}).
+      // Each waits until the consumers are done with what its stage held, tile t − S.
+      auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t) {
         const int stage = t % S, j0 = t * BN;
-        if (t >= S) mbar_wait(&empty[stage], ((t / S) & 1) ^ 1);  // the consumers are done with tile t − S
-        E* k = sK + stage * Cfg::kKVElems;
-        E* v = sV + stage * Cfg::kKVElems;
-        mbar_arrive_expect_tx(&full_k[stage], Cfg::kKVElems * kE);
+        if (t >= S) mbar_wait(&empty[stage], ((t / S) & 1) ^ 1);
+        E* dst = tiles + stage * Cfg::kKVElems;
+        mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
 #pragma unroll
-        for (int c = 0; c < CB; ++c) tma_load_4d(k + c * BN * 64, &maps.k, &full_k[stage], 64 * c, j0, h_kv, b);
-        mbar_arrive_expect_tx(&full_v[stage], Cfg::kKVElems * kE);
-#pragma unroll
-        for (int c = 0; c < CB; ++c) tma_load_4d(v + c * BN * 64, &maps.v, &full_v[stage], 64 * c, j0, h_kv, b);
-        FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
-        FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+        for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * 64, map, &full[stage], 64 * c, j0, h_kv, b);
+      };
+      for (int t = 0; t <= n_tiles; ++t) {
+        if (t < n_tiles) {
+          load(&maps.k, sK, full_k, empty_k, t);
+          FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, t * BN, keys(t * BN), 0, D, keys(t * BN) * D * kE);
+        }
+        if (t > 0) {
+          load(&maps.v, sV, full_v, empty_v, t - 1);
+          const int j0 = (t - 1) * BN;
+          FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
+        }
       }
       if constexpr (kTrace)
         if (key_end < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BN, N - n_tiles * BN, 0);
@@ -239,7 +250,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), row0, wrow0, j0, N, 0);
       softmax_tile(s, m[0], l[0], alpha, scale_log2);
     };
-    auto release = [&](int stage) {
+    auto release = [&](std::uint64_t* empty, int stage) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[stage]);
     };
@@ -257,6 +268,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         issue_s(s, stage);
         wgmma_wait<0>();
         fence_operands(s);
+        release(empty_k, stage);
         float alpha[2];
         softmax(s, j0, alpha);
         rescale_o(o[0], alpha);
@@ -266,7 +278,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         issue_pv(pf, stage);
         wgmma_wait<0>();
         fence_operands(o[0]);
-        release(stage);
+        release(empty_v, stage);
       }
     } else if (n_tiles > 0) {
       // Turns (kPingPong): [S_0], then [S_t, P̃_{t−1}V_{t−1}] for t = 1 .. n − 1, then [P̃_{n−1}V_{n−1}],
@@ -282,6 +294,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         your_turn();
         wgmma_wait<0>();
         fence_operands(s);
+        release(empty_k, 0);
         softmax(s, 0, alpha);
         pack_p<E>(s, pf);
       }
@@ -296,10 +309,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         your_turn();
         wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
         fence_operands(s);
+        release(empty_k, stage);
         softmax(s, t * BN, alpha);
         wgmma_wait<0>();
         fence_operands(o[0]);
-        release(prev);
+        release(empty_v, prev);
         rescale_o(o[0], alpha);
         pack_p<E>(s, pf);
       }
@@ -311,7 +325,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (cw == 0) your_turn();  // warpgroup 1's first turn was given (above): it owes no last one
         wgmma_wait<0>();
         fence_operands(o[0]);
-        release(last);
+        release(empty_v, last);
       }
     }
 
