@@ -10,9 +10,13 @@
 
 namespace fs::hopper {
 
-// StepInfo::variants of step 09, in this order: variant 0, fa3, is the default.
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kX3Stages, kHopperVariants };
-constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap || variant == kX3Stages; }
+// StepInfo::variants of step 09, in this order: variant 0, fa3, is the default. The ladder (bf16,
+// d = 128): ws is TMA + wgmma + the producer warpgroup, one CTA per work tile; ws_overlap adds
+// the intra-warpgroup overlap; ws_pingpong the ping-pong of the two consumer warpgroups; fa3 is
+// that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
+// tile's Q and K while the consumers store the last one's O).
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kX3Stages, kHopperVariants };
+constexpr bool is_rung(int variant) { return variant != kFa3; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
 
@@ -23,23 +27,29 @@ constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 1
 template <typename E, int D>
 struct Fa3;
 template <typename E>
-struct Fa3<E, 64> { using Cfg = HopperConfig<E, 64, 128, 4, true, true>; };
+struct Fa3<E, 64> { using Cfg = HopperConfig<E, 64, 128, 4, true, true, true>; };
 template <typename E>
-struct Fa3<E, 128> { using Cfg = HopperConfig<E, 128, 128, 2, true, true>; };
+struct Fa3<E, 128> { using Cfg = HopperConfig<E, 128, 128, 2, true, true, true>; };
 template <typename E>
-struct Fa3<E, 256> { using Cfg = HopperConfig<E, 256, 64, 2, true, true>; };
+struct Fa3<E, 256> { using Cfg = HopperConfig<E, 256, 64, 2, true, true, true>; };
 
 template <typename E, int D>
-using Ws = HopperConfig<E, D, 128, 2, false, false>;
+using Ws = HopperConfig<E, D, 128, 2, false, false, false>;
 template <typename E, int D>
-using WsOverlap = HopperConfig<E, D, 128, 2, true, false>;
+using WsOverlap = HopperConfig<E, D, 128, 2, true, false, false>;
+template <typename E, int D>
+using WsPingPong = HopperConfig<E, D, 128, 2, true, true, false>;
 
 template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {
   if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
-    if (p.variant == kWs) return launch_hopper_forward<Ws<E, D>>(p);
-    if (p.variant == kWsOverlap) return launch_hopper_forward<WsOverlap<E, D>>(p);
-    if (p.variant == kX3Stages) return launch_hopper_forward<HopperConfig<E, D, 128, 3, true, true>>(p);
+    switch (p.variant) {
+      case kWs: return launch_hopper_forward<Ws<E, D>>(p);
+      case kWsOverlap: return launch_hopper_forward<WsOverlap<E, D>>(p);
+      case kWsPingPong: return launch_hopper_forward<WsPingPong<E, D>>(p);
+      case kX3Stages: return launch_hopper_forward<HopperConfig<E, D, 128, 3, true, true, true>>(p);
+      default: break;
+    }
   }
   launch_hopper_forward<typename Fa3<E, D>::Cfg>(p);
 }

@@ -25,6 +25,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/flash_tile.cuh"
@@ -47,11 +48,11 @@ struct TmaMaps {
 
 // kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
 // producer warpgroup.
-template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_>
+template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_, bool kPersistent_>
 struct HopperConfig {
   using E = E_;
   static constexpr int D = D_, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
-  static constexpr bool kOverlap = kOverlap_, kPingPong = kPingPong_;
+  static constexpr bool kOverlap = kOverlap_, kPingPong = kPingPong_, kPersistent = kPersistent_;
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
@@ -63,10 +64,10 @@ struct HopperConfig {
   static constexpr int kQElems = kBlockM * D, kKVElems = kBlockN * D;
   static constexpr int kONt = D < 128 ? D : 128;  // columns of O per P̃V wgmma
   // Registers per thread: the producer gives its back, the consumers take them (65536 in all).
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   // Q, then K's stages, then V's, each tile kColBlocks boxes of (rows × 64) one after another;
   // then the barriers. 1024 bytes of slack: the swizzle needs 1024-byte aligned tiles.
-  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems);
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
@@ -124,6 +125,25 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&
   }
 }
 
+// One work tile: query rows [row0, row0 + rows) of head bh (batch b, head h; K/V head h_kv),
+// and the key tiles it visits (causal: none past its last row's diagonal key).
+struct Work {
+  int row0, rows, bh, b, h, h_kv, n_tiles;
+};
+// Work tile w of the grid's list. Causal: the longest rows first (the last query tiles of every
+// head, then the ones before), so that the short ones fill in at the end; otherwise head by head,
+// so that the CTAs running together share their K and V in L2.
+template <bool kCausal, int BM, int BN>
+__device__ __forceinline__ Work work_tile(int w, int n_qtiles, const Shape& s) {
+  const int heads = s.B * s.H;
+  const int tile = kCausal ? n_qtiles - 1 - w / heads : w % n_qtiles;
+  const int bh = kCausal ? w % heads : w / n_qtiles;
+  const int row0 = tile * BM, rows = min(BM, s.N - row0);
+  const int key_end = kCausal ? min(s.N, row0 + rows) : s.N;
+  const int h = bh % s.H;
+  return {row0, rows, bh, bh / s.H, h, h / (s.H / s.kv_heads()), (key_end + BN - 1) / BN};
+}
+
 template <typename Cfg, bool kCausal, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     hopper_forward_kernel(const __grid_constant__ TmaMaps maps, const FwdParams p, trace::Slices slices) {
@@ -135,37 +155,38 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ unsigned char smem_raw[];
   E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
-  E* sK = sQ + Cfg::kQElems;           // kStages × (CB boxes of BN × 64)
-  E* sV = sK + S * Cfg::kKVElems;      // likewise
+  E* sK = sQ + Cfg::kQElems;       // kStages × (CB boxes of BN × 64)
+  E* sV = sK + S * Cfg::kKVElems;  // likewise
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sV + S * Cfg::kKVElems);
   std::uint64_t* full_q = bars;
-  std::uint64_t* full_k = bars + 1;          // [kStages]
-  std::uint64_t* full_v = bars + 1 + S;      // [kStages]
-  std::uint64_t* empty_k = bars + 1 + 2 * S;  // [kStages]
-  std::uint64_t* empty_v = bars + 1 + 3 * S;  // [kStages]
+  std::uint64_t* empty_q = bars + 1;
+  std::uint64_t* full_k = bars + 2;           // [kStages]
+  std::uint64_t* full_v = bars + 2 + S;       // [kStages]
+  std::uint64_t* empty_k = bars + 2 + 2 * S;  // [kStages]
+  std::uint64_t* empty_v = bars + 2 + 3 * S;  // [kStages]
 
   const int N = p.shape.N, H = p.shape.H;
-  const int tile = kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
-  const int row0 = tile * BM, rows = min(BM, N - row0), last_row = row0 + rows - 1;
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, h_kv = h / (H / p.shape.kv_heads());
-  const std::int64_t kv_bh = std::int64_t(b) * p.shape.kv_heads() + h_kv;
-  // The key tiles: causal, none past the last row's diagonal key.
-  const int key_end = kCausal ? min(N, last_row + 1) : N;
-  const int n_tiles = (key_end + BN - 1) / BN;
+  const int n_qtiles = (N + BM - 1) / BM, n_work = n_qtiles * p.shape.B * H;
   auto keys = [&](int j0) { return min(BN, N - j0); };
+  auto kv_head = [&](const Work& w) { return std::int64_t(w.b) * p.shape.kv_heads() + w.h_kv; };
 
   if (threadIdx.x == 0) {
     mbar_init(full_q, 1);
-    for (int s = 0; s < S; ++s) {
-      mbar_init(&full_k[s], 1);
-      mbar_init(&full_v[s], 1);
-      mbar_init(&empty_k[s], Cfg::kConsumers * 4);  // one arrival per consumer warp
-      mbar_init(&empty_v[s], Cfg::kConsumers * 4);
+    mbar_init(empty_q, Cfg::kConsumers * 4);  // one arrival per consumer warp
+    for (int i = 0; i < S; ++i) {
+      mbar_init(&full_k[i], 1);
+      mbar_init(&full_v[i], 1);
+      mbar_init(&empty_k[i], Cfg::kConsumers * 4);
+      mbar_init(&empty_v[i], Cfg::kConsumers * 4);
     }
     fence_barrier_init();
   }
   __syncthreads();
 
+  // The CTA's work tiles: w = blockIdx.x, + gridDim.x, ... (one each unless kPersistent). Producer
+  // and consumers walk the same list; g counts the K/V tiles before the current work tile, so
+  // that the ring's stages and phases run on across work tiles: tile t of it is stage (g + t) mod
+  // S, phase (g + t) / S.
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     // ---- the producer ----
@@ -174,40 +195,48 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       tma_prefetch_descriptor(&maps.q);
       tma_prefetch_descriptor(&maps.k);
       tma_prefetch_descriptor(&maps.v);
-      mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
+      int g = 0, k = 0;
+      for (int w = blockIdx.x; w < n_work; w += gridDim.x, ++k) {
+        const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
+        // Q: once the consumers are done with the previous work tile's (its last S has landed).
+        if (k > 0) mbar_wait(empty_q, (k - 1) & 1);
+        mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
 #pragma unroll
-      for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * 64, &maps.q, full_q, 64 * c, row0, h, b);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
-      // K_t, then V_{t−1}: K runs a tile ahead, as the consumers need it (S_t before P̃_{t−1}V_{t−1}).
-      // Each waits until the consumers are done with what its stage held, tile t − S.
-      auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t) {
-        const int stage = t % S, j0 = t * BN;
-        if (t >= S) mbar_wait(&empty[stage], ((t / S) & 1) ^ 1);
-        E* dst = tiles + stage * Cfg::kKVElems;
-        mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
+        for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * 64, &maps.q, full_q, 64 * c, wk.row0, wk.h, wk.b);
+        FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
+        // K_t, then V_{t−1}: K runs a tile ahead, as the consumers need it (S_t before
+        // P̃_{t−1}V_{t−1}). Each waits until the consumers are done with what its stage held.
+        auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t) {
+          const int i = g + t, stage = i % S;
+          if (i >= S) mbar_wait(&empty[stage], ((i / S) & 1) ^ 1);
+          E* dst = tiles + stage * Cfg::kKVElems;
+          mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
 #pragma unroll
-        for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * 64, map, &full[stage], 64 * c, j0, h_kv, b);
-      };
-      for (int t = 0; t <= n_tiles; ++t) {
-        if (t < n_tiles) {
-          load(&maps.k, sK, full_k, empty_k, t);
-          FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, t * BN, keys(t * BN), 0, D, keys(t * BN) * D * kE);
+          for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * 64, map, &full[stage], 64 * c, t * BN, wk.h_kv, wk.b);
+        };
+        for (int t = 0; t <= wk.n_tiles; ++t) {
+          if (t < wk.n_tiles) {
+            load(&maps.k, sK, full_k, empty_k, t);
+            FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_head(wk), t * BN, keys(t * BN), 0, D, keys(t * BN) * D * kE);
+          }
+          if (t > 0) {
+            load(&maps.v, sV, full_v, empty_v, t - 1);
+            const int j0 = (t - 1) * BN;
+            FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_head(wk), j0, keys(j0), 0, D, keys(j0) * D * kE);
+          }
         }
-        if (t > 0) {
-          load(&maps.v, sV, full_v, empty_v, t - 1);
-          const int j0 = (t - 1) * BN;
-          FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, j0, keys(j0), 0, D, keys(j0) * D * kE);
-        }
+        if constexpr (kTrace)
+          if (wk.n_tiles * BN < N)
+            FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, wk.bh, wk.row0, wk.rows, wk.n_tiles * BN, N - wk.n_tiles * BN, 0);
+        g += wk.n_tiles;
       }
-      if constexpr (kTrace)
-        if (key_end < N) FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, row0, rows, n_tiles * BN, N - n_tiles * BN, 0);
     }
   } else {
     // ---- the consumers ----
     setmaxnreg_inc<Cfg::kConsumerRegs>();
-    const int cw = wg - 1;                                    // consumer warpgroup 0 or 1
+    const int cw = wg - 1;  // consumer warpgroup 0 or 1
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, t4 = lane % 4;
-    const int wrow0 = 64 * cw + 16 * warp;                    // the warp's first row in the tile
+    const int wrow0 = 64 * cw + 16 * warp;  // the warp's first row in the tile
     const float scale_log2 = p.scale * kLog2e;
 
     // Descriptors (hopper.cuh, make_desc). Q and K: K-major, 16 columns of d per step kk, box kk / 4,
@@ -221,11 +250,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
     };
     float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
-    float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {{0.f, 0.f}};
+    float m[1][2], l[1][2];
 
     // S = Q K_tᵀ, issued (not waited for).
     auto issue_s = [&](float (&s)[NT][4], int stage) {
@@ -245,105 +270,126 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                                  v_desc(stage, kk, half), 1);
       wgmma_commit();
     };
-    // Keys past N and (causal) after the row's diagonal get −inf, then the softmax.
-    auto softmax = [&](float (&s)[NT][4], int j0, float (&alpha)[2]) {
-      tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), row0, wrow0, j0, N, 0);
-      softmax_tile(s, m[0], l[0], alpha, scale_log2);
-    };
     auto release = [&](std::uint64_t* empty, int stage) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[stage]);
     };
     // Ping-pong: warpgroup cw issues when the other one has issued (barrier 1 + cw), and then lets
-    // it go (barrier 2 − cw). Warpgroup 1 lets warpgroup 0 go first.
+    // it go (barrier 2 − cw).
     auto my_turn = [&] { if constexpr (Cfg::kPingPong) named_sync(1 + cw, 256); };
     auto your_turn = [&] { if constexpr (Cfg::kPingPong) named_arrive(2 - cw, 256); };
 
-    mbar_wait(full_q, 0);
-    if constexpr (!Cfg::kOverlap) {
-      for (int t = 0; t < n_tiles; ++t) {
-        const int stage = t % S, parity = (t / S) & 1, j0 = t * BN;
-        float s[NT][4];
-        mbar_wait(&full_k[stage], parity);
-        issue_s(s, stage);
-        wgmma_wait<0>();
-        fence_operands(s);
-        release(empty_k, stage);
-        float alpha[2];
-        softmax(s, j0, alpha);
-        rescale_o(o[0], alpha);
-        std::uint32_t pf[KN][4];
-        pack_p<E>(s, pf);
-        mbar_wait(&full_v[stage], parity);
-        issue_pv(pf, stage);
-        wgmma_wait<0>();
-        fence_operands(o[0]);
-        release(empty_v, stage);
-      }
-    } else if (n_tiles > 0) {
-      // Turns (kPingPong): [S_0], then [S_t, P̃_{t−1}V_{t−1}] for t = 1 .. n − 1, then [P̃_{n−1}V_{n−1}],
-      // each warpgroup's n + 1 turns alternating with the other's, warpgroup 0 first.
-      if constexpr (Cfg::kPingPong)
-        if (cw == 1) named_arrive(1, 256);
-      std::uint32_t pf[KN][4];
-      {  // tile 0: S and its softmax alone (O is 0: α does not matter)
-        float s[NT][4], alpha[2];
-        mbar_wait(&full_k[0], 0);
-        my_turn();
-        issue_s(s, 0);
-        your_turn();
-        wgmma_wait<0>();
-        fence_operands(s);
-        release(empty_k, 0);
-        softmax(s, 0, alpha);
-        pack_p<E>(s, pf);
-      }
-      for (int t = 1; t < n_tiles; ++t) {
-        const int stage = t % S, prev = (t - 1) % S;
-        float s[NT][4], alpha[2];
-        mbar_wait(&full_k[stage], (t / S) & 1);
-        mbar_wait(&full_v[prev], ((t - 1) / S) & 1);
-        my_turn();
-        issue_s(s, stage);   // S_t = Q K_tᵀ
-        issue_pv(pf, prev);  // O += P̃_{t−1} V_{t−1}
-        your_turn();
-        wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
-        fence_operands(s);
-        release(empty_k, stage);
-        softmax(s, t * BN, alpha);
-        wgmma_wait<0>();
-        fence_operands(o[0]);
-        release(empty_v, prev);
-        rescale_o(o[0], alpha);
-        pack_p<E>(s, pf);
-      }
-      {  // the last tile's P̃V
-        const int last = (n_tiles - 1) % S;
-        mbar_wait(&full_v[last], ((n_tiles - 1) / S) & 1);
-        my_turn();
-        issue_pv(pf, last);
-        if (cw == 0) your_turn();  // warpgroup 1's first turn was given (above): it owes no last one
-        wgmma_wait<0>();
-        fence_operands(o[0]);
-        release(empty_v, last);
-      }
-    }
+    int g = 0, k = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, ++k) {
+      const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
+      const int n_tiles = wk.n_tiles;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
+      m[0][0] = m[0][1] = -INFINITY;
+      l[0][0] = l[0][1] = 0.f;
+      // Keys past N and (causal) after the row's diagonal get −inf, then the softmax.
+      auto softmax = [&](float (&s)[NT][4], int j0, float (&alpha)[2]) {
+        tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, j0, N, 0);
+        softmax_tile(s, m[0], l[0], alpha, scale_log2);
+      };
+      auto stage_of = [&](int t) { return (g + t) % S; };
+      auto phase_of = [&](int t) { return ((g + t) / S) & 1; };
 
-    // O = O / ℓ, rounded to E, and LSE (step 08's tc_finish_rows).
-    const std::int64_t ld_o = p.o_strides.row;
-    E* gO = as<E>(p.o) + p.o_strides.of_head(bh, H);
-    float* gLse = p.lse + std::int64_t(bh) * N;
-    tc::tc_finish_rows(o, m, l, row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
-      *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
-    });
+      mbar_wait(full_q, k & 1);
+      if constexpr (!Cfg::kOverlap) {
+        for (int t = 0; t < n_tiles; ++t) {
+          const int stage = stage_of(t), parity = phase_of(t);
+          float s[NT][4];
+          mbar_wait(&full_k[stage], parity);
+          issue_s(s, stage);
+          wgmma_wait<0>();
+          fence_operands(s);
+          release(empty_k, stage);
+          if (t == n_tiles - 1) release(empty_q, 0);  // the work tile's last S: Q can be refilled
+          float alpha[2];
+          softmax(s, t * BN, alpha);
+          rescale_o(o[0], alpha);
+          std::uint32_t pf[KN][4];
+          pack_p<E>(s, pf);
+          mbar_wait(&full_v[stage], parity);
+          issue_pv(pf, stage);
+          wgmma_wait<0>();
+          fence_operands(o[0]);
+          release(empty_v, stage);
+        }
+      } else {
+        // Turns (kPingPong): [S_0], then [S_t, P̃_{t−1}V_{t−1}] for t = 1 .. n − 1, then
+        // [P̃_{n−1}V_{n−1}]: each warpgroup's n + 1 turns alternate with the other's, warpgroup 0
+        // first (warpgroup 1 gives it the first turn, and owes no turn after its last).
+        if constexpr (Cfg::kPingPong)
+          if (cw == 1) named_arrive(1, 256);
+        std::uint32_t pf[KN][4];
+        {  // tile 0: S and its softmax alone (O is 0: α does not matter)
+          float s[NT][4], alpha[2];
+          mbar_wait(&full_k[stage_of(0)], phase_of(0));
+          my_turn();
+          issue_s(s, stage_of(0));
+          your_turn();
+          wgmma_wait<0>();
+          fence_operands(s);
+          release(empty_k, stage_of(0));
+          softmax(s, 0, alpha);
+          pack_p<E>(s, pf);
+        }
+        for (int t = 1; t < n_tiles; ++t) {
+          const int stage = stage_of(t), prev = stage_of(t - 1);
+          float s[NT][4], alpha[2];
+          mbar_wait(&full_k[stage], phase_of(t));
+          mbar_wait(&full_v[prev], phase_of(t - 1));
+          my_turn();
+          issue_s(s, stage);   // S_t = Q K_tᵀ
+          issue_pv(pf, prev);  // O += P̃_{t−1} V_{t−1}
+          your_turn();
+          wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
+          fence_operands(s);
+          release(empty_k, stage);
+          softmax(s, t * BN, alpha);
+          wgmma_wait<0>();
+          fence_operands(o[0]);
+          release(empty_v, prev);
+          rescale_o(o[0], alpha);
+          pack_p<E>(s, pf);
+        }
+        release(empty_q, 0);  // every S of the work tile has landed: Q can be refilled
+        {                     // the last tile's P̃V
+          const int last = stage_of(n_tiles - 1);
+          mbar_wait(&full_v[last], phase_of(n_tiles - 1));
+          my_turn();
+          issue_pv(pf, last);
+          if (cw == 0) your_turn();
+          wgmma_wait<0>();
+          fence_operands(o[0]);
+          release(empty_v, last);
+        }
+      }
+
+      // O = O / ℓ, rounded to E, and LSE (step 08's tc_finish_rows).
+      const std::int64_t ld_o = p.o_strides.row;
+      E* gO = as<E>(p.o) + p.o_strides.of_head(wk.bh, H);
+      float* gLse = p.lse + std::int64_t(wk.bh) * N;
+      tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+        *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
+      });
+      g += n_tiles;
+    }
   }
   if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers stored
     __syncthreads();
-    FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
+      const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, wk.bh, wk.row0, wk.rows, 0, 1, wk.rows * std::int64_t(sizeof(float)));
+    }
   }
 #else
-  __trap();  // compiled for another architecture than sm_90a: launch_hopper_forward refuses first
+  __trap();  // compiled for another architecture than sm_90a: step 09 refuses other GPUs first
 #endif
 }
 
@@ -352,7 +398,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& strides, int d, int rows, int heads,
                             int batches, int box_rows);
 
-// Grid (query tiles, B·H).
+int sm_count();  // of the current device (hopper.cu)
+
+// Grid: the work tiles (query tiles × B·H), or one CTA per SM.
 template <typename Cfg>
 void launch_hopper_forward(const FwdParams& p) {
   const Shape& s = p.shape;
@@ -360,8 +408,10 @@ void launch_hopper_forward(const FwdParams& p) {
   const TmaMaps maps{make_tensor_map(p.q, p.dtype, p.q_strides, s.d, s.N, s.H, s.B, Cfg::kBlockM),
                      make_tensor_map(p.k, p.dtype, p.k_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
                      make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN)};
-  const dim3 grid((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM, static_cast<unsigned>(s.heads()));
-  if (grid.x == 0) return;
+  const std::int64_t work = std::int64_t((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM) * s.heads();
+  if (work == 0) return;
+  // One CTA per work tile, or (kPersistent) one per SM, each taking every gridDim.x-th work tile.
+  const dim3 grid(static_cast<unsigned>(Cfg::kPersistent ? std::min<std::int64_t>(work, sm_count()) : work));
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
     trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, true, false>,

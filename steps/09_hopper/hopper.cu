@@ -54,6 +54,13 @@ CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& stride
   return map;
 }
 
+int sm_count() {
+  int device = 0, count = 0;
+  FS_CUDA_CHECK(cudaGetDevice(&device));
+  FS_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
+}
+
 }  // namespace hopper
 
 namespace {
@@ -75,9 +82,8 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
   if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
-    return "the ladder's rungs (ws, ws_overlap) are compiled for bf16 at d = 128";
+    return "the ladder's rungs (ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
   if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";
-  if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (!(settings.scale > 0.f)) return "step 09's kernels take a positive softmax scale";
   return gpu_refusal();
 }
@@ -123,7 +129,7 @@ StepInfo step09_info() {
   StepInfo s;
   s.id = "09_hopper";
   s.title = "Hopper: the forward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
-  s.variants = {"fa3", "ws", "ws_overlap", "x_3stages"};
+  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "x_3stages"};
   s.forward = hopper_forward;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
