@@ -56,7 +56,7 @@ struct HopperConfig {
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
-  static_assert(kBlockN == 64 || kBlockN == 128, "S's wgmma is m64n64 or m64n128");
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "S's wgmma is m64n64, m64n128 or m64n176");
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and the producer
   static constexpr int kBoxCols = 64;                       // 128 bytes of 16-bit elements
@@ -411,7 +411,10 @@ void launch_hopper_forward(const FwdParams& p) {
   const std::int64_t work = std::int64_t((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM) * s.heads();
   if (work == 0) return;
   // One CTA per work tile, or (kPersistent) one per SM, each taking every gridDim.x-th work tile.
-  const dim3 grid(static_cast<unsigned>(Cfg::kPersistent ? std::min<std::int64_t>(work, sm_count()) : work));
+  // Causal work tiles differ in length, and a fixed share per SM leaves some SMs idle at the end:
+  // the hardware's scheduler, handing out CTAs as SMs free up, balances them better.
+  const bool persistent = Cfg::kPersistent && !p.causal;
+  const dim3 grid(static_cast<unsigned>(persistent ? std::min<std::int64_t>(work, sm_count()) : work));
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   if (p.causal)
     trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, true, false>,
