@@ -15,7 +15,7 @@ namespace fs::hopper {
 // the intra-warpgroup overlap; ws_pingpong the ping-pong of the two consumer warpgroups; fa3 is
 // that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
 // tile's Q and K while the consumers store the last one's O).
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kXBn176, kHopperVariants };
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kHopperVariants };
 constexpr bool is_rung(int variant) { return variant != kFa3; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
@@ -47,7 +47,6 @@ void forward_dispatch(const FwdParams& p) {
       case kWs: return launch_hopper_forward<Ws<E, D>>(p);
       case kWsOverlap: return launch_hopper_forward<WsOverlap<E, D>>(p);
       case kWsPingPong: return launch_hopper_forward<WsPingPong<E, D>>(p);
-      case kXBn176: return launch_hopper_forward<HopperConfig<E, D, 176, 2, true, true, true>>(p);
       default: break;
     }
   }
@@ -56,7 +55,6 @@ void forward_dispatch(const FwdParams& p) {
 
 // The keys per tile of a variant at d (the IO model's Bc).
 inline int block_n(int d, int variant) {
-  if (variant == kXBn176) return 176;
   if (is_rung(variant)) return 128;
   return d == 256 ? 64 : 128;
 }

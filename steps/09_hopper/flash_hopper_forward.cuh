@@ -56,7 +56,7 @@ struct HopperConfig {
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "S's wgmma is m64n64, m64n128 or m64n176");
+  static_assert(kBlockN == 64 || kBlockN == 128, "S's wgmma is m64n64 or m64n128");
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and the producer
   static constexpr int kBoxCols = 64;                       // 128 bytes of 16-bit elements

@@ -129,7 +129,7 @@ StepInfo step09_info() {
   StepInfo s;
   s.id = "09_hopper";
   s.title = "Hopper: the forward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
-  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "x_bn176"};
+  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong"};
   s.forward = hopper_forward;
   s.unsupported = unsupported;
   s.io_forward = io_forward;
