@@ -137,7 +137,8 @@ TEST_CASE("16-bit backward dQ, dK, dV match the fp64 reference on odd shapes, wi
   const bool causal = GENERATE(false, true);
   const float p_drop = GENERATE(0.f, 0.15f);
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
-  REQUIRE(cases.size() == ((d == 64 || d == 128) ? 3u : 2u));  // fa2, deterministic (and key_warps) run all of these
+  // fa2, deterministic (and key_warps) run all of these, unless FS_TEST_STEPS has left step 08 out
+  if (!fs::testing::test_steps_filter()) REQUIRE(cases.size() == ((d == 64 || d == 128) ? 3u : 2u));
   for (const Case& c : cases) {
     DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
       const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
@@ -277,6 +278,7 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   const Case* fa2 = nullptr;
   for (const Case& c : cases)
     if (c.step->variants[c.variant] == "fa2") fa2 = &c;
+  if (!fa2 && fs::testing::test_steps_filter()) return;  // FS_TEST_STEPS has left step 08 out
   REQUIRE(fa2 != nullptr);
   const auto seed_of = GENERATE(range(0, 3));  // the inputs of each variant's own cases
   REQUIRE(cases.size() == 3);

@@ -219,7 +219,10 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_f32_kernel(const Fwd
     // O += P̃ V_j, 8 keys at a time: P̃'s A fragment is S's accumulators of 8-key tile kb, keys
     // 2t, 2t + 1 taken as k = t, t + 4 (a0 row g key 2t, a1 row g+8 key 2t, a2 row g key 2t+1,
     // a3 row g+8 key 2t+1), V's B fragment the same two keys at column g.
-    float pv[MT][DT][4] = {};  // this tile's P̃V, summed from zero (mma_3x_in_place)
+    // This tile's P̃V, summed from zero (mma_3x_in_place), then added to O by an add of its own:
+    // left to itself the compiler may fuse O's rescale by α (tc_online_softmax) into that add in one
+    // instantiation and not in another, and the traced kernel would round O differently.
+    float pv[MT][DT][4] = {};
 #pragma unroll
     for (int kb = 0; kb < NT; ++kb) {
       std::uint32_t p_hi[MT][4], p_lo[MT][4];
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) tc_forward_f32_kernel(const Fwd
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[mt][dt][e] += pv[mt][dt][e];
+        for (int e = 0; e < 4; ++e) o[mt][dt][e] = __fadd_rn(o[mt][dt][e], pv[mt][dt][e]);
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
   }
   if constexpr (kTrace)
