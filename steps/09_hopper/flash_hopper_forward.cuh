@@ -43,7 +43,7 @@ using trace::Tensor;
 
 // Q, K and V as TMA sees them: 4-D tensors (d, rows, heads, batches), boxes of 64 columns.
 struct TmaMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;  // o: boxes of 64 rows (a consumer warpgroup's), for kTmaStore
 };
 
 // kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
@@ -68,7 +68,11 @@ struct HopperConfig {
   // Q, then K's stages, then V's, each tile kColBlocks boxes of (rows × 64) one after another;
   // then the barriers. 1024 bytes of slack: the swizzle needs 1024-byte aligned tiles.
   static constexpr int kBarriers = 2 + 4 * kStages;
-  static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems);
+  // O leaves through shared memory and TMA stores where a tile of it fits beside the others (not at
+  // d = 256): the consumers write it there and go on while the copy engine writes it out.
+  static constexpr bool kTmaStore = D <= 128;
+  static constexpr int kOElems = kTmaStore ? kBlockM * D : 0;
+  static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems + kOElems);
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
 
@@ -157,7 +161,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
   E* sK = sQ + Cfg::kQElems;       // kStages × (CB boxes of BN × 64)
   E* sV = sK + S * Cfg::kKVElems;  // likewise
-  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sV + S * Cfg::kKVElems);
+  E* sO = sV + S * Cfg::kKVElems;  // kTmaStore: O's tile, laid out as Q's
+  std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sO + Cfg::kOElems);
   std::uint64_t* full_q = bars;
   std::uint64_t* empty_q = bars + 1;
   std::uint64_t* full_k = bars + 2;           // [kStages]
@@ -374,11 +379,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const std::int64_t ld_o = p.o_strides.row;
       E* gO = as<E>(p.o) + p.o_strides.of_head(wk.bh, H);
       float* gLse = p.lse + std::int64_t(wk.bh) * N;
-      tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
-        *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
-      });
+      if constexpr (Cfg::kTmaStore) {
+        // Into shared memory in TMA's swizzled layout (column c of row r of a 64-column box at
+        // byte r·128 + 16((c / 8) xor (r mod 8)) + 2(c mod 8)), then one thread stores the
+        // warpgroup's 64 rows. Rows past N are written nowhere: TMA clips the box.
+        const bool issuer = threadIdx.x % 128 == 0;
+        if (issuer) bulk_wait_read<0>();  // the previous work tile's store has read sO
+        named_sync(3 + cw, 128);
+        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+          const int r = row - wk.row0, c = 8 * dt + 2 * t4, box = c / 64, cc = c % 64;
+          unsigned char* at = reinterpret_cast<unsigned char*>(sO + box * BM * 64) + r * 128 +
+                              16 * ((cc / 8) ^ (r % 8)) + 2 * (cc % 8);
+          *reinterpret_cast<std::uint32_t*>(at) = tc::Element<E>::pack(x0, x1);
+        });
+        fence_async_shared();  // the threads' writes, visible to the copy engine
+        named_sync(3 + cw, 128);
+        if (issuer) {
+#pragma unroll
+          for (int c = 0; c < CB; ++c)
+            tma_store_4d(&maps.o, sO + c * BM * 64 + cw * 64 * 64, 64 * c, wk.row0 + 64 * cw, wk.h, wk.b);
+          bulk_commit();
+        }
+      } else {
+        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+          *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
+        });
+      }
       g += n_tiles;
     }
+    if constexpr (Cfg::kTmaStore)
+      if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last stores have landed before the CTA ends
   }
   if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers stored
     __syncthreads();
@@ -407,7 +437,8 @@ void launch_hopper_forward(const FwdParams& p) {
   const int Hkv = s.kv_heads();
   const TmaMaps maps{make_tensor_map(p.q, p.dtype, p.q_strides, s.d, s.N, s.H, s.B, Cfg::kBlockM),
                      make_tensor_map(p.k, p.dtype, p.k_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
-                     make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN)};
+                     make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
+                     make_tensor_map(p.o, p.dtype, p.o_strides, s.d, s.N, s.H, s.B, 64)};
   const std::int64_t work = std::int64_t((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM) * s.heads();
   if (work == 0) return;
   // One CTA per work tile, or (kPersistent) one per SM, each taking every gridDim.x-th work tile.
