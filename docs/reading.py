@@ -107,6 +107,20 @@ READING = {
         ("steps/08_tensor_cores/tc_features.cuh", ["tc_scores"],
          "FlashAttention's softcap, ALiBi and window on the accumulator fragments, in the kernels' τ-less units"),
     ],
+    "09_hopper": [
+        ("steps/09_hopper/flash_hopper_forward.cuh", ["hopper_forward_kernel"],
+         "the kernel: a producer warpgroup issuing TMA copies into a ring of stages, two consumer warpgroups on wgmma, FlashAttention-3's schedules as switches"),
+        ("steps/09_hopper/hopper.cuh", ["mbar_init", "mbar_arrive_expect_tx", "mbar_wait", "tma_load_4d", "tma_store_4d"],
+         "the machinery: mbarriers (arrivals, bytes and phases) and TMA copies in and out"),
+        ("steps/09_hopper/hopper.cuh", ["make_desc", "wgmma_ss", "wgmma_rs", "fence_operands"],
+         "wgmma: shared-memory descriptors for the 128-byte swizzle, the two operand forms, the registers pinned while a product is in flight"),
+        ("steps/09_hopper/flash_hopper_forward.cuh", ["HopperConfig", "Work", "work_tile", "softmax_tile", "pack_p"],
+         "the tiles and shared memory of a configuration, the work tiles a CTA walks, step 08's softmax with O's rescale left to the caller"),
+        ("steps/09_hopper/configs.cuh", ["Fa3", "forward_dispatch"], "the ladder's variants and fa3's tiles per head dimension"),
+        ("steps/09_hopper/flash_hopper_forward.cuh", ["launch_hopper_forward"], "the launcher: tensor maps, and one CTA per work tile or per SM"),
+        ("steps/09_hopper/hopper.cu", ["make_tensor_map", "unsupported"],
+         "TMA's tensor maps (cuTensorMapEncodeTiled from the driver at run time) and what the step refuses"),
+    ],
     "06_block_sparse": [
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
          "the step's addition: a walk over the nonzero blocks of the mask"),
@@ -156,6 +170,11 @@ DIFFS = {
         ("step 05's dQ kernel → step 08's (the deterministic dQ on tensor cores)",
          [("steps/05_recompute_backward/backward.cuh", "bwd_dq_kernel")],
          [("steps/08_tensor_cores/flash_tc_backward.cuh", "tc_dq_kernel")]),
+    ],
+    "09_hopper": [
+        ("step 08's tensor-core forward → step 09's Hopper forward",
+         [("steps/08_tensor_cores/flash_tc_forward.cuh", "tc_forward_kernel")],
+         [("steps/09_hopper/flash_hopper_forward.cuh", "hopper_forward_kernel")]),
     ],
     "06_block_sparse": [
         ("the forward: step 05's launch → step 06's (the walk is the difference)",
