@@ -1,7 +1,8 @@
 // The fiber scheduler behind common/emulator/emulator.hpp: a CTA's threads are fibers, resumed in
-// turn by the scheduler (the host thread's own stack). A fiber runs until it waits at a barrier or
-// returns; when no fiber can run, either every thread has reached the barrier it waits at (they
-// are released) or some never will (a deadlock, reported).
+// turn by the scheduler (the host thread's own stack). A fiber runs until it waits at a barrier,
+// waits for a condition (wait_until) or returns; when no fiber can run, either every thread has
+// reached the barrier it waits at or some condition holds (they are released), or neither (a
+// deadlock, reported).
 //
 // A fiber starts on its own stack through makecontext/swapcontext, and from then on the switches
 // are _setjmp/_longjmp, which save no signal mask: swapcontext makes a system call each time, and
@@ -23,12 +24,17 @@
 // The emulation's shared memory: a kernel's `extern __shared__ float smem[]` (__shared__ is nothing
 // here) declares this array, fs::smem, and dynamic_smem<T>() returns it too. One CTA runs at a time.
 // Step 08's kernels declare `extern __shared__ __align__(128) unsigned char smem[]` in fs::tc: the
-// same bytes under that name (a GCC/Clang alias of fs::smem).
+// same bytes under that name (a GCC/Clang alias of fs::smem), and step 09's fs::hopper::smem_raw.
+// 1024-byte aligned: step 09 aligns its tiles to 1024 bytes by address, and its wgmma descriptors
+// and swizzles see byte offsets from the start, which must then agree modulo 1024.
 namespace fs {
-alignas(128) float smem[emu::kMaxSmemBytes / sizeof(float)];
+alignas(1024) float smem[emu::kMaxSmemBytes / sizeof(float)];
 }
 namespace fs::tc {
 extern unsigned char smem[emu::kMaxSmemBytes] __attribute__((alias("_ZN2fs4smemE")));
+}
+namespace fs::hopper {
+extern unsigned char smem_raw[emu::kMaxSmemBytes] __attribute__((alias("_ZN2fs4smemE")));
 }
 
 namespace fs::emu {
@@ -41,8 +47,12 @@ namespace {
 unsigned char* const shared_memory = reinterpret_cast<unsigned char*>(fs::smem);  // the running CTA's
 constexpr std::size_t kStackBytes = 256 * 1024;  // a thread's registers and locals, and what it calls
 constexpr int kWarp = 32;
+constexpr int kWarpgroup = 128;
+constexpr int kNamedBarriers = 16;
 
-enum class State { Ready, AtCtaBarrier, AtWarpBarrier, Done };
+// AtGroupBarrier: the warpgroup's barrier of warpgroup_gather. Waiting: in wait_until, its
+// condition not yet seen to hold.
+enum class State { Ready, AtCtaBarrier, AtWarpBarrier, AtGroupBarrier, Waiting, Done };
 
 struct Fiber {
   ucontext_t start{};  // its first entry
@@ -52,6 +62,13 @@ struct Fiber {
   uint3 index{};
   int linear = 0;
   State state = State::Ready;
+  const std::function<bool()>* ready = nullptr;  // Waiting: what it waits for
+};
+
+// A named barrier: arrivals in the current round, and how many rounds have completed.
+struct NamedBarrier {
+  int arrived = 0;
+  unsigned completed = 0;
 };
 
 struct Cta {
@@ -61,7 +78,8 @@ struct Cta {
   int running = -1;
   const std::function<void()>* body = nullptr;
   std::vector<std::uint64_t> slots;  // shuffle values, a warp's 32 side by side
-  std::vector<unsigned char> gather;  // warp_gather's, kGatherBytes a thread
+  std::vector<unsigned char> gather;  // warp_gather's and warpgroup_gather's, kGatherBytes a thread
+  NamedBarrier named[kNamedBarriers];
 };
 
 Cta& cta() {
@@ -95,9 +113,28 @@ void resume(Cta& c, std::size_t i) {
   swapcontext(&c.scheduler_context, &f.start);
 }
 
-// Releases the threads of a barrier that everyone who will ever reach it has reached. A CTA
-// barrier counts threads that have returned as arrived (as bar.sync counts exited threads); a warp
-// barrier likewise for its warp's lanes. Returns whether anything was released.
+// Releases the groups of `size` consecutive threads (a warp, a warpgroup) whose threads all wait
+// at barrier `at` or have returned. Returns whether anything was released.
+bool release_groups(std::vector<Fiber>& fibers, State at, std::size_t size) {
+  bool any = false;
+  for (std::size_t w0 = 0; w0 < fibers.size(); w0 += size) {
+    const std::size_t w1 = std::min(fibers.size(), w0 + size);
+    bool met = true, waiting = false;
+    for (std::size_t i = w0; i < w1; ++i) {
+      met = met && (fibers[i].state == at || fibers[i].state == State::Done);
+      waiting = waiting || fibers[i].state == at;
+    }
+    if (met && waiting)
+      for (std::size_t i = w0; i < w1; ++i)
+        if (fibers[i].state == at) fibers[i].state = State::Ready, any = true;
+  }
+  return any;
+}
+
+// Releases the threads of a barrier that everyone who will ever reach it has reached, and the
+// waiters whose condition holds. A CTA barrier counts threads that have returned as arrived (as
+// bar.sync counts exited threads); a warp or warpgroup barrier likewise for its own threads.
+// Returns whether anything was released.
 bool release(std::vector<Fiber>& fibers) {
   bool any = false;
   const bool cta_met = std::all_of(fibers.begin(), fibers.end(), [](const Fiber& f) {
@@ -106,29 +143,26 @@ bool release(std::vector<Fiber>& fibers) {
   if (cta_met)
     for (Fiber& f : fibers)
       if (f.state == State::AtCtaBarrier) f.state = State::Ready, any = true;
-  for (std::size_t w0 = 0; w0 < fibers.size(); w0 += kWarp) {
-    const std::size_t w1 = std::min(fibers.size(), w0 + kWarp);
-    bool met = true, waiting = false;
-    for (std::size_t i = w0; i < w1; ++i) {
-      met = met && (fibers[i].state == State::AtWarpBarrier || fibers[i].state == State::Done);
-      waiting = waiting || fibers[i].state == State::AtWarpBarrier;
-    }
-    if (met && waiting)
-      for (std::size_t i = w0; i < w1; ++i)
-        if (fibers[i].state == State::AtWarpBarrier) fibers[i].state = State::Ready, any = true;
-  }
+  any = release_groups(fibers, State::AtWarpBarrier, kWarp) || any;
+  any = release_groups(fibers, State::AtGroupBarrier, kWarpgroup) || any;
+  for (Fiber& f : fibers)
+    if (f.state == State::Waiting && (*f.ready)()) f.state = State::Ready, any = true;
   return any;
 }
 
 std::string where(const std::vector<Fiber>& fibers) {
-  int at_cta = 0, at_warp = 0, done = 0;
+  int at_cta = 0, at_warp = 0, at_group = 0, waiting = 0, done = 0;
   for (const Fiber& f : fibers) {
     at_cta += f.state == State::AtCtaBarrier;
     at_warp += f.state == State::AtWarpBarrier;
+    at_group += f.state == State::AtGroupBarrier;
+    waiting += f.state == State::Waiting;
     done += f.state == State::Done;
   }
   return std::to_string(at_cta) + " threads at __syncthreads, " + std::to_string(at_warp) +
-         " at a warp barrier, " + std::to_string(done) + " returned";
+         " at a warp barrier, " + std::to_string(at_group) + " at a warpgroup barrier, " + std::to_string(waiting) +
+         " waiting for a condition that no thread can make true (an mbarrier, a named barrier), " +
+         std::to_string(done) + " returned";
 }
 
 }  // namespace
@@ -150,17 +184,50 @@ std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask) {
   return value;
 }
 
-void warp_gather(const void* mine, std::size_t bytes, void* all) {
-  if (bytes > kGatherBytes) throw std::runtime_error("emulator: warp_gather of " + std::to_string(bytes) + " bytes");
+namespace {
+// warp_gather and warpgroup_gather: `size` threads, barrier `at`.
+void gather(const void* mine, std::size_t bytes, void* all, int size, State at, const char* name) {
+  if (bytes > kGatherBytes) throw std::runtime_error(std::string("emulator: ") + name + " of " + std::to_string(bytes) + " bytes");
   Cta& c = cta();
-  const int me = current().linear, base = me - me % kWarp;
-  if (base + kWarp > int(c.fibers.size())) throw std::runtime_error("emulator: warp_gather in a partial warp");
+  const int me = current().linear, base = me - me % size;
+  if (base + size > int(c.fibers.size())) throw std::runtime_error(std::string("emulator: ") + name + " in a partial group");
   std::memcpy(&c.gather[std::size_t(me) * kGatherBytes], mine, bytes);
-  block_on(State::AtWarpBarrier);  // every lane has written
-  for (int lane = 0; lane < kWarp; ++lane)
-    std::memcpy(static_cast<unsigned char*>(all) + std::size_t(lane) * bytes,
-                &c.gather[std::size_t(base + lane) * kGatherBytes], bytes);
-  block_on(State::AtWarpBarrier);  // every lane has read before any writes again
+  block_on(at);  // every thread has written
+  for (int i = 0; i < size; ++i)
+    std::memcpy(static_cast<unsigned char*>(all) + std::size_t(i) * bytes, &c.gather[std::size_t(base + i) * kGatherBytes],
+                bytes);
+  block_on(at);  // every thread has read before any writes again
+}
+}  // namespace
+
+void warp_gather(const void* mine, std::size_t bytes, void* all) {
+  gather(mine, bytes, all, kWarp, State::AtWarpBarrier, "warp_gather");
+}
+
+void warpgroup_gather(const void* mine, std::size_t bytes, void* all) {
+  gather(mine, bytes, all, kWarpgroup, State::AtGroupBarrier, "warpgroup_gather");
+}
+
+void wait_until(const std::function<bool()>& ready) {
+  while (!ready()) {
+    current().ready = &ready;
+    block_on(State::Waiting);
+  }
+  current().ready = nullptr;
+}
+
+void named_barrier(int id, int threads, bool wait) {
+  if (id <= 0 || id >= kNamedBarriers || threads <= 0 || threads % kWarp != 0)
+    throw std::runtime_error("emulator: named barrier " + std::to_string(id) + " of " + std::to_string(threads) +
+                             " threads");
+  NamedBarrier& b = cta().named[id];
+  const unsigned round = b.completed;
+  if (++b.arrived == threads) {
+    b.arrived = 0;
+    ++b.completed;
+    return;
+  }
+  if (wait) wait_until([&b, round] { return b.completed != round; });
 }
 
 unsigned char* dynamic_smem() { return shared_memory; }
@@ -183,12 +250,14 @@ void run(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& b
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         block_index = {bx, by, bz};
         std::memset(shared_memory, 0xff, smem);  // NaN bytes: a read of what no thread wrote shows
+        for (NamedBarrier& b : c.named) b = NamedBarrier{};
         for (std::size_t i = 0; i < n; ++i) {
           Fiber& f = c.fibers[i];
           f.linear = static_cast<int>(i);
           f.index = {static_cast<unsigned>(i % block.x), static_cast<unsigned>(i / block.x % block.y),
                      static_cast<unsigned>(i / (std::size_t(block.x) * block.y))};
           f.state = State::Ready;
+          f.ready = nullptr;
           f.started = false;
           getcontext(&f.start);
           f.start.uc_stack.ss_sp = f.stack.get();

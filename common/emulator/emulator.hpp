@@ -1,8 +1,10 @@
 // A CPU emulation of CUDA kernels, for the tests of a machine without a GPU (CI): the kernels'
 // own source, compiled by the host compiler with FS_EMULATION defined, run with every CUDA thread
 // as a fiber on one host thread. A CTA at a time: its threads run in turn until each reaches a
-// barrier (__syncthreads, __syncwarp, a warp shuffle) or its end, so every barrier of the source
-// is honoured, and a barrier some threads never reach is reported as a deadlock instead of a hang.
+// barrier (__syncthreads, __syncwarp, a warp shuffle, a warpgroup's wgmma), a wait for a flag
+// (wait_until: an mbarrier, a named barrier) or its end, so every barrier of the source is
+// honoured, and a barrier some threads never reach, or a flag no thread will set, is reported as
+// a deadlock instead of a hang.
 //
 //   #include "common/emulator/emulator.hpp"      // first: before any kernel header
 //   #include "steps/07_smyrf/cluster_forward.cuh"
@@ -33,8 +35,9 @@
 // Shared memory: dynamic shared memory only, as dynamic_smem<T>() (common/cuda_utils.cuh) returns
 // it, or as a kernel in namespace fs names it, `extern __shared__ float smem[]` (__shared__ is
 // nothing here, so that declares the emulator's array fs::smem; another element type or name
-// needs its own alias of it in emulator.cpp, as step 08's fs::tc::smem has). A static `__shared__ float x[n]` would be a local array of each thread,
-// not one array of the CTA's: kernels that run in the emulation use dynamic shared memory.
+// needs its own alias of it in emulator.cpp, as step 08's fs::tc::smem and step 09's
+// fs::hopper::smem_raw have). A static `__shared__ float x[n]` would be a local array of each
+// thread, not one array of the CTA's: kernels that run in the emulation use dynamic shared memory.
 #undef __shared__
 #define __shared__
 // Occupancy hints mean nothing here.
@@ -53,9 +56,23 @@ std::uint64_t shuffle_xor(std::uint64_t bits, int lane_mask);
 // Every lane's `bytes` bytes at `mine` (at most kGatherBytes), lane 0's first, into `all` (32 ×
 // bytes): what a warp-wide instruction that reads other lanes' registers (mma.sync, ldmatrix)
 // needs, as one exchange and two warp barriers.
-constexpr std::size_t kGatherBytes = 32;
+constexpr std::size_t kGatherBytes = 48;
 void warp_gather(const void* mine, std::size_t bytes, void* all);
-// The CTA's dynamic shared memory (the launch's smem bytes, 16-byte aligned).
+// The same for the 128 threads of this thread's warpgroup (4 consecutive warps, thread 0's
+// first, into `all`: 128 × bytes): what Hopper's warpgroup-wide wgmma needs.
+void warpgroup_gather(const void* mine, std::size_t bytes, void* all);
+// Yields to the CTA's other threads until ready() holds (a thread spinning on a flag in shared
+// memory: an mbarrier's phase, a named barrier). ready() is called from the scheduler as well, so
+// it reads memory only. When no thread can run and no waiter's ready() holds, the CTA is reported
+// as deadlocked, as for a barrier nobody will reach.
+void wait_until(const std::function<bool()>& ready);
+// A named barrier (bar.sync / bar.arrive id, threads): `threads` arrivals (a multiple of 32)
+// complete it; with `wait`, this thread waits until they have. Each thread counts as it arrives
+// (the hardware counts a warp's threads together: the same where whole warps arrive). Barrier 0 is
+// __syncthreads' and is not taken here.
+void named_barrier(int id, int threads, bool wait);
+// The CTA's dynamic shared memory (the launch's smem bytes, 1024-byte aligned, as the 128-byte
+// swizzle's atoms need).
 unsigned char* dynamic_smem();
 constexpr std::size_t kMaxSmemBytes = 228 * 1024;  // an H100/H200 SM's
 
