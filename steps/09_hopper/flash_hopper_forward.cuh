@@ -151,7 +151,7 @@ __device__ __forceinline__ Work work_tile(int w, int n_qtiles, const Shape& s) {
 template <typename Cfg, bool kCausal, bool kTrace>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     hopper_forward_kernel(const __grid_constant__ TmaMaps maps, const FwdParams p, trace::Slices slices) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(FS_EMULATION)  // and the CPU emulation (hopper_emu.hpp)
   using E = typename Cfg::E;
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
   constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16, CB = Cfg::kColBlocks;

@@ -35,33 +35,56 @@
 #include <cstdint>
 #include <type_traits>
 
+#ifdef FS_EMULATION  // the CPU emulation of the instructions below (each wrapper's #else)
+#include "steps/09_hopper/hopper_emu.hpp"
+#endif
+
 namespace fs::hopper {
 
 // ---- shared-memory addresses -------------------------------------------------------------------
 
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+#ifndef FS_EMULATION
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+#else  // the byte offset into the CTA's dynamic shared memory: what the descriptors' arithmetic takes
+  return static_cast<std::uint32_t>(static_cast<const unsigned char*>(p) - fs::emu::dynamic_smem());
+#endif
 }
 
 // ---- mbarrier ------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, int arrivals) {
+#ifndef FS_EMULATION
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals));
+#else
+  emu_hopper::mbar_init(smem_u32(bar), arrivals);
+#endif
 }
 // Makes the initialised barriers visible to the async proxy (TMA) before any copy names them.
 __device__ __forceinline__ void fence_barrier_init() {
+#ifndef FS_EMULATION
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
 }
 // One arrival, announcing `bytes` more bytes that copies will complete on this phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+#ifndef FS_EMULATION
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");
+#else
+  emu_hopper::mbar_arrive(smem_u32(bar), bytes);
+#endif
 }
 __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
+#ifndef FS_EMULATION
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#else
+  emu_hopper::mbar_arrive(smem_u32(bar), 0);
+#endif
 }
 // Waits until the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, int parity) {
+#ifndef FS_EMULATION
   asm volatile(
       "{\n"
       ".reg .pred done;\n"
@@ -71,6 +94,9 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, int parity) {
       "}\n" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
+#else
+  emu_hopper::mbar_wait(smem_u32(bar), parity);
+#endif
 }
 
 // ---- TMA -----------------------------------------------------------------------------------------
@@ -79,11 +105,15 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, int parity) {
 // into shared memory at dst, completing its bytes on `bar`.
 __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1,
                                             int c2, int c3) {
+#ifndef FS_EMULATION
   asm volatile(
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
       "[%2];\n" ::"r"(smem_u32(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+#else
+  emu_hopper::tma_load(smem_u32(dst), map, smem_u32(bar), c0, c1, c2, c3);
+#endif
 }
 // The box of `map` at (c0, c1, c2, c3) written from shared memory at src (rows outside the
 // tensor are not written). Stores are tracked in bulk groups: bulk_commit closes one,
@@ -91,11 +121,16 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, s
 // most n are unfinished. Writes to shared memory by threads must be made visible to the copy
 // engine first (fence_async_shared).
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+#ifndef FS_EMULATION
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
                    reinterpret_cast<std::uint64_t>(map)),
                "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
+#else
+  emu_hopper::tma_store(map, smem_u32(src), c0, c1, c2, c3);
+#endif
 }
+#ifndef FS_EMULATION
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int kInFlight>
 __device__ __forceinline__ void bulk_wait_read() {
@@ -109,11 +144,21 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
 }
+#else  // the emulated stores are done when issued: nothing to wait for, fence or prefetch
+inline void bulk_commit() {}
+template <int kInFlight>
+void bulk_wait_read() {}
+template <int kInFlight>
+void bulk_wait() {}
+inline void fence_async_shared() {}
+inline void tma_prefetch_descriptor(const CUtensorMap*) {}
+#endif
 
 // ---- warpgroups ----------------------------------------------------------------------------------
 
 // Gives this warpgroup's registers back to the SM (dec) or takes more (inc): the producer needs
 // few, the consumers' accumulators many. Every warp of the warpgroup executes it.
+#ifndef FS_EMULATION
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
@@ -122,14 +167,25 @@ template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
+#else  // registers are the host's: nothing to give or take
+template <int kRegs>
+void setmaxnreg_dec() {}
+template <int kRegs>
+void setmaxnreg_inc() {}
+#endif
 // Named barriers 1..15 (0 is __syncthreads): sync waits until `threads` threads have arrived or
 // synced on barrier id; arrive counts this thread without waiting.
+#ifndef FS_EMULATION
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+#else
+inline void named_sync(int id, int threads) { fs::emu::named_barrier(id, threads, true); }
+inline void named_arrive(int id, int threads) { fs::emu::named_barrier(id, threads, false); }
+#endif
 
 // ---- wgmma -----------------------------------------------------------------------------------------
 
@@ -146,27 +202,42 @@ __device__ __forceinline__ std::uint64_t make_desc(const void* smem, std::uint32
          std::uint64_t((stride >> 4) & 0x3fff) << 32 | std::uint64_t(1) << 62;
 }
 
+#ifndef FS_EMULATION
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kInFlight>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kInFlight) : "memory");
 }
+#else  // an emulated wgmma is complete when it returns
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+template <int kInFlight>
+void wgmma_wait() {}
+#endif
 // The compiler must neither read nor move these registers across a wgmma in flight: an empty asm
 // that "writes" them pins them where they are.
 template <int NT>
 __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
+#ifndef FS_EMULATION
 #pragma unroll
   for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+#else
+  (void)d;  // the emulation: nothing is in flight
+#endif
 }
 template <int KT>
 __device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KT][4]) {
+#ifndef FS_EMULATION
 #pragma unroll
   for (int i = 0; i < KT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+#else
+  (void)a;  // the emulation: nothing is in flight
+#endif
 }
 
 // ---- the wgmma shapes (operand lists written out, as inline PTX needs them) ----
@@ -215,6 +286,9 @@ template <typename E, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
+#ifdef FS_EMULATION
+  emu_hopper::wgmma_ss<E, N>(d, desc_a, desc_b, accumulate);
+#else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
   if constexpr (N == 64) {
     if constexpr (kBf16) FS_WGMMA_SS(64, "bf16", "32", "33", "34");
@@ -223,12 +297,16 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t des
     if constexpr (kBf16) FS_WGMMA_SS(128, "bf16", "64", "65", "66");
     else FS_WGMMA_SS(128, "f16", "64", "65", "66");
   }
+#endif
 }
 
 template <typename E, int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
+#ifdef FS_EMULATION
+  emu_hopper::wgmma_rs<E, N>(d, a, desc_b, accumulate);
+#else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
   if constexpr (N == 64) {
 #define IA1 "33"
@@ -249,6 +327,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 #undef IA2
 #undef IA3
   }
+#endif
 }
 
 #undef FS_WGMMA_SS
