@@ -25,7 +25,7 @@ namespace fs {
 // The steps with kernels for a dtype, for the message that refuses one (a step program knows
 // only its own step; tests/test_plan.cpp checks these against the table of steps).
 constexpr const char* kStepsFp32 = "01, 02, 03, 04, 05, 06, 07, 08";
-constexpr const char* kSteps16Bit = "08";
+constexpr const char* kSteps16Bit = "08, 09";
 // The steps whose kernels take a window, softcapping and ALiBi (StepInfo::score_mods).
 constexpr const char* kStepsScoreMods = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 // ... and K, V of their own length and head count (StepInfo::kv_shapes).
