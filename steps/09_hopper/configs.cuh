@@ -39,6 +39,9 @@ template <typename E, int D>
 using WsOverlap = HopperConfig<E, D, 128, 2, true, false, false>;
 template <typename E, int D>
 using WsPingPong = HopperConfig<E, D, 128, 2, true, true, false>;
+static_assert(WsOverlap<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
+                  WsPingPong<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN,
+              "block_n: the rungs share ws's tile");
 
 template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {
@@ -53,10 +56,15 @@ void forward_dispatch(const FwdParams& p) {
   launch_hopper_forward<typename Fa3<E, D>::Cfg>(p);
 }
 
-// The keys per tile of a variant at d (the IO model's Bc).
+// The keys per tile of a variant at d (the IO model's Bc), from the configurations themselves.
 inline int block_n(int d, int variant) {
-  if (is_rung(variant)) return 128;
-  return d == 256 ? 64 : 128;
+  using E = __nv_bfloat16;  // the tiles do not depend on the element type
+  if (is_rung(variant)) return Ws<E, kLadderHeadDim>::kBlockN;  // every rung's tile is ws's
+  switch (d) {
+    case 64: return Fa3<E, 64>::Cfg::kBlockN;
+    case 128: return Fa3<E, 128>::Cfg::kBlockN;
+    default: return Fa3<E, 256>::Cfg::kBlockN;
+  }
 }
 
 }  // namespace fs::hopper

@@ -228,17 +228,6 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
   (void)d;  // the emulation: nothing is in flight
 #endif
 }
-template <int KT>
-__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KT][4]) {
-#ifndef FS_EMULATION
-#pragma unroll
-  for (int i = 0; i < KT; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
-#else
-  (void)a;  // the emulation: nothing is in flight
-#endif
-}
 
 // ---- the wgmma shapes (operand lists written out, as inline PTX needs them) ----
 
