@@ -97,4 +97,59 @@ IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc) {
   return per_head(s, reads, writes);
 }
 
+IoCount io_flash2_backward(const Shape& s, bool causal, const TcBwdTiles& t, bool atomic_dq, int elem_bytes,
+                           int window_left, int window_right) {
+  const std::int64_t N = s.N, Nk = s.keys(), d = s.d, e = elem_bytes, f = sizeof(float);
+  auto real = [&](std::int64_t start, std::int64_t n, std::int64_t end) {
+    return std::max<std::int64_t>(0, std::min(n, end - start));
+  };
+  // The tiles of a walk from `first` to `end`, as the kernels clip it when FlashFeatures is on (a
+  // window; δ = Nk − N ≠ 0, whose causal bounds can fall outside [0, Nk)): window_lo, window_end.
+  const int delta = int(Nk - N);
+  const bool clipped = !s.square() || window_left >= 0 || window_right >= 0;
+  auto walk = [&](int first, int end, int tile, int lo, int hi, auto visit) {
+    const int count = (end - first + tile - 1) / tile;
+    const TileRun run = clipped ? clip_tiles(first, count, tile, lo, hi) : TileRun{first, count};
+    for (int c = 0; c < run.count; ++c) visit(std::int64_t(run.first) + c * tile);
+  };
+  // Per query head (q_*) and per K/V head (kv_*): a K/V head's dK/dV CTAs visit the query tiles of
+  // each of the H / Hkv query heads of its group, the same tiles for each.
+  std::int64_t q_reads = 2 * N * d * e + N * f, q_writes = 2 * N * f;  // preprocess: O, dO, LSE; D, LSE's copy
+  std::int64_t kv_reads = 0, kv_writes = 0;
+  if (atomic_dq) q_writes += N * d * f;  // dQacc = 0
+  // dK/dV: each of a key tile's kSplit CTAs reads the tile and every query stage it visits in
+  // full, and writes (and, atomic, adds to dQacc) its share of the columns. Causal: from the first
+  // query whose diagonal key, i + δ, reaches key0.
+  for (std::int64_t key0 = 0; key0 < Nk; key0 += t.keys) {
+    const std::int64_t keys = real(key0, t.keys, Nk), last_key = key0 + keys - 1;
+    kv_reads += t.split * 2 * keys * d * e;  // K_j, V_j
+    kv_writes += 2 * keys * d * e;           // dK_j, dV_j
+    walk(causal ? int(key0 - delta) / t.queries * t.queries : 0, int(N), t.queries,
+         window_lo(int(key0) - delta, window_right), window_end(int(last_key) - delta, window_left), [&](std::int64_t i0) {
+           const std::int64_t q = real(i0, t.queries, N);
+           q_reads += t.split * (2 * q * d * e + 2 * q * f);  // Q_i, dO_i, LSE_i, D_i
+           if (atomic_dq) {  // dQacc_i, read and written by the atomic adds
+             q_reads += q * d * f;
+             q_writes += q * d * f;
+           }
+         });
+  }
+  if (atomic_dq) {  // dQ = τ dQacc
+    q_reads += N * d * f;
+    q_writes += N * d * e;
+  } else {
+    for (std::int64_t row0 = 0; row0 < N; row0 += t.dq_rows) {
+      const std::int64_t rows = real(row0, t.dq_rows, N), last_row = row0 + rows - 1;
+      q_reads += 2 * rows * d * e + 2 * rows * f;  // Q_i, dO_i, LSE_i, D_i
+      q_writes += rows * d * e;                    // dQ_i
+      // K_j, V_j: causal, up to the last row's diagonal key, last_row + δ.
+      walk(0, causal ? int(last_row + delta + 1) : int(Nk), t.dq_keys, window_lo(int(row0) + delta, window_left),
+           std::min(int(Nk), window_end(int(last_row) + delta, window_right)),
+           [&](std::int64_t j0) { q_reads += 2 * real(j0, t.dq_keys, Nk) * d * e; });
+    }
+  }
+  const std::int64_t q_heads = s.heads(), kv_heads = std::int64_t(s.B) * s.kv_heads();
+  return {q_reads * q_heads + kv_reads * kv_heads, q_writes * q_heads + kv_writes * kv_heads};
+}
+
 }  // namespace fs

@@ -59,4 +59,15 @@ IoCount io_flash1_forward(const Shape& s, bool causal, int Br, int Bc);
 IoCount io_flash2_forward(const Shape& s, bool causal, int Br, int Bc, int elem_bytes = 4, int window_left = -1,
                           int window_right = -1);
 
+// The recomputation backward of steps 08 and 09 on the tensor cores: a preprocess (D, LSE's copy),
+// CTAs of `keys` keys (each key tile's columns split over `split` of them) streaming the query
+// tiles of `queries` rows their keys meet, and dQ either added up in a float32 copy (atomic_dq:
+// atomics or reduce-adds, then a convert) or by a kernel of its own, dq_rows rows per CTA streaming
+// K/V tiles of dq_keys keys. elem_bytes, the window and K/V's shapes as io_flash2_forward's.
+struct TcBwdTiles {
+  int keys = 0, queries = 0, split = 1, dq_rows = 0, dq_keys = 0;
+};
+IoCount io_flash2_backward(const Shape& s, bool causal, const TcBwdTiles& tiles, bool atomic_dq, int elem_bytes,
+                           int window_left = -1, int window_right = -1);
+
 }  // namespace fs

@@ -175,6 +175,8 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
   checked.features = features_;
   checked.packed = opt.packed;
   if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
+  if (opt.backward)
+    if (std::string why = step.backward_refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
 }
 
 const BlockMask* RunPlan::mask() const {

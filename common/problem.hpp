@@ -316,6 +316,8 @@ struct StepInfo {
   // Empty when the step's kernels run this shape with these settings (on the GPU of this
   // machine, or an H200's shared memory without one); otherwise why not, in one line.
   std::string (*unsupported)(const Shape&, const PassSettings&) = nullptr;
+  // Where the backward takes fewer problems than the forward: why it does not take this one.
+  std::string (*unsupported_backward)(const Shape&, const PassSettings&) = nullptr;
   // The step's IO model: the HBM bytes one pass moves. With packed sequences pass_io
   // (common/harness.hpp) sums it over the sequences, each as a problem of its own: the hooks
   // never see PassSettings::packed.
@@ -353,6 +355,16 @@ struct StepInfo {
   }
   std::string refusal(const Shape& s, const PassSettings& settings) const {
     return unsupported ? unsupported(s, settings) : std::string();
+  }
+  // Empty when the step runs this problem's backward pass; otherwise why not, in one line.
+  std::string backward_refusal(const Shape& s, const PassSettings& settings) const {
+    if (!backward) return id + " has no backward pass";
+    if (std::string why = refusal(s, settings); !why.empty()) return why;
+    return unsupported_backward ? unsupported_backward(s, settings) : std::string();
+  }
+  // Whether the backward takes a problem that the forward takes (refusal empty).
+  bool backward_takes(const Shape& s, const PassSettings& settings) const {
+    return backward && (!unsupported_backward || unsupported_backward(s, settings).empty());
   }
   bool takes(DType t) const {
     for (DType d : dtypes)

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
             opt.window_left = window.left;
             opt.window_right = window.right;
             opt.variant = static_cast<int>(v);
-            opt.backward = backward && step->backward;
+            opt.backward = backward && step->backward_takes(opt.shape, {fs::default_scale(d), opt.causal, int(v), {}, nullptr, dtype});
             const std::string name = step->label(static_cast<int>(v)) + (pattern.empty() ? "" : " " + pattern) +
                                      (step->clustered ? " " + fs::smyrf_spec(clustering) : "") +
                                      (window.left >= 0 || window.right >= 0

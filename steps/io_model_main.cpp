@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
                       static_cast<long long>(io.write_bytes), mask.c_str(), fs::dtype_name(settings.dtype));
         };
         row("fwd", step.io_forward(s, settings));
-        if (step.backward) row("bwd", step.io_backward(s, settings));
+        if (step.backward_takes(s, settings)) row("bwd", step.io_backward(s, settings));
       }
   } catch (const fs::InputError& e) {
     std::fprintf(stderr, "io_model: %s\n", e.what());

@@ -71,11 +71,11 @@ inline bool has_cases_or_filtered(const std::vector<Case>& cases) { return !case
 inline std::vector<Case> cases_for(const Shape& s, bool causal, bool need_backward = false, DType dtype = DType::fp32) {
   std::vector<Case> out;
   for (const auto& step : all_steps()) {
-    if ((need_backward && !step.backward) || !step.takes(dtype) || !step_selected(step)) continue;
+    if (!step.takes(dtype) || !step_selected(step)) continue;
     if (step.clustered) continue;  // approximate attention: tests/test_smyrf_gpu.cpp
     for (int v = 0; v < static_cast<int>(step.variants.size()); ++v) {
       const Case c{&step, v, s, causal, dtype};
-      if (step.refusal(s, c.settings()).empty()) out.push_back(c);
+      if (need_backward ? step.backward_refusal(s, c.settings()).empty() : step.refusal(s, c.settings()).empty()) out.push_back(c);
     }
   }
   return out;

@@ -89,6 +89,8 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
         c.opt.causal = causal;
         c.opt.dropout = step.dropout ? dropout : 0.f;
         if (step.block_sparse) c.opt.pattern = pattern;
+        if (c.opt.backward)  // step 09's backward takes fewer head dimensions than its forward
+          c.opt.backward = step.backward_takes(shape, {fs::default_scale(shape.d), causal, v, {}, nullptr, dtype});
         out.push_back(c);
       };
       auto add = [&](fs::Shape shape, bool causal, float dropout, const std::string& pattern, bool traced) {

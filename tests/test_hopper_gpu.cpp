@@ -3,7 +3,8 @@
 // FS_TEST_STEPS=09 picks it out): the rungs of its ladder compute the same products in the same
 // order, so they must agree bit for bit; the tiles' edges (N one short of a tile, on it, one past)
 // against the reference at every d; tensors in other layouts read through TMA's strides; and
-// what the step refuses.
+// what the step refuses. The backward: at the tiles' edges against the reference, deterministic's
+// repeats and its dK, dV against fa3's, other layouts.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -39,6 +40,20 @@ Outputs forward(const Case& c, const fs::HostProblem& p) {
 }
 
 bool runs_here(const Case& c) { return c.step->refusal(c.shape, c.settings()).empty(); }
+bool backward_runs_here(const Case& c) { return c.step->backward_refusal(c.shape, c.settings()).empty(); }
+
+constexpr int kDeterministic = 4;  // step09_info().variants
+
+struct Grads {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+Grads both(const Case& c, const fs::HostProblem& p) {
+  fs::DeviceRun run(*c.step, p, c.settings(), true);
+  run.forward();
+  run.backward();
+  run.sync();
+  return {run.o(), run.lse(), run.dq(), run.dk(), run.dv()};
+}
 
 }  // namespace
 
@@ -139,4 +154,112 @@ TEST_CASE("step 09 refuses what its kernels do not take, in words", "[gpu][hoppe
   fs::PassSettings rung = bf16;
   rung.variant = 1;
   CHECK(s.refusal({1, 1, 128, 64}, rung).find("compiled for bf16 at d = 128") != std::string::npos);
+}
+
+TEST_CASE("step 09's backward at the tiles' edges matches the fp64 reference", "[gpu][hopper][backward]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const int d = GENERATE(64, 128);
+  const int N = GENERATE(1, 63, 64, 65, 127, 128, 129, 200);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, N, d};
+  for (int v : {0, kDeterministic}) {
+    const Case c{&step09(), v, s, causal, dtype};
+    if (!backward_runs_here(c)) {
+      WARN(c.step->backward_refusal(s, c.settings()));
+      continue;
+    }
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
+      const Grads g = both(c, p);
+      const fs::AttnOptions attn{fs::default_scale(d), causal, {}, nullptr, dtype};
+      const auto report = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                              g.dk.data(), g.dv.data(), c.seed());
+      INFO(report.summary());
+      REQUIRE(report.coverage.rfind("all ", 0) == 0);
+      REQUIRE(report.pass());
+    }
+  }
+}
+
+// dK and dV sum in registers in one order whatever the variant; dQ's reduce-adds land in fa3 in
+// whatever order the CTAs reach them, in deterministic in the key tiles' order.
+TEST_CASE("step 09's deterministic backward repeats bit for bit, with fa3's dK and dV", "[gpu][hopper][backward]") {
+  const int d = GENERATE(64, 128);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{2, 2, 1000, d};  // 8 key tiles adding to each block of dQ
+  const Case det{&step09(), kDeterministic, s, causal, DType::bf16};
+  const Case fa3{&step09(), 0, s, causal, DType::bf16};
+  if (!backward_runs_here(det)) {
+    WARN(det.step->backward_refusal(s, det.settings()));
+    return;
+  }
+  const fs::HostProblem p = fs::random_problem(s, det.seed(), true, DType::bf16);
+  const Grads first = both(det, p), second = both(det, p), other = both(fa3, p);
+  CHECK(same_bits(first.dq, second.dq));
+  CHECK(same_bits(first.dk, second.dk));
+  CHECK(same_bits(first.dv, second.dv));
+  CHECK(same_bits(first.dk, other.dk));
+  CHECK(same_bits(first.dv, other.dv));
+  // fa3's dQ: the same sums in another order, within a few roundings of fp32.
+  double worst = 0;
+  for (std::size_t i = 0; i < first.dq.size(); ++i)
+    worst = std::max(worst, double(std::fabs(first.dq[i] - other.dq[i])) / (1e-3 + std::fabs(first.dq[i])));
+  CHECK(worst < 1e-2);
+}
+
+TEST_CASE("step 09's backward on tensors in other layouts gives the contiguous layout's gradients bit for bit",
+          "[gpu][hopper][backward]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const int d = GENERATE(64, 128);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{2, 3, 300, d};
+  const Case c{&step09(), kDeterministic, s, causal, dtype};
+  if (!backward_runs_here(c)) {
+    WARN(c.step->backward_refusal(s, c.settings()));
+    return;
+  }
+  const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
+  fs::DeviceRun run(*c.step, p, c.settings(), true);
+  run.forward();
+  run.backward();
+  run.sync();
+  const std::vector<float> want_dq = run.dq(), want_dk = run.dk(), want_dv = run.dv();
+
+  using fs::testing::Laid;
+  const Laid lq = Laid::rows_heads(s.B, s.H, s.N, d), lk = Laid::rows_heads(s.B, s.H, s.N, d, 1),
+             lv = Laid::rows_heads(s.B, s.H, s.N, d, 2), lo = Laid::rows_heads(s.B, s.H, s.N, d, 1),
+             ldo = Laid::rows_heads(s.B, s.H, s.N, d, 2), ldq = Laid::rows_heads(s.B, s.H, s.N, d, 1),
+             ldk = Laid::rows_heads(s.B, s.H, s.N, d), ldv = Laid::rows_heads(s.B, s.H, s.N, d, 3);
+  fs::DeviceTensor tq(lq.size, dtype), tk(lk.size, dtype), tv(lv.size, dtype), to(lo.size, dtype), tdo(ldo.size, dtype),
+      tdq(ldq.size, dtype), tdk(ldk.size, dtype), tdv(ldv.size, dtype);
+  tq.upload(lq.place(p.q, s.H, s.N, d));
+  tk.upload(lk.place(p.k, s.H, s.N, d));
+  tv.upload(lv.place(p.v, s.H, s.N, d));
+  tdo.upload(ldo.place(p.dout, s.H, s.N, d));
+  for (auto* t : {&to, &tdq, &tdk, &tdv}) t->poison();
+  fs::FwdParams f = run.fwd_params();
+  f.q = tq.get(), f.k = tk.get(), f.v = tv.get(), f.o = to.get();
+  f.q_strides = lq.strides, f.k_strides = lk.strides, f.v_strides = lv.strides, f.o_strides = lo.strides;
+  c.step->forward(f);
+  fs::BwdParams b = run.bwd_params();
+  b.q = f.q, b.k = f.k, b.v = f.v, b.o = to.get(), b.dout = tdo.get(), b.dq = tdq.get(), b.dk = tdk.get(), b.dv = tdv.get();
+  b.q_strides = lq.strides, b.k_strides = lk.strides, b.v_strides = lv.strides, b.o_strides = lo.strides;
+  b.dout_strides = ldo.strides, b.dq_strides = ldq.strides, b.dk_strides = ldk.strides, b.dv_strides = ldv.strides;
+  c.step->backward(b);
+  run.sync();
+  CHECK(same_bits(ldq.gather(tdq.download(), want_dq.size(), s.H, s.N, d), want_dq));
+  CHECK(same_bits(ldk.gather(tdk.download(), want_dk.size(), s.H, s.N, d), want_dk));
+  CHECK(same_bits(ldv.gather(tdv.download(), want_dv.size(), s.H, s.N, d), want_dv));
+}
+
+TEST_CASE("step 09's backward refuses d = 256 in words, and the forward still runs it", "[gpu][hopper][backward]") {
+  const fs::StepInfo& s = step09();
+  fs::PassSettings bf16;
+  bf16.dtype = DType::bf16;
+  bf16.scale = 0.0625f;
+  CHECK(s.backward_refusal({1, 1, 128, 256}, bf16).find("compiled for d = 64 and 128") != std::string::npos);
+  CHECK_FALSE(s.backward_takes({1, 1, 128, 256}, bf16));
+  CHECK(s.backward_takes({1, 1, 128, 128}, bf16));
+  CHECK(s.unsupported_backward({1, 1, 128, 256}, bf16) != "");
+  CHECK(s.refusal({1, 1, 128, 256}, bf16).find("d must be") == std::string::npos);
 }

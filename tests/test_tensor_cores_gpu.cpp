@@ -59,8 +59,10 @@ BothReports run_both(const Case& c, const fs::HostProblem& p, fs::Dropout drop =
 }
 
 // fa2 (dQ by atomics), deterministic, and key_warps (the other dK/dV kernel) where it is compiled;
-// they are compiled; the rungs' backward is fa2's, so they add nothing here.
-bool own_backward(const std::string& v) { return v == "fa2" || v == "deterministic" || v == "key_warps"; }
+// step 09's fa3 and deterministic. The rungs' backward is fa2's (fa3's), so they add nothing here.
+bool own_backward(const std::string& v) {
+  return v == "fa2" || v == "fa3" || v == "deterministic" || v == "key_warps";
+}
 std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   std::vector<Case> out;
   for (const Case& c : cases_for(s, causal, true, dtype))

@@ -52,7 +52,7 @@ TEST_CASE("a traced run of every step validates, and tracing changes no output b
   const fs::DType dtype = GENERATE(fs::DType::fp32, fs::DType::bf16);
   for (const Case& c : cases_for(shape, causal, false, dtype)) {
     DYNAMIC_SECTION(c.name()) {
-      const bool backward = c.step->backward != nullptr;
+      const bool backward = c.step->backward_takes(c.shape, c.settings());
       const fs::HostProblem p = fs::random_problem(c.shape, 4242 + c.shape.N, backward, dtype);
       const fs::PassSettings settings = c.settings();
       fs::DeviceRun run(*c.step, p, settings, backward);

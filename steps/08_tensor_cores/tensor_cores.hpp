@@ -3,6 +3,7 @@
 // the forward fast as its variants.
 #pragma once
 
+#include "common/io_model.hpp"
 #include "common/problem.hpp"
 
 namespace fs {
@@ -22,9 +23,6 @@ TcTiles tc_forward_tiles(int d, int variant);
 
 // The backward's tiles at head dimension d for a variant (tc::TcVariant): keys per dK/dV CTA, queries per stage, the CTAs a
 // key tile's columns are split over; rows per deterministic dQ CTA, keys per stage.
-struct TcBwdTiles {
-  int keys = 0, queries = 0, split = 1, dq_rows = 0, dq_keys = 0;
-};
 TcBwdTiles tc_backward_tiles(int d, int variant);
 // The backward's HBM bytes of a variant (atomic dQ, or deterministic: the dQ kernel), elem_bytes
 // per element; K and V of the Shape's own length and heads, the walks clipped to a window's reach

@@ -15,8 +15,10 @@ namespace fs::hopper {
 // the intra-warpgroup overlap; ws_pingpong the ping-pong of the two consumer warpgroups; fa3 is
 // that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
 // tile's Q and K while the consumers store the last one's O).
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kHopperVariants };
-constexpr bool is_rung(int variant) { return variant != kFa3; }
+// deterministic: fa3's forward; its backward adds dQ in a fixed order (bit-identical runs).
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kHopperVariants };
+constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap || variant == kWsPingPong; }
+constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
 

@@ -12,7 +12,7 @@
 #include "common/check.hpp"
 #include "common/device.hpp"
 #include "common/io_model.hpp"
-#include "steps/09_hopper/configs.cuh"
+#include "steps/09_hopper/backward_configs.cuh"
 
 namespace fs {
 
@@ -54,6 +54,23 @@ CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& stride
   return map;
 }
 
+CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
+  // (d, N, H, B) float32, dense; boxes of 32 columns (128 bytes) × 64 rows, as the kernel stages them.
+  const cuuint64_t dims[4] = {cuuint64_t(s.d), cuuint64_t(s.N), cuuint64_t(s.H), cuuint64_t(s.B)};
+  const cuuint64_t row = cuuint64_t(s.d) * sizeof(float);
+  const cuuint64_t bytes[3] = {row, row * cuuint64_t(s.N), row * cuuint64_t(s.N) * cuuint64_t(s.H)};
+  const cuuint32_t box[4] = {32, 64, 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, dq_acc, dims, bytes, box, unit,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(cudaErrorInvalidValue, "step 09: cuTensorMapEncodeTiled failed for dQacc (error " +
+                                               std::to_string(int(r)) + ")");
+  return map;
+}
+
 int sm_count() {
   int device = 0, count = 0;
   FS_CUDA_CHECK(cudaGetDevice(&device));
@@ -88,9 +105,27 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   return gpu_refusal();
 }
 
+std::string unsupported_backward(const Shape& s, const PassSettings&) {
+  if (!hopper::is_backward_head_dim(s.d))
+    return "step 09's backward is compiled for d = 64 and 128 (at d = 256 a warpgroup's dK and dV do not fit its "
+           "registers; step 08's backward takes d = 256); got " + std::to_string(s.d);
+  return {};
+}
+
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
   return io_flash2_forward(s, settings.causal, 128, hopper::block_n(s.d, settings.variant),
                            static_cast<int>(dtype_bytes(settings.dtype)));
+}
+
+// Step 08's atomic backward's bytes with this step's tiles: the reduce-adds read and write dQacc
+// as the atomics did.
+IoCount io_backward(const Shape& s, const PassSettings& settings) {
+  return io_flash2_backward(s, settings.causal, hopper::backward_tiles(s.d), true,
+                            static_cast<int>(dtype_bytes(settings.dtype)));
+}
+
+std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) {
+  return tc::tc_bwd_workspace_bytes(s) + hopper::hopper_order_bytes(s, hopper::backward_tiles(s.d).queries);
 }
 
 // TMA reads each tensor through its map: addresses 16-byte aligned, strides multiples of 16 bytes.
@@ -125,14 +160,48 @@ void hopper_forward(const FwdParams& params) {
   }
 }
 
+void hopper_backward(const BwdParams& params) {
+  const Shape& s = params.shape;
+  if (!is_16bit(params.dtype) || !hopper::is_backward_head_dim(s.d))
+    throw CudaError(cudaErrorInvalidValue, "hopper_backward: bf16 or fp16 at d = 64 or 128");
+  if (params.dropout.on() || params.mods.on() || params.packed.on() || !s.square() || s.kv_heads() != s.H)
+    throw CudaError(cudaErrorInvalidValue, "hopper_backward: the plain problem only (no dropout, score mods, packed "
+                                           "sequences, or K/V of other shapes)");
+  if (!params.workspace)  // D, LSE's copy, dQacc and the counters live there
+    throw CudaError(cudaErrorInvalidValue, "hopper_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
+  check_layout("q", params.q, params.q_strides, s.H, s.N, s.d);
+  check_layout("k", params.k, params.k_strides, s.H, s.N, s.d);
+  check_layout("v", params.v, params.v_strides, s.H, s.N, s.d);
+  check_layout("o", params.o, params.o_strides, s.H, s.N, s.d);
+  check_layout("dout", params.dout, params.dout_strides, s.H, s.N, s.d);
+  check_layout("dq", params.dq, params.dq_strides, s.H, s.N, s.d);
+  check_layout("dk", params.dk, params.dk_strides, s.H, s.N, s.d);
+  check_layout("dv", params.dv, params.dv_strides, s.H, s.N, s.d);
+  BwdParams p = params;
+  p.o_strides = p.o_strides.or_dense(s.H, s.N, s.d);
+  p.dout_strides = p.dout_strides.or_dense(s.H, s.N, s.d);
+  p.dq_strides = p.dq_strides.or_dense(s.H, s.N, s.d);
+  p.dk_strides = p.dk_strides.or_dense(s.H, s.N, s.d);
+  p.dv_strides = p.dv_strides.or_dense(s.H, s.N, s.d);
+  const bool bf16 = p.dtype == DType::bf16;
+  if (s.d == 64) return bf16 ? hopper::backward_bf16_d64(p) : hopper::backward_fp16_d64(p);
+  return bf16 ? hopper::backward_bf16_d128(p) : hopper::backward_fp16_d128(p);
+}
+
 StepInfo step09_info() {
   StepInfo s;
   s.id = "09_hopper";
-  s.title = "Hopper: the forward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
-  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong"};
+  s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
+  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic"};
   s.forward = hopper_forward;
+  s.backward = hopper_backward;
+  s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = unsupported;
+  s.unsupported_backward = unsupported_backward;
   s.io_forward = io_forward;
+  s.io_backward = io_backward;
+  // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
+  s.order_dependent = {"fa3", "ws", "ws_overlap", "ws_pingpong"};
   s.strides = true;
   s.dtypes = {DType::bf16, DType::fp16};
   return s;

@@ -144,6 +144,27 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
 }
+// The box at (c0, c1, c2, c3) of `map` (float32) += the box at src, element by element, in L2 by
+// the copy engine (the backward's dQ); tracked in bulk groups like the stores.
+__device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2,
+                                                  int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<std::uint64_t>(map)),
+      "r"(smem_u32(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+// Orders this thread's generic accesses to global memory with the copy engine's (async proxy).
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+// A counter in global memory read with acquire semantics, raised with release (GPU scope).
+__device__ __forceinline__ int ld_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
 #else  // the emulated stores are done when issued: nothing to wait for, fence or prefetch
 inline void bulk_commit() {}
 template <int kInFlight>
@@ -257,10 +278,11 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
-// D (64 × N) = A·B + (accumulate ? D : 0), A and B from shared memory (both K-major).
-#define FS_WGMMA_SS(N, T, IA, IB, IS)                                                                      \
+// D (64 × N) = A·B + (accumulate ? D : 0), A and B from shared memory: K-major, or MN-major
+// where TR ("1") says so (TA: A's m index along the rows, TB: B's n index).
+#define FS_WGMMA_SS(N, T, IA, IB, IS, TA, TB)                                                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
-               "." T " {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1, 0, 0;\n}\n"                          \
+               "." T " {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1, " TA ", " TB ";\n}\n"              \
                : FS_WGMMA_D##N                                                                              \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 // D (64 × N) += A·B, A from registers (4 per lane, mma.sync's A layout), B from shared memory
@@ -271,21 +293,27 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
                : FS_WGMMA_D##N                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 
-template <typename E, int N>
+// kTransA, kTransB: the operand is MN-major (the backward's dQ = dS K reads dSᵀ and K so).
+template <typename E, int N, bool kTransA = false, bool kTransB = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
 #ifdef FS_EMULATION
-  emu_hopper::wgmma_ss<E, N>(d, desc_a, desc_b, accumulate);
+  emu_hopper::wgmma_ss<E, N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
 #else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+#define FS_WGMMA_SS_T(N, IA, IB, IS, TA, TB)                   \
+  if constexpr (kBf16) FS_WGMMA_SS(N, "bf16", IA, IB, IS, TA, TB); \
+  else FS_WGMMA_SS(N, "f16", IA, IB, IS, TA, TB);
   if constexpr (N == 64) {
-    if constexpr (kBf16) FS_WGMMA_SS(64, "bf16", "32", "33", "34");
-    else FS_WGMMA_SS(64, "f16", "32", "33", "34");
+    if constexpr (!kTransA && !kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "0", "0") }
+    else if constexpr (kTransA && kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
+    else static_assert(kTransA == kTransB, "K-major both, or MN-major both");
   } else {
-    if constexpr (kBf16) FS_WGMMA_SS(128, "bf16", "64", "65", "66");
-    else FS_WGMMA_SS(128, "f16", "64", "65", "66");
+    static_assert(!kTransA && !kTransB, "m64n128 from shared memory: K-major operands");
+    FS_WGMMA_SS_T(128, "64", "65", "66", "0", "0")
   }
+#undef FS_WGMMA_SS_T
 #endif
 }
 

@@ -10,6 +10,7 @@
 namespace fs {
 
 void hopper_forward(const FwdParams& p);  // p.dtype: bf16 or fp16; p.variant: fa3 or a rung
+void hopper_backward(const BwdParams& p);  // d = 64 or 128; p.variant deterministic: bit-identical runs
 StepInfo step09_info();
 
 namespace hopper {
@@ -20,6 +21,12 @@ namespace hopper {
 FS_HOPPER_FORWARD(bf16)
 FS_HOPPER_FORWARD(fp16)
 #undef FS_HOPPER_FORWARD
+#define FS_HOPPER_BACKWARD(type)                   \
+  void backward_##type##_d64(const BwdParams& p); \
+  void backward_##type##_d128(const BwdParams& p);
+FS_HOPPER_BACKWARD(bf16)
+FS_HOPPER_BACKWARD(fp16)
+#undef FS_HOPPER_BACKWARD
 }  // namespace hopper
 
 }  // namespace fs

@@ -228,14 +228,16 @@ void wgmma(float (&d)[N / 8][4], const Operands& mine, A&& a, B&& b) {
     }
 }
 
-// A and B K-major in shared memory.
-template <typename E, int N>
+// A and B in shared memory, K-major, or MN-major where kTransA, kTransB say so.
+template <typename E, int N, bool kTransA = false, bool kTransB = false>
 void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
   const Desc da = decode(desc_a), db = decode(desc_b);
   wgmma<N>(
       d, Operands{{}, desc_a, desc_b, accumulate},
-      [&](const Operands*, int warp, int r, int k) { return smem_element<E>(k_major(da, 16 * warp + r, k)); },
-      [&](int k, int n) { return smem_element<E>(k_major(db, n, k)); });
+      [&](const Operands*, int warp, int r, int k) {
+        return smem_element<E>(kTransA ? mn_major(da, k, 16 * warp + r) : k_major(da, 16 * warp + r, k));
+      },
+      [&](int k, int n) { return smem_element<E>(kTransB ? mn_major(db, k, n) : k_major(db, n, k)); });
 }
 
 // A from registers (mma.sync m16n8k16's A layout, warp w's rows 16w .. 16w + 15), B MN-major.
