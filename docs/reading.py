@@ -120,6 +120,12 @@ READING = {
         ("steps/09_hopper/flash_hopper_forward.cuh", ["launch_hopper_forward"], "the launcher: tensor maps, and one CTA per work tile or per SM"),
         ("steps/09_hopper/hopper.cu", ["make_tensor_map", "unsupported"],
          "TMA's tensor maps (cuTensorMapEncodeTiled from the driver at run time) and what the step refuses"),
+        ("steps/09_hopper/flash_hopper_backward.cuh", ["hopper_backward_kernel"],
+         "the backward: Sᵀ and dPᵀ per 64-key warpgroup, dK and dV from registers, dQ's blocks added by the copy engine"),
+        ("steps/09_hopper/hopper.cuh", ["tma_reduce_add_4d", "ld_acquire", "red_release_add"],
+         "the reduce-add, and the counters that order it in deterministic"),
+        ("steps/09_hopper/flash_hopper_backward.cuh", ["HopperBwdConfig", "launch_hopper_backward"],
+         "the backward's tiles and shared memory, and its three kernels (step 08's preprocess and convert around it)"),
     ],
     "06_block_sparse": [
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
@@ -175,6 +181,9 @@ DIFFS = {
         ("step 08's tensor-core forward → step 09's Hopper forward",
          [("steps/08_tensor_cores/flash_tc_forward.cuh", "tc_forward_kernel")],
          [("steps/09_hopper/flash_hopper_forward.cuh", "hopper_forward_kernel")]),
+        ("step 08's dK/dV kernel → step 09's Hopper backward",
+         [("steps/08_tensor_cores/flash_tc_backward.cuh", "tc_dkdv_smem_kernel")],
+         [("steps/09_hopper/flash_hopper_backward.cuh", "hopper_backward_kernel")]),
     ],
     "06_block_sparse": [
         ("the forward: step 05's launch → step 06's (the walk is the difference)",

@@ -70,6 +70,14 @@ std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   return out;
 }
 
+// Step 08's cases only, for the checks of its own kernels' count and warp layouts.
+std::vector<Case> step08_only(const std::vector<Case>& cases) {
+  std::vector<Case> out;
+  for (const Case& c : cases)
+    if (c.step->id == "08_tensor_cores") out.push_back(c);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("16-bit forward O and LSE match the fp64 reference on odd shapes", "[gpu][tc][forward]") {
@@ -140,8 +148,9 @@ TEST_CASE("16-bit backward dQ, dK, dV match the fp64 reference on odd shapes, wi
   const float p_drop = GENERATE(0.f, 0.15f);
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
   // fa2, deterministic (and key_warps) run all of these, unless FS_TEST_STEPS has left step 08 out
-  if (!fs::testing::test_steps_filter()) REQUIRE(cases.size() == ((d == 64 || d == 128) ? 3u : 2u));
+  if (!fs::testing::test_steps_filter()) REQUIRE(step08_only(cases).size() == ((d == 64 || d == 128) ? 3u : 2u));
   for (const Case& c : cases) {
+    if (p_drop > 0 && !c.step->dropout) continue;  // step 09 has no dropout
     DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
       const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
       const auto r = run_both(c, p, {p_drop, c.seed() + 99});
@@ -238,7 +247,7 @@ TEST_CASE("16-bit deterministic backward is bit-identical over repeats, atomic d
   for (const Case& c : backward_cases(s, causal, dtype)) {
     DYNAMIC_SECTION(c.name()) {
       const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
-      const fs::Dropout drop{0.1f, 5};
+      const fs::Dropout drop = c.step->dropout ? fs::Dropout{0.1f, 5} : fs::Dropout{};  // step 09 has none
       fs::DeviceRun run(*c.step, p, c.settings(drop), true);
       run.forward();
       const fs::AttnOptions attn{fs::default_scale(s.d), causal, drop, nullptr, dtype};
@@ -276,7 +285,7 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   const int N = GENERATE(17, 300, 1000);
   const float magnitude = GENERATE(1.f, 333.f);
   const fs::Shape s{2, 3, N, d};
-  const auto cases = backward_cases(s, causal, dtype);
+  const auto cases = step08_only(backward_cases(s, causal, dtype));
   const Case* fa2 = nullptr;
   for (const Case& c : cases)
     if (c.step->variants[c.variant] == "fa2") fa2 = &c;
@@ -366,6 +375,8 @@ TEST_CASE("16-bit kernels on tensors in other layouts give the contiguous layout
   const int H = s.H, Hk = s.kv_heads(), N = s.N, Nk = s.keys();
   for (const Case& c : backward_cases(s, causal, dtype)) {
     if (c.step->variants[c.variant] == "key_warps" && !packed) continue;  // takes no K/V shapes
+    // Step 09 takes neither dropout nor K/V shapes: its layouts are tested in test_hopper_gpu.
+    if (!c.step->dropout || !c.step->kv_shapes) continue;
     DYNAMIC_SECTION(c.name() << (packed ? " packed QKV" : " Nk=333 Hkv=2") << ", (B, N, H, d) with padded outputs") {
       const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
       const fs::Dropout drop{0.1f, 5};
@@ -533,6 +544,7 @@ TEST_CASE("step 08 refuses packed sequences where its kernels do not take them",
   fs::DeviceBuffer<std::int32_t> dcu(cu.size());
   dcu.upload(cu.data(), cu.size());
   for (const Case& c : cases_for(s, false, true, DType::bf16)) {
+    if (!c.step->packed) continue;  // step 09: no packed sequences at all (StepInfo::packed)
     const std::string& v = c.step->variants[c.variant];
     fs::DeviceRun run(*c.step, p, c.settings(), true);
     fs::FwdParams f = run.fwd_params();
