@@ -12,6 +12,7 @@
 #include "common/check.hpp"
 #include "common/packed_check.hpp"
 #include "common/problem.hpp"
+#include "common/strides_check.hpp"
 
 namespace fs {
 
@@ -22,20 +23,11 @@ __host__ __device__ __forceinline__ T* span_rows(T* t, const Strides& st, std::i
   return t + st.of_head(bh, heads) + first * st.row;
 }
 
-// A tensor's strides as the kernels read them: its own, or the contiguous (B, heads, rows, d)
-// layout's where left at zero (Strides::or_dense). The kernels move rows in 16-byte pieces
-// (float4 loads and stores, cp.async): every row must start on a 16-byte boundary, so the address
-// and the strides must be multiples of 4 floats. Throws CudaError (invalid value) otherwise.
+// A tensor's strides as the kernels read them (row_aligned_strides): they move rows in 16-byte
+// pieces (float4 loads and stores, cp.async), so every row starts on a 16-byte boundary.
 inline Strides fp32_strides(const char* who, const char* name, const void* t, const Strides& st, int heads, int rows,
                             int d) {
-  const Strides s = st.or_dense(heads, rows, d);
-  constexpr std::int64_t kChunk = 4;  // floats in 16 bytes
-  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % kChunk != 0 || s.head % kChunk != 0 ||
-      s.row % kChunk != 0)
-    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": " + name +
-                                               ": every row must start on a 16-byte boundary (its address and "
-                                               "strides a multiple of 4 floats)");
-  return s;
+  return row_aligned_strides(who, name, t, st, heads, rows, d, sizeof(float));
 }
 
 // The params with every tensor's strides filled in (fp32_strides): Q and O (H, N), K and V

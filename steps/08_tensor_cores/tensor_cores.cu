@@ -12,6 +12,7 @@
 #include "common/check.hpp"
 #include "common/flash_features.cuh"
 #include "common/packed_check.hpp"
+#include "common/strides_check.hpp"
 #include "common/io_model.hpp"
 #include <algorithm>
 
@@ -130,17 +131,10 @@ TcTiles tc_forward_tiles(int d, int variant) {
 
 namespace {
 
-// The layouts the kernels read: each tensor's strides, the contiguous (B, H, N, d) ones where
-// left at zero. cp.async copies 16 bytes, and dQ's conversion stores 16: every row must start on
-// a 16-byte boundary.
+// The layouts the kernels read (row_aligned_strides): cp.async copies 16 bytes, and dQ's
+// conversion stores 16, so every row starts on a 16-byte boundary.
 Strides tc_strides(const char* name, const void* t, const Strides& st, int heads, int rows, int d, DType dtype) {
-  const Strides s = st.or_dense(heads, rows, d);
-  const std::int64_t chunk = 16 / std::int64_t(dtype_bytes(dtype));  // elements of 16 bytes
-  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % chunk != 0 || s.head % chunk != 0 || s.row % chunk != 0)
-    throw CudaError(cudaErrorInvalidValue, std::string("step 08: ") + name +
-                                               ": every row must start on a 16-byte boundary (its address and strides "
-                                               "a multiple of " + std::to_string(chunk) + " elements)");
-  return s;
+  return row_aligned_strides("step 08", name, t, st, heads, rows, d, dtype_bytes(dtype));
 }
 
 // Q's, K's, V's and O's strides, as the kernels read them (FwdParams and BwdParams alike).

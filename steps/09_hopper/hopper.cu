@@ -12,6 +12,7 @@
 #include "common/check.hpp"
 #include "common/device.hpp"
 #include "common/io_model.hpp"
+#include "common/strides_check.hpp"
 #include "steps/09_hopper/backward_configs.cuh"
 
 namespace fs {
@@ -128,13 +129,10 @@ std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) {
   return tc::tc_bwd_workspace_bytes(s) + hopper::hopper_order_bytes(s, hopper::backward_tiles(s.d).queries);
 }
 
-// TMA reads each tensor through its map: addresses 16-byte aligned, strides multiples of 16 bytes.
+// TMA reads each tensor through its map: addresses 16-byte aligned, strides multiples of 16 bytes
+// (row_aligned_strides).
 void check_layout(const char* name, const void* t, const Strides& st, int heads, int rows, int d) {
-  const Strides s = st.or_dense(heads, rows, d);
-  if (reinterpret_cast<std::uintptr_t>(t) % 16 != 0 || s.batch % 8 != 0 || s.head % 8 != 0 || s.row % 8 != 0)
-    throw CudaError(cudaErrorInvalidValue, std::string("step 09: ") + name +
-                                               ": TMA needs a 16-byte aligned address and strides a multiple of 8 "
-                                               "elements (16 bytes)");
+  row_aligned_strides("step 09", name, t, st, heads, rows, d, 2);
 }
 
 }  // namespace
