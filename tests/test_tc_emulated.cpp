@@ -25,23 +25,14 @@
 #include "steps/08_tensor_cores/backward_configs.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
 #include "tests/flash_checks.hpp"
+#include "tests/host_convert.hpp"
 
 namespace {
 
 using fs::DType;
 
-template <typename E>
-std::vector<E> to_16bit(const std::vector<float>& x) {
-  std::vector<E> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = E(x[i]);  // exact: the inputs are the dtype's values
-  return out;
-}
-template <typename E>
-std::vector<float> to_float(const std::vector<E>& x) {
-  std::vector<float> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i]);
-  return out;
-}
+using fs::testing::to_16bit;
+using fs::testing::to_float;
 
 // Forward then backward of step 08's variant on host memory, outputs poisoned with NaN first;
 // O, LSE, dQ, dK, dV as floats. With FlashAttention's features (mods; K, V of the Shape's own

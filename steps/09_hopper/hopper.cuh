@@ -165,7 +165,7 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
 __device__ __forceinline__ void red_release_add(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
-#else  // the emulated stores are done when issued: nothing to wait for, fence or prefetch
+#else  // the emulated stores and reduce-adds are done when issued: nothing to wait for, fence or prefetch
 inline void bulk_commit() {}
 template <int kInFlight>
 void bulk_wait_read() {}
@@ -173,6 +173,13 @@ template <int kInFlight>
 void bulk_wait() {}
 inline void fence_async_shared() {}
 inline void tma_prefetch_descriptor(const CUtensorMap*) {}
+inline void tma_reduce_add_4d(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3) {
+  emu_hopper::tma_reduce_add(map, smem_u32(src), c0, c1, c2, c3);
+}
+inline void fence_proxy_async_global() {}
+// Host memory, one CTA at a time (hopper_emu.hpp): a spin that cannot end is reported as a deadlock.
+inline int ld_acquire(const int* p) { return emu_hopper::ld_acquire(p); }
+inline void red_release_add(int* p, int v) { *p += v; }
 #endif
 
 // ---- warpgroups ----------------------------------------------------------------------------------

@@ -5,17 +5,25 @@
 //     to land, the phase bit); a waiter yields to the CTA's other threads (fs::emu::wait_until)
 //     until the phase it names has completed, so a barrier that never completes is reported as a
 //     deadlock.
-//   TMA: a tensor map is this file's own description of the tensor (make_tensor_map below), not
-//     the driver's. A load copies its box at once into shared memory in the 128-byte swizzle's
-//     layout, zeros outside the tensor, and completes its bytes on the barrier; a store writes
-//     the box back from that layout at once, clipped to the tensor. The bulk groups' waits have
-//     nothing left to wait for.
+//   TMA: a tensor map is this file's own description of the tensor (make_tensor_map,
+//     make_dq_acc_map below), not the driver's: 16-bit elements, or float32 (the backward's
+//     dQacc), a box's rows 128 bytes. A load copies its box at once into shared memory in the
+//     128-byte swizzle's layout, zeros outside the tensor, and completes its bytes on the
+//     barrier; a store writes the box back from that layout at once, and a reduce-add adds it
+//     (float32, one rounding per element) at once, both clipped to the tensor. The bulk groups'
+//     waits have nothing left to wait for.
 //   wgmma: the warpgroup's 128 threads gather their operands (fs::emu::warpgroup_gather), each
 //     decodes the descriptors and computes its own accumulators in the layouts hopper.cuh gives.
 //     A wgmma is complete when it returns: commit and wait do nothing. The products of 16-bit
 //     inputs are exact in fp32 and are summed in k order: the tensor cores' order and rounding of
 //     the sum are not modelled (as in step 08's emulation, mma.cuh).
 //   Named barriers count threads (fs::emu::named_barrier); setmaxnreg and the fences do nothing.
+//   The deterministic backward's counters in global memory: plain host reads and adds. The CTAs
+//     run one at a time in blockIdx order (x fastest), so a counter a CTA waits for has been
+//     raised by the CTAs before it, or never will be; a thread that keeps reading one value is
+//     made to wait for it to change (ld_acquire below), and the emulator reports the deadlock.
+//
+// Covers step 09's forward (hopper_forward_kernel) and backward (hopper_backward_kernel).
 #pragma once
 
 #ifndef FS_EMULATION
@@ -102,7 +110,7 @@ inline void mbar_wait(std::uint32_t addr, int parity) {
 // ---- TMA ----
 
 // The emulation's tensor map, in the CUtensorMap's 128 bytes: a 4-D tensor (d, rows, heads,
-// batches) of 16-bit elements, boxes of 64 columns × box_rows rows.
+// batches) of 16-bit or float32 elements, boxes of 128 bytes (64 or 32 columns) × box_rows rows.
 struct TensorMap {
   std::uint64_t tag;  // kTag: made by make_tensor_map below
   unsigned char* base;
@@ -111,10 +119,11 @@ struct TensorMap {
   std::int32_t box_rows, elem_bytes;
 };
 constexpr std::uint64_t kTag = 0x46534c544d415031ull;
-constexpr int kBoxCols = 64;
+constexpr int kBoxBytes = 128;  // a box's row: the 128-byte swizzle's
 static_assert(sizeof(TensorMap) <= sizeof(CUtensorMap), "the description fits the opaque map");
 
-// hopper.cu's make_tensor_map, for the emulation: the same arguments, this description.
+// hopper.cu's make_tensor_map, for the emulation: the same arguments (and DType::fp32), this
+// description.
 inline CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& strides, int d, int rows, int heads,
                                    int batches, int box_rows) {
   const Strides st = strides.or_dense(heads, rows, d);
@@ -130,11 +139,16 @@ inline CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides&
   std::memcpy(&map, &t, sizeof t);
   return map;
 }
+// hopper.cu's make_dq_acc_map: dQacc, float32 (B, H, N, d) dense, boxes of 32 columns × 64 rows.
+inline CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
+  return make_tensor_map(dq_acc, DType::fp32, Strides{}, s.d, s.N, s.H, s.B, 64);
+}
 
 inline TensorMap read_map(const CUtensorMap* map) {
   TensorMap t;
   std::memcpy(&t, map, sizeof t);
-  if (t.tag != kTag || t.elem_bytes != 2) fail("a tensor map not made by emu_hopper::make_tensor_map");
+  if (t.tag != kTag || (t.elem_bytes != 2 && t.elem_bytes != 4))
+    fail("a tensor map not made by emu_hopper::make_tensor_map");
   return t;
 }
 
@@ -145,28 +159,68 @@ void for_box(const TensorMap& t, std::uint32_t smem, int c0, int c1, int c2, int
   if (smem % 128 != 0) fail("TMA: a shared-memory box not 128-byte aligned");
   const bool slab = c2 >= 0 && c2 < t.dims[2] && c3 >= 0 && c3 < t.dims[3];
   for (int r = 0; r < t.box_rows; ++r)
-    for (int c = 0; c < kBoxCols; ++c) {
+    for (int c = 0; c < kBoxBytes / t.elem_bytes; ++c) {
       const std::int64_t col = std::int64_t(c0) + c, row = std::int64_t(c1) + r;
       const bool inside = slab && col >= 0 && col < t.dims[0] && row >= 0 && row < t.dims[1];
       unsigned char* g = inside ? t.base + c3 * t.strides[2] + c2 * t.strides[1] + row * t.strides[0] + col * t.elem_bytes
                                 : nullptr;
-      f(g, swizzle(smem + std::uint32_t(r * 128 + c * t.elem_bytes)));
+      f(g, swizzle(smem + std::uint32_t(r * kBoxBytes + c * t.elem_bytes)));
     }
 }
 
 inline void tma_load(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0, int c1, int c2, int c3) {
   const TensorMap t = read_map(map);
+  const std::size_t e = std::size_t(t.elem_bytes);
   for_box(t, dst, c0, c1, c2, c3, [&](const unsigned char* g, std::uint32_t s) {
-    if (g) std::memcpy(at(s), g, 2);
-    else std::memset(at(s), 0, 2);
+    if (g) std::memcpy(at(s), g, e);
+    else std::memset(at(s), 0, e);
   });
-  mbar_complete_tx(bar, std::uint32_t(t.box_rows) * kBoxCols * std::uint32_t(t.elem_bytes));  // the whole box
+  mbar_complete_tx(bar, std::uint32_t(t.box_rows) * kBoxBytes);  // the whole box
 }
 
 inline void tma_store(const CUtensorMap* map, std::uint32_t src, int c0, int c1, int c2, int c3) {
-  for_box(read_map(map), src, c0, c1, c2, c3, [&](unsigned char* g, std::uint32_t s) {
-    if (g) std::memcpy(g, at(s), 2);
+  const TensorMap t = read_map(map);
+  for_box(t, src, c0, c1, c2, c3, [&](unsigned char* g, std::uint32_t s) {
+    if (g) std::memcpy(g, at(s), std::size_t(t.elem_bytes));
   });
+}
+
+// cp.reduce.async.bulk.tensor .add of a float32 box: each element of the tensor += the box's.
+inline void tma_reduce_add(const CUtensorMap* map, std::uint32_t src, int c0, int c1, int c2, int c3) {
+  const TensorMap t = read_map(map);
+  if (t.elem_bytes != 4) fail("TMA reduce-add: a map of 16-bit elements (the emulation adds float32 only)");
+  for_box(t, src, c0, c1, c2, c3, [&](unsigned char* g, std::uint32_t s) {
+    if (!g) return;
+    float x, y;
+    std::memcpy(&x, g, 4);
+    std::memcpy(&y, at(s), 4);
+    x += y;
+    std::memcpy(g, &x, 4);
+  });
+}
+
+// ---- the deterministic backward's counters ----
+
+// ld.acquire: a plain read. The CTAs run one at a time, so a thread that reads one value at one
+// address kSpinReads times in a row spins on a counter that nothing will raise (a hang on the
+// GPU): it waits for the value to change, which the emulator reports as a deadlock.
+constexpr int kSpinReads = 1000;
+inline int ld_acquire(const int* p) {
+  struct Spin {
+    const int* p;
+    int value, reads;
+  };
+  static Spin spins[1024];  // by thread (a CTA has at most 1024)
+  Spin& s = spins[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)];
+  const int v = *p;
+  if (s.p != p || s.value != v) {
+    s = {p, v, 1};
+    return v;
+  }
+  if (++s.reads < kSpinReads) return v;
+  s.reads = 0;
+  fs::emu::wait_until([p, v] { return *p != v; });
+  return *p;
 }
 
 // ---- wgmma ----
