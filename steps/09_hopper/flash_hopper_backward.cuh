@@ -107,6 +107,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int n_block = blockIdx.x, key0 = n_block * BN, n_keys = min(BN, N - key0);
   // The query tiles these keys meet: causal, from the tile of the first query that sees key0.
   const int m_begin = kCausal ? key0 / BM : 0, m_end = (N + BM - 1) / BM, n_iter = m_end - m_begin;
+  // The query tile of iteration it. Causal walks them from the last, which every key tile's CTA
+  // meets: the CTAs start there together, and in kDeterministic each waits one add for the key
+  // tile before it. Walked from the first, the CTA of key tile j would wait at its first query tile
+  // until key tile 0's CTA had come that far, holding its SM meanwhile. Both variants walk alike,
+  // so that their dK and dV (summed over the query tiles in this order) are the same bits.
+  auto m_of = [&](int it) { return kCausal ? m_end - 1 - it : m_begin + it; };
 
   if (threadIdx.x == 0) {
     mbar_init(full_kv, 1);
@@ -135,7 +141,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
       for (int it = 0; it < n_iter; ++it) {
-        const int stage = it % S, q0 = (m_begin + it) * BM;
+        const int stage = it % S, q0 = m_of(it) * BM;
         if (it >= S) mbar_wait(&empty_q[stage], ((it / S) & 1) ^ 1);
         mbar_arrive_expect_tx(&full_q[stage], 2 * Cfg::kQElems * kE);
 #pragma unroll
@@ -154,7 +160,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const float* gD = delta + std::int64_t(bh) * N;
       const float* gL = delta + tc::tc_delta_floats(p.shape) + std::int64_t(bh) * N;
       for (int it = 0; it < n_iter; ++it) {
-        const int stage = it % S, q0 = (m_begin + it) * BM;
+        const int stage = it % S, q0 = m_of(it) * BM;
         if (it >= S) mbar_wait(&empty_q[stage], ((it / S) & 1) ^ 1);
         for (int r = lane; r < BM; r += 32) {
           const int q = q0 + r;
@@ -196,7 +202,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
     mbar_wait(full_kv, 0);
     for (int it = 0; it < n_iter; ++it) {
-      const int stage = it % S, q0 = (m_begin + it) * BM;
+      const int stage = it % S, q0 = m_of(it) * BM;
       const E* q_tile = sQ + stage * Cfg::kQElems;
       const E* do_tile = sdO + stage * Cfg::kQElems;
       E* ds_tile = sdS + (it % 2) * Cfg::kDsElems;
@@ -293,7 +299,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if constexpr (Cfg::kDeterministic) {
           // Key tile n_block adds after tiles 0 .. n_block − 1 have (every CTA that adds to this
           // block of dQacc has a smaller n_block, causal or not).
-          order = dq_order + (std::int64_t(bh) * m_end + (m_begin + it)) * Cfg::kConsumers + cw;
+          order = dq_order + (std::int64_t(bh) * m_end + m_of(it)) * Cfg::kConsumers + cw;
           while (ld_acquire(order) != n_block) {
           }
           fence_proxy_async_global();
@@ -316,7 +322,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers added and stored
     __syncthreads();
     for (int it = 0; it < n_iter; ++it) {
-      const int q0 = (m_begin + it) * BM, n_q = min(BM, N - q0);
+      const int q0 = m_of(it) * BM, n_q = min(BM, N - q0);
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, q0, n_q, 0, D, n_q * D * kF);
       FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, q0, n_q, 0, D, 0);
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, q0, n_q, 0, D, n_q * D * kF);
