@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "visualizer/model/labels.hpp"
 #include "visualizer/model/running_stats.hpp"
@@ -42,11 +43,28 @@ void softmax_panel(UiState& s) {
   if (!doc) return end_empty_panel();
   const Replay& r = *doc->replay;
   if (!r.has_running_stats()) {
-    ImGui::TextWrapped("This step keeps no running statistics.");
-    ImGui::Spacing();
-    ImGui::TextDisabled("Step %s computes each row's max m and sum ℓ in one pass over the whole row of S,", r.meta().step.c_str());
-    ImGui::TextDisabled("read back from HBM. From step 04 on, m and ℓ are updated tile by tile on chip");
-    ImGui::TextDisabled("(the online softmax), and this panel follows them.");
+    const tr::Meta& m = r.meta();
+    const std::string step = "Step " + m.step;
+    auto say = [](const char* headline, const std::string& why) {
+      ImGui::TextWrapped("%s", headline);
+      ImGui::Spacing();
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("%s", why.c_str());
+      ImGui::PopStyleColor();
+    };
+    if (m.pass == "bwd")  // the backward recomputes P from the forward's LSE: no m or ℓ to follow
+      say("The backward keeps no running statistics.",
+          step + " recomputes P = exp(τS − LSE) tile by tile from the LSE the forward stored: each row's max and sum "
+                 "are already in it.");
+    else if (m.step < "04")  // steps 01-03: the softmax over a whole row of S
+      say("This step keeps no running statistics.",
+          step + " computes each row's max m and sum ℓ in one pass over the whole row of S, read back from HBM. From "
+                 "step 04 on, m and ℓ are updated tile by tile on chip (the online softmax), and this panel follows "
+                 "them.");
+    else  // an online softmax whose kernels record no statistics events (step 09's)
+      say("This trace records no running statistics.",
+          step + " updates m and ℓ tile by tile on chip (the online softmax), in registers its kernels do not "
+                 "record; the traces of steps 04 and 08 show them.");
     end_panel();
     return;
   }
