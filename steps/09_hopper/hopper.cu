@@ -8,6 +8,7 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include <string>
+#include <type_traits>
 
 #include "common/check.hpp"
 #include "common/device.hpp"
@@ -129,29 +130,40 @@ std::size_t bwd_ws_bytes(const Shape& s, const PassSettings&) {
   return tc::tc_bwd_workspace_bytes(s) + hopper::hopper_order_bytes(s, hopper::backward_tiles(s.d).queries);
 }
 
-// TMA reads each tensor through its map: addresses 16-byte aligned, strides multiples of 16 bytes
-// (row_aligned_strides).
-void check_layout(const char* name, const void* t, const Strides& st, int heads, int rows, int d) {
-  row_aligned_strides("step 09", name, t, st, heads, rows, d, 2);
+// The plain problem only, and every tensor's strides as the kernels read them: TMA reads each
+// through its map (addresses 16-byte aligned, strides multiples of 16 bytes: row_aligned_strides),
+// and the stores of O, dK, dV and dQ use the strides filled in here. FwdParams and BwdParams alike.
+template <class Params>
+Params with_layouts(const Params& params, const char* who) {
+  const Shape& s = params.shape;
+  if (params.dropout.on() || params.mods.on() || params.packed.on() || !s.square() || s.kv_heads() != s.H)
+    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": the plain problem only (no dropout, score mods, "
+                                                              "packed sequences, or K/V of other shapes)");
+  Params p = params;
+  auto fill = [&](const char* name, const void* t, Strides& st) {
+    st = row_aligned_strides("step 09", name, t, st, s.H, s.N, s.d, 2);
+  };
+  fill("q", p.q, p.q_strides);
+  fill("k", p.k, p.k_strides);
+  fill("v", p.v, p.v_strides);
+  fill("o", p.o, p.o_strides);
+  if constexpr (std::is_same_v<Params, BwdParams>) {
+    fill("dout", p.dout, p.dout_strides);
+    fill("dq", p.dq, p.dq_strides);
+    fill("dk", p.dk, p.dk_strides);
+    fill("dv", p.dv, p.dv_strides);
+  }
+  return p;
 }
 
 }  // namespace
 
 void hopper_forward(const FwdParams& params) {
-  const Shape& s = params.shape;
-  if (!is_16bit(params.dtype) || !hopper::is_head_dim(s.d))
+  if (!is_16bit(params.dtype) || !hopper::is_head_dim(params.shape.d))
     throw CudaError(cudaErrorInvalidValue, "hopper_forward: bf16 or fp16 at d = 64, 128 or 256");
-  if (params.dropout.on() || params.mods.on() || params.packed.on() || !s.square() || s.kv_heads() != s.H)
-    throw CudaError(cudaErrorInvalidValue, "hopper_forward: the plain problem only (no dropout, score mods, packed "
-                                           "sequences, or K/V of other shapes)");
-  check_layout("q", params.q, params.q_strides, s.H, s.N, s.d);
-  check_layout("k", params.k, params.k_strides, s.H, s.N, s.d);
-  check_layout("v", params.v, params.v_strides, s.H, s.N, s.d);
-  check_layout("o", params.o, params.o_strides, s.H, s.N, s.d);
-  FwdParams p = params;
-  p.o_strides = p.o_strides.or_dense(s.H, s.N, s.d);
+  const FwdParams p = with_layouts(params, "hopper_forward");
   const bool bf16 = p.dtype == DType::bf16;
-  switch (s.d) {
+  switch (p.shape.d) {
     case 64: return bf16 ? hopper::forward_bf16_d64(p) : hopper::forward_fp16_d64(p);
     case 128: return bf16 ? hopper::forward_bf16_d128(p) : hopper::forward_fp16_d128(p);
     default: return bf16 ? hopper::forward_bf16_d256(p) : hopper::forward_fp16_d256(p);
@@ -159,30 +171,13 @@ void hopper_forward(const FwdParams& params) {
 }
 
 void hopper_backward(const BwdParams& params) {
-  const Shape& s = params.shape;
-  if (!is_16bit(params.dtype) || !hopper::is_backward_head_dim(s.d))
+  if (!is_16bit(params.dtype) || !hopper::is_backward_head_dim(params.shape.d))
     throw CudaError(cudaErrorInvalidValue, "hopper_backward: bf16 or fp16 at d = 64 or 128");
-  if (params.dropout.on() || params.mods.on() || params.packed.on() || !s.square() || s.kv_heads() != s.H)
-    throw CudaError(cudaErrorInvalidValue, "hopper_backward: the plain problem only (no dropout, score mods, packed "
-                                           "sequences, or K/V of other shapes)");
   if (!params.workspace)  // D, LSE's copy, dQacc and the counters live there
     throw CudaError(cudaErrorInvalidValue, "hopper_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
-  check_layout("q", params.q, params.q_strides, s.H, s.N, s.d);
-  check_layout("k", params.k, params.k_strides, s.H, s.N, s.d);
-  check_layout("v", params.v, params.v_strides, s.H, s.N, s.d);
-  check_layout("o", params.o, params.o_strides, s.H, s.N, s.d);
-  check_layout("dout", params.dout, params.dout_strides, s.H, s.N, s.d);
-  check_layout("dq", params.dq, params.dq_strides, s.H, s.N, s.d);
-  check_layout("dk", params.dk, params.dk_strides, s.H, s.N, s.d);
-  check_layout("dv", params.dv, params.dv_strides, s.H, s.N, s.d);
-  BwdParams p = params;
-  p.o_strides = p.o_strides.or_dense(s.H, s.N, s.d);
-  p.dout_strides = p.dout_strides.or_dense(s.H, s.N, s.d);
-  p.dq_strides = p.dq_strides.or_dense(s.H, s.N, s.d);
-  p.dk_strides = p.dk_strides.or_dense(s.H, s.N, s.d);
-  p.dv_strides = p.dv_strides.or_dense(s.H, s.N, s.d);
+  const BwdParams p = with_layouts(params, "hopper_backward");
   const bool bf16 = p.dtype == DType::bf16;
-  if (s.d == 64) return bf16 ? hopper::backward_bf16_d64(p) : hopper::backward_fp16_d64(p);
+  if (p.shape.d == 64) return bf16 ? hopper::backward_bf16_d64(p) : hopper::backward_fp16_d64(p);
   return bf16 ? hopper::backward_bf16_d128(p) : hopper::backward_fp16_d128(p);
 }
 
