@@ -61,6 +61,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
                    settings.dtype, clusters ? &*clusters : nullptr};
   attn.kv_heads = s.Hkv;
   attn.kv_len = s.Nk;
+  attn.e4m3 = step.rounds_to_e4m3(settings.variant);
   const ScoreFeatures& features = settings.features;
   attn.window_left = features.window_left;
   attn.window_right = features.window_right;
@@ -117,6 +118,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     if (settings.packed.on()) write_cu_seqlens_dir(opt.save_dir, settings.packed);
   }
 
+  std::vector<PassReport> parts;  // fwd_prep, fwd_kernel
   if (opt.bench) {
     FS_NVTX_RANGE("benchmark");
     L2Flusher flusher(dev.l2_bytes);
@@ -126,6 +128,26 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
     // sequences: the sum of each one's count).
     const double kept = fwd.density;
     fwd.tflops = tflops(kept * plan.flops("fwd"), fwd.timing->median_ms);
+    if (step.rounds_to_e4m3(settings.variant)) {  // the quantizer alone, then the kernel alone on its output
+      IoCount prep_io;
+      if (step.untraced_io)
+        for (const UntracedIo& u : step.untraced_io(s, settings, "fwd")) {
+          prep_io.read_bytes += u.read_bytes;
+          prep_io.write_bytes += u.write_bytes;
+        }
+      for (const FwdPart part : {FwdPart::kPrepare, FwdPart::kKernel}) {
+        FwdParams pp = fp;
+        pp.part = part;
+        PassReport r;
+        const bool kernel = part == FwdPart::kKernel;
+        r.pass = kernel ? "fwd_kernel" : "fwd_prep";
+        r.io = kernel ? IoCount{fwd.io.read_bytes - prep_io.read_bytes, fwd.io.write_bytes - prep_io.write_bytes} : prep_io;
+        r.peak_mem_bytes = fwd.peak_mem_bytes;
+        r.timing = time_gpu([&] { step.forward(pp); }, pp.stream, opt.warmup, opt.reps, &flusher);
+        if (kernel) r.tflops = tflops(kept * plan.flops("fwd"), r.timing->median_ms);
+        parts.push_back(r);
+      }
+    }
     if (opt.backward) {
       const BwdParams bp = run.bwd_params();
       bwd.timing = time_gpu([&] { step.backward(bp); }, bp.stream, opt.warmup, opt.reps, &flusher);
@@ -135,6 +157,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
 
   CaseReport report;
   report.passes.push_back(fwd);
+  report.passes.insert(report.passes.end(), parts.begin(), parts.end());
   if (opt.backward) report.passes.push_back(bwd);
   return report;
 }

@@ -21,7 +21,9 @@
 namespace fs {
 
 struct PassReport {
-  std::string pass;                  // "fwd" or "bwd"
+  // "fwd" or "bwd"; with --bench, a variant that prepares its inputs (StepInfo::e4m3) adds its
+  // forward's parts timed alone (FwdParams::part): "fwd_prep" and "fwd_kernel", unchecked.
+  std::string pass;
   std::optional<CheckReport> check;  // with --check
   std::optional<Timing> timing;      // with --bench
   double tflops = 0;

@@ -220,6 +220,13 @@ template <typename T>
 __host__ __device__ inline T* as(void* p) { return static_cast<T*>(p); }
 
 // Every forward launcher takes this. The tensors are of `dtype`, LSE float32.
+// Which part of a forward a call runs, for the variants that prepare their inputs before their
+// kernel (StepInfo::e4m3: step 09's fp8 quantizes Q, K and V into the workspace). kBoth is the
+// forward. kPrepare and kKernel split it so that the benchmark can time each: the kernel then
+// reads what the last call that prepared left in the workspace, for the same inputs (a model
+// that keeps its activations in e4m3 pays the kernel alone). Other variants take kBoth only.
+enum class FwdPart : std::uint8_t { kBoth, kPrepare, kKernel };
+
 struct FwdParams {
   const void* q = nullptr;   // (B, H, N, d)
   const void* k = nullptr;   // (B, H, N, d)
@@ -247,6 +254,7 @@ struct FwdParams {
   // Last, so that the fields above keep their offsets in the kernels' parameters.
   Strides q_strides, k_strides, v_strides, o_strides;
   Packed packed;  // steps with StepInfo::packed only; off: the Shape's B batches
+  FwdPart part = FwdPart::kBoth;
 };
 
 // Every backward launcher takes this. The forward's O and LSE are inputs.
@@ -336,6 +344,10 @@ struct StepInfo {
   // Variants whose backward adds dQ with atomics: correct, but the rounding depends on the
   // order the adds land in, so repeats are not bit-identical.
   std::vector<std::string> order_dependent;
+  // Variants whose kernels round Q, K and V to e4m3 first (step 09's fp8): checked against the
+  // reference of the rounded inputs under the FP8 rule (AttnOptions::e4m3, common/verify.hpp).
+  // Their forward has two parts (FwdParams::part), which the benchmark also times alone.
+  std::vector<std::string> e4m3;
   // Clustered steps (SMYRF, step 07): approximate attention inside the clusters of
   // PassSettings::smyrf, checked against the reference of those clusters. The hook finds, in
   // the forward's workspace, the clusters the pass used: the query orders (B·H, hashes, N), then
@@ -365,6 +377,11 @@ struct StepInfo {
   // Whether the backward takes a problem that the forward takes (refusal empty).
   bool backward_takes(const Shape& s, const PassSettings& settings) const {
     return backward && (!unsupported_backward || unsupported_backward(s, settings).empty());
+  }
+  bool rounds_to_e4m3(int variant) const {
+    for (const std::string& v : e4m3)
+      if (variant >= 0 && variant < static_cast<int>(variants.size()) && variants[variant] == v) return true;
+    return false;
   }
   bool takes(DType t) const {
     for (DType d : dtypes)

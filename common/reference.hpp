@@ -44,6 +44,9 @@ struct AttnOptions {
   // SMYRF (common/smyrf.hpp): attention inside these clusters, merged over their rounds, instead
   // of dense attention; fp32, not causal, no dropout or block mask.
   const SmyrfClusters* clusters = nullptr;
+  // The kernels rounded Q, K and V to e4m3 first (step 09's fp8; common/e4m3.hpp): verify_forward
+  // holds O to the reference of those rounded inputs, under the FP8 rule (verify.hpp).
+  bool e4m3 = false;
   // FlashAttention's interface features (flash_attn_func), as it defines them (docs/notation.md,
   // "The interface features"). Steps 04/05's kernels take the window, ALiBi and softcap for square
   // shapes (common/flash_features.cuh); the rest only the reference has. The Shape is the

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/e4m3.hpp"
 #include "common/random.hpp"
 
 namespace fs {
@@ -51,12 +52,15 @@ std::string CheckReport::summary() const {
   out << "check against the fp64 CPU reference (" << coverage << "):\n";
   for (const auto& t : tensors) {
     out << "  " << std::left << std::setw(4) << t.name << std::right << std::setprecision(2);
-    if (t.values)
+    if (!t.judged)
+      out << std::scientific << " max err " << t.err << "  (the given inputs' reference: not judged)";
+    else if (t.values)
       out << std::scientific << " max err " << t.err << "  tolerance " << t.tol << " (fp32 CPU err " << t.err_fp32 << ")";
     else  // the order check: the worst neighbours out of order, in what float sort keys allow
       out << std::fixed << " worst pair out of order " << t.err << " of what float keys allow (at most " << t.tol << ")";
     if (t.bad) out << "  " << t.bad << (t.values ? " non-finite" : " broken");
-    out << (t.pass() ? "  ok" : "  FAIL") << "\n";
+    if (t.judged) out << (t.pass() ? "  ok" : "  FAIL");
+    out << "\n";
   }
   return out.str();
 }
@@ -123,6 +127,24 @@ std::string coverage_text(std::int64_t checked, std::int64_t total, const char* 
 CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* q,
                            const float* k, const float* v, const float* o, const float* lse,
                            std::uint64_t seed, std::int64_t budget) {
+  if (opt.e4m3) {  // FP8: the reference of the inputs the kernel multiplied (verify.hpp)
+    AttnOptions plain = opt;
+    plain.e4m3 = false;
+    const int Hkv = opt.kv_heads_of(s), Nk = opt.keys(s);
+    const std::vector<float> q8 = e4m3_dequantized(q, s.heads(), s.N, s.d),
+                             k8 = e4m3_dequantized(k, std::int64_t(s.B) * Hkv, Nk, s.d),
+                             v8 = e4m3_dequantized(v, std::int64_t(s.B) * Hkv, Nk, s.d);
+    CheckReport report = verify_forward(s, plain, q8.data(), k8.data(), v8.data(), o, lse, seed, budget / 2);
+    float v_max = 0.f;
+    for (float x : v8) v_max = std::max(v_max, std::abs(x));
+    report.tensors[0].tol += (0x1p-4 + double(Nk) * 0x1p-18) * v_max;  // P̃'s rounding to e4m3
+    const CheckReport given = verify_forward(s, plain, q, k, v, o, lse, seed, budget / 2);
+    TensorCheck in = given.tensors[0];
+    in.name = "O(in)";
+    in.judged = false;
+    report.tensors.push_back(in);
+    return report;
+  }
   const std::int64_t per_row = keys_per_query(s, opt) * s.d;
   const std::int64_t n_rows = std::max<std::int64_t>(64, budget / std::max<std::int64_t>(1, per_row));
   const auto rows = merged(sample_indices(s.rows(), n_rows, seed), sequence_ends(opt.cu_seqlens_q, s.N, s.heads()));

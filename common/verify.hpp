@@ -12,6 +12,16 @@
 // softmax makes O a row of V: exact). FlashAttention's tests allow the same, an output
 // rounding step ("out_ref + 0.3 - 0.3 - out_ref") on top of twice PyTorch's error.
 //
+// FP8 (AttnOptions::e4m3: the kernels rounded Q, K, V to e4m3 per 128-row block, common/e4m3.hpp).
+// The reference is that of the rounded inputs — what the kernel multiplied — and LSE is held to
+// the rule above. O has one more rounding the reference has not: P̃ to e4m3 before P̃V, by at most
+// 2⁻⁴ of each P̃ (2⁻¹⁰ absolute below e4m3's normal range, with P̃'s largest at 2⁸), while ℓ sums
+// the unrounded P̃. So |ΔO| ≤ Σ_j |ΔP̃_j| |v_j| / ℓ ≤ (2⁻⁴ + N_k·2⁻¹⁸) · max |V|, added to O's
+// tolerance. A bound for the worst case, not a model of the typical error: the tests also run
+// problems where a wrong kernel errs by far more than it (tests/test_hopper_emulated.cpp). The
+// error against the reference of the given inputs, which quantization adds to, is reported beside
+// it ("O(in)"), not judged.
+//
 // The floor covers what the fp32 CPU error cannot see: where the CPU sums two quantities in
 // the same order it can cancel them exactly, while a kernel summing in another order cannot.
 // The backward's dS = P ∘ (dP − D) is such a case: at N = 1, dP = dO·v and D = dO·o are the
@@ -51,7 +61,9 @@ struct TensorCheck {
   // neighbouring slots out of order, as a fraction of what float sort keys allow), which
   // max_err() leaves out.
   bool values = true;
-  bool pass() const { return bad == 0 && err <= tol; }
+  // false: an error reported (and in max_err()) but held to no tolerance (FP8's O(in)).
+  bool judged = true;
+  bool pass() const { return !judged || (bad == 0 && err <= tol); }
 };
 
 struct CheckReport {

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <vector>
 
@@ -267,4 +268,159 @@ void stuck_counter_kernel() {
 TEST_CASE("step 09 on the CPU: a spin on a counter that nothing raises is reported as a deadlock",
           "[emulated][hopper][backward]") {
   CHECK_THROWS_WITH(fs::emu::launch(stuck_counter_kernel, dim3(1), dim3(32), 0), Catch::Contains("deadlock"));
+}
+
+// ---- the fp8 variant ----------------------------------------------------------------------------
+
+// e4m3's decoding (common/e4m3.cpp, from the bits) against cuda_fp8.h's, and its rounding
+// (cuda_fp8.h's, which the kernels use) landing on a neighbour of every value between two.
+TEST_CASE("e4m3: the decoding agrees with cuda_fp8.h for every byte, and rounding goes to the nearest",
+          "[emulated][hopper][fp8]") {
+  for (int b = 0; b < 256; ++b) {
+    const float mine = fs::e4m3_value(std::uint8_t(b));
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3);
+    const float theirs = __half2float(__half(h));
+    INFO("byte " << b);
+    if (std::isnan(theirs)) {
+      CHECK(std::isnan(mine));
+      continue;
+    }
+    CHECK(mine == theirs);
+    CHECK(fs::to_e4m3(mine) == b);
+  }
+  CHECK(fs::e4m3_value(fs::to_e4m3(1000.f)) == 448.f);   // saturates
+  CHECK(fs::e4m3_value(fs::to_e4m3(1.0625f)) == 1.f);    // a tie, to even (1.0 | 1.125)
+  CHECK(fs::e4m3_value(fs::to_e4m3(1.1875f)) == 1.25f);  // a tie, to even (1.125 | 1.25)
+  CHECK(fs::e4m3_value(fs::to_e4m3(0x1p-10f)) == 0.f);    // half the smallest subnormal: to even, 0
+  CHECK(fs::e4m3_value(fs::to_e4m3(0x1.8p-10f)) == 0x1p-9f);
+}
+
+// The quantizer's slots: each group of 32 keys is a permutation, and the one pack_p_fp8 needs.
+TEST_CASE("fp8: fp8_slot puts each key where wgmma's 8-bit A operand holds it", "[emulated][hopper][fp8]") {
+  bool seen[32] = {};
+  for (int j = 0; j < 32; ++j) {
+    const int slot = hp::fp8_slot(j);
+    REQUIRE(slot >= 0);
+    REQUIRE(slot < 32);
+    CHECK(!seen[slot]);
+    seen[slot] = true;
+    // Lane t (of a quad) holds A slots 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3, and the
+    // accumulators of keys 8c + 2t, 8c + 2t + 1: the same lane must own key j and its slot.
+    CHECK((slot % 16) / 4 == (j % 8) / 2);
+  }
+}
+
+namespace {
+
+// The fp8 forward on host memory: the quantizer, then the kernel, as launch_hopper_forward_fp8
+// launches them but with the emulation's tensor maps, on `ctas` CTAs (0: one per work tile). The
+// workspace is poisoned first, so that bytes the quantizer leaves unwritten (Vᵀ's padding) show.
+// `tamper`, if given, changes the quantizer's output before the kernel reads it.
+template <typename EO>
+Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas, float scale,
+                const std::function<void(const hp::Fp8Layout&, unsigned char*)>& tamper = {}) {
+  using Cfg = hp::Fp8Cfg<EO>;
+  const auto q = to_16bit<EO>(p.q), k = to_16bit<EO>(p.k), v = to_16bit<EO>(p.v);
+  std::vector<EO> o(s.elems(), EO(NAN));
+  std::vector<float> lse(s.rows(), NAN);
+  fs::FwdParams fp = fs::testing::forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal);
+  fp.dtype = std::is_same_v<EO, __nv_bfloat16> ? DType::bf16 : DType::fp16;
+  fp.scale = scale;
+  fp.variant = hp::kFp8;
+  const hp::Fp8Layout l = hp::fp8_layout(s);
+  std::vector<unsigned char> ws(l.bytes, 0x7f);  // 0x7f: e4m3's NaN
+  fp.workspace = ws.data();
+  const int heads = s.heads();
+  fs::emu::launch(hp::quantize_fp8_kernel<EO>, dim3(unsigned(l.blocks), unsigned(heads), 3),
+                  dim3(hp::kQuantizeThreads), hp::kQuantizeSmem, fp, ws.data(), l);
+  if (tamper) tamper(l, ws.data());
+  namespace em = hp::emu_hopper;
+  hp::TmaMaps maps{em::make_tensor_map_fp8(ws.data() + l.q, s.d, s.N, s.H, s.B, Cfg::kBlockM),
+                   em::make_tensor_map_fp8(ws.data() + l.k, s.d, s.N, s.H, s.B, Cfg::kBlockN),
+                   em::make_tensor_map_fp8(ws.data() + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
+                   em::make_tensor_map(fp.o, fp.dtype, fp.o_strides, s.d, s.N, s.H, s.B, 64)};
+  const float* scales = reinterpret_cast<const float*>(ws.data() + l.scales);
+  maps.scale_q = scales;
+  maps.scale_k = scales + std::int64_t(heads) * l.blocks;
+  maps.scale_v = scales + 2 * std::int64_t(heads) * l.blocks;
+  maps.scale_blocks = l.blocks;
+  const int work = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM * heads;
+  const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
+  if (causal)
+    fs::emu::launch(hp::hopper_forward_kernel<Cfg, true, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, fp,
+                    fs::trace::Slices{});
+  else
+    fs::emu::launch(hp::hopper_forward_kernel<Cfg, false, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps,
+                    fp, fs::trace::Slices{});
+  return {to_float(o), lse};
+}
+
+// fp8 against the reference of its e4m3 inputs under the FP8 rule (common/verify.hpp), on one CTA
+// per work tile and on a persistent grid of `ctas`, which must agree bit for bit. `sharp`: scores
+// τ = 1 instead of 1/√d, so that each row's softmax is nearly one key's: O is then nearly a row
+// of V, and a key in the wrong slot, a wrong scale or fragment errs by about |V|, far past the
+// rule's 2⁻⁴ max |V|. Returns the report (its O(in): the error against the given inputs).
+fs::CheckReport fp8_report(const fs::Shape& s, const fs::HostProblem& p, bool causal, float scale, DType dtype,
+                           const Outputs& got) {
+  fs::AttnOptions attn{scale, causal, {}, nullptr, dtype};
+  attn.e4m3 = true;
+  return fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), 7);
+}
+fs::HostProblem fp8_problem(const fs::Shape& s, bool causal, bool sharp, DType dtype) {
+  return fs::random_problem(s, 929 + s.N + s.B * s.H + causal + 2 * sharp, false, dtype);
+}
+
+template <typename EO>
+fs::CheckReport check_fp8(const fs::Shape& s, bool causal, bool sharp, int ctas) {
+  const DType dtype = std::is_same_v<EO, __nv_bfloat16> ? DType::bf16 : DType::fp16;
+  const fs::HostProblem p = fp8_problem(s, causal, sharp, dtype);
+  const float scale = sharp ? 1.f : fs::default_scale(s.d);
+  const Outputs got = run_fp8<EO>(s, p, causal, 0, scale);
+  const fs::CheckReport report = fp8_report(s, p, causal, scale, dtype, got);
+  INFO(report.summary());
+  CHECK(report.coverage.rfind("all ", 0) == 0);
+  CHECK(report.pass());
+  const Outputs persistent = run_fp8<EO>(s, p, causal, ctas, scale);
+  CHECK(same_bits(persistent.o, got.o));
+  CHECK(same_bits(persistent.lse, got.lse));
+  return report;
+}
+
+}  // namespace
+
+// N = 1, 97 (one short tile), 200 and 300 (tails of 72 and 44 rows and keys, Vᵀ's padding read),
+// 2 heads or 2 batches; causal and not; smooth and sharp softmax; O in bf16 and fp16.
+TEST_CASE("step 09 on the CPU: fp8 matches the reference of its e4m3 inputs", "[emulated][hopper][fp8]") {
+  for (bool sharp : {false, true})
+    for (bool causal : {false, true})
+      for (int N : {1, 97, 200, 300}) {
+        const fs::Shape s = N % 2 == 0 ? fs::Shape{1, 2, N, 128} : fs::Shape{2, 1, N, 128};
+        DYNAMIC_SECTION("bf16 N=" << N << (causal ? " causal" : "") << (sharp ? " sharp" : "")) {
+          check_fp8<__nv_bfloat16>(s, causal, sharp, 1);
+        }
+      }
+  SECTION("fp16 O") { check_fp8<__half>(fs::Shape{1, 2, 300, 128}, true, true, 2); }
+}
+
+// The FP8 rule's bound is no room for a wrong kernel to hide in, on the sharp problems: the kernel
+// errs by well under it, and the same kernel reading Vᵀ with keys 0 and 1 in each other's slots
+// (what a wrong fp8_slot or fragment does to a pair of keys) fails it — causal, row 0 sees key 0
+// only, and gets key 1's values.
+TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys", "[emulated][hopper][fp8]") {
+  const fs::Shape s{1, 2, 300, 128};
+  const fs::CheckReport r = check_fp8<__nv_bfloat16>(s, true, true, 1);
+  REQUIRE(r.tensors.size() == 3);
+  INFO(r.summary());
+  CHECK(r.tensors[0].err < r.tensors[0].tol / 4);
+
+  const fs::HostProblem p = fp8_problem(s, true, true, DType::bf16);
+  const Outputs swapped = run_fp8<__nv_bfloat16>(s, p, true, 0, 1.f, [&](const hp::Fp8Layout& l, unsigned char* ws) {
+    for (std::int64_t row = 0; row < std::int64_t(s.heads()) * s.d; ++row) {  // every row of Vᵀ
+      unsigned char* r = ws + l.vt + row * l.n_pad;
+      std::swap(r[hp::fp8_slot(0)], r[hp::fp8_slot(1)]);
+    }
+  });
+  const fs::CheckReport bad = fp8_report(s, p, true, 1.f, DType::bf16, swapped);
+  INFO(bad.summary());
+  CHECK_FALSE(bad.pass());
 }

@@ -69,6 +69,7 @@ TEST_CASE("step 09: the ladder's rungs give fa3's outputs bit for bit", "[gpu][h
   const fs::HostProblem p = fs::random_problem(s, fa3.seed(), false, DType::bf16);
   const Outputs want = forward(fa3, p);
   for (int v = 1; v < int(step09().variants.size()); ++v) {
+    if (step09().rounds_to_e4m3(v)) continue;  // fp8 multiplies other inputs
     const Case rung{&step09(), v, s, causal, DType::bf16};
     DYNAMIC_SECTION(rung.name()) {
       const Outputs got = forward(rung, p);
@@ -90,7 +91,8 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
     DYNAMIC_SECTION(c.name()) {
       const fs::HostProblem p = fs::random_problem(s, c.seed(), false, dtype);
       const Outputs got = forward(c, p);
-      const fs::AttnOptions attn{fs::default_scale(d), causal, {}, nullptr, dtype};
+      fs::AttnOptions attn{fs::default_scale(d), causal, {}, nullptr, dtype};
+      attn.e4m3 = step09().rounds_to_e4m3(v);  // fp8: the FP8 rule (common/verify.hpp)
       const auto report =
           fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
       INFO(report.summary());

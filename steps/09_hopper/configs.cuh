@@ -16,11 +16,13 @@ namespace fs::hopper {
 // that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
 // tile's Q and K while the consumers store the last one's O).
 // deterministic: fa3's forward; its backward adds dQ in a fixed order (bit-identical runs).
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kHopperVariants };
+// fp8: fa3's forward on Q, K and V quantized to e4m3 (fp8.cuh), d = 128; no backward.
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kFp8, kHopperVariants };
 constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap || variant == kWsPingPong; }
 constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
+constexpr int kFp8HeadDim = 128;     // and fp8 at d = 128 (bf16 or fp16 in and out)
 
 // fa3's tiles per d: keys per tile and stages, as shared memory allows (227 KiB a CTA).
 //   d = 64:  Q 16 KiB + 4 stages × (K, V: 16 + 16 KiB)
@@ -45,6 +47,11 @@ static_assert(WsOverlap<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::
                   WsPingPong<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN,
               "block_n: the rungs share ws's tile");
 
+// fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
+// Q 16 KiB + 4 stages × (K, Vᵀ: 16 + 16 KiB) + O 32 KiB.
+template <typename EO>
+using Fp8Cfg = HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8Block, 4, true, true, true, EO>;
+
 template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {
   if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
@@ -62,6 +69,7 @@ void forward_dispatch(const FwdParams& p) {
 inline int block_n(int d, int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
   if (is_rung(variant)) return Ws<E, kLadderHeadDim>::kBlockN;  // every rung's tile is ws's
+  if (variant == kFp8) return Fp8Cfg<E>::kBlockN;
   switch (d) {
     case 64: return Fa3<E, 64>::Cfg::kBlockN;
     case 128: return Fa3<E, 128>::Cfg::kBlockN;

@@ -18,6 +18,11 @@
 //   kPingPong: the two consumer warpgroups take turns to issue their products (named barriers),
 //     so that one warpgroup's softmax runs while the other's products keep the tensor cores busy.
 //
+//   E = __nv_fp8_e4m3 (the fp8 variant, fp8.cuh): Q, K and Vᵀ as the quantizer wrote them, one
+//     byte each, products by wgmma k32; S multiplied by its blocks' scales, P̃ rounded to e4m3
+//     (times 2⁸, softmax_tile_fp8), O kept in units of the current V block's scale; O written
+//     in EO (the problem's bf16 or fp16).
+//
 // The tiles a CTA reads and the HBM bytes are step 08's (io_flash2_forward with these tiles);
 // what changes is who moves them (TMA, not 384 threads' cp.async) and how the products are
 // issued (a warpgroup's 64 × N × 16 at a time, asynchronously, not a warp's 16 × 8 × 16).
@@ -34,6 +39,7 @@
 #include "common/recorder/launch.cuh"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/08_tensor_cores/tc_softmax.cuh"
+#include "steps/09_hopper/fp8.cuh"
 #include "steps/09_hopper/hopper.cuh"
 
 namespace fs::hopper {
@@ -41,25 +47,36 @@ namespace fs::hopper {
 using trace::Kind;
 using trace::Tensor;
 
-// Q, K and V as TMA sees them: 4-D tensors (d, rows, heads, batches), boxes of 64 columns.
+// Q, K and V as TMA sees them: 4-D tensors (d, rows, heads, batches), boxes of 128 bytes of a
+// row (64 16-bit columns, 128 e4m3 ones); the fp8 variant's V is Vᵀ (keys, d, heads, batches).
 struct TmaMaps {
   CUtensorMap q, k, v, o;  // o: boxes of 64 rows (a consumer warpgroup's), for kTmaStore
+  // fp8: the blocks' scales (fp8.cuh), (B·H, blocks) each; null otherwise.
+  const float *scale_q = nullptr, *scale_k = nullptr, *scale_v = nullptr;
+  int scale_blocks = 0;
 };
 
 // kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
-// producer warpgroup.
-template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_, bool kPersistent_>
+// producer warpgroup. E: the elements the tensor cores read (16-bit, or e4m3), EO: O's.
+template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_, bool kPersistent_,
+          typename EO_ = E_>
 struct HopperConfig {
   using E = E_;
+  using EO = EO_;
   static constexpr int D = D_, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
   static constexpr bool kOverlap = kOverlap_, kPingPong = kPingPong_, kPersistent = kPersistent_;
+  static constexpr bool kFp8 = kIsFp8<E>;
+  static_assert(sizeof(EO) == 2 && (kFp8 || std::is_same_v<E, EO>), "O in the 16-bit type of the problem");
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
   static_assert(kBlockN == 64 || kBlockN == 128, "S's wgmma is m64n64 or m64n128");
+  static_assert(!kFp8 || (D == 128 && kBlockN == kFp8Block),
+                "fp8: d = 128 (one box of Q and K), and key tiles of the quantizer's 128-row blocks");
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + 1);  // and the producer
-  static constexpr int kBoxCols = 64;                       // 128 bytes of 16-bit elements
+  static constexpr int kBoxCols = 128 / int(sizeof(E));    // a 128-byte row of the swizzle
+  static constexpr int kStepK = 32 / int(sizeof(E));       // k per wgmma: k16, or k32 for e4m3
   static constexpr int kColBlocks = D / kBoxCols;
   static constexpr int kQElems = kBlockM * D, kKVElems = kBlockN * D;
   static constexpr int kONt = D < 128 ? D : 128;  // columns of O per P̃V wgmma
@@ -72,7 +89,8 @@ struct HopperConfig {
   // d = 256): the consumers write it there and go on while the copy engine writes it out.
   static constexpr bool kTmaStore = D <= 128;
   static constexpr int kOElems = kTmaStore ? kBlockM * D : 0;
-  static constexpr std::size_t kTileBytes = sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems + kOElems);
+  static constexpr std::size_t kTileBytes =
+      sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems) + sizeof(EO) * std::size_t(kOElems);
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
 
@@ -129,6 +147,68 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&
   }
 }
 
+// The fp8 variant's online softmax: S (the products of e4m3 Q and K) times c = its two blocks'
+// scales · τ · log2 e is the score in base-2 units, different for each tile, so m is kept in
+// those units (not S's, as softmax_tile does). P̃ = 2^(x − m + 8), at most 2⁸ = 256: e4m3 holds
+// up to 448, and its smallest values (subnormal below 2⁻⁶) sit 8 binades further from P̃'s
+// largest than they would with P̃ ≤ 1 (FlashAttention-3's max offset). ℓ sums the same P̃, so the
+// offset cancels in O / ℓ; LSE takes it out (fp8_lse_m).
+constexpr float kFp8Offset = 8.f;
+template <int NT>
+__device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                 float c) {
+  float mx[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx[h] = fmaxf(mx[h], fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x *= 2)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], x));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    alpha[h] = tc::exp2_fast(m[h] - m_use);
+    m[h] = m_new;
+    l[h] *= alpha[h];
+    const float bias = kFp8Offset - m_use;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        s[nt][e] = tc::exp2_fast(fmaf(s[nt][e], c, bias));
+        l[h] += s[nt][e];
+      }
+  }
+}
+// tc_finish_rows's m for LSE = m · 1 + ln ℓ: (m − 8) ln 2, from the base-2 max and P̃'s offset.
+__device__ __forceinline__ float fp8_lse_m(float m) { return (m - kFp8Offset) * 0.69314718f; }
+
+// P̃ rounded to e4m3 as wgmma's 8-bit A operand (hopper.cuh): k-step kk covers keys
+// [32kk, 32kk + 32), S's chunks 4kk .. 4kk + 3. Register 0 gets row g's keys 2t, 2t + 1 of
+// chunks 4kk and 4kk + 1, register 1 row g + 8's, registers 2 and 3 the same of chunks 4kk + 2
+// and 4kk + 3: the slots fp8_slot gave those keys in Vᵀ (fp8.cuh).
+template <int NT>
+__device__ __forceinline__ void pack_p_fp8(const float (&s)[NT][4], std::uint32_t (&pf)[NT / 4][4]) {
+  auto pack = [](float a, float b, float c, float d) {
+    const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+    return lo | hi << 16;
+  };
+#pragma unroll
+  for (int kk = 0; kk < NT / 4; ++kk) {
+    const int c = 4 * kk;
+    pf[kk][0] = pack(s[c][0], s[c][1], s[c + 1][0], s[c + 1][1]);
+    pf[kk][1] = pack(s[c][2], s[c][3], s[c + 1][2], s[c + 1][3]);
+    pf[kk][2] = pack(s[c + 2][0], s[c + 2][1], s[c + 3][0], s[c + 3][1]);
+    pf[kk][3] = pack(s[c + 2][2], s[c + 2][3], s[c + 3][2], s[c + 3][3]);
+  }
+}
+
 // One work tile: query rows [row0, row0 + rows) of head bh (batch b, head h; K/V head h_kv),
 // and the key tiles it visits (causal: none past its last row's diagonal key).
 struct Work {
@@ -153,15 +233,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     hopper_forward_kernel(const __grid_constant__ TmaMaps maps, const FwdParams p, trace::Slices slices) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(FS_EMULATION)  // and the CPU emulation (hopper_emu.hpp)
   using E = typename Cfg::E;
+  using EO = typename Cfg::EO;
   constexpr int D = Cfg::D, BM = Cfg::kBlockM, BN = Cfg::kBlockN, S = Cfg::kStages;
-  constexpr int NT = BN / 8, DT = D / 8, KD = D / 16, KN = BN / 16, CB = Cfg::kColBlocks;
+  constexpr int NT = BN / 8, DT = D / 8, KD = D / Cfg::kStepK, KN = BN / Cfg::kStepK, CB = Cfg::kColBlocks;
+  constexpr int BX = Cfg::kBoxCols;  // columns per box: 64, or 128 of e4m3
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ unsigned char smem_raw[];
   E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
   E* sK = sQ + Cfg::kQElems;       // kStages × (CB boxes of BN × 64)
   E* sV = sK + S * Cfg::kKVElems;  // likewise
-  E* sO = sV + S * Cfg::kKVElems;  // kTmaStore: O's tile, laid out as Q's
+  EO* sO = reinterpret_cast<EO*>(sV + S * Cfg::kKVElems);  // kTmaStore: O's tile, in 64-column boxes
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sO + Cfg::kOElems);
   std::uint64_t* full_q = bars;
   std::uint64_t* empty_q = bars + 1;
@@ -207,25 +289,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (k > 0) mbar_wait(empty_q, (k - 1) & 1);
         mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
 #pragma unroll
-        for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * 64, &maps.q, full_q, 64 * c, wk.row0, wk.h, wk.b);
+        for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * BX, &maps.q, full_q, BX * c, wk.row0, wk.h, wk.b);
         FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
         // K_t, then V_{t−1}: K runs a tile ahead, as the consumers need it (S_t before
         // P̃_{t−1}V_{t−1}). Each waits until the consumers are done with what its stage held.
-        auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t) {
+        // fp8's V is Vᵀ: one box of the tile's 128 keys × d rows.
+        auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t,
+                        bool transposed) {
           const int i = g + t, stage = i % S;
           if (i >= S) mbar_wait(&empty[stage], ((i / S) & 1) ^ 1);
           E* dst = tiles + stage * Cfg::kKVElems;
           mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
+          if (Cfg::kFp8 && transposed) {
+            tma_load_4d(dst, map, &full[stage], t * BN, 0, wk.h_kv, wk.b);
+            return;
+          }
 #pragma unroll
-          for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * 64, map, &full[stage], 64 * c, t * BN, wk.h_kv, wk.b);
+          for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * BX, map, &full[stage], BX * c, t * BN, wk.h_kv, wk.b);
         };
         for (int t = 0; t <= wk.n_tiles; ++t) {
           if (t < wk.n_tiles) {
-            load(&maps.k, sK, full_k, empty_k, t);
+            load(&maps.k, sK, full_k, empty_k, t, false);
             FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_head(wk), t * BN, keys(t * BN), 0, D, keys(t * BN) * D * kE);
           }
           if (t > 0) {
-            load(&maps.v, sV, full_v, empty_v, t - 1);
+            load(&maps.v, sV, full_v, empty_v, t - 1, true);
             const int j0 = (t - 1) * BN;
             FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_head(wk), j0, keys(j0), 0, D, keys(j0) * D * kE);
           }
@@ -244,18 +332,30 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const int wrow0 = 64 * cw + 16 * warp;  // the warp's first row in the tile
     const float scale_log2 = p.scale * kLog2e;
 
-    // Descriptors (hopper.cuh, make_desc). Q and K: K-major, 16 columns of d per step kk, box kk / 4,
-    // 32 bytes per step inside it. V: MN-major, 16 keys per step kk (2048 bytes), d's boxes
-    // BN·128 bytes apart.
-    auto q_desc = [&](int kk) { return make_desc(sQ + (kk / 4) * BM * 64 + cw * 64 * 64 + (kk % 4) * 16, 16, 1024); };
+    // Descriptors (hopper.cuh, make_desc). Q and K: K-major, kStepK columns of d (32 bytes) per
+    // step kk, box kk / 4. V: MN-major, 16 keys per step kk (2048 bytes), d's boxes BN·128 bytes
+    // apart; fp8's Vᵀ: K-major like K, d its rows, 32 keys per step.
+    auto q_desc = [&](int kk) {
+      return make_desc(sQ + (kk / 4) * BM * BX + cw * 64 * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
+    };
     auto k_desc = [&](int stage, int kk) {
-      return make_desc(sK + stage * Cfg::kKVElems + (kk / 4) * BN * 64 + (kk % 4) * 16, 16, 1024);
+      return make_desc(sK + stage * Cfg::kKVElems + (kk / 4) * BN * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
     };
     auto v_desc = [&](int stage, int kk, int half) {
-      return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
+      if constexpr (Cfg::kFp8)
+        return make_desc(sV + stage * Cfg::kKVElems + (kk / 4) * D * BX + half * Cfg::kONt * BX + (kk % 4) * Cfg::kStepK,
+                         16, 1024);
+      else
+        return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
     };
     float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
     float m[1][2], l[1][2];
+    // fp8: the work tile's Q scale, and the scale of the V block O is kept in units of (O holds
+    // O_true / sv: each tile's α also carries sv_{t−1} / sv_t, and the end multiplies by sv).
+    float sq = 1.f, sv = 1.f;
+    auto block_scale = [&](const float* scales, std::int64_t head, int block) {
+      return scales[head * maps.scale_blocks + block];
+    };
 
     // S = Q K_tᵀ, issued (not waited for).
     auto issue_s = [&](float (&s)[NT][4], int stage) {
@@ -294,10 +394,35 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
       m[0][0] = m[0][1] = -INFINITY;
       l[0][0] = l[0][1] = 0.f;
-      // Keys past N and (causal) after the row's diagonal get −inf, then the softmax.
-      auto softmax = [&](float (&s)[NT][4], int j0, float (&alpha)[2]) {
-        tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, j0, N, 0);
-        softmax_tile(s, m[0], l[0], alpha, scale_log2);
+      if constexpr (Cfg::kFp8) sq = block_scale(maps.scale_q, wk.bh, wk.row0 / kFp8Block);
+      // fp8: tile t's K and V scales, read before its wait for K so that the load's latency
+      // passes during the wait and S's product, not at the softmax that needs them.
+      struct TileScales {
+        float k = 1.f, v = 1.f;
+      };
+      auto tile_scales = [&](int t) {
+        TileScales ts;
+        if constexpr (Cfg::kFp8) ts = {block_scale(maps.scale_k, kv_head(wk), t), block_scale(maps.scale_v, kv_head(wk), t)};
+        return ts;
+      };
+      // Keys past N and (causal) after the row's diagonal get −inf, then the softmax of tile t.
+      auto softmax = [&](float (&s)[NT][4], int t, const TileScales& ts, float (&alpha)[2]) {
+        tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, t * BN, N, 0);
+        if constexpr (Cfg::kFp8) {
+          const float sv_t = ts.v;
+          softmax_tile_fp8(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
+          const float ratio = t > 0 ? sv / sv_t : 1.f;
+          alpha[0] *= ratio;
+          alpha[1] *= ratio;
+          sv = sv_t;
+        } else {
+          (void)ts;
+          softmax_tile(s, m[0], l[0], alpha, scale_log2);
+        }
+      };
+      auto pack = [&](const float (&s)[NT][4], std::uint32_t (&pf)[KN][4]) {
+        if constexpr (Cfg::kFp8) pack_p_fp8(s, pf);
+        else pack_p<E>(s, pf);
       };
       auto stage_of = [&](int t) { return (g + t) % S; };
       auto phase_of = [&](int t) { return ((g + t) / S) & 1; };
@@ -307,6 +432,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int t = 0; t < n_tiles; ++t) {
           const int stage = stage_of(t), parity = phase_of(t);
           float s[NT][4];
+          const TileScales ts = tile_scales(t);
           mbar_wait(&full_k[stage], parity);
           issue_s(s, stage);
           wgmma_wait<0>();
@@ -314,10 +440,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           release(empty_k, stage);
           if (t == n_tiles - 1) release(empty_q, 0);  // the work tile's last S: Q can be refilled
           float alpha[2];
-          softmax(s, t * BN, alpha);
+          softmax(s, t, ts, alpha);
           rescale_o(o[0], alpha);
           std::uint32_t pf[KN][4];
-          pack_p<E>(s, pf);
+          pack(s, pf);
           mbar_wait(&full_v[stage], parity);
           issue_pv(pf, stage);
           wgmma_wait<0>();
@@ -333,6 +459,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         std::uint32_t pf[KN][4];
         {  // tile 0: S and its softmax alone (O is 0: α does not matter)
           float s[NT][4], alpha[2];
+          const TileScales ts = tile_scales(0);
           mbar_wait(&full_k[stage_of(0)], phase_of(0));
           my_turn();
           issue_s(s, stage_of(0));
@@ -340,12 +467,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           wgmma_wait<0>();
           fence_operands(s);
           release(empty_k, stage_of(0));
-          softmax(s, 0, alpha);
-          pack_p<E>(s, pf);
+          softmax(s, 0, ts, alpha);
+          pack(s, pf);
         }
         for (int t = 1; t < n_tiles; ++t) {
           const int stage = stage_of(t), prev = stage_of(t - 1);
           float s[NT][4], alpha[2];
+          const TileScales ts = tile_scales(t);
           mbar_wait(&full_k[stage], phase_of(t));
           mbar_wait(&full_v[prev], phase_of(t - 1));
           my_turn();
@@ -355,12 +483,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
           fence_operands(s);
           release(empty_k, stage);
-          softmax(s, t * BN, alpha);
+          softmax(s, t, ts, alpha);
           wgmma_wait<0>();
           fence_operands(o[0]);
           release(empty_v, prev);
           rescale_o(o[0], alpha);
-          pack_p<E>(s, pf);
+          pack(s, pf);
         }
         release(empty_q, 0);  // every S of the work tile has landed: Q can be refilled
         {                     // the last tile's P̃V
@@ -375,10 +503,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       }
 
-      // O = O / ℓ, rounded to E, and LSE (step 08's tc_finish_rows).
+      // O = O / ℓ, rounded to EO, and LSE (step 08's tc_finish_rows). fp8: O back from V's
+      // units, and m from base 2 (fp8_lse_m).
       const std::int64_t ld_o = p.o_strides.row;
-      E* gO = as<E>(p.o) + p.o_strides.of_head(wk.bh, H);
+      EO* gO = as<EO>(p.o) + p.o_strides.of_head(wk.bh, H);
       float* gLse = p.lse + std::int64_t(wk.bh) * N;
+      float lse_scale = p.scale;
+      if constexpr (Cfg::kFp8) {
+        const float unit[2] = {sv, sv};
+        rescale_o(o[0], unit);
+        m[0][0] = fp8_lse_m(m[0][0]);
+        m[0][1] = fp8_lse_m(m[0][1]);
+        lse_scale = 1.f;
+      }
       if constexpr (Cfg::kTmaStore) {
         // Into shared memory in TMA's swizzled layout (column c of row r of a 64-column box at
         // byte r·128 + 16((c / 8) xor (r mod 8)) + 2(c mod 8)), then one thread stores the
@@ -386,23 +523,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const bool issuer = threadIdx.x % 128 == 0;
         if (issuer) bulk_wait_read<0>();  // the previous work tile's store has read sO
         named_sync(3 + cw, 128);
-        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
+        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, lse_scale, gLse, [&](int row, int dt, float x0, float x1) {
           const int r = row - wk.row0, c = 8 * dt + 2 * t4, box = c / 64, cc = c % 64;
           unsigned char* at = reinterpret_cast<unsigned char*>(sO + box * BM * 64) + r * 128 +
                               16 * ((cc / 8) ^ (r % 8)) + 2 * (cc % 8);
-          *reinterpret_cast<std::uint32_t*>(at) = tc::Element<E>::pack(x0, x1);
+          *reinterpret_cast<std::uint32_t*>(at) = tc::Element<EO>::pack(x0, x1);
         });
         fence_async_shared();  // the threads' writes, visible to the copy engine
         named_sync(3 + cw, 128);
         if (issuer) {
 #pragma unroll
-          for (int c = 0; c < CB; ++c)
+          for (int c = 0; c < D / 64; ++c)  // O's boxes: 64 columns of EO
             tma_store_4d(&maps.o, sO + c * BM * 64 + cw * 64 * 64, 64 * c, wk.row0 + 64 * cw, wk.h, wk.b);
           bulk_commit();
         }
       } else {
-        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
-          *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<E>::pack(x0, x1);
+        tc::tc_finish_rows(o, m, l, wk.row0 + wrow0, N, lse_scale, gLse, [&](int row, int dt, float x0, float x1) {
+          *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<EO>::pack(x0, x1);
         });
       }
       g += n_tiles;
@@ -414,7 +551,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     __syncthreads();
     for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
       const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
+      FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * std::int64_t(sizeof(EO)));
       FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, wk.bh, wk.row0, wk.rows, 0, 1, wk.rows * std::int64_t(sizeof(float)));
     }
   }
@@ -427,18 +564,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 // rows, swizzled by 128 bytes (hopper.cu).
 CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& strides, int d, int rows, int heads,
                             int batches, int box_rows);
+// A dense tensor of bytes (the fp8 variant's): (cols, rows, heads, batches), boxes of 128
+// columns × box_rows rows, swizzled by 128 bytes (hopper.cu).
+CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads, int batches, int box_rows);
 
 int sm_count();  // of the current device (hopper.cu)
 
 // Grid: the work tiles (query tiles × B·H), or one CTA per SM.
 template <typename Cfg>
-void launch_hopper_forward(const FwdParams& p) {
+void launch_forward_kernel(const FwdParams& p, const TmaMaps& maps) {
   const Shape& s = p.shape;
-  const int Hkv = s.kv_heads();
-  const TmaMaps maps{make_tensor_map(p.q, p.dtype, p.q_strides, s.d, s.N, s.H, s.B, Cfg::kBlockM),
-                     make_tensor_map(p.k, p.dtype, p.k_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
-                     make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
-                     make_tensor_map(p.o, p.dtype, p.o_strides, s.d, s.N, s.H, s.B, 64)};
   const std::int64_t work = std::int64_t((s.N + Cfg::kBlockM - 1) / Cfg::kBlockM) * s.heads();
   if (work == 0) return;
   // One CTA per work tile, or (kPersistent) one per SM, each taking every gridDim.x-th work tile.
@@ -453,6 +588,45 @@ void launch_hopper_forward(const FwdParams& p) {
   else
     trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, false, false>,
                   hopper_forward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
+}
+
+template <typename Cfg>
+void launch_hopper_forward(const FwdParams& p) {
+  const Shape& s = p.shape;
+  const int Hkv = s.kv_heads();
+  const TmaMaps maps{make_tensor_map(p.q, p.dtype, p.q_strides, s.d, s.N, s.H, s.B, Cfg::kBlockM),
+                     make_tensor_map(p.k, p.dtype, p.k_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
+                     make_tensor_map(p.v, p.dtype, p.v_strides, s.d, s.N, Hkv, s.B, Cfg::kBlockN),
+                     make_tensor_map(p.o, p.dtype, p.o_strides, s.d, s.N, s.H, s.B, 64)};
+  launch_forward_kernel<Cfg>(p, maps);
+}
+
+// The fp8 variant: the quantizer (fp8.cuh) writes Q, K, Vᵀ and their scales into the workspace,
+// then the forward reads them; O and LSE as the 16-bit forward writes them. p.part: both, or the
+// quantizer alone, or the kernel alone on what the quantizer last wrote.
+template <typename Cfg>
+void launch_hopper_forward_fp8(const FwdParams& p) {
+  static_assert(Cfg::kFp8);
+  using EI = typename Cfg::EO;  // the problem's elements, in and out
+  const Shape& s = p.shape;
+  if (s.N == 0 || s.heads() == 0) return;
+  const Fp8Layout l = fp8_layout(s);
+  unsigned char* ws = static_cast<unsigned char*>(p.workspace);
+  const int heads = s.B * s.H;
+  if (p.part != FwdPart::kKernel)
+    trace::launch_untraced("quantize_fp8_kernel", quantize_fp8_kernel<EI>, dim3(unsigned(l.blocks), unsigned(heads), 3),
+                           dim3(kQuantizeThreads), kQuantizeSmem, p.stream, p, ws, l);
+  if (p.part == FwdPart::kPrepare) return;
+  const float* scales = reinterpret_cast<const float*>(ws + l.scales);
+  TmaMaps maps{make_tensor_map_fp8(ws + l.q, s.d, s.N, s.H, s.B, Cfg::kBlockM),
+               make_tensor_map_fp8(ws + l.k, s.d, s.N, s.H, s.B, Cfg::kBlockN),
+               make_tensor_map_fp8(ws + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
+               make_tensor_map(p.o, p.dtype, p.o_strides, s.d, s.N, s.H, s.B, 64)};
+  maps.scale_q = scales;
+  maps.scale_k = scales + std::int64_t(heads) * l.blocks;
+  maps.scale_v = scales + 2 * std::int64_t(heads) * l.blocks;
+  maps.scale_blocks = l.blocks;
+  launch_forward_kernel<Cfg>(p, maps);
 }
 
 }  // namespace fs::hopper

@@ -56,6 +56,23 @@ CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides& stride
   return map;
 }
 
+CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads, int batches, int box_rows) {
+  // Bytes, dense: (cols, rows, heads, batches), boxes of 128 columns (128 bytes) × box_rows rows.
+  const cuuint64_t dims[4] = {cuuint64_t(cols), cuuint64_t(rows), cuuint64_t(heads), cuuint64_t(batches)};
+  const cuuint64_t row = cuuint64_t(cols);
+  const cuuint64_t bytes[3] = {row, row * cuuint64_t(rows), row * cuuint64_t(rows) * cuuint64_t(heads)};
+  const cuuint32_t box[4] = {128, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), dims, bytes, box,
+                                    unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(cudaErrorInvalidValue, "step 09: cuTensorMapEncodeTiled failed for an e4m3 tensor (error " +
+                                               std::to_string(int(r)) + ")");
+  return map;
+}
+
 CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
   // (d, N, H, B) float32, dense; boxes of 32 columns (128 bytes) × 64 rows, as the kernel stages them.
   const cuuint64_t dims[4] = {cuuint64_t(s.d), cuuint64_t(s.N), cuuint64_t(s.H), cuuint64_t(s.B)};
@@ -102,21 +119,53 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
   if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
     return "the ladder's rungs (ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
+  if (settings.variant == hopper::kFp8 && s.d != hopper::kFp8HeadDim)
+    return "fp8 is compiled for d = 128 (a row of Q or K is one 128-byte box of e4m3); got " + std::to_string(s.d);
   if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";
   if (!(settings.scale > 0.f)) return "step 09's kernels take a positive softmax scale";
   return gpu_refusal();
 }
 
-std::string unsupported_backward(const Shape& s, const PassSettings&) {
+std::string unsupported_backward(const Shape& s, const PassSettings& settings) {
+  if (settings.variant == hopper::kFp8)
+    return "fp8 is a forward only (as FlashAttention-3's FP8 is): train with fa3 or deterministic";
   if (!hopper::is_backward_head_dim(s.d))
     return "step 09's backward is compiled for d = 64 and 128 (at d = 256 a warpgroup's dK and dV do not fit its "
            "registers; step 08's backward takes d = 256); got " + std::to_string(s.d);
   return {};
 }
 
+// fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 128 keys),
+// and three scales per 128-row block of a head. No event of a trace records it.
+UntracedIo fp8_quantizer_io(const Shape& s, const PassSettings& settings) {
+  const hopper::Fp8Layout l = hopper::fp8_layout(s);
+  const std::int64_t e = static_cast<std::int64_t>(dtype_bytes(settings.dtype)), heads = s.heads();
+  return {"quantize_fp8_kernel: Q, K, V to e4m3 and their scales", 3 * s.elems() * e,
+          2 * s.elems() + heads * s.d * l.n_pad + 3 * heads * l.blocks * std::int64_t(sizeof(float)),
+          {}};
+}
+
+// fp8: the kernel reads one byte per element of Q, K and V and writes O in the problem's type; the
+// quantizer's bytes on top.
 IoCount io_forward(const Shape& s, const PassSettings& settings) {
-  return io_flash2_forward(s, settings.causal, 128, hopper::block_n(s.d, settings.variant),
-                           static_cast<int>(dtype_bytes(settings.dtype)));
+  const int e = static_cast<int>(dtype_bytes(settings.dtype));
+  if (settings.variant != hopper::kFp8)
+    return io_flash2_forward(s, settings.causal, 128, hopper::block_n(s.d, settings.variant), e);
+  IoCount io = io_flash2_forward(s, settings.causal, 128, hopper::block_n(s.d, settings.variant), 1);
+  io.write_bytes += s.elems() * (e - 1);  // O in bf16 or fp16, not one byte
+  const UntracedIo q = fp8_quantizer_io(s, settings);
+  io.read_bytes += q.read_bytes;
+  io.write_bytes += q.write_bytes;
+  return io;
+}
+
+std::vector<UntracedIo> untraced_io(const Shape& s, const PassSettings& settings, const std::string& pass) {
+  if (pass != "fwd" || settings.variant != hopper::kFp8) return {};
+  return {fp8_quantizer_io(s, settings)};
+}
+
+std::size_t fwd_ws_bytes(const Shape& s, const PassSettings& settings) {
+  return settings.variant == hopper::kFp8 ? hopper::fp8_layout(s).bytes : 0;
 }
 
 // Step 08's atomic backward's bytes with this step's tiles: the reduce-adds read and write dQacc
@@ -163,6 +212,14 @@ void hopper_forward(const FwdParams& params) {
     throw CudaError(cudaErrorInvalidValue, "hopper_forward: bf16 or fp16 at d = 64, 128 or 256");
   const FwdParams p = with_layouts(params, "hopper_forward");
   const bool bf16 = p.dtype == DType::bf16;
+  if (p.part != FwdPart::kBoth && p.variant != hopper::kFp8)
+    throw CudaError(cudaErrorInvalidValue, "hopper_forward: only fp8 has a part to prepare (FwdParams::part)");
+  if (p.variant == hopper::kFp8) {
+    if (p.shape.d != hopper::kFp8HeadDim || !p.workspace)
+      throw CudaError(cudaErrorInvalidValue, "hopper_forward: fp8 takes d = 128 and a workspace "
+                                             "(StepInfo::fwd_workspace bytes: the e4m3 tensors and their scales)");
+    return bf16 ? hopper::forward_fp8_bf16(p) : hopper::forward_fp8_fp16(p);
+  }
   switch (p.shape.d) {
     case 64: return bf16 ? hopper::forward_bf16_d64(p) : hopper::forward_fp16_d64(p);
     case 128: return bf16 ? hopper::forward_bf16_d128(p) : hopper::forward_fp16_d128(p);
@@ -184,17 +241,21 @@ void hopper_backward(const BwdParams& params) {
 StepInfo step09_info() {
   StepInfo s;
   s.id = "09_hopper";
-  s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; bf16/fp16";
-  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic"};
+  s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; "
+            "bf16/fp16, and an FP8 (e4m3) forward";
+  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic", "fp8"};
   s.forward = hopper_forward;
   s.backward = hopper_backward;
+  s.fwd_workspace_bytes = fwd_ws_bytes;
   s.bwd_workspace_bytes = bwd_ws_bytes;
+  s.untraced_io = untraced_io;
   s.unsupported = unsupported;
   s.unsupported_backward = unsupported_backward;
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
   s.order_dependent = {"fa3", "ws", "ws_overlap", "ws_pingpong"};
+  s.e4m3 = {"fp8"};  // Q, K, V rounded to e4m3 (fp8.cuh): checked under the FP8 rule
   s.strides = true;
   s.dtypes = {DType::bf16, DType::fp16};
   return s;

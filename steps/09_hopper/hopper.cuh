@@ -26,11 +26,17 @@
 // The instruction returns at once; wgmma.commit_group closes a group of them, and
 // wgmma.wait_group n waits until at most n groups are in flight. Registers a wgmma reads or
 // writes must not be touched in between (fence_operands tells the compiler so).
+// FP8 (e4m3, the fp8 variant): wgmma.m64nNk32, 32 one-byte elements of k per instruction, both
+// operands K-major (8-bit types have no transposed form, which is why V arrives transposed), and
+// A in registers in mma.sync m16n8k32's layout: register 0 holds row g's k = 4t .. 4t + 3 (one
+// byte each, the lowest k in the lowest byte), register 1 row g + 8's, registers 2 and 3 the same
+// at k + 16. The 32 bytes a k-step reads along a 128-byte row are the 16-bit k16's 32 bytes.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the driver's functions are found at run time)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -293,12 +299,27 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
                : FS_WGMMA_D##N                                                                              \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 // D (64 × N) += A·B, A from registers (4 per lane, mma.sync's A layout), B from shared memory
-// MN-major (transposed: its n index runs along the rows).
+// MN-major (transposed: its n index runs along the rows); 8-bit B K-major.
+// FP8: m64nNk32 e4m3 × e4m3, both operands K-major (no transpose immediates for 8-bit types).
+#define FS_WGMMA_SS8(N, IA, IB, IS)                                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N            \
+               "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1;\n}\n"                        \
+               : FS_WGMMA_D##N                                                                              \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+#define FS_WGMMA_RS8(N, IA, IB, IS)                                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N            \
+               "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1;\n}\n" \
+               : FS_WGMMA_D##N                                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 #define FS_WGMMA_RS(N, T, IA, IB, IS)                                                                      \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
                "." T " {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1, 1;\n}\n"  \
                : FS_WGMMA_D##N                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
+
+// E: __nv_bfloat16 or __half (k16), or __nv_fp8_e4m3 (k32, K-major only).
+template <typename E>
+inline constexpr bool kIsFp8 = std::is_same_v<E, __nv_fp8_e4m3>;
 
 // kTransA, kTransB: the operand is MN-major (the backward's dQ = dS K reads dSᵀ and K so).
 template <typename E, int N, bool kTransA = false, bool kTransB = false>
@@ -309,10 +330,14 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t des
   emu_hopper::wgmma_ss<E, N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
 #else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+  if constexpr (kIsFp8<E>) {
+    static_assert(!kTransA && !kTransB, "8-bit operands are K-major only");
+    if constexpr (N == 64) FS_WGMMA_SS8(64, "32", "33", "34");
+    else FS_WGMMA_SS8(128, "64", "65", "66");
+  } else if constexpr (N == 64) {
 #define FS_WGMMA_SS_T(N, IA, IB, IS, TA, TB)                   \
   if constexpr (kBf16) FS_WGMMA_SS(N, "bf16", IA, IB, IS, TA, TB); \
   else FS_WGMMA_SS(N, "f16", IA, IB, IS, TA, TB);
-  if constexpr (N == 64) {
     if constexpr (!kTransA && !kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "0", "0") }
     else if constexpr (kTransA && kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
     else static_assert(kTransA == kTransB, "K-major both, or MN-major both");
@@ -336,7 +361,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 #define IA1 "33"
 #define IA2 "34"
 #define IA3 "35"
-    if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "36", "37");
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(64, "32", "36", "37");
+    else if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "36", "37");
     else FS_WGMMA_RS(64, "f16", "32", "36", "37");
 #undef IA1
 #undef IA2
@@ -345,7 +371,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 #define IA1 "65"
 #define IA2 "66"
 #define IA3 "67"
-    if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "68", "69");
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(128, "64", "68", "69");
+    else if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "68", "69");
     else FS_WGMMA_RS(128, "f16", "64", "68", "69");
 #undef IA1
 #undef IA2
@@ -356,6 +383,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 
 #undef FS_WGMMA_SS
 #undef FS_WGMMA_RS
+#undef FS_WGMMA_SS8
+#undef FS_WGMMA_RS8
 #undef FS_WGMMA_D64
 #undef FS_WGMMA_R64
 #undef FS_WGMMA_D128

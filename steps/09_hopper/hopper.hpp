@@ -9,7 +9,7 @@
 
 namespace fs {
 
-void hopper_forward(const FwdParams& p);  // p.dtype: bf16 or fp16; p.variant: fa3 or a rung
+void hopper_forward(const FwdParams& p);  // p.dtype: bf16 or fp16; p.variant: fa3, a rung, or fp8 (d = 128)
 void hopper_backward(const BwdParams& p);  // d = 64 or 128; p.variant deterministic: bit-identical runs
 StepInfo step09_info();
 
@@ -21,6 +21,8 @@ namespace hopper {
 FS_HOPPER_FORWARD(bf16)
 FS_HOPPER_FORWARD(fp16)
 #undef FS_HOPPER_FORWARD
+void forward_fp8_bf16(const FwdParams& p);  // the fp8 variant (d = 128): O in bf16
+void forward_fp8_fp16(const FwdParams& p);  // O in fp16
 #define FS_HOPPER_BACKWARD(type)                   \
   void backward_##type##_d64(const BwdParams& p); \
   void backward_##type##_d128(const BwdParams& p);

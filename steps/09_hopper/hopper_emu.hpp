@@ -6,8 +6,8 @@
 //     until the phase it names has completed, so a barrier that never completes is reported as a
 //     deadlock.
 //   TMA: a tensor map is this file's own description of the tensor (make_tensor_map,
-//     make_dq_acc_map below), not the driver's: 16-bit elements, or float32 (the backward's
-//     dQacc), a box's rows 128 bytes. A load copies its box at once into shared memory in the
+//     make_dq_acc_map, make_tensor_map_fp8 below), not the driver's: 16-bit elements, float32
+//     (the backward's dQacc) or bytes (the fp8 variant's e4m3), a box's rows 128 bytes. A load copies its box at once into shared memory in the
 //     128-byte swizzle's layout, zeros outside the tensor, and completes its bytes on the
 //     barrier; a store writes the box back from that layout at once, and a reduce-add adds it
 //     (float32, one rounding per element) at once, both clipped to the tensor. The bulk groups'
@@ -15,8 +15,8 @@
 //   wgmma: the warpgroup's 128 threads gather their operands (fs::emu::warpgroup_gather), each
 //     decodes the descriptors and computes its own accumulators in the layouts hopper.cuh gives.
 //     A wgmma is complete when it returns: commit and wait do nothing. The products of 16-bit
-//     inputs are exact in fp32 and are summed in k order: the tensor cores' order and rounding of
-//     the sum are not modelled (as in step 08's emulation, mma.cuh).
+//     (k16) or e4m3 (k32) inputs are exact in fp32 and are summed in k order: the tensor cores'
+//     order and rounding of the sum are not modelled (as in step 08's emulation, mma.cuh).
 //   Named barriers count threads (fs::emu::named_barrier); setmaxnreg and the fences do nothing.
 //   The deterministic backward's counters in global memory: plain host reads and adds. The CTAs
 //     run one at a time in blockIdx order (x fastest), so a counter a CTA waits for has been
@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/e4m3.hpp"
 #include "common/emulator/emulator.hpp"
 #include "common/problem.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
@@ -143,11 +144,24 @@ inline CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides&
 inline CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
   return make_tensor_map(dq_acc, DType::fp32, Strides{}, s.d, s.N, s.H, s.B, 64);
 }
+// hopper.cu's make_tensor_map_fp8: bytes (cols, rows, heads, batches), dense, boxes of 128 columns.
+inline CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads, int batches, int box_rows) {
+  TensorMap t{};
+  t.tag = kTag;
+  t.base = static_cast<unsigned char*>(const_cast<void*>(base));
+  t.dims[0] = cols, t.dims[1] = rows, t.dims[2] = heads, t.dims[3] = batches;
+  t.strides[0] = cols, t.strides[1] = std::int64_t(cols) * rows, t.strides[2] = std::int64_t(cols) * rows * heads;
+  t.box_rows = box_rows;
+  t.elem_bytes = 1;
+  CUtensorMap map{};
+  std::memcpy(&map, &t, sizeof t);
+  return map;
+}
 
 inline TensorMap read_map(const CUtensorMap* map) {
   TensorMap t;
   std::memcpy(&t, map, sizeof t);
-  if (t.tag != kTag || (t.elem_bytes != 2 && t.elem_bytes != 4))
+  if (t.tag != kTag || (t.elem_bytes != 1 && t.elem_bytes != 2 && t.elem_bytes != 4))
     fail("a tensor map not made by emu_hopper::make_tensor_map");
   return t;
 }
@@ -233,23 +247,27 @@ inline Desc decode(std::uint64_t d) {
   if (d >> 62 != 1) fail("wgmma: a descriptor without the 128-byte swizzle");
   return {std::uint32_t(d & 0x3fff) << 4, std::uint32_t(d >> 16 & 0x3fff) << 4, std::uint32_t(d >> 32 & 0x3fff) << 4};
 }
-// Element (row, k) of a K-major operand: rows of 128 bytes, 8-row groups `stride` bytes apart,
-// k along the row from the start address.
-inline std::uint32_t k_major(const Desc& d, int row, int k) {
-  return d.start + std::uint32_t(row / 8) * d.stride + std::uint32_t(row % 8) * 128 + 2 * std::uint32_t(k);
+// Element (row, k) of a K-major operand of `eb`-byte elements: rows of 128 bytes, 8-row groups
+// `stride` bytes apart, k along the row from the start address.
+inline std::uint32_t k_major(const Desc& d, int row, int k, int eb = 2) {
+  return d.start + std::uint32_t(row / 8) * d.stride + std::uint32_t(row % 8) * 128 + std::uint32_t(eb * k);
 }
-// Element (k, n) of an MN-major operand: 64 n per 128-byte row, the next 64 `leading` bytes on,
-// 8 k-rows per `stride` bytes.
+// Element (k, n) of an MN-major operand (16-bit): 64 n per 128-byte row, the next 64 `leading`
+// bytes on, 8 k-rows per `stride` bytes.
 inline std::uint32_t mn_major(const Desc& d, int k, int n) {
   return d.start + std::uint32_t(n / 64) * d.leading + std::uint32_t(k / 8) * d.stride + std::uint32_t(k % 8) * 128 +
          2 * std::uint32_t(n % 64);
 }
-// The 16-bit element at a (swizzled) shared-memory address, as a float.
+// The element at a (swizzled) shared-memory address, as a float: 16-bit, or e4m3.
 template <typename E>
 float smem_element(std::uint32_t addr) {
-  std::uint16_t h;
-  std::memcpy(&h, at(swizzle(addr)), sizeof h);
-  return tc::emu_mma::element<E>(h, 0);
+  if constexpr (sizeof(E) == 1) {
+    return fs::e4m3_value(*at(swizzle(addr)));
+  } else {
+    std::uint16_t h;
+    std::memcpy(&h, at(swizzle(addr)), sizeof h);
+    return tc::emu_mma::element<E>(h, 0);
+  }
 }
 
 // What a thread gives the warpgroup: the operands every thread must agree on, and A's registers.
@@ -259,9 +277,10 @@ struct Operands {
   int accumulate;
 };
 
-// d (this thread's part of 64 × N) = A·B + (accumulate ? d : 0), A (64 × 16) from a(row, k),
-// B (16 × N) from b(k, n): the warpgroup gathered first (every thread must issue the same wgmma).
-template <int N, typename A, typename B>
+// d (this thread's part of 64 × N) = A·B + (accumulate ? d : 0), A (64 × K) from a(row, k),
+// B (K × N) from b(k, n): the warpgroup gathered first (every thread must issue the same wgmma).
+// K = 16 for 16-bit elements, 32 for e4m3.
+template <int N, int K, typename A, typename B>
 void wgmma(float (&d)[N / 8][4], const Operands& mine, A&& a, B&& b) {
   Operands all[128];
   fs::emu::warpgroup_gather(&mine, sizeof mine, all);
@@ -270,43 +289,57 @@ void wgmma(float (&d)[N / 8][4], const Operands& mine, A&& a, B&& b) {
       fail("wgmma: the warpgroup's threads issued different descriptors");
   const int warp = static_cast<int>(threadIdx.x % 128) / 32, lane = static_cast<int>(threadIdx.x % 32);
   const int g = lane / 4, t = lane % 4;
-  float rows[2][16];
+  float rows[2][K];
   for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 16; ++k) rows[h][k] = a(all, warp, g + 8 * h, k);
+    for (int k = 0; k < K; ++k) rows[h][k] = a(all, warp, g + 8 * h, k);
   for (int i = 0; i < N / 8; ++i)
     for (int e = 0; e < 4; ++e) {
       const int col = 8 * i + 2 * t + e % 2;
       float sum = mine.accumulate ? d[i][e] : 0.f;
-      for (int k = 0; k < 16; ++k) sum += rows[e / 2][k] * b(k, col);
+      for (int k = 0; k < K; ++k) sum += rows[e / 2][k] * b(k, col);
       d[i][e] = sum;
     }
 }
 
-// A and B in shared memory, K-major, or MN-major where kTransA, kTransB say so.
+template <typename E>
+constexpr int kStepK = 32 / static_cast<int>(sizeof(E));  // k per wgmma: 32 bytes of a row
+
+// A and B in shared memory, K-major, or MN-major where kTransA, kTransB say so (16-bit only).
 template <typename E, int N, bool kTransA = false, bool kTransB = false>
 void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
+  constexpr int eb = static_cast<int>(sizeof(E));
+  static_assert(eb == 2 || (!kTransA && !kTransB), "8-bit operands are K-major only");
   const Desc da = decode(desc_a), db = decode(desc_b);
-  wgmma<N>(
+  wgmma<N, kStepK<E>>(
       d, Operands{{}, desc_a, desc_b, accumulate},
       [&](const Operands*, int warp, int r, int k) {
-        return smem_element<E>(kTransA ? mn_major(da, k, 16 * warp + r) : k_major(da, 16 * warp + r, k));
+        return smem_element<E>(kTransA ? mn_major(da, k, 16 * warp + r) : k_major(da, 16 * warp + r, k, eb));
       },
-      [&](int k, int n) { return smem_element<E>(kTransB ? mn_major(db, k, n) : k_major(db, n, k)); });
+      [&](int k, int n) { return smem_element<E>(kTransB ? mn_major(db, k, n) : k_major(db, n, k, eb)); });
 }
 
-// A from registers (mma.sync m16n8k16's A layout, warp w's rows 16w .. 16w + 15), B MN-major.
+// A from registers (warp w's rows 16w .. 16w + 15), B MN-major (16-bit) or K-major (e4m3).
+//   16-bit, mma.sync m16n8k16's A layout: row r, column k is lane 4(r mod 8) + (k mod 8) / 2,
+//     register (r / 8) + 2 (k / 8), half k mod 2.
+//   e4m3, m16n8k32's: lane 4(r mod 8) + (k mod 16) / 4, register (r / 8) + 2 (k / 16), byte k mod 4.
 template <typename E, int N>
 void wgmma_rs(float (&d)[N / 8][4], const std::uint32_t (&a)[4], std::uint64_t desc_b, int accumulate) {
   const Desc db = decode(desc_b);
-  wgmma<N>(
+  wgmma<N, kStepK<E>>(
       d, Operands{{a[0], a[1], a[2], a[3]}, 0, desc_b, accumulate},
       [&](const Operands* all, int warp, int r, int k) {
-        // Row r (0 .. 15) of the warp's A, column k: lane 4(r mod 8) + (k mod 8) / 2, register
-        // (r / 8) + 2 (k / 8), half k mod 2.
-        const Operands& o = all[32 * warp + 4 * (r % 8) + (k % 8) / 2];
-        return tc::emu_mma::element<E>(o.a[r / 8 + 2 * (k / 8)], k % 2);
+        if constexpr (sizeof(E) == 1) {
+          const Operands& o = all[32 * warp + 4 * (r % 8) + (k % 16) / 4];
+          return fs::e4m3_value(static_cast<std::uint8_t>(o.a[r / 8 + 2 * (k / 16)] >> (8 * (k % 4))));
+        } else {
+          const Operands& o = all[32 * warp + 4 * (r % 8) + (k % 8) / 2];
+          return tc::emu_mma::element<E>(o.a[r / 8 + 2 * (k / 8)], k % 2);
+        }
       },
-      [&](int k, int n) { return smem_element<E>(mn_major(db, k, n)); });
+      [&](int k, int n) {
+        if constexpr (sizeof(E) == 1) return smem_element<E>(k_major(db, n, k, 1));
+        else return smem_element<E>(mn_major(db, k, n));
+      });
 }
 
 }  // namespace fs::hopper::emu_hopper

@@ -1,0 +1,111 @@
+// Step 09's fp8 variant, before its forward kernel runs: Q, K and V quantized to e4m3.
+//
+// e4m3 (FP8: a sign, 4 exponent bits, 3 mantissa bits) holds ±448 at most, and 16 values per
+// binade: a relative rounding error of up to 2⁻⁴, where bf16's is 2⁻⁸. So that a tensor's largest
+// values use that range, each block of 128 rows of a head (the forward's query and key tiles) is
+// divided by its own scale, its largest |x| / 448, and the scale is kept beside it: the kernel
+// multiplies S by the two scales of its Q and K blocks, and O by V's (per-block scaling, as in
+// FlashAttention-3's FP8). common/e4m3.hpp defines the rounding and the scales, for this kernel
+// and for the check's reference alike.
+//
+// V is written transposed. wgmma reads 8-bit operands only K-major (k along the 128-byte rows),
+// and in O += P̃V the k index is the key: Vᵀ has d rows of keys. Within each group of 32 keys the
+// keys are also written in the order in which a thread holds P̃ (fp8_slot), so that S's
+// accumulators, rounded to e4m3, are P̃V's A operand where they lie, as in the 16-bit kernels: no
+// byte moves between threads.
+//
+// The workspace (StepInfo::fwd_workspace_bytes, fp8_layout): Q and K as (B, H, N, d) bytes, Vᵀ as
+// (B, H, d, N rounded up to 128) bytes with zeros past N, then the scales, float32 (3, B·H, blocks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/e4m3.hpp"
+#include "common/problem.hpp"
+
+namespace fs::hopper {
+
+constexpr int kFp8Block = kE4m3Block;  // rows of a head per scale (common/e4m3.hpp)
+
+// The slot of key j (0 .. 31) of a group of 32 in Vᵀ's rows. wgmma's 8-bit A operand gives the
+// thread of lane 4g + t the k slots 4t .. 4t + 3 (and 16 + 4t .. 16 + 4t + 3) of its rows, while
+// S's accumulators give it keys 8c + 2t, 8c + 2t + 1 of each 8-key chunk c. So slot 4t + i holds
+// key 2t + i (i = 0, 1) and 8 + 2t + (i − 2) (i = 2, 3), and the same 16 keys on: the key with
+// r = j mod 16 = 8·j1 + 2t + j0 goes to slot 16·(j / 16) + 4t + 2·j1 + j0.
+__host__ __device__ constexpr int fp8_slot(int j) {
+  const int r = j % 16;
+  return 16 * (j / 16) + 4 * ((r % 8) / 2) + 2 * (r / 8) + r % 2;
+}
+
+struct Fp8Layout {
+  int blocks = 0;          // scale blocks per head: ⌈N / 128⌉
+  std::int64_t n_pad = 0;  // Vᵀ's row: N rounded up to 128 keys
+  std::size_t q = 0, k = 0, vt = 0, scales = 0, bytes = 0;  // offsets in the workspace; its size
+};
+inline Fp8Layout fp8_layout(const Shape& s) {
+  auto up = [](std::size_t x) { return (x + 255) & ~std::size_t(255); };
+  Fp8Layout l;
+  l.blocks = (s.N + kFp8Block - 1) / kFp8Block;
+  l.n_pad = std::int64_t(l.blocks) * kFp8Block;
+  const std::size_t heads = std::size_t(s.B) * s.H, qk = heads * s.N * s.d;
+  l.q = 0;
+  l.k = up(qk);
+  l.vt = l.k + up(qk);
+  l.scales = l.vt + up(heads * s.d * std::size_t(l.n_pad));
+  l.bytes = l.scales + 3 * heads * l.blocks * sizeof(float);
+  return l;
+}
+
+// One CTA per block of 128 rows (blockIdx.x) of one head (y) of Q, K or V (z = 0, 1, 2): the
+// block's largest |x|, its scale, then its bytes. d = 128 (the fp8 forward's). Dynamic shared
+// memory (kQuantizeSmem bytes, as the CPU emulation takes it): V's block, transposed, then the
+// warps' maxima.
+constexpr int kQuantizeThreads = 256, kQuantizeRow = kFp8Block + 4;  // 4 bytes of padding per row
+constexpr std::size_t kQuantizeSmem = 128 * kQuantizeRow + sizeof(float) * (kQuantizeThreads / 32);
+template <typename E>
+__global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const FwdParams p, unsigned char* ws,
+                                                                        Fp8Layout l) {
+  constexpr int D = 128, kThreads = kQuantizeThreads;
+  extern __shared__ unsigned char smem_raw[];
+  auto vt = reinterpret_cast<std::uint8_t(*)[kQuantizeRow]>(smem_raw);  // [column of d][slot]
+  float* warp_max = reinterpret_cast<float*>(smem_raw + D * kQuantizeRow);
+  const Shape& s = p.shape;
+  const int blk = blockIdx.x, bh = blockIdx.y, which = blockIdx.z, N = s.N;
+  const Strides& st = which == 0 ? p.q_strides : which == 1 ? p.k_strides : p.v_strides;
+  const E* src = as<E>(which == 0 ? p.q : which == 1 ? p.k : p.v) + st.of_head(bh, s.H);
+  const int row0 = blk * kFp8Block, rows = min(kFp8Block, N - row0);
+  auto at = [&](int r, int c) { return static_cast<float>(src[std::int64_t(row0 + r) * st.row + c]); };
+
+  float amax = 0.f;
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) amax = fmaxf(amax, fabsf(at(i / D, i % D)));
+#pragma unroll
+  for (int x = 16; x >= 1; x /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = 0.f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  const float inv = e4m3_inverse(amax);
+  float* scales = reinterpret_cast<float*>(ws + l.scales) + (std::int64_t(which) * s.B * s.H + bh) * l.blocks;
+  if (threadIdx.x == 0) scales[blk] = e4m3_scale(amax);
+
+  if (which < 2) {  // Q, K: (B, H, N, d), rows past N not written (TMA reads them as zeros)
+    std::uint8_t* out = ws + (which == 0 ? l.q : l.k) + (std::size_t(bh) * N + row0) * D;
+    for (int i = threadIdx.x; i < rows * D; i += kThreads) out[i] = to_e4m3(at(i / D, i % D) * inv);
+    return;
+  }
+  // Vᵀ: row c of head bh holds column c of V, key 32a + j in slot 32a + fp8_slot(j); zeros past N.
+  for (int i = threadIdx.x; i < kFp8Block * D; i += kThreads) {
+    const int r = i / D, c = i % D;
+    vt[c][32 * (r / 32) + fp8_slot(r % 32)] = r < rows ? to_e4m3(at(r, c) * inv) : std::uint8_t(0);
+  }
+  __syncthreads();
+  std::uint8_t* out = ws + l.vt + std::size_t(bh) * D * l.n_pad + row0;
+  for (int i = threadIdx.x; i < D * kFp8Block; i += kThreads) {
+    const int c = i / kFp8Block, slot = i % kFp8Block;
+    out[c * l.n_pad + slot] = vt[c][slot];
+  }
+}
+
+}  // namespace fs::hopper
