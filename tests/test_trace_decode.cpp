@@ -1,9 +1,11 @@
-// The device-record decoder on synthetic record buffers: tracks only for CTAs that recorded,
-// events chained from each CTA's start, kernels placed at their launch ranges, seq in logical
-// order, full slices counted as dropped, and records device.cuh cannot write refused.
+// The device-record decoder on synthetic record buffers: tracks only for CTAs (and their lanes)
+// that recorded, events chained from each one's start, kernels placed at their launch ranges, seq
+// in logical order, full slices counted as dropped, and records device.cuh cannot write refused.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "common/trace/decode.hpp"
 #include "common/trace/trace_io.hpp"
@@ -184,4 +186,95 @@ TEST_CASE("the decoder refuses what it could only turn into an unreadable trace"
   t.meta.N = 128;
   fs::trace::decode_kernels({capture()}, 0, t);
   REQUIRE_NOTHROW(fs::trace::parse_trace(fs::trace::trace_to_json(t)));
+}
+
+namespace {
+
+// A kernel in lanes (record.hpp): 2 CTAs × 3 lanes, headers [cta][lane], each lane a slice of 4
+// records. CTA 0: the producer loads and waits, consumer 0 computes, consumer 1 recorded nothing;
+// CTA 1: all three lanes, its consumer 1 the kernel's earliest start.
+KernelCapture laned_capture() {
+  KernelCapture kc;
+  kc.kernel.name = "hopper_forward_kernel";
+  kc.kernel.grid[0] = 2;
+  kc.kernel.block[0] = 384;
+  kc.kernel.lanes = 3;
+  kc.kernel.lane_names = {"producer", "consumer 0", "consumer 1"};
+  kc.launch_begin_ns = 1000;
+  kc.launch_end_ns = 9000;
+  kc.cap = 4;
+  kc.headers = {CtaHeader{3, 5, 5'000'000'100}, CtaHeader{2, 5, 5'000'000'150}, CtaHeader{0, 0, 0},
+                CtaHeader{1, 6, 5'000'000'050}, CtaHeader{1, 6, 5'000'000'080}, CtaHeader{2, 6, 5'000'000'000}};
+  kc.records.resize(24);
+  kc.records[0] = record(5'000'000'200, Kind::Load, Tensor::K, 0, 64, 16384);
+  kc.records[1] = record(5'000'000'500, Kind::Wait, Tensor::None, 0, 64, 0);
+  kc.records[2] = record(5'000'000'600, Kind::Load, Tensor::V, 0, 64, 16384);
+  kc.records[4] = record(5'000'000'250, Kind::ComputeS, Tensor::S, 0, 64, 0);
+  kc.records[5] = record(5'000'000'300, Kind::Softmax, Tensor::P, 0, 64, 0);
+  kc.records[12] = record(5'000'000'090, Kind::Load, Tensor::Q, 128, 64, 16384);
+  kc.records[16] = record(5'000'000'400, Kind::Wait, Tensor::None, 128, 64, 0);
+  kc.records[20] = record(5'000'000'032, Kind::Wait, Tensor::None, 0, 64, 0);
+  kc.records[21] = record(5'000'000'064, Kind::ComputeS, Tensor::S, 192, 64, 0);
+  return kc;
+}
+
+}  // namespace
+
+TEST_CASE("a kernel in lanes decodes into one track per lane that recorded, each chained from its own start",
+          "[trace][decode][lanes]") {
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({laned_capture()}, 0, t);
+  REQUIRE(t.kernels.size() == 1);
+  REQUIRE(t.kernels[0].lanes == 3);
+  REQUIRE(t.kernels[0].lane_names[2] == "consumer 1");
+  // CTA 0's consumer 1 recorded nothing: five tracks, in (CTA, lane) order.
+  REQUIRE(t.tracks.size() == 5);
+  const std::pair<int, int> cta_lane[] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}};
+  for (std::size_t i = 0; i < 5; ++i) {
+    INFO("track " << i);
+    REQUIRE((t.tracks[i].cta == cta_lane[i].first && t.tracks[i].lane == cta_lane[i].second));
+    REQUIRE(t.tracks[i].sm == (cta_lane[i].first == 0 ? 5 : 6));
+  }
+  REQUIRE(t.events.size() == 9);
+  std::vector<std::vector<const fs::trace::Event*>> by_track(5);
+  for (const auto& e : t.events) by_track[std::size_t(e.track)].push_back(&e);
+  // The kernel's earliest start over all lanes (CTA 1's consumer 1, 5e9) lands on the launch.
+  REQUIRE(by_track[4].front()->ts_ns == 1000);
+  REQUIRE(by_track[4].front()->kind == Kind::Wait);
+  // Each lane's first event begins at its own header's start, the rest where the lane's last ended.
+  REQUIRE(by_track[0].front()->ts_ns == 1100);
+  REQUIRE(by_track[1].front()->ts_ns == 1150);
+  REQUIRE(by_track[1].front()->dur_ns == 100);
+  REQUIRE(by_track[2].front()->ts_ns == 1050);
+  REQUIRE(by_track[3].front()->ts_ns == 1080);
+  for (const auto& track : by_track)
+    for (std::size_t i = 1; i < track.size(); ++i) REQUIRE(track[i]->ts_ns == track[i - 1]->ts_ns + track[i - 1]->dur_ns);
+  REQUIRE((by_track[0][1]->kind == Kind::Wait && by_track[0][1]->dur_ns == 300 && by_track[0][1]->bytes == 0));
+}
+
+TEST_CASE("a kernel in lanes counts drops per lane and names the lane of a bad record", "[trace][decode][lanes]") {
+  KernelCapture kc = laned_capture();
+  kc.headers[4].count = 10;  // CTA 1's consumer 0 counted 10 events: 6 past its slice of 4
+  kc.records[17] = record(5'000'000'500, Kind::ComputeS, Tensor::S, 128, 64, 0);
+  kc.records[18] = record(5'000'000'600, Kind::Softmax, Tensor::P, 128, 64, 0);
+  kc.records[19] = record(5'000'000'700, Kind::AccumulateO, Tensor::O, 128, 64, 0);
+  fs::trace::Trace t;
+  fs::trace::decode_kernels({kc}, 0, t);
+  REQUIRE(t.tracks[3].dropped == 6);
+  REQUIRE(t.tracks[2].dropped == 0);
+  REQUIRE(t.meta.events_dropped == 6);
+
+  kc = laned_capture();
+  kc.records[21].kind = 200;
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({kc}, 0, t),
+                      Catch::Contains("kernel 0 (hopper_forward_kernel) CTA 1 lane 2 record 1: kind 200"));
+  kc = laned_capture();
+  kc.headers.pop_back();
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({kc}, 0, t), Catch::Contains("5 headers for a grid of 2 × 1 × 1 CTAs × 3 lanes"));
+  kc = laned_capture();
+  kc.kernel.lane_names.pop_back();
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({kc}, 0, t), Catch::Contains("2 lane names for 3 lanes"));
+  kc = laned_capture();
+  kc.kernel.lanes = 0;
+  REQUIRE_THROWS_WITH(fs::trace::decode_kernels({kc}, 0, t), Catch::Contains("0 lanes per CTA (1 to 32)"));
 }

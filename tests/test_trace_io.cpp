@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "common/trace/trace_io.hpp"
@@ -61,11 +62,12 @@ void require_same(const Trace& a, const Trace& b) {
     for (int k = 0; k < 3; ++k) REQUIRE((x.grid[k] == y.grid[k] && x.block[k] == y.block[k]));
     REQUIRE(x.smem_bytes == y.smem_bytes);
     REQUIRE((x.ts_ns == y.ts_ns && x.dur_ns == y.dur_ns));
+    REQUIRE((x.lanes == y.lanes && x.lane_names == y.lane_names));
   }
   REQUIRE(a.tracks.size() == b.tracks.size());
   for (std::size_t i = 0; i < a.tracks.size(); ++i) {
     const auto &x = a.tracks[i], &y = b.tracks[i];
-    REQUIRE((x.kernel == y.kernel && x.cta == y.cta && x.sm == y.sm && x.dropped == y.dropped));
+    REQUIRE((x.kernel == y.kernel && x.cta == y.cta && x.lane == y.lane && x.sm == y.sm && x.dropped == y.dropped));
   }
   REQUIRE(a.events.size() == b.events.size());
   for (std::size_t i = 0; i < a.events.size(); ++i) {
@@ -166,6 +168,56 @@ TEST_CASE("a clustered trace reads back with its rounds, orders and untraced tra
     j["traceEvents"][first_device_event(j) + 1]["args"]["round"] = 16;
     REQUIRE_THAT(error_of(j.dump()), Catch::Contains(".round: 16 is out of range (at most 15)"));
   }
+}
+
+TEST_CASE("a trace in lanes reads back with its lanes, their names and their waits", "[trace][io][lanes]") {
+  const Trace t = fs::test::laned_trace();
+  const Trace back = fs::trace::parse_trace(fs::trace::trace_to_json(t));
+  require_same(t, back);
+  REQUIRE(back.kernels[0].lanes == 3);
+  REQUIRE(back.tracks[2].lane == 2);
+  REQUIRE(back.events[2].kind == fs::trace::Kind::Wait);
+  REQUIRE(back.events[2].tensor == fs::trace::Tensor::None);
+
+  const json j = json::parse(fs::trace::trace_to_json(t));
+  REQUIRE(j["otherData"]["kernels"][0]["lane_names"] == json({"producer", "consumer 0", "consumer 1"}));
+  // Each lane its own thread (tid = track + 1), named after its CTA and lane, and ranked so that
+  // a CTA's lanes sit together in lane order.
+  std::map<std::int64_t, std::int64_t> rank;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "M" || e["pid"] != 1) continue;
+    if (e["name"] == "thread_sort_index") rank[e["tid"].get<std::int64_t>()] = e["args"]["sort_index"].get<std::int64_t>();
+    if (e["name"] == "thread_name" && e["tid"] == 6)
+      REQUIRE((e["args"]["name"] == "SM 1 · hopper_forward_kernel · CTA 1 · consumer 1" && e["args"]["lane"] == 2));
+  }
+  REQUIRE(rank.size() == 6);
+  for (std::int64_t tid = 1; tid <= 6; ++tid) REQUIRE(rank[tid] == tid - 1);
+  const auto& wait = j["traceEvents"][first_device_event(j) + 2];
+  REQUIRE((wait["cat"] == "wait" && wait["name"] == "wait" && !wait["args"].contains("tensor")));
+
+  SECTION("a lane past the kernel's, or names of another count, are refused") {
+    json bad = j;
+    for (auto& e : bad["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 3) e["args"]["lane"] = 3;
+    REQUIRE_THAT(error_of(bad.dump()), Catch::Contains(".args.lane: 3 is not a lane of kernel 0 (it has 3)"));
+    bad = j;
+    bad["otherData"]["kernels"][0]["lane_names"].erase(2);
+    REQUIRE_THAT(error_of(bad.dump()), Catch::Contains("otherData.kernels[0].lane_names: 2 names for 3 lanes"));
+    bad = j;
+    bad["otherData"]["kernels"][0]["lanes"] = 0;
+    REQUIRE_THAT(error_of(bad.dump()), Catch::Contains("otherData.kernels[0].lanes: 0 is out of range"));
+  }
+}
+
+TEST_CASE("a trace of one lane per CTA is written as before lanes existed", "[trace][io][lanes]") {
+  const json j = good_json();
+  for (const auto& k : j["otherData"]["kernels"]) REQUIRE((!k.contains("lanes") && !k.contains("lane_names")));
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["pid"] == 1) REQUIRE(!e["args"].contains("lane"));
+  // And such a file reads back in one lane.
+  const Trace back = fs::trace::parse_trace(j.dump());
+  for (const auto& k : back.kernels) REQUIRE((k.lanes == 1 && k.lane_names.empty()));
+  for (const auto& tr : back.tracks) REQUIRE(tr.lane == 0);
 }
 
 TEST_CASE("the file is Chrome Trace Event JSON as docs/trace-format.md says", "[trace][io]") {

@@ -72,6 +72,44 @@ TEST_CASE("a trace that adds up passes, and its summary says so", "[trace][valid
                                 Catch::Contains("read 224 B = model") && Catch::Contains("written 176 B = model"));
 }
 
+TEST_CASE("a trace in lanes passes, and each way its lanes fail to add up is named", "[trace][validate][lanes]") {
+  const auto r = fs::trace::validate(fs::test::laned_trace());
+  INFO(joined(r));
+  REQUIRE(r.ok());
+  REQUIRE(r.warnings.empty());
+  REQUIRE(r.tracks == 6);
+  SECTION("a lane past the kernel's") {
+    Trace t = fs::test::laned_trace();
+    t.tracks[2].lane = 3;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("track 2 (hopper_forward_kernel CTA 0 · lane 3): lane 3 is not one of the kernel's 3"));
+  }
+  SECTION("two tracks of one lane") {
+    Trace t = fs::test::laned_trace();
+    t.tracks[2].lane = 1;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("(hopper_forward_kernel CTA 0 · consumer 0) repeats a (kernel, CTA, lane)"));
+  }
+  SECTION("lane names of another count, and lanes below 1") {
+    Trace t = fs::test::laned_trace();
+    t.kernels[0].lane_names.pop_back();
+    REQUIRE_THAT(errors_of(t), Catch::Contains("names 2 lanes, but has 3 (lane_names is empty or one per lane)"));
+    t.kernels[0].lanes = 0;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("has 0 lanes per CTA (1 to 32)"));
+  }
+  SECTION("a wait that moves bytes, or names a tensor") {
+    Trace t = fs::test::laned_trace();
+    find_event(t, Kind::Wait, Tensor::None).bytes = 64;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("event seq 2 (wait) is not a load or store but moves 64 bytes"));
+    t = fs::test::laned_trace();
+    find_event(t, Kind::Wait, Tensor::None).tensor = Tensor::K;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("event seq 2 (wait K) is a wait but names a tensor"));
+  }
+  SECTION("lanes keep every rule of a track: a lane's events never overlap") {
+    Trace t = fs::test::laned_trace();
+    find_event(t, Kind::ComputeS, Tensor::S).ts_ns -= 50;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("(hopper_forward_kernel CTA 0 · consumer 0): event seq 5 (compute_s S) begins at"));
+  }
+}
+
 TEST_CASE("the validator names each way a trace fails to add up", "[trace][validate]") {
   SECTION("events overlapping on one track") {
     Trace t = fs::test::good_trace();
@@ -315,7 +353,7 @@ TEST_CASE("corrupted in-memory traces never crash the validator or the writer", 
     Trace t = fs::test::good_trace();
     auto any = [&] { return values[rng() % (sizeof values / sizeof values[0])]; };
     Event& e = t.events[rng() % t.events.size()];
-    switch (rng() % 12) {
+    switch (rng() % 13) {
       case 0: e.track = static_cast<int>(any()); break;
       case 1: e.kind = static_cast<Kind>(static_cast<std::uint8_t>(any())); break;
       case 2: e.tensor = static_cast<Tensor>(static_cast<std::uint8_t>(any())); break;
@@ -327,6 +365,10 @@ TEST_CASE("corrupted in-memory traces never crash the validator or the writer", 
       case 8: t.meta.N = static_cast<int>(any()); break;
       case 9: t.meta.tensors[rng() % t.meta.tensors.size()].id = static_cast<Tensor>(static_cast<std::uint8_t>(any())); break;
       case 10: t.kernels[rng() % t.kernels.size()].grid[0] = static_cast<int>(any()); break;
+      case 11:
+        t.tracks[rng() % t.tracks.size()].lane = static_cast<int>(any());
+        t.kernels[rng() % t.kernels.size()].lanes = static_cast<int>(any());
+        break;
       default: t.meta.B = static_cast<int>(any()); t.meta.d = static_cast<int>(any()); break;
     }
     fs::trace::validate(t);

@@ -4,6 +4,7 @@
 // tile_event() every hand-built trace of the tests makes its events with.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -47,10 +48,11 @@ class TraceBuilder {
     t_.kernels.push_back(k);
     return static_cast<int>(t_.kernels.size()) - 1;
   }
-  int track(int kernel, int cta, int sm) {
+  int track(int kernel, int cta, int sm, int lane = 0) {
     trace::Track tr;
     tr.kernel = kernel;
     tr.cta = cta;
+    tr.lane = lane;
     tr.sm = sm;
     t_.tracks.push_back(tr);
     clock_.push_back(t_.kernels[kernel].ts_ns);
@@ -88,6 +90,17 @@ inline trace::Meta fixture_meta(const std::string& step, const std::string& vari
   m.d = 2;
   m.scale = 0.70710677f;
   return m;
+}
+
+// Lists tensors `ids` in `m`, shaped and sized for its shape, clustering and dtype.
+inline void list_tensors(trace::Meta& m, std::initializer_list<trace::Tensor> ids) {
+  for (trace::Tensor id : ids) {
+    trace::TensorInfo ti;
+    ti.id = id;
+    ti.shape = trace::tensor_shape(id, m.B, m.H, m.N, m.d, m.clusters.hashes);
+    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(id, m.dtype);
+    m.tensors.push_back(ti);
+  }
 }
 
 inline trace::Trace good_trace() {
@@ -161,13 +174,7 @@ inline trace::Trace clustered_trace() {
   m.event_cap = 64;
   m.clusters = {1, 2, 2, {2, 0, 3, 1}, {1, 3, 0, 2}};
   m.untraced = {{"cub::DeviceSegmentedRadixSort::SortPairs", 2 * 4 * 8, 2 * 4 * 4, {Tensor::Order}}};
-  for (Tensor id : {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S, Tensor::Order}) {
-    trace::TensorInfo ti;
-    ti.id = id;
-    ti.shape = trace::tensor_shape(id, 1, 1, 4, 2, 1);
-    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(id, m.dtype);
-    m.tensors.push_back(ti);
-  }
+  list_tensors(m, {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S, Tensor::Order});
   TraceBuilder b(t);
   const int k = b.kernel("smyrf_round_forward_kernel", 2, 0, 5000);
   for (int c = 0; c < 2; ++c) {
@@ -185,6 +192,44 @@ inline trace::Trace clustered_trace() {
     (e.kind == Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
   m.io_read_bytes += m.untraced[0].read_bytes;
   m.io_write_bytes += m.untraced[0].write_bytes;
+  return t;
+}
+
+// A trace in lanes (step 09's form, trace.hpp Kernel::lanes) at B=H=1, N=4, d=2: two CTAs of two
+// query rows, each a producer lane that loads Q, K and V (waiting for K to be consumed before V)
+// and stores O and LSE, and two consumer lanes of one row each that wait for K, compute S and its
+// softmax, wait for V and accumulate O.
+inline trace::Trace laned_trace() {
+  using trace::Kind;
+  using trace::Tensor;
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m = fixture_meta("09_hopper", "fa3");
+  m.event_cap = 64;
+  list_tensors(m, {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S});
+  TraceBuilder b(t);
+  const int k = b.kernel("hopper_forward_kernel", 2, 0, 5000);
+  t.kernels[std::size_t(k)].lanes = 3;
+  t.kernels[std::size_t(k)].lane_names = {"producer", "consumer 0", "consumer 1"};
+  for (int c = 0; c < 2; ++c) {
+    const int producer = b.track(k, c, c, 0);
+    b.event(producer, Kind::Load, Tensor::Q, 2 * c, 2, 0, 2, 40);
+    b.event(producer, Kind::Load, Tensor::K, 0, 4, 0, 2, 60);
+    b.event(producer, Kind::Wait, Tensor::None, 0, 4, 0, 0, 100);
+    b.event(producer, Kind::Load, Tensor::V, 0, 4, 0, 2, 60);
+    for (int w = 0; w < 2; ++w) {
+      const int consumer = b.track(k, c, c, 1 + w), row = 2 * c + w;
+      b.event(consumer, Kind::Wait, Tensor::None, 0, 4, 0, 0, 100);
+      b.event(consumer, Kind::ComputeS, Tensor::S, row, 1, 0, 4, 30);
+      b.event(consumer, Kind::Softmax, Tensor::P, row, 1, 0, 4, 20);
+      b.event(consumer, Kind::Wait, Tensor::None, 0, 4, 0, 0, 10 + 20 * w);
+      b.event(consumer, Kind::AccumulateO, Tensor::O, row, 1, 0, 2, 30);
+    }
+    b.event(producer, Kind::Store, Tensor::O, 2 * c, 2, 0, 2, 40);
+    b.event(producer, Kind::Store, Tensor::LSE, 2 * c, 2, 0, 1, 20);
+  }
+  for (const auto& e : t.events)
+    (e.kind == Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
   return t;
 }
 

@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"flashsteps_viz: replay how FlashAttention's tiles move between HBM and SRAM"};
   cli.add_option("traces", o.paths, "trace files or folders (default: docs/traces/)");
   cli.add_option("--compare", o.compare, "a second trace, shown side by side in step");
-  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal, smyrf or pair (01 vs 04)");
+  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal, smyrf, hopper or pair (01 vs 04)");
   cli.add_option("--N", o.N, "synthetic: sequence length")->transform(fs::decimal<int>())->check(CLI::Range(1, 1 << 20));
   cli.add_option("--d", o.d, "synthetic: head dimension")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
   cli.add_option("--heads", o.heads, "synthetic: B·H")->transform(fs::decimal<int>())->check(CLI::Range(1, 4096));
@@ -258,7 +258,7 @@ int main(int argc, char** argv) {
   cli.add_option("--at", o.at, "the moment: seq:N, frac:F (0…1) or t:NS")->capture_default_str();
   cli.add_option("--order", o.order, "real or logical")->check(CLI::IsMember({"real", "logical"}))->capture_default_str();
   cli.add_option("--panels", o.panels,
-                 "comma-separated: memory,scores,sms,timeline,counters,softmax,compare,io,traces (or all, default)");
+                 "comma-separated: memory,scores,sms,timeline,counters,softmax,compare,io,traces,schedule (or all, default)");
   cli.add_option("--size", o.size, "window and image size WxH")->capture_default_str();
   cli.add_option("--cta", o.cta, "follow this CTA (block index) of --kernel")->transform(fs::decimal<int>());
   cli.add_option("--kernel", o.kernel, "kernel of --cta (0 = the first launch)")->transform(fs::decimal<int>());
@@ -378,10 +378,14 @@ int main(int argc, char** argv) {
   if (!o.panels.empty()) s.panels = chosen_panels;
   auto prepare = [&](Document& d) {
     d.playback.set_order(*d.replay, o.order == "logical" ? Order::Logical : Order::Real);
+    // The CTA's first track: its first lane, when it records in lanes.
     if (o.cta >= 0)
       for (int t = 0; t < d.replay->track_count(); ++t) {
         const auto& tk = d.replay->trace().tracks[std::size_t(t)];
-        if (tk.cta == o.cta && tk.kernel == o.kernel) d.selected_track = t;
+        if (tk.cta == o.cta && tk.kernel == o.kernel) {
+          d.selected_track = d.replay->lanes_of(t).front();
+          break;
+        }
       }
   };
   if (s.doc) prepare(*s.doc);

@@ -32,6 +32,9 @@ fi
 "$viz" "${causal[@]}" --at frac:0.55 --cta 15 --panels scores,softmax,counters --size 1400x700 --screenshot "$out/viz_causal_softmax.png"
 "$viz" "${flash[@]}" --panels io --size 1100x640 --screenshot "$out/viz_io_calculator.png"
 "$viz" "${timeline[@]}" --at frac:0.5 --panels timeline --size 1600x420 --screenshot "$out/viz_timeline.png"
+# Step 09's lanes: synthetic until a trace recorded with them is in docs/traces.
+"$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels schedule,timeline --size 1400x620 \
+  --screenshot "$out/viz_schedule_09.png"
 
 # The lessons of steps 02 and 03 (recorded traces only).
 for t in 02_fused 03_tiled; do

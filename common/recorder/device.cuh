@@ -19,12 +19,23 @@
 // the phase began where its previous event ended (the CTA's start for the first). Timestamps are
 // those of the recording thread; the other threads of the CTA may be a little ahead or behind.
 // The recording thread must reach every FS_TRACE_EVENT (no early return before one).
+//
+// Lanes (record.hpp): a kernel whose parts run different schedules (step 09's producer and
+// consumer warpgroups) records each part as a lane of its own. Its launcher names them
+// (DeviceSink::set_lanes) and each part holds a tracer of its lane:
+//
+//   fs::trace::CtaTracer<kTrace> tr(slices, lane, /*recorder=*/threadIdx.x == 128 * lane);
+//
+// Lane 0 is what the one-argument constructor records into.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
 #include <cstdint>
+#ifdef FS_EMULATION
+#include <chrono>
+#endif
 
 #include "common/trace/record.hpp"
 #include "common/trace/trace.hpp"
@@ -36,6 +47,7 @@ constexpr std::int64_t kF = sizeof(float);
 
 namespace fs::trace {
 
+#ifndef FS_EMULATION
 // %globaltimer: nanoseconds, one clock for all SMs (on H100/H200 it ticks every 32 ns).
 // The memory clobber keeps the compiler from moving loads and stores across the read.
 __device__ __forceinline__ std::uint64_t global_timer() {
@@ -49,6 +61,13 @@ __device__ __forceinline__ std::uint32_t sm_id() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
   return id;
 }
+#else  // the CPU emulation (common/emulator): the host's clock, one SM; the times order a lane's events, no more
+inline std::uint64_t global_timer() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+inline std::uint32_t sm_id() { return 0; }
+#endif
 
 // Every round a clustering may have fits in the record's flags (round + 1 above the cached bit).
 static_assert(kMaxRounds + 1 <= (0xff >> kRecordRoundShift), "rounds must fit in DeviceRecord::flags");
@@ -61,6 +80,7 @@ template <>
 class CtaTracer<false> {
  public:
   __device__ __forceinline__ explicit CtaTracer(const Slices&) {}
+  __device__ __forceinline__ CtaTracer(const Slices&, int, bool) {}
   __device__ __forceinline__ void event(Kind, Tensor, long long, long long, long long, long long, long long,
                                         long long, bool = false) const {}
   __device__ __forceinline__ void event_stats(Kind, Tensor, long long, long long, long long, long long,
@@ -72,13 +92,17 @@ class CtaTracer<false> {
 template <>
 class CtaTracer<true> {
  public:
-  __device__ __forceinline__ explicit CtaTracer(const Slices& s) {
-    recorder_ = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  __device__ __forceinline__ explicit CtaTracer(const Slices& s)
+      : CtaTracer(s, 0, threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {}
+  // Lane `lane` of the CTA, recorded by the thread for which `recorder` is true (one per lane).
+  __device__ __forceinline__ CtaTracer(const Slices& s, int lane, bool recorder) {
+    recorder_ = recorder;
     if (!recorder_) return;
     const std::uint64_t cta =
         blockIdx.x + std::uint64_t(gridDim.x) * (blockIdx.y + std::uint64_t(gridDim.y) * blockIdx.z);
-    header_ = s.headers + cta;
-    slice_ = s.records + cta * s.cap;
+    const std::uint64_t slice = cta * s.lanes + std::uint64_t(lane);
+    header_ = s.headers + slice;
+    slice_ = s.records + slice * s.cap;
     cap_ = s.cap;
     header_->sm = sm_id();
     header_->count = 0;

@@ -37,26 +37,31 @@ Slices DeviceSink::begin_kernel(const char* name, dim3 grid, dim3 block, std::si
   FS_CUDA_CHECK(cudaFuncGetAttributes(&attr, func));
   kc.kernel.smem_bytes = static_cast<std::int64_t>(attr.sharedSizeBytes + dynamic_smem);
 
+  kc.kernel.lanes = lane_names_.empty() ? 1 : static_cast<int>(lane_names_.size());
+  kc.kernel.lane_names = std::move(lane_names_);
+  lane_names_.clear();
   const std::uint64_t ctas = std::uint64_t(grid.x) * grid.y * grid.z;
-  const std::uint64_t fit = budget_ / (ctas * sizeof(DeviceRecord));
+  const std::uint64_t slices = ctas * std::uint64_t(kc.kernel.lanes);  // one per lane of each CTA
+  const std::uint64_t fit = budget_ / (slices * sizeof(DeviceRecord));
   if (fit < 1)
     throw InputError(std::string("tracing ") + name + "'s " + std::to_string(ctas) +
                      " CTAs needs more record memory than the trace budget: trace a smaller shape");
   kc.cap = static_cast<std::uint32_t>(std::min<std::uint64_t>(fit, std::uint64_t(event_cap_)));
-  kc.headers.resize(ctas);
-  kc.records.resize(ctas * kc.cap);
+  kc.headers.resize(slices);
+  kc.records.resize(slices * kc.cap);
 
-  FS_CUDA_CHECK(cudaMalloc(&headers_, ctas * sizeof(CtaHeader)));
+  FS_CUDA_CHECK(cudaMalloc(&headers_, slices * sizeof(CtaHeader)));
   FS_CUDA_CHECK(cudaMalloc(&records_, kc.records.size() * sizeof(DeviceRecord)));
   // Zeroed headers: a CTA that records nothing leaves count 0 and gets no track.
-  FS_CUDA_CHECK(cudaMemsetAsync(headers_, 0, ctas * sizeof(CtaHeader), stream));
+  FS_CUDA_CHECK(cudaMemsetAsync(headers_, 0, slices * sizeof(CtaHeader), stream));
   // Zeroed records too: the whole buffer is copied back, slots no CTA filled included, and
   // compute-sanitizer's initcheck reports a copy of memory nothing wrote.
   FS_CUDA_CHECK(cudaMemsetAsync(records_, 0, kc.records.size() * sizeof(DeviceRecord), stream));
   FS_CUDA_CHECK(cudaStreamSynchronize(stream));
   kc.launch_begin_ns = host_clock_ns();
   captures_.push_back(std::move(kc));
-  return {static_cast<CtaHeader*>(headers_), static_cast<DeviceRecord*>(records_), captures_.back().cap};
+  return {static_cast<CtaHeader*>(headers_), static_cast<DeviceRecord*>(records_), captures_.back().cap,
+          static_cast<std::uint32_t>(captures_.back().kernel.lanes)};
 }
 
 void DeviceSink::end_kernel(cudaStream_t stream) {

@@ -39,6 +39,11 @@ class DeviceSink {
   // After it: synchronises `stream`, notes the launch range's end, copies the records back.
   void end_kernel(cudaStream_t stream);
 
+  // The next traced launch records in lanes (record.hpp): `names.size()` lanes per CTA, each
+  // with its own slice and track (step 09's warpgroups). One launch only: the one after it
+  // records one lane per CTA again unless this is called again.
+  void set_lanes(std::vector<std::string> names) { lane_names_ = std::move(names); }
+
   // Tile sizes for the trace's metadata (steps that tile call this from their launcher).
   void set_tiles(int Br, int Bc) {
     br_ = Br;
@@ -60,6 +65,7 @@ class DeviceSink {
   std::int64_t event_cap_;
   std::size_t budget_;
   int br_ = 0, bc_ = 0;
+  std::vector<std::string> lane_names_;  // of the next launch (set_lanes)
   std::vector<KernelCapture> captures_;
   void* headers_ = nullptr;  // of the launch in flight
   void* records_ = nullptr;

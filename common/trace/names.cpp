@@ -1,14 +1,18 @@
 #include "common/trace/names.hpp"
 
+#include <iterator>
+
 namespace fs::trace {
 
 namespace {
 
-constexpr const char* kKindNames[kKindCount] = {
+constexpr const char* kKindNames[] = {
     "load",         "store",        "compute_s",    "softmax",
     "rescale",      "accumulate_o", "compute_dp",   "compute_ds",
     "accumulate_dq", "accumulate_dk", "accumulate_dv", "skip",
+    "wait",
 };
+static_assert(std::size(kKindNames) == kKindCount, "a name for every kind");
 
 // Indexed by the Tensor value; "none" is never written to a file.
 constexpr const char* kTensorNames[kTensorCount] = {
@@ -32,6 +36,14 @@ std::optional<Kind> kind_from_name(std::string_view name) {
   for (int i = 0; i < kKindCount; ++i)
     if (name == kKindNames[i]) return static_cast<Kind>(i);
   return std::nullopt;
+}
+
+std::string lane_name(const Trace& t, const Track& track) {
+  if (track.kernel >= 0 && std::size_t(track.kernel) < t.kernels.size()) {
+    const auto& names = t.kernels[std::size_t(track.kernel)].lane_names;
+    if (track.lane >= 0 && std::size_t(track.lane) < names.size()) return names[std::size_t(track.lane)];
+  }
+  return "lane " + std::to_string(track.lane);
 }
 
 bool key_side(Tensor t) { return t == Tensor::K || t == Tensor::V || t == Tensor::dK || t == Tensor::dV; }

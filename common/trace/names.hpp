@@ -18,6 +18,10 @@ std::optional<Kind> kind_from_name(std::string_view name);
 // "dS" → Tensor::dS, "m" → Tensor::M; std::nullopt for "none" and unknown names.
 std::optional<Tensor> tensor_from_name(std::string_view name);
 
+// A track's lane as a person reads it: its kernel's name for it ("consumer 0"), or "lane 2" when
+// the kernel names none (or the track names no kernel of `t`).
+std::string lane_name(const Trace& t, const Track& track);
+
 // Whether a raw byte from a device record is a valid enum value.
 inline bool valid_kind(unsigned v) { return v < unsigned(kKindCount); }
 inline bool valid_tensor(unsigned v) { return v < unsigned(kTensorCount); }

@@ -1,10 +1,12 @@
 // What a traced kernel writes to device memory, byte for byte: the host decoder
 // (decode.hpp) reads these back. Plain structs shared by nvcc and the host compiler.
 //
-// A kernel's trace buffer is one CtaHeader per CTA and, per CTA, a slice of `cap` records:
+// A kernel's trace buffer is one CtaHeader per lane of a CTA and, per lane, a slice of `cap`
+// records (a lane: a part of the CTA that records its own events, step 09's warpgroups; most
+// kernels have one, the CTA itself):
 //
-//   headers  [ctas]        count, SM, the CTA's start time
-//   records  [ctas][cap]   one per event, in the order the CTA recorded them
+//   headers  [ctas][lanes]        count, SM, the lane's start time
+//   records  [ctas][lanes][cap]   one per event, in the order the lane recorded them
 //
 // The count keeps going past `cap` (those records are not written) so that the host knows how
 // many events a full slice dropped.
@@ -44,9 +46,10 @@ static_assert(sizeof(CtaHeader) == 16, "one 16-byte header per CTA");
 // Where one traced launch's CTAs write (DeviceSink::begin_kernel); passed by value to the
 // kernel as its last argument. Empty when tracing is off.
 struct Slices {
-  CtaHeader* headers = nullptr;     // [CTAs]
-  DeviceRecord* records = nullptr;  // [CTAs][cap]
-  std::uint32_t cap = 0;            // records per CTA
+  CtaHeader* headers = nullptr;     // [CTAs][lanes]
+  DeviceRecord* records = nullptr;  // [CTAs][lanes][cap]
+  std::uint32_t cap = 0;            // records per lane
+  std::uint32_t lanes = 1;          // lanes per CTA
 };
 
 }  // namespace fs::trace

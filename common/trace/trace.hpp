@@ -28,8 +28,9 @@ enum class Kind : std::uint8_t {
   AccumulateDK = 9,  // dK_j += τ dS_ijᵀ Q_i
   AccumulateDV = 10, // dV_j += P_ijᵀ dO_i
   Skip = 11,         // a tile the algorithm skipped (causal / block-sparse), no work
+  Wait = 12,         // a lane waiting at a barrier (data to land, a stage to free, its turn): no work
 };
-constexpr int kKindCount = 12;
+constexpr int kKindCount = 13;
 const char* kind_name(Kind k);  // "load", "store", "compute_s", ...
 
 // The HBM tensors a step reads and writes. M and L are Algorithm 1's running statistics,
@@ -61,6 +62,10 @@ struct Kernel {
   int block[3] = {1, 1, 1};
   std::int64_t smem_bytes = 0;   // dynamic + static shared memory per CTA
   double ts_ns = 0, dur_ns = 0;  // placed on the host clock (its launch range)
+  // Lanes: the parts of a CTA that record events of their own, each on its own track (step 09's
+  // warpgroups: "producer", "consumer 0", "consumer 1"). 1 lane, unnamed: the CTA records as one.
+  int lanes = 1;
+  std::vector<std::string> lane_names;  // empty, or one per lane
 };
 
 // One CTA of one kernel: a track of the timeline.
@@ -75,6 +80,7 @@ constexpr int kMaxSm = 65535;
 struct Track {
   int kernel = 0;      // index into Trace::kernels
   int cta = 0;         // linear block index within the kernel's grid
+  int lane = 0;        // which of the kernel's lanes (Kernel::lanes) of that CTA: 0 when it has one
   int sm = -1;         // %smid it ran on
   std::int64_t dropped = 0;  // events this CTA could not record (its slice was full)
 };

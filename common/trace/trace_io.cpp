@@ -107,13 +107,18 @@ ojson meta_json(const Trace& t) {
     o["untraced"] = std::move(untraced);
   }
   ojson kernels = ojson::array();
-  for (const auto& k : t.kernels)
-    kernels.push_back({{"name", k.name},
-                       {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
-                       {"block", {k.block[0], k.block[1], k.block[2]}},
-                       {"smem_bytes", k.smem_bytes},
-                       {"ts", to_us(k.ts_ns)},
-                       {"dur", to_us(k.dur_ns)}});
+  for (const auto& k : t.kernels) {
+    ojson kj = {{"name", k.name},
+                {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+                {"block", {k.block[0], k.block[1], k.block[2]}},
+                {"smem_bytes", k.smem_bytes},
+                {"ts", to_us(k.ts_ns)},
+                {"dur", to_us(k.dur_ns)}};
+    // Lanes are optional in the file: a kernel without them records one lane per CTA.
+    if (k.lanes != 1 || !k.lane_names.empty()) kj["lanes"] = k.lanes;
+    if (!k.lane_names.empty()) kj["lane_names"] = k.lane_names;
+    kernels.push_back(std::move(kj));
+  }
   o["kernels"] = std::move(kernels);
   ojson buffers = ojson::array();
   for (const auto& b : t.buffers)
@@ -158,26 +163,35 @@ std::string trace_to_json(const Trace& t) {
   line({{"ph", "M"}, {"pid", 1}, {"name", "process_name"},
         {"args", {{"name", "GPU: " + (t.meta.gpu.empty() ? std::string("unknown") : t.meta.gpu)}}}});
 
-  // Tracks sorted by (SM, kernel, CTA) for the viewer: CTAs of one SM sit together.
+  // Tracks sorted by (SM, kernel, CTA, lane) for the viewer: CTAs of one SM sit together, and
+  // the lanes of a CTA together in lane order.
   std::vector<std::size_t> by_sm(t.tracks.size());
   std::iota(by_sm.begin(), by_sm.end(), 0);
   std::stable_sort(by_sm.begin(), by_sm.end(), [&](std::size_t a, std::size_t b) {
     const Track &x = t.tracks[a], &y = t.tracks[b];
     if (x.sm != y.sm) return x.sm < y.sm;
     if (x.kernel != y.kernel) return x.kernel < y.kernel;
-    return x.cta < y.cta;
+    if (x.cta != y.cta) return x.cta < y.cta;
+    return x.lane < y.lane;
   });
   std::vector<std::int64_t> sort_index(t.tracks.size());
   for (std::size_t r = 0; r < by_sm.size(); ++r) sort_index[by_sm[r]] = static_cast<std::int64_t>(r);
   for (std::size_t i = 0; i < t.tracks.size(); ++i) {
     const Track& tr = t.tracks[i];
-    const std::string kname = (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size())
-                                  ? t.kernels[tr.kernel].name
-                                  : "kernel " + std::to_string(tr.kernel);
-    const std::string label = "SM " + std::to_string(tr.sm) + " · " + kname + " · CTA " + std::to_string(tr.cta);
+    const Kernel* kn = (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size()) ? &t.kernels[tr.kernel] : nullptr;
+    const std::string kname = kn ? kn->name : "kernel " + std::to_string(tr.kernel);
+    std::string label = "SM " + std::to_string(tr.sm) + " · " + kname + " · CTA " + std::to_string(tr.cta);
+    ojson args = {{"name", ""}, {"kernel", tr.kernel}, {"cta", tr.cta}};
+    // A lane of a laned kernel: its own thread, named after the lane ("· consumer 0").
+    if (tr.lane != 0 || (kn && kn->lanes > 1)) {
+      label += " · " + lane_name(t, tr);
+      args["lane"] = tr.lane;
+    }
+    args["name"] = label;
+    args["sm"] = tr.sm;
+    args["dropped"] = tr.dropped;
     const auto tid = static_cast<std::int64_t>(i) + 1;
-    line({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_name"},
-          {"args", {{"name", label}, {"kernel", tr.kernel}, {"cta", tr.cta}, {"sm", tr.sm}, {"dropped", tr.dropped}}}});
+    line({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_name"}, {"args", std::move(args)}});
     line({{"ph", "M"}, {"pid", 1}, {"tid", tid}, {"name", "thread_sort_index"},
           {"args", {{"sort_index", sort_index[i]}}}});
   }
@@ -507,6 +521,18 @@ std::vector<Kernel> read_kernels(const json& o, const Reader& r) {
     kn.smem_bytes = r.integer(k, "smem_bytes", w, 0, kMaxBytes);
     kn.ts_ns = r.time_ns(k, "ts", w, false);
     kn.dur_ns = r.time_ns(k, "dur", w, true);
+    if (r.optional(k, "lanes")) kn.lanes = static_cast<int>(r.integer(k, "lanes", w, 1, kMaxLanes));
+    if (r.optional(k, "lane_names")) {
+      const json& names = r.array(k, "lane_names", w);
+      // One per lane: a viewer labels a track with lane_names[lane].
+      if (names.size() != std::size_t(kn.lanes))
+        r.fail(w + ".lane_names", std::to_string(names.size()) + " names for " + std::to_string(kn.lanes) + " lanes");
+      for (std::size_t j = 0; j < names.size(); ++j) {
+        if (!names[j].is_string())
+          r.fail(w + ".lane_names[" + std::to_string(j) + "]", std::string("expected a string, got ") + type_of(names[j]));
+        kn.lane_names.push_back(names[j].get<std::string>());
+      }
+    }
     out.push_back(std::move(kn));
   }
   return out;
@@ -568,6 +594,13 @@ Trace parse_trace(std::string_view text, const std::string& source) {
         r.fail(w + ".args.kernel", std::to_string(tr.kernel) + " names no kernel (otherData.kernels has " +
                                        std::to_string(t.kernels.size()) + ")");
       tr.cta = static_cast<int>(r.integer(args, "cta", w + ".args", 0, kMaxDim));
+      if (r.optional(args, "lane")) {
+        const int lanes = t.kernels[std::size_t(tr.kernel)].lanes;
+        tr.lane = static_cast<int>(r.integer(args, "lane", w + ".args", 0, kMaxLanes - 1));
+        if (tr.lane >= lanes)
+          r.fail(w + ".args.lane", std::to_string(tr.lane) + " is not a lane of kernel " + std::to_string(tr.kernel) +
+                                       " (it has " + std::to_string(lanes) + ")");
+      }
       tr.sm = static_cast<int>(r.integer(args, "sm", w + ".args", -1, kMaxSm));
       tr.dropped = r.integer(args, "dropped", w + ".args", 0, kMaxCount);
       if (!tracks.emplace(tid, tr).second) r.fail(w, "a second thread_name for tid " + std::to_string(tid));

@@ -49,6 +49,10 @@ Trace parse_trace(std::string_view text, const std::string& source = "trace");
 // memory than is available).
 Trace read_trace(const std::string& path);
 
+// The most lanes a kernel's CTAs may record in (Kernel::lanes): a lane is at least one warp, and
+// a CTA has at most 32.
+constexpr int kMaxLanes = 32;
+
 // The largest trace file read_trace accepts: far above any trace a step writes at a shape a
 // person can follow, low enough that a corrupt size cannot exhaust memory.
 constexpr std::int64_t kMaxTraceFileBytes = std::int64_t(2) << 30;

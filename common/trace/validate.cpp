@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/trace/names.hpp"
 #include "common/trace/trace_io.hpp"
@@ -62,7 +63,10 @@ std::string track_text(const Trace& t, int track) {
   const std::string k = (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size())
                             ? t.kernels[tr.kernel].name
                             : "kernel " + std::to_string(tr.kernel);
-  return "track " + std::to_string(track) + " (" + k + " CTA " + std::to_string(tr.cta) + ")";
+  const bool laned = tr.lane != 0 || (tr.kernel >= 0 && std::size_t(tr.kernel) < t.kernels.size() &&
+                                      t.kernels[std::size_t(tr.kernel)].lanes > 1);
+  return "track " + std::to_string(track) + " (" + k + " CTA " + std::to_string(tr.cta) +
+         (laned ? " · " + lane_name(t, tr) : "") + ")";
 }
 
 std::string event_text(const Event& e) {
@@ -289,8 +293,15 @@ ValidationReport validate(const Trace& t) {
         err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") has a grid or block size below 1");
     if (!(kn.dur_ns >= 0) || !std::isfinite(kn.ts_ns))
       err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") has no valid time range");
+    if (kn.lanes < 1 || kn.lanes > kMaxLanes)
+      err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") has " + std::to_string(kn.lanes) +
+                            " lanes per CTA (1 to " + std::to_string(kMaxLanes) + ")");
+    if (!kn.lane_names.empty() && kn.lane_names.size() != std::size_t(kn.lanes))
+      err.add("kernel", "kernel " + std::to_string(k) + " (" + kn.name + ") names " +
+                            std::to_string(kn.lane_names.size()) + " lanes, but has " + std::to_string(kn.lanes) +
+                            " (lane_names is empty or one per lane)");
   }
-  std::set<std::pair<int, int>> seen_ctas;
+  std::set<std::tuple<int, int, int>> seen_lanes;
   std::int64_t dropped = 0;
   for (std::size_t i = 0; i < t.tracks.size(); ++i) {
     const Track& tr = t.tracks[i];
@@ -303,7 +314,11 @@ ValidationReport validate(const Trace& t) {
     const std::int64_t ctas = std::int64_t(kn.grid[0]) * kn.grid[1] * kn.grid[2];
     if (tr.cta < 0 || tr.cta >= ctas)
       err.add("track", what + ": CTA " + std::to_string(tr.cta) + " is outside the grid of " + std::to_string(ctas));
-    if (!seen_ctas.emplace(tr.kernel, tr.cta).second) err.add("track", what + " repeats a (kernel, CTA) pair");
+    if (tr.lane < 0 || tr.lane >= kn.lanes)
+      err.add("track", what + ": lane " + std::to_string(tr.lane) + " is not one of the kernel's " +
+                           std::to_string(kn.lanes));
+    if (!seen_lanes.emplace(tr.kernel, tr.cta, tr.lane).second)
+      err.add("track", what + " repeats a (kernel, CTA, lane) of another track");
     if (tr.dropped < 0) err.add("track", what + " has a negative dropped count");
     dropped += std::max<std::int64_t>(tr.dropped, 0);
   }
@@ -371,6 +386,10 @@ ValidationReport validate(const Trace& t) {
     } else if (e.bytes != 0) {
       err.add("bytes", what + " is not a load or store but moves " + std::to_string(e.bytes) + " bytes");
     }
+    // A wait is a lane idle at a barrier: its tile (rows, cols) may say what it waits for, but it
+    // works on no tensor, so nothing counts it as touching one.
+    if (e.kind == Kind::Wait && e.tensor != Tensor::None)
+      err.add("tensor", what + " is a wait but names a tensor: a wait works on none");
 
     if (e.tensor != Tensor::None && shape_ok) {
       const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d, m.clusters.hashes);

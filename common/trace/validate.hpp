@@ -4,12 +4,13 @@
 //   schema      the version is known, the pass is "fwd", "bwd" or "host" (a host-only trace of
 //               the shared NVTX tool), sizes are positive
 //   tensors     each listed once, shaped as the pass's layout says, bytes = elements × 4
-//   tracks      one per (kernel, CTA) inside the kernel's grid; dropped counts add up to
-//               meta.events_dropped, and any dropped event is an error (the trace is incomplete)
+//   kernels     grid and block of at least 1; 1 to kMaxLanes lanes, lane_names empty or one per lane
+//   tracks      one per (kernel, CTA, lane) inside the kernel's grid and lanes; dropped counts add
+//               up to meta.events_dropped, and any dropped event is an error (the trace is incomplete)
 //   events      seq is 0, 1, 2, ... without gaps; on each track events are in seq order and
 //               never overlap; ranges lie inside their tensor; every load and store names a
 //               tensor of meta.tensors; only loads and stores move bytes, and no more than their
-//               tile holds
+//               tile holds; a wait names no tensor
 //   host        NVTX ranges are properly nested
 //   clusters    a clustered step's orders (meta.clusters): each head's and round's a
 //               permutation of the rows; an event's round names one of them

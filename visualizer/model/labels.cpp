@@ -19,14 +19,18 @@ const char* tensor_label(tr::Tensor t) {
 }
 
 const char* kind_label(tr::Kind k) {
-  static const char* const names[tr::kKindCount] = {
+  static const char* const names[] = {
       "load",       "store",      "compute S",     "softmax",       "rescale",       "accumulate O",
-      "compute dP", "compute dS", "accumulate dQ", "accumulate dK", "accumulate dV", "skip"};
+      "compute dP", "compute dS", "accumulate dQ", "accumulate dK", "accumulate dV", "skip",
+      "wait"};
+  static_assert(std::size(names) == tr::kKindCount, "a name for every kind");
   const int i = int(k);
   return i >= 0 && i < tr::kKindCount ? names[i] : "?";
 }
 
 std::string tile_label(const tr::Event& e) {
+  // An event on no tensor (a wait) has no tile to name: its rows are not a tensor's.
+  if (e.tensor == tr::Tensor::None) return "";
   char buf[112];
   const bool square = score_like(e.tensor);
   if (square)

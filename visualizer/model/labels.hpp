@@ -13,7 +13,8 @@ const char* tensor_label(fs::trace::Tensor t);  // "Q", "K", ..., "m", "l" ("ℓ
 const char* kind_label(fs::trace::Kind k);      // "load", "store", "compute S", ...
 
 // "K[64:128)" for row tiles of (N, d) tensors, "S[0:64, 64:128)" for tiles of N×N ones;
-// "K[64:128) · round 3 slots" for a clustered event, whose indices are slots of round 3's orders.
+// "K[64:128) · round 3 slots" for a clustered event, whose indices are slots of round 3's orders;
+// "" for an event on no tensor (a wait).
 std::string tile_label(const fs::trace::Event& e);
 
 class Replay;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <utility>
 
 #include "common/problem.hpp"
 #include "common/trace/names.hpp"
@@ -59,7 +61,8 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
     case tr::Kind::AccumulateDK: put(tr::Tensor::dK, Residence::Regs, area_bytes); break;
     case tr::Kind::AccumulateDV: put(tr::Tensor::dV, Residence::Regs, area_bytes); break;
     case tr::Kind::Store:
-    case tr::Kind::Skip: break;
+    case tr::Kind::Skip:
+    case tr::Kind::Wait: break;
   }
 }
 
@@ -192,24 +195,62 @@ void Replay::index_tracks() {
     }
   }
 
-  // Group by SM; a track that never ran (no events, unknown SM) goes to SM -1.
+  // The lanes of each CTA, and when the CTA began (its earliest lane).
+  std::map<std::pair<int, int>, int> cta_index;  // (kernel, CTA) → entry of ctas_
+  track_cta_.assign(T, -1);
+  for (std::size_t t = 0; t < T; ++t) {
+    const auto& tk = trace_.tracks[t];
+    const auto [it, added] = cta_index.emplace(std::make_pair(tk.kernel, tk.cta), int(ctas_.size()));
+    if (added) ctas_.emplace_back();
+    ctas_[std::size_t(it->second)].push_back(int(t));
+    track_cta_[t] = it->second;
+  }
+  std::vector<double> cta_begin(ctas_.size(), 0);
+  for (std::size_t c = 0; c < ctas_.size(); ++c) {
+    auto& lanes = ctas_[c];
+    std::stable_sort(lanes.begin(), lanes.end(),
+                     [&](int a, int b) { return trace_.tracks[std::size_t(a)].lane < trace_.tracks[std::size_t(b)].lane; });
+    cta_begin[c] = track_begin_[std::size_t(lanes.front())];
+    for (int t : lanes)
+      if (!track_events_[std::size_t(t)].empty()) cta_begin[c] = std::min(cta_begin[c], track_begin_[std::size_t(t)]);
+  }
+
+  // Group by SM, CTAs by start time, a CTA's lanes together; a track that never ran (no events,
+  // unknown SM) goes to SM -1.
   std::vector<int> order(T);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     const auto &ta = trace_.tracks[std::size_t(a)], &tb = trace_.tracks[std::size_t(b)];
     if (ta.sm != tb.sm) return ta.sm < tb.sm;
-    if (track_begin_[std::size_t(a)] != track_begin_[std::size_t(b)])
-      return track_begin_[std::size_t(a)] < track_begin_[std::size_t(b)];
-    return a < b;
+    const int ca = track_cta_[std::size_t(a)], cb = track_cta_[std::size_t(b)];
+    if (cta_begin[std::size_t(ca)] != cta_begin[std::size_t(cb)]) return cta_begin[std::size_t(ca)] < cta_begin[std::size_t(cb)];
+    if (ca != cb) return ctas_[std::size_t(ca)].front() < ctas_[std::size_t(cb)].front();
+    return ta.lane < tb.lane;
   });
   track_group_.assign(T, -1);
   for (int t : order) {
     const int sm = trace_.tracks[std::size_t(t)].sm;
-    if (sm_groups_.empty() || sm_groups_.back().sm != sm) sm_groups_.push_back({sm, {}});
-    sm_groups_.back().tracks.push_back(t);
+    if (sm_groups_.empty() || sm_groups_.back().sm != sm) sm_groups_.push_back({sm, {}, 0});
+    auto& g = sm_groups_.back();
+    if (g.tracks.empty() || track_cta_[std::size_t(g.tracks.back())] != track_cta_[std::size_t(t)]) ++g.ctas;
+    g.tracks.push_back(t);
     track_group_[std::size_t(t)] = int(sm_groups_.size()) - 1;
     sm_count_ = std::max(sm_count_, sm + 1);
   }
+}
+
+bool Replay::laned(int track) const {
+  const int k = trace_.tracks[std::size_t(track)].kernel;
+  return k >= 0 && k < int(trace_.kernels.size()) && trace_.kernels[std::size_t(k)].lanes > 1;
+}
+
+std::vector<ResidentTile> Replay::cta_tiles(int track, Cursor c) const {
+  std::vector<ResidentTile> tiles;
+  for (int t : lanes_of(track)) {
+    const auto lane = resident_tiles(t, track_cursor(t, c).done);
+    tiles.insert(tiles.end(), lane.begin(), lane.end());
+  }
+  return tiles;
 }
 
 void Replay::index_flops() {

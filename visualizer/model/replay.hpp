@@ -68,10 +68,12 @@ struct ResidentTile {
   int round = -1;  // clustered steps: the round whose slots its rows are (Event::round)
 };
 
-// An SM and the tracks (CTAs of every kernel) that ran on it, by start time.
+// An SM and the tracks (CTAs of every kernel) that ran on it, by start time; the lanes of a CTA
+// (tr::Kernel::lanes) one after another, in lane order.
 struct SmGroup {
   int sm = -1;
   std::vector<int> tracks;
+  int ctas = 0;  // the CTAs those tracks are (fewer than the tracks when CTAs record in lanes)
 };
 
 class Replay {
@@ -133,6 +135,14 @@ class Replay {
   std::int64_t regs_after(int track, int done) const;
   std::int64_t peak_smem() const { return peak_smem_; }
 
+  // Lanes (tr::Kernel::lanes): the tracks of a track's CTA, by lane, the track itself among them
+  // (just it, for a kernel of one lane); whether its kernel records in lanes; and the tiles the
+  // CTA holds at a cursor, over all its lanes, each at its own place: the producer's loads in
+  // shared memory, the consumers' S, P̃ and O in registers.
+  const std::vector<int>& lanes_of(int track) const { return ctas_[std::size_t(track_cta_[std::size_t(track)])]; }
+  bool laned(int track) const;
+  std::vector<ResidentTile> cta_tiles(int track, Cursor c) const;
+
   // Per-track search arrays, aligned with track_events(track): begin times, end times as a
   // running maximum (so a binary search is valid even if a track's events overlap), seq.
   const std::vector<double>& track_begins(int track) const { return t_begin_[std::size_t(track)]; }
@@ -193,6 +203,8 @@ class Replay {
   std::vector<std::vector<std::int32_t>> smem_after_, regs_after_;
   std::vector<double> track_begin_, track_end_;
   std::vector<int> track_group_;
+  std::vector<std::vector<int>> ctas_;  // the tracks of each (kernel, CTA), by lane
+  std::vector<int> track_cta_;          // track → its entry of ctas_
   std::vector<SmGroup> sm_groups_;
   int sm_count_ = 0;
   int host_depth_ = 0;

@@ -29,6 +29,8 @@ constexpr double kHbmBytesPerNs = 4.8e3 / 132;  // 4.8 TB/s over 132 SMs
 constexpr double kL2BytesPerNs = 2.5 * kHbmBytesPerNs;
 constexpr double kHbmLatencyNs = 600, kL2LatencyNs = 250, kStoreLatencyNs = 400;
 constexpr double kFlopsPerNs = 507;  // 128 FMA/clk × 2 × 1.98 GHz
+constexpr double kTensorFlopsPerNs = 989e3 / 132;  // bf16 tensor cores: 989 TFLOP/s over 132 SMs
+constexpr double kSfuPerNs = 3.9e3 / 132;          // exp and the like: 3.9 T/s (FlashAttention-3, §3)
 constexpr double kTimerStepNs = 32;  // %globaltimer resolution
 constexpr int kFloat = 4;
 
@@ -45,8 +47,20 @@ struct Op {
   std::int32_t round = -1;  // Smyrf: the round whose slots the rows are
 };
 
+// A CTA's events, one list per lane (tr::Kernel::lanes), each from the CTA's start: one lane but
+// in step 09's warpgroups.
 struct Cta {
-  std::vector<Op> ops;
+  std::vector<std::vector<Op>> lanes{1};
+  std::vector<Op>& ops() { return lanes.front(); }
+  double duration() const {
+    double longest = 0;
+    for (const auto& lane : lanes) {
+      double d = 0;
+      for (const auto& op : lane) d += op.dur;
+      longest = std::max(longest, d);
+    }
+    return longest;
+  }
 };
 
 struct KernelPlan {
@@ -65,6 +79,8 @@ class Timing {
   }
   double store(std::int64_t bytes) { return (kStoreLatencyNs + double(bytes) / kHbmBytesPerNs) * jitter(); }
   double compute(double flops, double efficiency) { return flops / (kFlopsPerNs * efficiency) * jitter(); }
+  double tensor(double flops) { return flops / kTensorFlopsPerNs * jitter(); }
+  double special(double ops) { return ops / kSfuPerNs * jitter(); }
   double normal() { return nrm_(rng_); }
   double uniform() { return uni_(rng_); }
 
@@ -74,13 +90,17 @@ class Timing {
   std::normal_distribution<double> nrm_{0.0, 1.0};
 };
 
-// Every tensor is float32 (or int32, the orders), but the sort keys (a float and an index).
+// Every tensor is float32 (or int32, the orders), but the sort keys (a float and an index), and
+// step 09's, of its dtype (tile_bytes).
+std::int64_t tile_bytes(Tensor t, int rows, int cols, const char* dtype = "fp32") {
+  return std::int64_t(rows) * cols * tr::element_bytes(t, dtype);
+}
 Op load_op(Timing& tm, Tensor t, int bh, int row0, int rows, int col0, int cols, bool cached) {
-  const std::int64_t bytes = std::int64_t(rows) * cols * tr::element_bytes(t, "fp32");
+  const std::int64_t bytes = tile_bytes(t, rows, cols);
   return {Kind::Load, t, bh, row0, rows, col0, cols, bytes, cached, tm.load(bytes, cached)};
 }
 Op store_op(Timing& tm, Tensor t, int bh, int row0, int rows, int col0, int cols) {
-  const std::int64_t bytes = std::int64_t(rows) * cols * tr::element_bytes(t, "fp32");
+  const std::int64_t bytes = tile_bytes(t, rows, cols);
   return {Kind::Store, t, bh, row0, rows, col0, cols, bytes, false, tm.store(bytes)};
 }
 Op compute_op(Kind k, Tensor t, int bh, int row0, int rows, int col0, int cols, double dur) {
@@ -123,8 +143,8 @@ void push_stats_ops(Cta& c, Timing& tm, int bh, int row0, int rows, int j0, int 
     op->sample_row = sample;
     op->round = round;
   }
-  c.ops.push_back(sm);
-  c.ops.push_back(rs);
+  c.ops().push_back(sm);
+  c.ops().push_back(rs);
 }
 
 // Step 01's forward: three kernels, every N×N matrix through HBM. Re-reads that L2 serves
@@ -138,46 +158,46 @@ std::vector<KernelPlan> plan_naive(const SyntheticSpec& s, Timing& tm) {
   std::vector<KernelPlan> plans(3);
 
   auto& sc = plans[0];
-  sc.info = {"scores_kernel", {tn, tn, BH}, {kT, kT, 1}, 0, 0, 0};
+  sc.info = {"scores_kernel", {tn, tn, BH}, {kT, kT, 1}, 0, 0, 0, 1, {}};
   for (int bh = 0; bh < BH; ++bh)
     for (int by = 0; by < tn; ++by)
       for (int bx = 0; bx < tn; ++bx) {
         const int i0 = by * kT, j0 = bx * kT, ri = std::min(kT, N - i0), rj = std::min(kT, N - j0);
         Cta c;
-        c.ops.push_back(load_op(tm, Tensor::Q, bh, i0, ri, 0, d, bx != 0));
-        c.ops.push_back(load_op(tm, Tensor::K, bh, j0, rj, 0, d, by != 0));
-        c.ops.push_back(compute_op(Kind::ComputeS, Tensor::S, bh, i0, ri, j0, rj,
+        c.ops().push_back(load_op(tm, Tensor::Q, bh, i0, ri, 0, d, bx != 0));
+        c.ops().push_back(load_op(tm, Tensor::K, bh, j0, rj, 0, d, by != 0));
+        c.ops().push_back(compute_op(Kind::ComputeS, Tensor::S, bh, i0, ri, j0, rj,
                                    tm.compute(2.0 * ri * rj * d, 0.3)));
-        c.ops.push_back(store_op(tm, Tensor::S, bh, i0, ri, j0, rj));
+        c.ops().push_back(store_op(tm, Tensor::S, bh, i0, ri, j0, rj));
         sc.ctas.push_back(std::move(c));
       }
 
   auto& sm = plans[1];
   const int rows_ctas = ceil_div(N, kRowsPerSoftmaxCta);
-  sm.info = {"softmax_kernel", {rows_ctas * BH, 1, 1}, {32 * kRowsPerSoftmaxCta, 1, 1}, 0, 0, 0};
+  sm.info = {"softmax_kernel", {rows_ctas * BH, 1, 1}, {32 * kRowsPerSoftmaxCta, 1, 1}, 0, 0, 0, 1, {}};
   for (int bh = 0; bh < BH; ++bh)
     for (int b = 0; b < rows_ctas; ++b) {
       const int r0 = b * kRowsPerSoftmaxCta, r = std::min(kRowsPerSoftmaxCta, N - r0);
       Cta c;
-      c.ops.push_back(load_op(tm, Tensor::S, bh, r0, r, 0, N, false));
-      c.ops.push_back(compute_op(Kind::Softmax, Tensor::P, bh, r0, r, 0, N, tm.compute(8.0 * r * N, 0.25)));
-      c.ops.push_back(store_op(tm, Tensor::P, bh, r0, r, 0, N));
-      c.ops.push_back(store_op(tm, Tensor::LSE, bh, r0, r, 0, 1));
+      c.ops().push_back(load_op(tm, Tensor::S, bh, r0, r, 0, N, false));
+      c.ops().push_back(compute_op(Kind::Softmax, Tensor::P, bh, r0, r, 0, N, tm.compute(8.0 * r * N, 0.25)));
+      c.ops().push_back(store_op(tm, Tensor::P, bh, r0, r, 0, N));
+      c.ops().push_back(store_op(tm, Tensor::LSE, bh, r0, r, 0, 1));
       sm.ctas.push_back(std::move(c));
     }
 
   auto& pv = plans[2];
-  pv.info = {"pv_kernel", {td, tn, BH}, {kT, kT, 1}, 0, 0, 0};
+  pv.info = {"pv_kernel", {td, tn, BH}, {kT, kT, 1}, 0, 0, 0, 1, {}};
   for (int bh = 0; bh < BH; ++bh)
     for (int by = 0; by < tn; ++by)
       for (int bx = 0; bx < td; ++bx) {
         const int i0 = by * kT, c0 = bx * kT, ri = std::min(kT, N - i0), rc = std::min(kT, d - c0);
         Cta c;
-        c.ops.push_back(load_op(tm, Tensor::P, bh, i0, ri, 0, N, bx != 0));
-        c.ops.push_back(load_op(tm, Tensor::V, bh, 0, N, c0, rc, by != 0));
-        c.ops.push_back(compute_op(Kind::AccumulateO, Tensor::O, bh, i0, ri, c0, rc,
+        c.ops().push_back(load_op(tm, Tensor::P, bh, i0, ri, 0, N, bx != 0));
+        c.ops().push_back(load_op(tm, Tensor::V, bh, 0, N, c0, rc, by != 0));
+        c.ops().push_back(compute_op(Kind::AccumulateO, Tensor::O, bh, i0, ri, c0, rc,
                                    tm.compute(2.0 * ri * rc * N, 0.3)));
-        c.ops.push_back(store_op(tm, Tensor::O, bh, i0, ri, c0, rc));
+        c.ops().push_back(store_op(tm, Tensor::O, bh, i0, ri, c0, rc));
         pv.ctas.push_back(std::move(c));
       }
   for (auto& p : plans) p.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 8;
@@ -199,34 +219,128 @@ std::vector<KernelPlan> plan_flash(const SyntheticSpec& s, Timing& tm) {
   std::vector<KernelPlan> plans(1);
   auto& k = plans[0];
   const std::int64_t smem = std::int64_t(Br + 2 * Bc) * d * kFloat;  // Q_i, K_j, V_j
-  k.info = {"flash_forward_kernel", {Tr, BH, 1}, {128, 1, 1}, smem, 0, 0};
+  k.info = {"flash_forward_kernel", {Tr, BH, 1}, {128, 1, 1}, smem, 0, 0, 1, {}};
   k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 2;
   for (int bh = 0; bh < BH; ++bh)
     for (int i = 0; i < Tr; ++i) {
       const int i0 = i * Br, ri = std::min(Br, N - i0);
       const int sample = i0 + std::min(ri - 1, 5);
       Cta c;
-      c.ops.push_back(load_op(tm, Tensor::Q, bh, i0, ri, 0, d, false));
+      c.ops().push_back(load_op(tm, Tensor::Q, bh, i0, ri, 0, d, false));
       double m = -std::numeric_limits<double>::infinity(), l = 0;
       for (int j = 0; j < Tc; ++j) {
         const int j0 = j * Bc, cj = std::min(Bc, N - j0);
         const bool masked_out = (s.causal && j0 > i0 + ri - 1) ||
                                 (s.mask == BlockMask::Butterfly && !butterfly_keeps(i, j));
         if (masked_out) {
-          c.ops.push_back(compute_op(Kind::Skip, Tensor::S, bh, i0, ri, j0, cj, 0));
+          c.ops().push_back(compute_op(Kind::Skip, Tensor::S, bh, i0, ri, j0, cj, 0));
           continue;
         }
-        c.ops.push_back(load_op(tm, Tensor::K, bh, j0, cj, 0, d, false));
-        c.ops.push_back(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false));
-        c.ops.push_back(compute_op(Kind::ComputeS, Tensor::S, bh, i0, ri, j0, cj,
+        c.ops().push_back(load_op(tm, Tensor::K, bh, j0, cj, 0, d, false));
+        c.ops().push_back(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false));
+        c.ops().push_back(compute_op(Kind::ComputeS, Tensor::S, bh, i0, ri, j0, cj,
                                    tm.compute(2.0 * ri * cj * d, 0.5)));
         sample_row_tile(tm, j0, cj, sample, N, s.causal, m, l);
         push_stats_ops(c, tm, bh, i0, ri, j0, cj, d, m, l, sample, -1);
-        c.ops.push_back(compute_op(Kind::AccumulateO, Tensor::O, bh, i0, ri, 0, d,
+        c.ops().push_back(compute_op(Kind::AccumulateO, Tensor::O, bh, i0, ri, 0, d,
                                    tm.compute(2.0 * ri * cj * d, 0.5)));
       }
-      c.ops.push_back(store_op(tm, Tensor::O, bh, i0, ri, 0, d));
-      c.ops.push_back(store_op(tm, Tensor::LSE, bh, i0, ri, 0, 1));
+      c.ops().push_back(store_op(tm, Tensor::O, bh, i0, ri, 0, d));
+      c.ops().push_back(store_op(tm, Tensor::LSE, bh, i0, ri, 0, 1));
+      k.ctas.push_back(std::move(c));
+    }
+  return plans;
+}
+
+// Step 09's forward (steps/09_hopper, FlashAttention-3) in bf16: one CTA per (head, query tile of
+// 128 rows) in three lanes. The producer warpgroup (lane 0) issues TMA copies of Q and, per key
+// tile, of K and V into two stages, each once the consumers have freed the stage (its waits); its
+// events are the issues, short, since a copy lands later, on its own. Each consumer warpgroup
+// (lanes 1, 2) owns 64 of the rows: per tile it waits for K, computes S = QKᵀ and its softmax,
+// rescales O, waits for V and accumulates P̃V. The two consumers share the tensor cores, one
+// product at a time, so that one's softmax runs under the other's products: the ping-pong of the
+// FlashAttention-3 paper (§3.1), which this schedule shows as the lanes' events. Each consumer
+// then stores its rows of O and LSE, as the kernel does (hopper_forward_kernel's consumer lanes).
+std::vector<KernelPlan> plan_hopper(const SyntheticSpec& s, Timing& tm) {
+  constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kConsumers = 2, kRows = kBlockM / kConsumers;
+  constexpr const char* kDtype = "bf16";
+  const int BH = s.B * s.H, N = s.N, d = s.d, Tr = ceil_div(N, kBlockM), Tc = ceil_div(N, kBlockN);
+  std::vector<KernelPlan> plans(1);
+  auto& k = plans[0];
+  const std::int64_t smem = tile_bytes(Tensor::Q, kBlockM, d, kDtype) + 2 * kStages * tile_bytes(Tensor::K, kBlockN, d, kDtype);
+  k.info = {"hopper_forward_kernel", {Tr * BH, 1, 1}, {128 * (1 + kConsumers), 1, 1}, smem, 0, 0,
+            1 + kConsumers, {"producer", "consumer 0", "consumer 1"}};
+  k.ctas_per_sm = 1;
+  auto gemm = [&](int rows, int cols) { return tm.tensor(2.0 * rows * cols * d); };
+  // K and V tiles land at L2's rate: every query tile's CTA of a head reads them, and L2 serves
+  // all but the first (the IO model counts each read, as the trace does).
+  auto copy = [&](std::int64_t bytes) { return (kL2LatencyNs + double(bytes) / kL2BytesPerNs) * tm.jitter(); };
+  constexpr double kIssueNs = 40;  // a TMA copy's issue by one thread
+  for (int bh = 0; bh < BH; ++bh)
+    for (int i = 0; i < Tr; ++i) {
+      const int i0 = i * kBlockM, ri = std::min(kBlockM, N - i0);
+      // Causal: no key tile past the last row's diagonal.
+      const int tiles = s.causal ? ceil_div(i0 + ri, kBlockN) : Tc;
+      Cta c;
+      c.lanes.resize(1 + kConsumers);
+      // Each lane's ops are placed at absolute times (from the CTA's start); a gap before an op is
+      // the lane waiting, recorded as a Wait of its own.
+      std::vector<double> clock(c.lanes.size(), 0.0);
+      auto at = [&](int lane, double begin, Op op) {
+        if (begin > clock[std::size_t(lane)])
+          c.lanes[std::size_t(lane)].push_back(
+              compute_op(Kind::Wait, Tensor::None, bh, op.row0, op.rows, 0, 0, begin - clock[std::size_t(lane)]));
+        clock[std::size_t(lane)] = std::max(begin, clock[std::size_t(lane)]) + op.dur;
+        c.lanes[std::size_t(lane)].push_back(op);
+        return clock[std::size_t(lane)];
+      };
+      auto issue = [&](Tensor t, int row0, int rows, double not_before) {
+        const std::int64_t bytes = tile_bytes(t, rows, d, kDtype);
+        const double issued = at(0, not_before, {Kind::Load, t, bh, row0, rows, 0, d, bytes, false, kIssueNs});
+        return issued + copy(bytes);  // when it lands
+      };
+      const double q_lands = issue(Tensor::Q, i0, ri, 0);
+      const std::size_t n = std::size_t(tiles);
+      std::vector<double> k_lands(n, 0.0), v_lands(n, 0.0), k_freed(n, 0.0), v_freed(n, 0.0);
+      double tensor_cores = 0;  // when the tensor cores take the next product
+      for (int t = 0; t < tiles; ++t) {
+        const int j0 = t * kBlockN, cj = std::min(kBlockN, N - j0);
+        // A stage is free once both consumers are done with the tile it held kStages tiles ago.
+        k_lands[std::size_t(t)] = issue(Tensor::K, j0, cj, t >= kStages ? k_freed[std::size_t(t - kStages)] : 0);
+        v_lands[std::size_t(t)] = issue(Tensor::V, j0, cj, t >= kStages ? v_freed[std::size_t(t - kStages)] : 0);
+        // The consumers take the tensor cores in turn: S of one, S of the other, then P̃V likewise.
+        for (int w = 0; w < kConsumers; ++w) {
+          const int lane = 1 + w, r0 = i0 + w * kRows, rows = std::max(0, std::min(kRows, N - r0));
+          if (rows == 0) continue;
+          const double ready = std::max({tensor_cores, k_lands[std::size_t(t)], q_lands});
+          tensor_cores = at(lane, ready, compute_op(Kind::ComputeS, Tensor::S, bh, r0, rows, j0, cj, gemm(rows, cj)));
+          k_freed[std::size_t(t)] = std::max(k_freed[std::size_t(t)], tensor_cores);
+          // An exp per score on the special-function units (and the row max and sum): the slow
+          // part that FlashAttention-3 hides under the other consumer's products.
+          at(lane, clock[std::size_t(lane)],
+             compute_op(Kind::Softmax, Tensor::P, bh, r0, rows, j0, cj, tm.special(2.0 * rows * cj)));
+          at(lane, clock[std::size_t(lane)], compute_op(Kind::Rescale, Tensor::O, bh, r0, rows, 0, d, tm.compute(2.0 * rows * d, 0.25)));
+        }
+        for (int w = 0; w < kConsumers; ++w) {
+          const int lane = 1 + w, r0 = i0 + w * kRows, rows = std::max(0, std::min(kRows, N - r0));
+          if (rows == 0) continue;
+          const double ready = std::max({tensor_cores, v_lands[std::size_t(t)], clock[std::size_t(lane)]});
+          tensor_cores = at(lane, ready, compute_op(Kind::AccumulateO, Tensor::O, bh, r0, rows, 0, d, gemm(rows, cj)));
+          v_freed[std::size_t(t)] = std::max(v_freed[std::size_t(t)], tensor_cores);
+        }
+      }
+      if (tiles < Tc) {
+        const int j0 = tiles * kBlockN;
+        at(0, clock[0], compute_op(Kind::Skip, Tensor::S, bh, i0, ri, j0, N - j0, 0));
+      }
+      // Each consumer's rows of O and LSE, once its last P̃V has landed.
+      for (int w = 0; w < kConsumers; ++w) {
+        const int lane = 1 + w, r0 = i0 + w * kRows, rows = std::max(0, std::min(kRows, N - r0));
+        if (rows == 0) continue;
+        const std::int64_t o_bytes = tile_bytes(Tensor::O, rows, d, kDtype), lse_bytes = tile_bytes(Tensor::LSE, rows, 1, kDtype);
+        at(lane, clock[std::size_t(lane)], {Kind::Store, Tensor::O, bh, r0, rows, 0, d, o_bytes, false, tm.store(o_bytes)});
+        at(lane, clock[std::size_t(lane)], {Kind::Store, Tensor::LSE, bh, r0, rows, 0, 1, lse_bytes, false, tm.store(lse_bytes)});
+      }
       k.ctas.push_back(std::move(c));
     }
   return plans;
@@ -248,15 +362,15 @@ std::vector<KernelPlan> plan_smyrf(const SyntheticSpec& s, const tr::Clustering&
     KernelPlan k;
     const int rows_per_cta = hash ? kHashRows : kNormRows;
     k.info = {hash ? "smyrf_hash_kernel" : "smyrf_norms_kernel", {ceil_div(N, rows_per_cta), 2 * BH, 1},
-              {hash ? kHashRows : 256, 1, 1}, hash ? std::int64_t(kHashRows) * (d + 1) * kFloat : 64, 0, 0};
+              {hash ? kHashRows : 256, 1, 1}, hash ? std::int64_t(kHashRows) * (d + 1) * kFloat : 64, 0, 0, 1, {}};
     k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 4;
     for (int y = 0; y < 2 * BH; ++y)
       for (int row0 = 0; row0 < N; row0 += rows_per_cta) {
         const bool keys = y >= BH;
         const int bh = keys ? y - BH : y, rows = std::min(rows_per_cta, N - row0);
         Cta c;
-        c.ops.push_back(load_op(tm, keys ? Tensor::K : Tensor::Q, bh, row0, rows, 0, d, false));
-        if (hash) c.ops.push_back(store_op(tm, Tensor::SortKey, bh, row0, rows, keys ? R : 0, R));
+        c.ops().push_back(load_op(tm, keys ? Tensor::K : Tensor::Q, bh, row0, rows, 0, d, false));
+        if (hash) c.ops().push_back(store_op(tm, Tensor::SortKey, bh, row0, rows, keys ? R : 0, R));
         k.ctas.push_back(std::move(c));
       }
     plans.push_back(std::move(k));
@@ -264,7 +378,7 @@ std::vector<KernelPlan> plan_smyrf(const SyntheticSpec& s, const tr::Clustering&
   for (int round = 0; round < R; ++round) {
     KernelPlan k;
     k.info = {"smyrf_round_forward_kernel", {g.clusters(), BH, 1}, {128, 1, 1},
-              std::int64_t(4) * kKeyTile * d * kFloat, 0, 0};  // 2 stages of K and V tiles
+              std::int64_t(4) * kKeyTile * d * kFloat, 0, 0, 1, {}};  // 2 stages of K and V tiles
     k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 4;
     auto in_round = [&](Op op) {
       op.round = round;
@@ -274,29 +388,29 @@ std::vector<KernelPlan> plan_smyrf(const SyntheticSpec& s, const tr::Clustering&
       for (int c = 0; c < g.clusters(); ++c) {
         const int q0 = g.query_begin(c), rows = g.query_end(c) - q0, k0 = g.key_begin(c), k1 = g.key_end(c);
         Cta cta;
-        cta.ops.push_back(load_op(tm, Tensor::Order, bh, q0, rows, round, 1, false));
-        cta.ops.push_back(in_round(load_op(tm, Tensor::Q, bh, q0, rows, 0, d, false)));
+        cta.ops().push_back(load_op(tm, Tensor::Order, bh, q0, rows, round, 1, false));
+        cta.ops().push_back(in_round(load_op(tm, Tensor::Q, bh, q0, rows, 0, d, false)));
         double m = -std::numeric_limits<double>::infinity(), l = 0;
         for (int j0 = k0; j0 < k1; j0 += kKeyTile) {
           const int cj = std::min(kKeyTile, k1 - j0);
-          cta.ops.push_back(load_op(tm, Tensor::Order, bh, j0, cj, R + round, 1, false));
-          cta.ops.push_back(in_round(load_op(tm, Tensor::K, bh, j0, cj, 0, d, false)));
-          cta.ops.push_back(in_round(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false)));
-          cta.ops.push_back(in_round(compute_op(Kind::ComputeS, Tensor::S, bh, q0, rows, j0, cj,
+          cta.ops().push_back(load_op(tm, Tensor::Order, bh, j0, cj, R + round, 1, false));
+          cta.ops().push_back(in_round(load_op(tm, Tensor::K, bh, j0, cj, 0, d, false)));
+          cta.ops().push_back(in_round(load_op(tm, Tensor::V, bh, j0, cj, 0, d, false)));
+          cta.ops().push_back(in_round(compute_op(Kind::ComputeS, Tensor::S, bh, q0, rows, j0, cj,
                                                 tm.compute(2.0 * rows * cj * d, 0.5))));
           sample_row_tile(tm, j0, cj, q0, N, false, m, l);
           push_stats_ops(cta, tm, bh, q0, rows, j0, cj, d, m, l, q0, round);
-          cta.ops.push_back(in_round(compute_op(Kind::AccumulateO, Tensor::O, bh, q0, rows, 0, d,
+          cta.ops().push_back(in_round(compute_op(Kind::AccumulateO, Tensor::O, bh, q0, rows, 0, d,
                                                 tm.compute(2.0 * rows * cj * d, 0.5))));
         }
-        if (k0 > 0) cta.ops.push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, 0, k0, 0)));
-        if (k1 < N) cta.ops.push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, k1, N - k1, 0)));
+        if (k0 > 0) cta.ops().push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, 0, k0, 0)));
+        if (k1 < N) cta.ops().push_back(in_round(compute_op(Kind::Skip, Tensor::S, bh, q0, rows, k1, N - k1, 0)));
         if (round > 0) {  // the merge with the rounds before
-          cta.ops.push_back(in_round(load_op(tm, Tensor::O, bh, q0, rows, 0, d, false)));
-          cta.ops.push_back(in_round(load_op(tm, Tensor::LSE, bh, q0, rows, 0, 1, false)));
+          cta.ops().push_back(in_round(load_op(tm, Tensor::O, bh, q0, rows, 0, d, false)));
+          cta.ops().push_back(in_round(load_op(tm, Tensor::LSE, bh, q0, rows, 0, 1, false)));
         }
-        cta.ops.push_back(in_round(store_op(tm, Tensor::O, bh, q0, rows, 0, d)));
-        cta.ops.push_back(in_round(store_op(tm, Tensor::LSE, bh, q0, rows, 0, 1)));
+        cta.ops().push_back(in_round(store_op(tm, Tensor::O, bh, q0, rows, 0, d)));
+        cta.ops().push_back(in_round(store_op(tm, Tensor::LSE, bh, q0, rows, 0, 1)));
         k.ctas.push_back(std::move(cta));
       }
     plans.push_back(std::move(k));
@@ -323,6 +437,31 @@ tr::Clustering random_clustering(const SyntheticSpec& s) {
 
 double quantize(double t) { return std::floor(t / kTimerStepNs) * kTimerStepNs; }
 
+// One lane's ops as the events of `track`, back to back from `at`, on the timer's steps.
+void append_events(tr::Trace& t, int track, const std::vector<Op>& ops, double at) {
+  for (const auto& op : ops) {
+    tr::Event e;
+    e.track = track;
+    e.kind = op.kind;
+    e.tensor = op.tensor;
+    e.bh = op.bh;
+    e.row0 = op.row0;
+    e.rows = op.rows;
+    e.col0 = op.col0;
+    e.cols = op.cols;
+    e.bytes = op.bytes;
+    e.cached = op.cached;
+    e.ts_ns = quantize(at);
+    e.dur_ns = quantize(at + op.dur) - e.ts_ns;
+    e.m = op.m;
+    e.l = op.l;
+    e.sample_row = op.sample_row;
+    e.round = op.round;
+    at += op.dur;
+    t.events.push_back(e);
+  }
+}
+
 }  // namespace
 
 bool parse_synthetic_step(const std::string& s, SyntheticStep& out) {
@@ -336,6 +475,10 @@ bool parse_synthetic_step(const std::string& s, SyntheticStep& out) {
   }
   if (s == "smyrf" || s == "07" || s == "7" || s == "07_smyrf") {
     out = SyntheticStep::Smyrf;
+    return true;
+  }
+  if (s == "hopper" || s == "09" || s == "9" || s == "09_hopper") {
+    out = SyntheticStep::Hopper;
     return true;
   }
   return false;
@@ -360,8 +503,10 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
                                 " rounds, clusters of 1 to N queries");
   Timing tm(s.seed);
   const tr::Clustering clusters = smyrf ? random_clustering(s) : tr::Clustering{};
+  const bool hopper = s.step == SyntheticStep::Hopper;
   std::vector<KernelPlan> plans = s.step == SyntheticStep::Naive ? plan_naive(s, tm)
                                   : smyrf                        ? plan_smyrf(s, clusters, tm)
+                                  : hopper                       ? plan_hopper(s, tm)
                                                                  : plan_flash(s, tm);
 
   tr::Trace t;
@@ -370,8 +515,9 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   m.driver = "none";
   m.commit = "synthetic";
   m.date = "1970-01-01";
-  m.step = s.step == SyntheticStep::Naive ? "01_naive" : smyrf ? "07_smyrf" : "04_online_softmax";
-  m.variant = s.step == SyntheticStep::Naive ? "naive" : smyrf ? "clusters" : "fa2";
+  m.step = s.step == SyntheticStep::Naive ? "01_naive" : smyrf ? "07_smyrf" : hopper ? "09_hopper" : "04_online_softmax";
+  m.variant = s.step == SyntheticStep::Naive ? "naive" : smyrf ? "clusters" : hopper ? "fa3" : "fa2";
+  if (hopper) m.dtype = "bf16";
   m.pass = "fwd";
   m.B = s.B;
   m.H = s.H;
@@ -379,8 +525,8 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   m.d = s.d;
   m.causal = s.causal;
   m.scale = 1.0f / std::sqrt(float(s.d));
-  m.Br = s.step == SyntheticStep::Naive ? 0 : smyrf ? s.cluster : s.Br;
-  m.Bc = s.step == SyntheticStep::Naive ? 0 : smyrf ? std::min(16, s.cluster) : s.Bc;
+  m.Br = s.step == SyntheticStep::Naive ? 0 : smyrf ? s.cluster : hopper ? 128 : s.Br;
+  m.Bc = s.step == SyntheticStep::Naive ? 0 : smyrf ? std::min(16, s.cluster) : hopper ? 128 : s.Bc;
   m.sram_budget_bytes = 232448;  // H200: 227 KB per CTA (opt-in)
   const std::int64_t BH = std::int64_t(s.B) * s.H, Nd = std::int64_t(s.N) * s.d;
   std::vector<Tensor> ids = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
@@ -424,8 +570,7 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
     for (std::size_t c = 0; c < plan.ctas.size(); ++c) {
       auto [free_at, slot, sm] = slots.top();
       slots.pop();
-      double dur = 0;
-      for (const auto& op : plan.ctas[c].ops) dur += op.dur;
+      const double dur = plan.ctas[c].duration();
       placed.push_back({int(k), int(c), sm, kbegin + free_at});
       kend = std::max(kend, free_at + dur);
       slots.emplace(free_at + dur + 200 * tm.jitter(), slot, sm);
@@ -447,36 +592,23 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
     return std::tie(a.sm, a.begin, a.kernel, a.cta) < std::tie(b.sm, b.begin, b.kernel, b.cta);
   });
   std::int64_t total = 0, cap = 0;
-  for (const auto& p : placed) {
-    const auto n = std::int64_t(plans[std::size_t(p.kernel)].ctas[std::size_t(p.cta)].ops.size());
-    total += n;
-    cap = std::max(cap, n);
-  }
+  for (const auto& p : placed)
+    for (const auto& lane : plans[std::size_t(p.kernel)].ctas[std::size_t(p.cta)].lanes) {
+      total += std::int64_t(lane.size());
+      cap = std::max(cap, std::int64_t(lane.size()));
+    }
   t.events.reserve(std::size_t(total));
-  for (std::size_t ti = 0; ti < placed.size(); ++ti) {
-    const auto& p = placed[ti];
-    t.tracks.push_back({p.kernel, p.cta, p.sm, 0});
-    double at = p.begin;
-    for (const auto& op : plans[std::size_t(p.kernel)].ctas[std::size_t(p.cta)].ops) {
-      tr::Event e;
-      e.track = int(ti);
-      e.kind = op.kind;
-      e.tensor = op.tensor;
-      e.bh = op.bh;
-      e.row0 = op.row0;
-      e.rows = op.rows;
-      e.col0 = op.col0;
-      e.cols = op.cols;
-      e.bytes = op.bytes;
-      e.cached = op.cached;
-      e.ts_ns = quantize(at);
-      e.dur_ns = quantize(at + op.dur) - e.ts_ns;
-      e.m = op.m;
-      e.l = op.l;
-      e.sample_row = op.sample_row;
-      e.round = op.round;
-      at += op.dur;
-      t.events.push_back(e);
+  for (const auto& p : placed) {
+    const auto& lanes = plans[std::size_t(p.kernel)].ctas[std::size_t(p.cta)].lanes;
+    for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
+      if (lanes[lane].empty()) continue;  // as the decoder: a lane that recorded nothing has no track
+      tr::Track track;
+      track.kernel = p.kernel;
+      track.cta = p.cta;
+      track.lane = int(lane);
+      track.sm = p.sm;
+      t.tracks.push_back(track);
+      append_events(t, int(t.tracks.size()) - 1, lanes[lane], p.begin);
     }
   }
   // seq: by begin time; ties (a 32 ns step holds several events) by track, then by position
@@ -504,7 +636,7 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
     m.io_read_bytes = io.read_bytes;
     m.io_write_bytes = io.write_bytes;
   } else {
-    // The flash and SMYRF schedules are their IO models (io_formulas.hpp checks flash's), with
+    // The flash, SMYRF and Hopper schedules are their IO models (io_formulas.hpp checks flash's), with
     // the sort's traffic that no event records.
     for (const auto& e : t.events) {
       if (e.kind == Kind::Load && !e.cached) m.io_read_bytes += e.bytes;

@@ -1,7 +1,8 @@
 // Synthetic traces: what step 01 (standard attention, S and P in HBM), step 04
-// (FlashAttention: Q, K, V tiles through SRAM, O written once, running m and ℓ) and step 07's
+// (FlashAttention: Q, K, V tiles through SRAM, O written once, running m and ℓ), step 07's
 // forward (SMYRF: rows gathered through a round's sorted orders, attention inside each cluster)
-// would record for a shape, without a GPU. The tests, the benchmark and a machine without recorded traces
+// and step 09's (FlashAttention-3: a producer warpgroup's copies and two consumers' ping-pong,
+// each warpgroup a lane of its CTA) would record for a shape, without a GPU. The tests, the benchmark and a machine without recorded traces
 // use them; the schedule follows each step's kernels, the timing is a simple model of an
 // H200 (per-SM bandwidth and FP32 rate, 32 ns %globaltimer steps), not a measurement.
 #pragma once
@@ -17,6 +18,7 @@ enum class SyntheticStep : std::uint8_t {
   Naive,  // 01_naive: scores_kernel, softmax_kernel, pv_kernel
   Flash,  // 04_online_softmax (fa2 loop order): one CTA per (head, query tile)
   Smyrf,  // 07_smyrf: norms, hashes, the sort (untraced), one kernel per round, a CTA per cluster
+  Hopper, // 09_hopper (fa3, bf16): a producer and two consumer warpgroups per CTA, each a lane
 };
 
 enum class BlockMask : std::uint8_t {
@@ -41,7 +43,8 @@ fs::trace::Trace make_synthetic_trace(const SyntheticSpec& spec);
 // A Flash spec whose trace has at least `events` events (for the benchmark).
 SyntheticSpec spec_for_event_count(std::int64_t events);
 
-// Parses "naive" / "01", "flash" / "04" or "smyrf" / "07" (returns false on anything else).
+// Parses "naive" / "01", "flash" / "04", "smyrf" / "07" or "hopper" / "09" (returns false on
+// anything else).
 bool parse_synthetic_step(const std::string& s, SyntheticStep& out);
 
 }  // namespace fs::viz

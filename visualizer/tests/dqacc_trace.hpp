@@ -47,7 +47,7 @@ inline fs::trace::Trace dqacc_trace(int N = 64, int d = 16, int tile = 32) {
   }
   for (int j = 0; j < tiles; ++j) {  // kernel 0: CTA j owns keys [j·tile, ...)
     const int track = int(t.tracks.size());
-    t.tracks.push_back(tr::Track{0, j, j, 0});
+    t.tracks.push_back(tr::Track{0, j, 0, j, 0});
     const int k0 = j * tile;
     add(track, tr::Kind::Load, tr::Tensor::K, k0, tile, 0, d);
     add(track, tr::Kind::Load, tr::Tensor::V, k0, tile, 0, d);
@@ -71,7 +71,7 @@ inline fs::trace::Trace dqacc_trace(int N = 64, int d = 16, int tile = 32) {
   }
   for (int i = 0; i < tiles; ++i) {  // kernel 1: dQ_i = bf16(dQacc_i)
     const int track = int(t.tracks.size());
-    t.tracks.push_back(tr::Track{1, i, i, 0});
+    t.tracks.push_back(tr::Track{1, i, 0, i, 0});
     add(track, tr::Kind::Load, tr::Tensor::dQacc, i * tile, tile, 0, d);
     add(track, tr::Kind::Store, tr::Tensor::dQ, i * tile, tile, 0, d);
   }

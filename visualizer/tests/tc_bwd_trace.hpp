@@ -60,7 +60,7 @@ inline fs::trace::Trace tc_dkdv_trace(const TcBwdSpec& s) {
   double now = 1000;
   for (int cta = 0; cta < k.grid[0]; ++cta) {
     const int track = int(t.tracks.size());
-    t.tracks.push_back(tr::Track{0, cta, cta, 0});
+    t.tracks.push_back(tr::Track{0, cta, 0, cta, 0});
     const int key0 = cta / s.split * Bc, c0 = cta % s.split * cols, n_keys = std::min(Bc, s.N - key0);
     auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int ncols) {
       append_event(t, track, kind, tensor, row0, rows, col0, ncols, now, 100);

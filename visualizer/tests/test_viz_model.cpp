@@ -515,6 +515,105 @@ TEST_CASE("synthetic traces survive the file format and pass the validator", "[v
   stdfs::remove_all(dir);
 }
 
+// Step 09's forward: N = 512 gives each CTA four key tiles (eight in all over its two stages
+// twice), so that the producer fills both stages and waits.
+SyntheticSpec hopper_spec(bool causal = false) {
+  SyntheticSpec s;
+  s.step = SyntheticStep::Hopper;
+  s.N = 512;
+  s.d = 128;
+  s.H = 2;
+  s.sms = 4;
+  s.causal = causal;
+  return s;
+}
+
+TEST_CASE("a synthetic step 09 trace records each warpgroup as a lane and passes the validator", "[viz][synthetic][lanes]") {
+  for (const bool causal : {false, true}) {
+    const tr::Trace t = make_synthetic_trace(hopper_spec(causal));
+    const auto report = tr::validate(tr::parse_trace(tr::trace_to_json(t)));
+    INFO((report.errors.empty() ? std::string() : report.errors.front()));
+    REQUIRE(report.ok());
+    REQUIRE(report.warnings.empty());
+    REQUIRE(t.kernels.size() == 1);
+    REQUIRE(t.kernels[0].lanes == 3);
+    REQUIRE(t.kernels[0].lane_names == std::vector<std::string>{"producer", "consumer 0", "consumer 1"});
+    // Eight CTAs (4 query tiles × 2 heads), each in three lanes.
+    REQUIRE(t.tracks.size() == 24);
+    for (const auto& e : t.events) {
+      const int lane = t.tracks[std::size_t(e.track)].lane;
+      // The producer copies and waits; the consumers wait, compute and store their rows.
+      if (lane == 0)
+        REQUIRE((e.kind == tr::Kind::Load || e.kind == tr::Kind::Wait || e.kind == tr::Kind::Skip));
+      else
+        REQUIRE(e.kind != tr::Kind::Load);
+    }
+  }
+}
+
+TEST_CASE("the consumers take the tensor cores in turn: one's softmax under the other's products", "[viz][synthetic][lanes]") {
+  const Replay r(make_synthetic_trace(hopper_spec()));
+  const auto& lanes = r.lanes_of(0);
+  REQUIRE(lanes.size() == 3);
+  REQUIRE(r.laned(0));
+  // The products (S = QKᵀ and P̃V) of the two consumers never overlap in time.
+  std::vector<std::pair<double, double>> products;
+  int producer_waits = 0, softmax_under_product = 0;
+  for (int lane : lanes)
+    for (int e : r.track_events(lane)) {
+      const auto& ev = r.trace().events[std::size_t(e)];
+      if (ev.kind == tr::Kind::ComputeS || ev.kind == tr::Kind::AccumulateO) products.emplace_back(ev.ts_ns, ev.ts_ns + ev.dur_ns);
+      if (lane == lanes[0] && ev.kind == tr::Kind::Wait) ++producer_waits;
+    }
+  std::sort(products.begin(), products.end());
+  REQUIRE(products.size() == 2 * 2 * 4);  // two consumers, two products, four key tiles
+  for (std::size_t i = 1; i < products.size(); ++i) REQUIRE(products[i].first >= products[i - 1].second);
+  for (int e : r.track_events(lanes[1])) {
+    const auto& ev = r.trace().events[std::size_t(e)];
+    if (ev.kind != tr::Kind::Softmax) continue;
+    for (int o : r.track_events(lanes[2])) {
+      const auto& p = r.trace().events[std::size_t(o)];
+      if ((p.kind == tr::Kind::ComputeS || p.kind == tr::Kind::AccumulateO) && p.ts_ns < ev.ts_ns + ev.dur_ns &&
+          ev.ts_ns < p.ts_ns + p.dur_ns)
+        ++softmax_under_product;
+    }
+  }
+  REQUIRE(softmax_under_product > 0);
+  // With two stages and four tiles, the producer waits for a stage to be freed.
+  REQUIRE(producer_waits > 0);
+  // The SM's one CTA counts once, though it is three tracks.
+  REQUIRE(r.sm_groups()[std::size_t(r.sm_group_of_track(0))].ctas == 2);  // 8 CTAs over 4 SMs
+}
+
+TEST_CASE("a CTA in lanes holds its producer's tiles in SRAM and its consumers' in registers", "[viz][replay][lanes]") {
+  const Replay r(make_synthetic_trace(hopper_spec()));
+  const auto& lanes = r.lanes_of(0);
+  // Just after consumer 0's first softmax: Q, K_0, V_0 (and more) in SRAM, the consumers' P̃.
+  int softmax = -1;
+  for (int e : r.track_events(lanes[1]))
+    if (r.trace().events[std::size_t(e)].kind == tr::Kind::Softmax) {
+      softmax = e;
+      break;
+    }
+  REQUIRE(softmax >= 0);
+  const auto& ev = r.trace().events[std::size_t(softmax)];
+  const auto tiles = r.cta_tiles(lanes[2], {Order::Real, ev.ts_ns + ev.dur_ns});
+  auto count = [&](tr::Tensor t, Residence where) {
+    return std::count_if(tiles.begin(), tiles.end(), [&](const ResidentTile& x) { return x.tensor == t && x.where == where; });
+  };
+  REQUIRE(count(tr::Tensor::Q, Residence::Smem) == 1);
+  REQUIRE(count(tr::Tensor::K, Residence::Smem) == 1);
+  REQUIRE(count(tr::Tensor::P, Residence::Regs) >= 1);
+  REQUIRE(count(tr::Tensor::S, Residence::Smem) == 0);
+  // The same tiles from whichever lane is followed.
+  REQUIRE(r.cta_tiles(lanes[0], {Order::Real, ev.ts_ns + ev.dur_ns}).size() == tiles.size());
+  // A trace of one lane: a CTA's tiles are its track's.
+  const Replay flash(make_synthetic_trace(flash_spec()));
+  const TrackCursor tc = flash.track_cursor(0, {Order::Real, flash.track_end_ns(0) * 0.5});
+  REQUIRE(flash.lanes_of(0) == std::vector<int>{0});
+  REQUIRE(flash.cta_tiles(0, {Order::Real, flash.track_end_ns(0) * 0.5}).size() == flash.resident_tiles(0, tc.done).size());
+}
+
 // Issue 14: a 67 KB trace declaring H = 1048576 made the visualizer allocate 14.6 GB (43 s): its
 // cells were sized by the heads the file declares. They are sized by the heads its events touch.
 TEST_CASE("a trace declaring a million heads opens with cells for the heads its events touch", "[viz][coverage]") {
@@ -598,7 +697,7 @@ tr::Trace tc_trace(int Br, int Bc, int d, int threads, std::int64_t smem, const 
   k.block[0] = threads;
   k.smem_bytes = smem;
   t.kernels.push_back(k);
-  t.tracks.push_back(tr::Track{0, 0, 0, 0});
+  t.tracks.push_back(tr::Track{0, 0, 0, 0, 0});
   double now = 1000;
   auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int cols) {
     test::append_event(t, 0, kind, tensor, row0, rows, col0, cols, now, 100);

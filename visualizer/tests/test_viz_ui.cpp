@@ -158,7 +158,8 @@ TEST_CASE("every panel draws a dQacc backward and the step 08 traces", "[viz][ui
 TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[viz][ui]") {
   Headless h;
   App app;
-  for (const char* set : {"default", "all", "memory,timeline", "io", "compare,scores,counters,timeline", "timeline"}) {
+  for (const char* set : {"default", "all", "memory,timeline", "io", "compare,scores,counters,timeline", "timeline",
+                          "schedule,timeline", "schedule", "memory,schedule"}) {
     std::string bad;
     app.state().panels = parse_panels(set, bad);
     REQUIRE(bad.empty());
@@ -185,6 +186,63 @@ TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[
   std::string bad;
   parse_panels("memory,frobnicate", bad);
   REQUIRE(bad == "frobnicate");
+}
+
+// Step 09's lanes: the schedule shows the followed CTA's producer over its consumers; hovering a
+// bar names its event, a click follows that lane; a trace in lanes opens with the schedule shown.
+TEST_CASE("the schedule draws a CTA's lanes, and a click on a bar follows its lane", "[viz][ui][lanes]") {
+  Headless h;
+  App app;
+  SyntheticSpec spec = small(SyntheticStep::Hopper);
+  spec.N = 512;
+  spec.d = 64;
+  app.set_document(make_document(make_synthetic_trace(spec), "synthetic:hopper"), false);
+  REQUIRE((app.state().panels & kPanelSchedule));
+  Document& d = *app.state().doc;
+  for (Order o : {Order::Real, Order::Logical})
+    for (double f : {0.0, 0.4, 1.0}) {
+      d.playback.set_order(*d.replay, o);
+      d.playback.seek_fraction(*d.replay, f);
+      d.sync();
+      REQUIRE(h.frame(app) > 1000);
+    }
+  // Consumer 0's first S: where its bar is drawn, on the second of the three rows.
+  const Replay& r = *d.replay;
+  const auto& lanes = r.lanes_of(d.selected_track);
+  REQUIRE(lanes.size() == 3);
+  int s0 = -1;
+  for (int e : r.track_events(lanes[1]))
+    if (r.trace().events[std::size_t(e)].kind == tr::Kind::ComputeS) {
+      s0 = e;
+      break;
+    }
+  REQUIRE(s0 >= 0);
+  h.frame(app);  // lays the panel out with the view fitted to the CTA
+  const PanelRect pr = rect_of(app, kPanelSchedule);
+  const auto& ev = r.trace().events[std::size_t(s0)];
+  const TimeView& v = app.state().schedule.view;
+  // The panel's geometry (schedule_panel.cpp): a header line, the ruler, then rows of at most 30 px
+  // from the 96 px gutter; hit the bar's middle, halfway down the second row.
+  const float left = pr.pos.x + ImGui::GetStyle().WindowPadding.x + 96;
+  const float width = pr.size.x - 2 * ImGui::GetStyle().WindowPadding.x - 96 - 8;
+  const float x = float(v.to_px(ev.ts_ns + 0.5 * ev.dur_ns, left, width));
+  bool found = false;
+  for (float y = pr.pos.y + 40; y < pr.pos.y + pr.size.y && !found; y += 2) {
+    h.frame(app, ImVec2(x, y));
+    found = app.state().hovered_event == s0;
+  }
+  REQUIRE(found);
+  ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 at = io.MousePos;
+  io.MouseDown[0] = true;
+  h.frame(app, at);
+  io.MouseDown[0] = false;
+  h.frame(app, at);
+  REQUIRE(d.selected_track == lanes[1]);
+  // The memory panel and the rest draw the followed lane's CTA.
+  std::string bad;
+  app.state().panels = parse_panels("all", bad);
+  REQUIRE(h.frame(app) > 1000);
 }
 
 TEST_CASE("the wheel zooms the timeline at the cursor, dragging pans it", "[viz][ui][timeline]") {

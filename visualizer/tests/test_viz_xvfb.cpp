@@ -173,6 +173,24 @@ TEST_CASE("a screenshot of a synthetic step 01 trace, and of 01 against 04", "[v
   REQUIRE(img.distinct_colours() > 200);
 }
 
+// Step 09's lanes: in the schedule, the consumers' rows hold their products and softmax, the
+// producer's row the copies it issues, so each kind's colour is in the panel.
+TEST_CASE("a screenshot of a synthetic step 09 trace shows its lanes' schedule", "[viz][xvfb][lanes]") {
+  const std::string png = (scratch() / "hopper.png").string();
+  const Result r = run(kXvfb + kExe + " --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3" +
+                       " --panels schedule --size 1200x300 --screenshot " + png);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  Image img;
+  REQUIRE(img.load(png));
+  namespace tr = fs::trace;
+  for (const auto& [kind, tensor] : {std::pair{tr::Kind::ComputeS, tr::Tensor::S}, std::pair{tr::Kind::Softmax, tr::Tensor::P},
+                                    std::pair{tr::Kind::AccumulateO, tr::Tensor::O}, std::pair{tr::Kind::Load, tr::Tensor::K}}) {
+    INFO(tr::kind_name(kind));
+    REQUIRE(img.count_near(0, 0, img.w, img.h, theme::kind_color(kind, tensor), 6) > 30);
+  }
+}
+
 // How the reddish pixels of an image (the score matrix's computed cells) lie: the correlation
 // of their x and y, 1 when they run along the diagonal, 0 when scattered.
 double reddish_diagonality(const Image& img, int* count) {

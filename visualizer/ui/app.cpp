@@ -12,8 +12,15 @@ namespace fs::viz {
 
 namespace {
 
-constexpr Panel kAllPanels[kPanelCount] = {kPanelMemory, kPanelScores,   kPanelSms,  kPanelTimeline, kPanelCounters,
-                                           kPanelSoftmax, kPanelCompare, kPanelIo, kPanelTraces};
+constexpr Panel kAllPanels[kPanelCount] = {kPanelMemory,  kPanelScores,  kPanelSms, kPanelTimeline, kPanelCounters,
+                                           kPanelSoftmax, kPanelCompare, kPanelIo,  kPanelTraces,   kPanelSchedule};
+
+// Whether any kernel of the trace records its CTAs in lanes (step 09's warpgroups).
+bool has_lanes(const Replay& r) {
+  for (const auto& k : r.trace().kernels)
+    if (k.lanes > 1) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -28,6 +35,7 @@ const char* panel_title(Panel p) {
     case kPanelCompare: return "Compare";
     case kPanelIo: return "IO calculator";
     case kPanelTraces: return "Trace browser";
+    case kPanelSchedule: return "Schedule: a CTA's lanes";
   }
   return "?";
 }
@@ -43,6 +51,7 @@ const char* panel_key(Panel p) {
     case kPanelCompare: return "compare";
     case kPanelIo: return "io";
     case kPanelTraces: return "traces";
+    case kPanelSchedule: return "schedule";
   }
   return "?";
 }
@@ -54,7 +63,7 @@ unsigned parse_panels(const std::string& list, std::string& bad) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     if (item == "all") {
-      out |= kPanelsDefault | kPanelIo | kPanelTraces;
+      out |= kPanelsDefault | kPanelIo | kPanelTraces | kPanelSchedule;
       continue;
     }
     if (item == "default") {
@@ -115,10 +124,12 @@ bool App::open(const std::string& what, bool as_compare, std::string& error) {
       spec.causal = true;
     } else if (kind == "smyrf")
       spec.step = SyntheticStep::Smyrf;
+    else if (kind == "hopper")
+      spec.step = SyntheticStep::Hopper;
     else if (kind == "bench")
       spec = spec_for_event_count(1000000);
     else {
-      error = what + ": unknown synthetic trace (naive, flash, flash-causal, smyrf, bench)";
+      error = what + ": unknown synthetic trace (naive, flash, flash-causal, smyrf, hopper, bench)";
       return false;
     }
     try {
@@ -146,6 +157,9 @@ void App::set_document(std::unique_ptr<Document> doc, bool as_compare) {
   }
   state_.doc = std::move(doc);
   state_.timeline = TimelineState{};
+  state_.schedule = ScheduleState{};
+  // A trace in lanes opens with its schedule shown: the producer/consumer picture is its point.
+  if (state_.doc && has_lanes(*state_.doc->replay)) state_.panels |= kPanelSchedule;
   state_.scores.round = -1;  // follow: a fixed round may be past the new trace's
   state_.counters_curve = CountersCurve{};
   if (state_.doc && state_.doc->replay->meta().N > 0) {
@@ -163,10 +177,15 @@ std::vector<PanelRect> App::layout(ImVec2 display, float menu_height) const {
   const unsigned v = state_.panels;
   std::vector<PanelRect> out;
   const float top = menu_height, W = display.x, H = std::max(1.0f, display.y - menu_height);
-  const bool has_top = (v & ~unsigned(kPanelTimeline)) != 0;
-  const float tl_h = !(v & kPanelTimeline) ? 0 : has_top ? std::max(220.0f, std::floor(H * 0.36f)) : H;
-  if (v & kPanelTimeline) out.push_back({kPanelTimeline, ImVec2(0, top + H - tl_h), ImVec2(W, tl_h)});
-  const float top_h = H - tl_h;
+  // The bottom band, the display's width: the timeline, with the schedule above it (a little
+  // less of the timeline then, so that the panels above keep half the height).
+  const bool has_top = (v & ~unsigned(kPanelTimeline | kPanelSchedule)) != 0;
+  const bool timeline = (v & kPanelTimeline) != 0, schedule = (v & kPanelSchedule) != 0;
+  const float sc_h = !schedule ? 0 : has_top || timeline ? std::max(170.0f, std::floor(H * 0.2f)) : H;
+  const float tl_h = !timeline ? 0 : has_top ? std::max(200.0f, std::floor(H * (schedule ? 0.3f : 0.36f))) : H - sc_h;
+  if (timeline) out.push_back({kPanelTimeline, ImVec2(0, top + H - tl_h), ImVec2(W, tl_h)});
+  if (schedule) out.push_back({kPanelSchedule, ImVec2(0, top + H - tl_h - sc_h), ImVec2(W, sc_h)});
+  const float top_h = H - tl_h - sc_h;
   if (top_h < 1) return out;
   struct Col {
     std::vector<std::pair<Panel, float>> panels;
@@ -233,6 +252,7 @@ void App::frame(float dt) {
       case kPanelCompare: compare_panel(s); break;
       case kPanelIo: io_calculator_panel(s); break;
       case kPanelTraces: trace_browser_panel(s); break;
+      case kPanelSchedule: schedule_panel(s); break;
     }
   }
   error_banner();
@@ -295,6 +315,7 @@ void App::menu_bar() {
     if (ImGui::MenuItem("Synthetic step 04 (FlashAttention)")) s.requests.push_back({"synthetic:flash", false});
     if (ImGui::MenuItem("Synthetic step 04, causal")) s.requests.push_back({"synthetic:flash-causal", false});
     if (ImGui::MenuItem("Synthetic step 07 (SMYRF clusters)")) s.requests.push_back({"synthetic:smyrf", false});
+    if (ImGui::MenuItem("Synthetic step 09 (Hopper: producer, consumers)")) s.requests.push_back({"synthetic:hopper", false});
     if (ImGui::MenuItem("Compare synthetic 01 with 04")) {
       s.requests.push_back({"synthetic:naive", false});
       s.requests.push_back({"synthetic:flash", true});

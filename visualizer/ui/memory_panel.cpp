@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/trace/names.hpp"
 #include "visualizer/model/labels.hpp"
 #include "visualizer/ui/hbm_view.hpp"
 #include "visualizer/ui/panels.hpp"
@@ -119,7 +120,8 @@ void memory_panel(UiState& s) {
   const auto& list = r.track_events(track);
   const Cursor cur = doc->cursor();
   const TrackCursor tc = r.track_count() > 0 ? r.track_cursor(track, cur) : TrackCursor{};
-  const auto tiles = r.track_count() > 0 ? r.resident_tiles(track, tc.done) : std::vector<ResidentTile>{};
+  // A CTA in lanes holds what each lane put on chip: the producer's tiles in SRAM, the consumers' in registers.
+  const auto tiles = r.track_count() > 0 ? r.cta_tiles(track, cur) : std::vector<ResidentTile>{};
   const int bh = list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
   const auto& tinfo = r.trace().tracks.empty() ? tr::Track{} : r.trace().tracks[std::size_t(track)];
   const std::string kname = tinfo.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tinfo.kernel)].name : "?";
@@ -139,7 +141,8 @@ void memory_panel(UiState& s) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "HBM · head %d of %lld", bh, static_cast<long long>(head_count(meta)));
   dl->AddText(f.title, f.title->FontSize, p0, theme::kText, buf);
-  std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d", tinfo.sm, tinfo.cta);
+  std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d%s", tinfo.sm, tinfo.cta,
+                r.track_count() > 0 && r.laned(track) ? (" · " + tr::lane_name(r.trace(), tinfo)).c_str() : "");
   dl->AddText(f.title, f.title->FontSize, ImVec2(chip_area.min.x, p0.y), theme::kText, buf);
   dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, p0.y + f.title->FontSize + 3), theme::kTextDim,
               (kname + " · click a CTA in the timeline or an SM to follow it").c_str());

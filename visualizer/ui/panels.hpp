@@ -19,7 +19,8 @@ void end_empty_panel(const char* hint = nullptr);
 void memory_panel(UiState& s);          // memory_panel.cpp: HBM tensors and the CTA's SRAM
 void score_matrix_panel(UiState& s);    // score_matrix_panel.cpp: the ghost N×N S, or a clustered round's
 void sm_overview_panel(UiState& s);     // sm_overview_panel.cpp: every SM at a glance
-void timeline_panel(UiState& s);        // timeline_panel.cpp: host lane and CTA lanes
+void timeline_panel(UiState& s);        // timeline_panel.cpp: host rows and CTA rows
+void schedule_panel(UiState& s);        // schedule_panel.cpp: a CTA's lanes, producer over consumers
 void transport_bar(UiState& s);         // transport_bar.cpp: play, step, speed, scrub
 void counters_panel(UiState& s);        // counters_panel.cpp: bytes and FLOPs vs the IO model
 void softmax_panel(UiState& s);         // softmax_panel.cpp: running m, ℓ and rescales

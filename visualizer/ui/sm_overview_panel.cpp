@@ -19,6 +19,7 @@ namespace {
 struct SmNow {
   int active_ctas = 0;
   int first_active = -1;         // a track running now
+  int last_active = -1;          // the last one found (the lanes of a CTA are found together)
   int latest = -1;               // else the last one that ran here before the cursor
   int next = -1;                 // else the first one to come
   const tr::Event* event = nullptr;  // first_active's current event
@@ -64,7 +65,9 @@ void sm_overview_panel(UiState& s) {
         n.latest = t;
         continue;
       }
-      ++n.active_ctas;
+      // A CTA in lanes is several tracks, one after another in the group: count it once.
+      if (n.first_active < 0 || &r.lanes_of(t) != &r.lanes_of(n.last_active)) ++n.active_ctas;
+      n.last_active = t;
       n.smem += r.smem_after(t, tc.done);
       if (n.first_active < 0) {
         n.first_active = t;
@@ -123,7 +126,7 @@ void sm_overview_panel(UiState& s) {
   if (ImGui::IsItemHovered() && hovered >= 0) {
     const auto& sn = now[std::size_t(hovered)];
     ImGui::BeginTooltip();
-    ImGui::Text("SM %d · %zu CTAs over the run", groups[std::size_t(hovered)].sm, groups[std::size_t(hovered)].tracks.size());
+    ImGui::Text("SM %d · %d CTAs over the run", groups[std::size_t(hovered)].sm, groups[std::size_t(hovered)].ctas);
     if (sn.event)
       ImGui::Text("%d resident now; CTA %d: %s %s", sn.active_ctas, r.trace().tracks[std::size_t(sn.first_active)].cta,
                   kind_label(sn.event->kind), tile_label(*sn.event).c_str());

@@ -79,6 +79,7 @@ ImU32 kind_color(tr::Kind k, tr::Tensor t) {
     case tr::Kind::AccumulateDK: return mix(tensor_color(tr::Tensor::dK), kPanel, 0.45f);
     case tr::Kind::AccumulateDV: return mix(tensor_color(tr::Tensor::dV), kPanel, 0.45f);
     case tr::Kind::Skip: return kSkipped;
+    case tr::Kind::Wait: return kWaiting;
   }
   return kSkipped;
 }

@@ -18,12 +18,13 @@ constexpr ImU32 kTextDim = IM_COL32(140, 149, 166, 255);
 constexpr ImU32 kAccent = IM_COL32(255, 214, 102, 255);   // the playhead, the selection
 constexpr ImU32 kWarning = IM_COL32(255, 120, 100, 255);
 constexpr ImU32 kSkipped = IM_COL32(88, 92, 104, 255);
+constexpr ImU32 kWaiting = IM_COL32(48, 53, 64, 255);  // a lane idle at a barrier: just above the panel
 
 // A tensor's colour at full strength, and with alpha (0…1).
 ImU32 tensor_color(fs::trace::Tensor t, float alpha = 1.0f);
 ImVec4 tensor_color_vec(fs::trace::Tensor t);
 // An event's colour on the timeline: loads and stores take their tensor's colour, on-chip
-// work a darker tone of what it produces, skips grey.
+// work a darker tone of what it produces, skips grey, waits barely above the panel (idle).
 ImU32 kind_color(fs::trace::Kind k, fs::trace::Tensor t);
 
 // Mixes two colours: t = 0 gives a, 1 gives b.

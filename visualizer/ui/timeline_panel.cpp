@@ -1,13 +1,16 @@
 // Timeline, in the manner of Tracy: the host's NVTX ranges and the kernels on top, then one
-// lane per CTA grouped by SM (a collapsed SM shows all its CTAs in one lane). The wheel zooms
-// at the cursor, dragging pans, right-drag (or Shift-drag) selects a range, hovering shows
-// an event, clicking one follows its CTA, double-clicking moves the playhead there; the ruler
-// scrubs. Only what is visible is drawn: each lane finds its first visible event by binary
-// search, and runs of events narrower than a few pixels are drawn as one block.
+// row per CTA grouped by SM (a collapsed SM shows all its CTAs in one row); a CTA that records
+// in lanes (step 09's warpgroups) has a row per lane, labelled with the lane's name, under its
+// CTA's. The wheel zooms at the cursor, dragging pans, right-drag (or Shift-drag) selects a
+// range, hovering shows an event, clicking one follows its CTA, double-clicking moves the
+// playhead there; the ruler scrubs. Only what is visible is drawn: each row finds its first
+// visible event by binary search, and runs of events narrower than a few pixels are drawn as
+// one block.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "common/trace/names.hpp"
 #include "visualizer/model/labels.hpp"
 #include "visualizer/ui/panels.hpp"
 #include "visualizer/ui/theme.hpp"
@@ -19,17 +22,17 @@ namespace tr = fs::trace;
 
 namespace {
 
-constexpr float kGutter = 136;     // lane labels
+constexpr float kGutter = 136;     // row labels
 constexpr float kRulerH = 24;
 constexpr float kHostRowH = 17;
 constexpr float kSmRowH = 16;
 constexpr float kCtaRowH = 13;
 constexpr float kMinBlockPx = 4;   // narrower runs of events merge into one block
 
-enum class LaneType { Host, Kernels, Sm, Cta };
+enum class RowType { Host, Kernels, Sm, Cta };
 
-struct Lane {
-  LaneType type;
+struct Row {
+  RowType type;
   int index;   // host depth, SM group, or track
   float y, h;
 };
@@ -110,7 +113,9 @@ struct TrackDrawer {
                                   ? std::string(kind_label(e.kind)) + " " + tile_label(e)
                                   : std::string(kind_label(e.kind));
         dl->PushClipRect(ImVec2(px0 + 2, y0), ImVec2(px1 - 2, y1), true);
-        dl->AddText(theme::fonts().small, theme::fonts().small->FontSize, ImVec2(px0 + 3, y0 - 1), IM_COL32(15, 16, 20, 255), l.c_str());
+        // A wait is idle, drawn barely above the panel: its label in the dim text colour.
+        const ImU32 text = e.kind == tr::Kind::Wait ? theme::kTextDim : IM_COL32(15, 16, 20, 255);
+        dl->AddText(theme::fonts().small, theme::fonts().small->FontSize, ImVec2(px0 + 3, y0 - 1), text, l.c_str());
         dl->PopClipRect();
       }
       if (mouse_in_row && mouse.x >= px0 && mouse.x < px1) {
@@ -133,25 +138,6 @@ std::string axis_label(Order o, double x, double step) {
   else
     std::snprintf(buf, sizeof buf, "%.0f ns", x);
   return buf;
-}
-
-void event_tooltip(const Replay& r, int e_idx) {
-  const auto& e = r.trace().events[std::size_t(e_idx)];
-  const auto& tk = r.trace().tracks[std::size_t(e.track)];
-  const std::string kname = tk.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tk.kernel)].name : "?";
-  ImGui::BeginTooltip();
-  ImGui::PushStyleColor(ImGuiCol_Text, theme::kind_color(e.kind, e.tensor));
-  ImGui::Text("%s %s", kind_label(e.kind), tile_label(e).c_str());
-  ImGui::PopStyleColor();
-  ImGui::TextDisabled("CTA %d of %s on SM %d · head %d", tk.cta, kname.c_str(), tk.sm, e.bh);
-  if (e.kind == tr::Kind::Load || e.kind == tr::Kind::Store)
-    ImGui::Text("%s %s%s", e.kind == tr::Kind::Load ? "read" : "written", format_bytes(double(e.bytes)).c_str(),
-                e.cached ? " · L2 re-read (the IO model does not count it)" : "");
-  ImGui::Text("begins %s · lasts %s · seq %lld", format_ns(e.ts_ns).c_str(), format_ns(e.dur_ns).c_str(), (long long)e.seq);
-  if (std::isfinite(e.m))
-    ImGui::Text("%s after it: m = %.4f, ℓ = %.4f", sample_row_label(r, e).c_str(), double(e.m), double(e.l));
-  ImGui::TextDisabled("click: follow this CTA · double-click: move the playhead here");
-  ImGui::EndTooltip();
 }
 
 }  // namespace
@@ -214,21 +200,21 @@ void timeline_panel(UiState& s) {
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("click or drag to move the playhead");
 
-  // Lanes.
-  std::vector<Lane> lanes;
+  // Rows.
+  std::vector<Row> rows;
   float y = 0;
   for (int d = 0; d < std::max(1, r.host_depth()); ++d) {
-    lanes.push_back({LaneType::Host, d, y, kHostRowH});
+    rows.push_back({RowType::Host, d, y, kHostRowH});
     y += kHostRowH;
   }
-  lanes.push_back({LaneType::Kernels, 0, y, kHostRowH});
+  rows.push_back({RowType::Kernels, 0, y, kHostRowH});
   y += kHostRowH + 4;
   for (std::size_t g = 0; g < r.sm_groups().size(); ++g) {
-    lanes.push_back({LaneType::Sm, int(g), y, kSmRowH});
+    rows.push_back({RowType::Sm, int(g), y, kSmRowH});
     y += kSmRowH + 1;
     if (ts.sm_expanded[g])
       for (int t : r.sm_groups()[g].tracks) {
-        lanes.push_back({LaneType::Cta, t, y, kCtaRowH});
+        rows.push_back({RowType::Cta, t, y, kCtaRowH});
         y += kCtaRowH + 1;
       }
   }
@@ -241,16 +227,16 @@ void timeline_panel(UiState& s) {
     ts.revealed_track = doc->selected_track;
     const int g = r.sm_group_of_track(doc->selected_track);
     if (g >= 0 && r.sm_groups()[std::size_t(g)].tracks.size() <= 16) ts.sm_expanded[std::size_t(g)] = 1;
-    for (const auto& lane : lanes)
-      if (lane.type == LaneType::Sm && lane.index == g) {
-        const bool visible = lane.y >= ts.scroll_y && lane.y + 3 * kCtaRowH <= ts.scroll_y + view_h;
-        if (!visible) ts.scroll_y = std::max(0.0f, lane.y - 2 * kSmRowH);
+    for (const auto& row : rows)
+      if (row.type == RowType::Sm && row.index == g) {
+        const bool visible = row.y >= ts.scroll_y && row.y + 3 * kCtaRowH <= ts.scroll_y + view_h;
+        if (!visible) ts.scroll_y = std::max(0.0f, row.y - 2 * kSmRowH);
       }
   }
   ts.scroll_y = std::clamp(ts.scroll_y, 0.0f, std::max(0.0f, content_h - view_h));
 
   ImGui::SetCursorScreenPos(area.min);
-  ImGui::InvisibleButton("##lanes", ImVec2(std::max(1.0f, area.w() - 12), std::max(1.0f, view_h)),
+  ImGui::InvisibleButton("##rows", ImVec2(std::max(1.0f, area.w() - 12), std::max(1.0f, view_h)),
                          ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
   const bool lanes_hovered = ImGui::IsItemHovered();
   const bool lanes_active = ImGui::IsItemActive();
@@ -259,22 +245,22 @@ void timeline_panel(UiState& s) {
   Hover hover;
   const ImVec2 mouse = io.MousePos;
   TrackDrawer drawer{r, order, v, left, width, dl, lanes_hovered ? mouse : ImVec2(-1e9f, -1e9f), &hover};
-  for (const auto& lane : lanes) {
-    const float y0 = area.min.y + lane.y - ts.scroll_y, y1 = y0 + lane.h;
+  for (const auto& row : rows) {
+    const float y0 = area.min.y + row.y - ts.scroll_y, y1 = y0 + row.h;
     if (y1 < area.min.y || y0 > area.max.y) continue;
     const bool in_row = lanes_hovered && mouse.y >= y0 && mouse.y < y1;
-    switch (lane.type) {
-      case LaneType::Host: {
-        if (lane.index == 0)
+    switch (row.type) {
+      case RowType::Host: {
+        if (row.index == 0)
           dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, y0 + 1), theme::kText, "host (NVTX)");
         for (const auto& hr : r.trace().ranges) {
-          if (hr.depth != lane.index) continue;
+          if (hr.depth != row.index) continue;
           const double a = axis_of_time(r, order, hr.ts_ns), b = axis_of_time(r, order, hr.ts_ns + hr.dur_ns);
           if (b < v.x0 || a > v.x1) continue;
           const float px0 = std::max(left, float(v.to_px(a, left, width)));
           const float px1 = std::min(left + width, float(v.to_px(b, left, width)));
           if (px1 - px0 < 1) continue;
-          const ImU32 col = lane.index == 0 ? IM_COL32(92, 104, 128, 255) : IM_COL32(112, 124, 150, 255);
+          const ImU32 col = row.index == 0 ? IM_COL32(92, 104, 128, 255) : IM_COL32(112, 124, 150, 255);
           dl->AddRectFilled(ImVec2(px0, y0 + 1), ImVec2(px1, y1 - 1), col, 2);
           if (px1 - px0 > 30) {
             dl->PushClipRect(ImVec2(px0 + 2, y0), ImVec2(px1 - 2, y1), true);
@@ -285,12 +271,12 @@ void timeline_panel(UiState& s) {
         }
         for (const auto& m : r.trace().marks) {
           const float x = float(v.to_px(axis_of_time(r, order, m.ts_ns), left, width));
-          if (lane.index == 0 && x >= left && x <= left + width)
+          if (row.index == 0 && x >= left && x <= left + width)
             dl->AddTriangleFilled(ImVec2(x - 4, y0), ImVec2(x + 4, y0), ImVec2(x, y0 + 6), theme::kAccent);
         }
         break;
       }
-      case LaneType::Kernels: {
+      case RowType::Kernels: {
         dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, y0 + 1), theme::kText, "kernels");
         for (const auto& k : r.trace().kernels) {
           const double a = axis_of_time(r, order, k.ts_ns), b = axis_of_time(r, order, k.ts_ns + k.dur_ns);
@@ -307,29 +293,46 @@ void timeline_panel(UiState& s) {
         }
         break;
       }
-      case LaneType::Sm: {
-        const auto& g = r.sm_groups()[std::size_t(lane.index)];
+      case RowType::Sm: {
+        const auto& g = r.sm_groups()[std::size_t(row.index)];
         // A line above each SM group, so groups read as units (a band would cost a
-        // software renderer a fill of the whole lane).
+        // software renderer a fill of the whole row).
         dl->AddLine(ImVec2(origin.x, y0 - 1), ImVec2(area.max.x, y0 - 1), IM_COL32(255, 255, 255, 14));
         char label[48];
-        std::snprintf(label, sizeof label, "%s SM %d · %zu CTA%s", ts.sm_expanded[std::size_t(lane.index)] ? "▾" : "▸",
-                      g.sm, g.tracks.size(), g.tracks.size() == 1 ? "" : "s");
-        const bool sel = r.sm_group_of_track(doc->selected_track) == lane.index;
+        std::snprintf(label, sizeof label, "%s SM %d · %d CTA%s", ts.sm_expanded[std::size_t(row.index)] ? "▾" : "▸",
+                      g.sm, g.ctas, g.ctas == 1 ? "" : "s");
+        const bool sel = r.sm_group_of_track(doc->selected_track) == row.index;
         dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, y0), sel ? theme::kAccent : theme::kText, label);
         for (int t : g.tracks) drawer.draw(t, y0 + 2, y1 - 1, false);
         if (in_row && mouse.x < left && ImGui::IsMouseClicked(0))
-          ts.sm_expanded[std::size_t(lane.index)] = !ts.sm_expanded[std::size_t(lane.index)];
+          ts.sm_expanded[std::size_t(row.index)] = !ts.sm_expanded[std::size_t(row.index)];
         break;
       }
-      case LaneType::Cta: {
-        const auto& tk = r.trace().tracks[std::size_t(lane.index)];
-        char label[48];
-        std::snprintf(label, sizeof label, "CTA %d · k%d", tk.cta, tk.kernel);
-        const bool sel = lane.index == doc->selected_track;
+      case RowType::Cta: {
+        const auto& tk = r.trace().tracks[std::size_t(row.index)];
+        const bool sel = row.index == doc->selected_track;
+        const ImU32 text = sel ? theme::kAccent : theme::kTextDim;
+        const float fs = f.small->FontSize - 1;
         if (sel) dl->AddRectFilled(ImVec2(origin.x, y0), ImVec2(area.max.x, y1), theme::with_alpha(theme::kAccent, 0.08f));
-        dl->AddText(f.small, f.small->FontSize - 1, ImVec2(origin.x + 22, y0 - 1), sel ? theme::kAccent : theme::kTextDim, label);
-        drawer.draw(lane.index, y0 + 1, y1, true);
+        char label[48];
+        if (r.laned(row.index)) {
+          // The CTA on its first lane's row, each lane's name at the gutter's edge, and a bar
+          // down the gutter that holds the CTA's rows together.
+          const auto& lanes = r.lanes_of(row.index);
+          dl->AddLine(ImVec2(origin.x + 18, y0), ImVec2(origin.x + 18, y1 + (row.index == lanes.back() ? 0 : 1)),
+                      theme::with_alpha(theme::kTextDim, 0.6f), 2);
+          if (row.index == lanes.front()) {
+            std::snprintf(label, sizeof label, "CTA %d", tk.cta);
+            dl->AddText(f.small, fs, ImVec2(origin.x + 22, y0 - 1), text, label);
+          }
+          const std::string name = tr::lane_name(r.trace(), tk);
+          const float w = f.small->CalcTextSizeA(fs, 1e9f, 0, name.c_str()).x;
+          dl->AddText(f.small, fs, ImVec2(left - 6 - w, y0 - 1), text, name.c_str());
+        } else {
+          std::snprintf(label, sizeof label, "CTA %d · k%d", tk.cta, tk.kernel);
+          dl->AddText(f.small, fs, ImVec2(origin.x + 22, y0 - 1), text, label);
+        }
+        drawer.draw(row.index, y0 + 1, y1, true);
         break;
       }
     }
@@ -366,7 +369,7 @@ void timeline_panel(UiState& s) {
     if (ImGui::IsItemActive()) ts.scroll_y += io.MouseDelta.y * content_h / view_h;
   }
 
-  // Interaction: wheel zooms at the cursor (Shift+wheel scrolls the lanes), left-drag pans,
+  // Interaction: wheel zooms at the cursor (Shift+wheel scrolls the rows), left-drag pans,
   // right-drag or Shift+left-drag selects a range, Escape clears it.
   if (lanes_hovered && io.MouseWheel != 0) {
     if (io.KeyShift)

@@ -24,10 +24,11 @@ enum Panel : unsigned {
   kPanelCompare = 1u << 6,
   kPanelIo = 1u << 7,
   kPanelTraces = 1u << 8,
+  kPanelSchedule = 1u << 9,
 };
 constexpr unsigned kPanelsDefault =
     kPanelMemory | kPanelScores | kPanelSms | kPanelTimeline | kPanelCounters | kPanelSoftmax;
-constexpr int kPanelCount = 9;
+constexpr int kPanelCount = 10;
 const char* panel_title(Panel p);   // "Memory hierarchy", ...
 const char* panel_key(Panel p);     // "memory", ... (for --panels)
 
@@ -46,6 +47,13 @@ struct TimelineState {
   bool range_dragging = false;
   bool panning = false;
   float scroll_y = 0;
+};
+
+// The producer/consumer schedule of the followed CTA: its time axis (in ns), fitted to the CTA
+// whenever another is followed.
+struct ScheduleState {
+  TimeView view;
+  int cta_track = -1;  // the first lane of the CTA the view was fitted to
 };
 
 struct IoCalculatorState {
@@ -84,6 +92,7 @@ struct UiState {
   std::vector<OpenRequest> requests;
 
   TimelineState timeline;
+  ScheduleState schedule;
   IoCalculatorState io;
   ScoresState scores;
   CountersCurve counters_curve;

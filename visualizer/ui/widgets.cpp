@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/trace/names.hpp"
+#include "visualizer/model/labels.hpp"
+#include "visualizer/model/replay.hpp"
 #include "visualizer/ui/theme.hpp"
 
 namespace fs::viz {
@@ -213,6 +216,29 @@ void centered_text(ImDrawList* dl, Rect r, ImU32 color, const char* text, ImFont
   const ImVec2 ts = f->CalcTextSizeA(size, 1e9f, 0, text);
   if (ts.x > r.w() + 2 || ts.y > r.h() + 2) return;
   dl->AddText(f, size, ImVec2(r.min.x + (r.w() - ts.x) * 0.5f, r.min.y + (r.h() - ts.y) * 0.5f), color, text);
+}
+
+void event_tooltip(const Replay& r, int e_idx) {
+  const auto& e = r.trace().events[std::size_t(e_idx)];
+  const auto& tk = r.trace().tracks[std::size_t(e.track)];
+  const std::string kname = tk.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tk.kernel)].name : "?";
+  ImGui::BeginTooltip();
+  ImGui::PushStyleColor(ImGuiCol_Text, theme::kind_color(e.kind, e.tensor));
+  ImGui::Text("%s %s", kind_label(e.kind), tile_label(e).c_str());
+  ImGui::PopStyleColor();
+  if (r.laned(e.track))
+    ImGui::TextDisabled("CTA %d of %s on SM %d · %s · head %d", tk.cta, kname.c_str(), tk.sm,
+                        tr::lane_name(r.trace(), tk).c_str(), e.bh);
+  else
+    ImGui::TextDisabled("CTA %d of %s on SM %d · head %d", tk.cta, kname.c_str(), tk.sm, e.bh);
+  if (e.kind == tr::Kind::Load || e.kind == tr::Kind::Store)
+    ImGui::Text("%s %s%s", e.kind == tr::Kind::Load ? "read" : "written", format_bytes(double(e.bytes)).c_str(),
+                e.cached ? " · L2 re-read (the IO model does not count it)" : "");
+  ImGui::Text("begins %s · lasts %s · seq %lld", format_ns(e.ts_ns).c_str(), format_ns(e.dur_ns).c_str(), (long long)e.seq);
+  if (std::isfinite(e.m))
+    ImGui::Text("%s after it: m = %.4f, ℓ = %.4f", sample_row_label(r, e).c_str(), double(e.m), double(e.l));
+  ImGui::TextDisabled("click: follow this CTA · double-click: move the playhead here");
+  ImGui::EndTooltip();
 }
 
 }  // namespace fs::viz

@@ -55,6 +55,11 @@ void value_bar(float width, float height, double value, double full, double targ
 // Diagonal hatching inside a rectangle (skipped blocks).
 void hatch(ImDrawList* dl, Rect r, ImU32 color, float spacing);
 
+class Replay;
+// The tooltip of event `e` (an index into the trace's events): its kind and tile, its CTA (and
+// lane), bytes, times, statistics, and what a click and a double-click on it do.
+void event_tooltip(const Replay& r, int e);
+
 // Centred text in a rectangle (clipped to it).
 void centered_text(ImDrawList* dl, Rect r, ImU32 color, const char* text, ImFont* font = nullptr);
 
