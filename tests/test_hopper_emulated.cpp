@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/harness.hpp"
+#include "common/io_model.hpp"
 #include "common/reference.hpp"
 #include "common/verify.hpp"
 #include "steps/09_hopper/configs.cuh"
@@ -52,9 +53,10 @@ using fs::testing::to_float;
 
 // Configuration Cfg's forward on host memory, O and LSE poisoned with NaN first, as
 // launch_hopper_forward would launch it but with the emulation's tensor maps, on `ctas` CTAs
-// (0: one per work tile).
+// (0: one per work tile). With `slices`, its traced instantiation records into them.
 template <typename Cfg>
-Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas) {
+Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas,
+            const fs::trace::Slices* slices = nullptr) {
   using E = typename Cfg::E;
   const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v);
   std::vector<E> o(s.elems(), E(NAN));
@@ -68,12 +70,9 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas)
                          map(fp.v, fp.v_strides, Cfg::kBlockN), map(fp.o, fp.o_strides, 64)};
   const int work = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM * s.heads();
   const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
-  if (causal)
-    fs::emu::launch(hp::hopper_forward_kernel<Cfg, true, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, fp,
-                    fs::trace::Slices{});
-  else
-    fs::emu::launch(hp::hopper_forward_kernel<Cfg, false, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps,
-                    fp, fs::trace::Slices{});
+  const auto kernel = slices ? (causal ? hp::hopper_forward_kernel<Cfg, true, true> : hp::hopper_forward_kernel<Cfg, false, true>)
+                             : (causal ? hp::hopper_forward_kernel<Cfg, true, false> : hp::hopper_forward_kernel<Cfg, false, false>);
+  fs::emu::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, fp, slices ? *slices : fs::trace::Slices{});
   return {to_float(o), lse};
 }
 
@@ -104,15 +103,18 @@ void check(DType dtype, const fs::Shape& s, bool causal, int ctas) {
 
 }  // namespace
 
-// The ladder at d = 128 (where it is compiled): fa3 (2 stages, persistent, ping-pong), ws (no
-// overlap: one product at a time), ws_overlap, ws_pingpong. N = 1 (one row, one key), 97 (one
-// short tile), 200 and 300 (tails of 72 and 44 rows and keys).
+// The ladder at d = 128 (where it is compiled): fa3 (2 stages, persistent, ping-pong), wgmma (no
+// producer warpgroup), ws (no overlap: one product at a time), ws_overlap, ws_pingpong. N = 1
+// (one row, one key), 97 (one short tile), 200 and 300 (tails of 72 and 44 rows and keys).
 TEST_CASE("step 09 on the CPU: the ladder at d = 128 matches the reference and fa3's bits", "[emulated][hopper]") {
   using E = __nv_bfloat16;
   for (bool causal : {false, true})
     for (int N : {1, 97, 200, 300})
-      check<hp::Fa3<E, 128>::Cfg, hp::Ws<E, 128>, hp::WsOverlap<E, 128>, hp::WsPingPong<E, 128>>(
+      check<hp::Fa3<E, 128>::Cfg, hp::Wgmma<E, 128>, hp::Ws<E, 128>, hp::WsOverlap<E, 128>, hp::WsPingPong<E, 128>>(
           DType::bf16, fs::Shape{1, 2, N, 128}, causal, 2);
+  // wgmma's copies in line, a ring of 2 stages over a work tile of 5 key tiles, and 3 work tiles
+  // per CTA (the ring runs on across them).
+  check<hp::Fa3<E, 128>::Cfg, hp::Wgmma<E, 128>>(DType::bf16, fs::Shape{1, 3, 600, 128}, false, 2);
 }
 
 // d = 64: fa3's 4 stages (the ring wraps within a work tile at N = 300), ws's 2, O through TMA
@@ -165,9 +167,11 @@ struct Grads {
 // Configuration Cfg's backward (HopperBwdConfig) on host memory, given the forward's O and LSE:
 // launch_hopper_backward's three kernels (step 08's preprocess, hopper_backward_kernel, step 08's
 // convert) with the emulation's tensor maps, the gradients and the workspace poisoned with NaN
-// first (the counters zeroed, as launch_hopper_backward does).
+// first (the counters zeroed, as launch_hopper_backward does). With `slices`, the traced
+// instantiation of hopper_backward_kernel records into them.
 template <typename Cfg>
-Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, const Outputs& fwd) {
+Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, const Outputs& fwd,
+                   const fs::trace::Slices* slices = nullptr) {
   using E = typename Cfg::E;
   namespace tc = fs::tc;
   const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v), dout = to_16bit<E>(p.dout);
@@ -197,12 +201,10 @@ Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, co
                   bp, delta, dq_acc, fs::trace::Slices{});
   const dim3 grid(static_cast<unsigned>((s.N + Cfg::kBlockN - 1) / Cfg::kBlockN), static_cast<unsigned>(s.heads()));
   const float* cdelta = delta;
-  if (causal)
-    fs::emu::launch(hp::hopper_backward_kernel<Cfg, true, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, bp,
-                    cdelta, order, fs::trace::Slices{});
-  else
-    fs::emu::launch(hp::hopper_backward_kernel<Cfg, false, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps,
-                    bp, cdelta, order, fs::trace::Slices{});
+  const auto kernel = slices ? (causal ? hp::hopper_backward_kernel<Cfg, true, true> : hp::hopper_backward_kernel<Cfg, false, true>)
+                             : (causal ? hp::hopper_backward_kernel<Cfg, true, false> : hp::hopper_backward_kernel<Cfg, false, false>);
+  fs::emu::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, bp, cdelta, order,
+                  slices ? *slices : fs::trace::Slices{});
   const auto cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
   fs::emu::launch(tc::tc_dq_convert_kernel<E, false>, dim3(cvt_grid), dim3(256), 0, bp,
                   static_cast<const float*>(dq_acc), fs::trace::Slices{});
@@ -423,4 +425,167 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
   const fs::CheckReport bad = fp8_report(s, p, true, 1.f, DType::bf16, swapped);
   INFO(bad.summary());
   CHECK_FALSE(bad.pass());
+}
+
+// ---- the trace's lanes ---------------------------------------------------------------------------
+
+// A traced forward records each warpgroup in a lane of its own (record.hpp): the producer's waits
+// for free stages and its copies in lane 0, each consumer's waits, products, softmax and stores in
+// lanes 1 and 2. On a persistent grid of 2 CTAs walking 6 work tiles (N = 300: tails), causal or
+// not: the outputs are the untraced run's bit for bit; every CTA records in all three lanes; each
+// lane's times never go back; the producer records only loads (and waits, and skipped keys), the
+// consumers only their phases and stores; per work tile each consumer with rows there records one
+// S, one softmax and one P̃V per key tile; and the bytes of the loads and stores are the IO model's.
+TEST_CASE("step 09 on the CPU: a traced forward records the producer and each consumer in a lane",
+          "[emulated][hopper][trace]") {
+  namespace tr = fs::trace;
+  using Cfg = hp::Fa3<__nv_bfloat16, 128>::Cfg;
+  const fs::Shape s{1, 2, 300, 128};
+  const int ctas = 2, lanes = 3;
+  for (bool causal : {false, true}) {
+    DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
+      const fs::HostProblem p = fs::random_problem(s, 939 + causal, false, DType::bf16);
+      const Outputs plain = run<Cfg>(s, p, causal, ctas);
+      const std::uint32_t cap = 512;
+      std::vector<tr::CtaHeader> headers(ctas * lanes);
+      std::vector<tr::DeviceRecord> records(headers.size() * cap);
+      const tr::Slices slices{headers.data(), records.data(), cap, lanes};
+      const Outputs traced = run<Cfg>(s, p, causal, ctas, &slices);
+      CHECK(same_bits(traced.o, plain.o));
+      CHECK(same_bits(traced.lse, plain.lse));
+
+      std::int64_t read = 0, written = 0, s_events = 0, pv_events = 0, softmax_events = 0;
+      for (int c = 0; c < ctas; ++c)
+        for (int lane = 0; lane < lanes; ++lane) {
+          const tr::CtaHeader& h = headers[c * lanes + lane];
+          INFO("CTA " << c << " lane " << lane);
+          REQUIRE(h.count > 0);
+          REQUIRE(h.count <= cap);
+          std::uint64_t t = h.t_start;
+          for (std::uint32_t i = 0; i < h.count; ++i) {
+            const tr::DeviceRecord& r = records[(c * lanes + lane) * std::size_t(cap) + i];
+            CHECK(r.t_end >= t);
+            t = r.t_end;
+            const auto kind = tr::Kind(r.kind);
+            const std::int64_t bytes = std::int64_t(r.bytes) | std::int64_t(r.bytes_hi) << 32;
+            if (lane == 0) {
+              CHECK((kind == tr::Kind::Load || kind == tr::Kind::Wait || kind == tr::Kind::Skip));
+              if (kind == tr::Kind::Load) read += bytes;
+            } else {
+              CHECK(kind != tr::Kind::Load);
+              CHECK(kind != tr::Kind::Skip);
+              if (kind == tr::Kind::Store) written += bytes;
+              s_events += kind == tr::Kind::ComputeS;
+              softmax_events += kind == tr::Kind::Softmax;
+              pv_events += kind == tr::Kind::AccumulateO;
+            }
+          }
+        }
+      // Per work tile, each consumer warpgroup with rows in it: one S, softmax and P̃V per key tile.
+      std::int64_t tiles = 0;
+      const int n_qtiles = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM;
+      for (int qt = 0; qt < n_qtiles; ++qt) {
+        const int key_end = causal ? std::min(s.N, (qt + 1) * Cfg::kBlockM) : s.N;
+        const int key_tiles = (key_end + Cfg::kBlockN - 1) / Cfg::kBlockN;
+        const int consumers = s.N - qt * Cfg::kBlockM > 64 ? 2 : 1;
+        tiles += std::int64_t(key_tiles) * consumers * s.heads();
+      }
+      CHECK(s_events == tiles);
+      CHECK(softmax_events == tiles);
+      CHECK(pv_events == tiles);
+      const fs::IoCount io = fs::io_flash2_forward(s, causal, Cfg::kBlockM, Cfg::kBlockN, 2);
+      CHECK(read == io.read_bytes);
+      CHECK(written == io.write_bytes);
+    }
+  }
+}
+
+namespace {
+
+struct LaneRecord {
+  fs::trace::Kind kind;
+  fs::trace::Tensor tensor;
+  std::int64_t bytes;
+};
+// The records of lane `lane` of CTA `cta` (record.hpp), checked for order in time.
+std::vector<LaneRecord> lane_records(const std::vector<fs::trace::CtaHeader>& headers,
+                                     const std::vector<fs::trace::DeviceRecord>& records, std::uint32_t cap, int lanes,
+                                     int cta, int lane) {
+  const fs::trace::CtaHeader& h = headers[cta * lanes + lane];
+  REQUIRE(h.count <= cap);
+  std::vector<LaneRecord> out;
+  std::uint64_t t = h.t_start;
+  for (std::uint32_t i = 0; i < h.count; ++i) {
+    const fs::trace::DeviceRecord& r = records[(std::size_t(cta) * lanes + lane) * cap + i];
+    CHECK(r.t_end >= t);
+    t = r.t_end;
+    out.push_back({fs::trace::Kind(r.kind), fs::trace::Tensor(r.tensor),
+                   std::int64_t(r.bytes) | std::int64_t(r.bytes_hi) << 32});
+  }
+  return out;
+}
+
+}  // namespace
+
+// The backward's lanes: the gradients are the untraced run's bit for bit; the producer records
+// copies and waits only; each consumer, per query tile, one Sᵀ/dPᵀ product, one P/dS and one
+// wait for dV, dK and dQ's products, then its block of dQ added (a load and a store of dQacc in
+// L2), and at the end its keys of dK and dV; the bytes of those add up to the pass's dQ adds and
+// its dK, dV.
+TEST_CASE("step 09 on the CPU: a traced backward records the producer and each consumer in a lane",
+          "[emulated][hopper][trace][backward]") {
+  namespace tr = fs::trace;
+  using E = __nv_bfloat16;
+  for (bool deterministic : {false, true})
+    for (bool causal : {false, true}) {
+      DYNAMIC_SECTION((deterministic ? "deterministic" : "fa3") << (causal ? " causal" : "")) {
+        const fs::Shape s{1, 2, 200, 128};
+        const fs::HostProblem p = fs::random_problem(s, 949 + causal, true, DType::bf16);
+        const Outputs fwd = run<hp::Fa3<E, 128>::Cfg>(s, p, causal, 0);
+        auto both = [&](const tr::Slices* slices) {
+          return deterministic ? run_backward<hp::HopperBwdConfig<E, 128, true>>(s, p, causal, fwd, slices)
+                               : run_backward<hp::HopperBwdConfig<E, 128, false>>(s, p, causal, fwd, slices);
+        };
+        using Cfg = hp::HopperBwdConfig<E, 128, false>;
+        const Grads plain = both(nullptr);
+        const int key_tiles = (s.N + Cfg::kBlockN - 1) / Cfg::kBlockN, ctas = key_tiles * s.heads(), lanes = 3;
+        const std::uint32_t cap = 256;
+        std::vector<tr::CtaHeader> headers(std::size_t(ctas) * lanes);
+        std::vector<tr::DeviceRecord> records(headers.size() * cap);
+        const tr::Slices slices{headers.data(), records.data(), cap, lanes};
+        const Grads traced = both(&slices);
+        CHECK(same_bits(traced.dq, plain.dq));
+        CHECK(same_bits(traced.dk, plain.dk));
+        CHECK(same_bits(traced.dv, plain.dv));
+
+        std::int64_t dq_loaded = 0, dq_stored = 0, dkdv_stored = 0, want_dq = 0;
+        for (int cta = 0; cta < ctas; ++cta) {
+          const int key0 = (cta % key_tiles) * Cfg::kBlockN;
+          const int q_begin = causal ? key0 / Cfg::kBlockM * Cfg::kBlockM : 0;
+          const int q_tiles = (s.N - q_begin + Cfg::kBlockM - 1) / Cfg::kBlockM;
+          want_dq += std::int64_t(s.N - q_begin) * s.d * 4;
+          for (const LaneRecord& r : lane_records(headers, records, cap, lanes, cta, 0))
+            CHECK((r.kind == tr::Kind::Load || r.kind == tr::Kind::Wait));
+          for (int lane = 1; lane < lanes; ++lane) {
+            INFO("CTA " << cta << " lane " << lane);
+            const bool has_keys = s.N - key0 - 64 * (lane - 1) > 0;
+            int products = 0, ds = 0, adds = 0;
+            for (const LaneRecord& r : lane_records(headers, records, cap, lanes, cta, lane)) {
+              products += r.kind == tr::Kind::ComputeS;
+              ds += r.kind == tr::Kind::ComputeDS;
+              adds += r.kind == tr::Kind::AccumulateDQ;
+              CHECK((r.kind != tr::Kind::Load || r.tensor == tr::Tensor::dQacc));
+              if (r.kind == tr::Kind::Load) dq_loaded += r.bytes;
+              if (r.kind == tr::Kind::Store) (r.tensor == tr::Tensor::dQacc ? dq_stored : dkdv_stored) += r.bytes;
+            }
+            CHECK(adds == q_tiles);
+            CHECK(products == (has_keys ? q_tiles : 0));
+            CHECK(ds == (has_keys ? q_tiles : 0));
+          }
+        }
+        CHECK(dq_loaded == want_dq);
+        CHECK(dq_stored == want_dq);
+        CHECK(dkdv_stored == 2 * s.elems() * std::int64_t(sizeof(E)));
+      }
+    }
 }

@@ -1,9 +1,11 @@
 // Which tiles and techniques each variant of step 09's forward uses at each head dimension.
 //
-//   HopperConfig<E, D, kBlockN, kStages, kOverlap, kPingPong>   (flash_hopper_forward.cuh)
+//   HopperConfig<E, D, kBlockN, kStages, kOverlap, kPingPong, kPersistent, EO, kProducer>
+//   (flash_hopper_forward.cuh)
 //
-// Every variant has TMA, wgmma and the producer warpgroup; the ladder adds FlashAttention-3's two
-// schedules one at a time. 128 query rows per CTA (two consumer warpgroups of 64).
+// Every variant has TMA and wgmma, and all but the wgmma rung the producer warpgroup; the ladder
+// adds the producer, then FlashAttention-3's two schedules, one at a time. 128 query rows per CTA
+// (two consumer warpgroups of 64).
 #pragma once
 
 #include "steps/09_hopper/flash_hopper_forward.cuh"
@@ -11,14 +13,17 @@
 namespace fs::hopper {
 
 // StepInfo::variants of step 09, in this order: variant 0, fa3, is the default. The ladder (bf16,
-// d = 128): ws is TMA + wgmma + the producer warpgroup, one CTA per work tile; ws_overlap adds
+// d = 128): wgmma is TMA + wgmma, one CTA per work tile, the copies issued by a consumer thread
+// between its products; ws adds the producer warpgroup; ws_overlap adds
 // the intra-warpgroup overlap; ws_pingpong the ping-pong of the two consumer warpgroups; fa3 is
 // that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
 // tile's Q and K while the consumers store the last one's O).
 // deterministic: fa3's forward; its backward adds dQ in a fixed order (bit-identical runs).
 // fp8: fa3's forward on Q, K and V quantized to e4m3 (fp8.cuh), d = 128; no backward.
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kFp8, kHopperVariants };
-constexpr bool is_rung(int variant) { return variant == kWs || variant == kWsOverlap || variant == kWsPingPong; }
+enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kFp8, kWgmma, kHopperVariants };
+constexpr bool is_rung(int variant) {
+  return variant == kWgmma || variant == kWs || variant == kWsOverlap || variant == kWsPingPong;
+}
 constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
@@ -38,12 +43,15 @@ template <typename E>
 struct Fa3<E, 256> { using Cfg = HopperConfig<E, 256, 64, 2, true, true, true>; };
 
 template <typename E, int D>
+using Wgmma = HopperConfig<E, D, 128, 2, false, false, false, E, false>;
+template <typename E, int D>
 using Ws = HopperConfig<E, D, 128, 2, false, false, false>;
 template <typename E, int D>
 using WsOverlap = HopperConfig<E, D, 128, 2, true, false, false>;
 template <typename E, int D>
 using WsPingPong = HopperConfig<E, D, 128, 2, true, true, false>;
-static_assert(WsOverlap<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
+static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
+                  WsOverlap<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
                   WsPingPong<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN,
               "block_n: the rungs share ws's tile");
 
@@ -56,6 +64,7 @@ template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {
   if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
     switch (p.variant) {
+      case kWgmma: return launch_hopper_forward<Wgmma<E, D>>(p);
       case kWs: return launch_hopper_forward<Ws<E, D>>(p);
       case kWsOverlap: return launch_hopper_forward<WsOverlap<E, D>>(p);
       case kWsPingPong: return launch_hopper_forward<WsPingPong<E, D>>(p);

@@ -86,6 +86,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int NT = BM / 8;   // 8-query chunks of Sᵀ
   constexpr int DT = D / 8;    // 8-column chunks of dK, dV
   constexpr std::int64_t kE = sizeof(E), kF = sizeof(float);
+  // Traced (kTrace), each warpgroup records its own lane, as in the forward: lane 0 the producer's
+  // copies and waits, lanes 1 and 2 each consumer's waits, products, dQ adds and dK, dV stores.
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ unsigned char smem_raw[];
   E* sK = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
@@ -142,7 +144,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
       for (int it = 0; it < n_iter; ++it) {
         const int stage = it % S, q0 = m_of(it) * BM;
-        if (it >= S) mbar_wait(&empty_q[stage], ((it / S) & 1) ^ 1);
+        if (it >= S) {
+          mbar_wait(&empty_q[stage], ((it / S) & 1) ^ 1);
+          FS_TRACE_EVENT(tr, Kind::Wait, Tensor::None, bh, q0, min(BM, N - q0), 0, 0, 0);
+        }
         mbar_arrive_expect_tx(&full_q[stage], 2 * Cfg::kQElems * kE);
 #pragma unroll
         for (int c = 0; c < CB; ++c) {
@@ -179,6 +184,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // This warpgroup's block of dQ_i: rows [dq_row, +64) × columns [dq_col, +64). At d = 128 the
     // two split the columns, at d = 64 (128 queries) the rows.
     const int dq_row = BM == 128 ? 64 * cw : 0, dq_col = D == 128 ? 64 * cw : 0;
+    trace::CtaTracer<kTrace> ctr(slices, 1 + cw, threadIdx.x % 128 == 0);
+    // This warpgroup's events name its 64 keys of the tile (none past N), and its block of dQ.
+    const int c_keys = max(0, min(64, N - key0 - 64 * cw));
+    auto note = [&](trace::Kind kind, trace::Tensor tensor, int q0, int n_q) {
+      if (c_keys > 0) ctr.event(kind, tensor, bh, q0, n_q, key0 + 64 * cw, c_keys, 0);
+    };
 
     // Descriptors (hopper.cuh, make_desc). K-major (k = d): the warpgroup's 64 rows of K or V as A,
     // Q_i or dO_i as B (N = BM queries). MN-major: Q_i, dO_i as B of dK, dV (k = queries, n = d);
@@ -206,7 +217,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const E* q_tile = sQ + stage * Cfg::kQElems;
       const E* do_tile = sdO + stage * Cfg::kQElems;
       E* ds_tile = sdS + (it % 2) * Cfg::kDsElems;
+      const int n_q = min(BM, N - q0);
       mbar_wait(&full_q[stage], (it / S) & 1);
+      note(Kind::Wait, Tensor::None, q0, n_q);
 
       // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warpgroup's 64 keys × BM queries.
       float s[NT][4], dp[NT][4];
@@ -220,6 +233,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       wgmma_wait<0>();
       fence_operands(s);
       fence_operands(dp);
+      note(Kind::ComputeS, Tensor::S, q0, n_q);  // and dPᵀ, in the same group of products
 
       // P = exp(τ S − LSE) and dS = P ∘ (dP − D), step 08's tc_p_ds_pair: element e of chunk i is
       // key wkey + g + 8(e / 2), query 8i + 2t4 + e mod 2. The mask (causal, keys past N) only on
@@ -237,6 +251,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                 q0 + 8 * i + 2 * t4, decltype(masked)::value, p, seq, no_dropout);
         }
       });
+      note(Kind::ComputeDS, Tensor::dS, q0, n_q);
 
       // dV_j += Pᵀ dO_i and dK_j += dSᵀ Q_i: A from registers (the accumulators, rounded to E).
       std::uint32_t pf[KM][4], df[KM][4];
@@ -263,6 +278,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         }
       fence_async_shared();   // the threads' writes, visible to wgmma's reads
       named_sync(1, 256);     // both warpgroups' halves of dSᵀ are in
+      note(Kind::Wait, Tensor::None, q0, n_q);
 
       // dQ_i's block: dS (queries × the 128 keys) · K_j (keys × 64 columns), both transposed reads.
       float dq[8][4];
@@ -275,6 +291,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_operands(dv);
       fence_operands(dk);
       fence_operands(dq);
+      note(Kind::AccumulateDK, Tensor::dK, q0, n_q);  // dV's, dK's and dQ's products, one wait
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty_q[stage]);  // Q_i, dO_i, LSE_i and D_i are done with
 
@@ -304,10 +321,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           }
           fence_proxy_async_global();
         }
+        if constexpr (Cfg::kDeterministic) note(Kind::Wait, Tensor::None, q0, n_q);  // its turn to add
 #pragma unroll
         for (int box = 0; box < 2; ++box)
           tma_reduce_add_4d(&maps.dq_acc, my_dq + box * 64 * 32, dq_col + 32 * box, q0 + dq_row, h, b);
         bulk_commit();
+        // The reduce-add reads and writes this block of dQacc in L2 (the IO model's atomics).
+        const int dq_rows = max(0, min(64, N - q0 - dq_row));
+        if (dq_rows > 0) {
+          ctr.event(Kind::Load, Tensor::dQacc, bh, q0 + dq_row, dq_rows, dq_col, 64, std::int64_t(dq_rows) * 64 * kF);
+          ctr.event(Kind::AccumulateDQ, Tensor::dQacc, bh, q0 + dq_row, dq_rows, dq_col, 64, 0);
+          ctr.event(Kind::Store, Tensor::dQacc, bh, q0 + dq_row, dq_rows, dq_col, 64, std::int64_t(dq_rows) * 64 * kF);
+        }
         if constexpr (Cfg::kDeterministic) {
           bulk_wait<0>();  // the adds have landed before the next tile may add
           fence_proxy_async_global();
@@ -318,17 +343,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (issuer) bulk_wait<0>();
     // dK = τ dK and dV, the warp's 16 keys, to HBM (step 08's store; keys past N are not stored).
     tc::tc_store_dkdv<E, D, NoFeatures, DT>(p, seq, dk, dv, kv_bh, key0 + wkey, 0);
-  }
-  if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers added and stored
-    __syncthreads();
-    for (int it = 0; it < n_iter; ++it) {
-      const int q0 = m_of(it) * BM, n_q = min(BM, N - q0);
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, q0, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, q0, n_q, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, q0, n_q, 0, D, n_q * D * kF);
+    if (c_keys > 0) {
+      ctr.event(Kind::Store, Tensor::dK, kv_bh, key0 + 64 * cw, c_keys, 0, D, std::int64_t(c_keys) * D * kE);
+      ctr.event(Kind::Store, Tensor::dV, kv_bh, key0 + 64 * cw, c_keys, 0, D, std::int64_t(c_keys) * D * kE);
     }
-    FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
-    FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
   }
 #else
   __trap();  // compiled for another architecture than sm_90a: step 09 refuses other GPUs first
@@ -366,6 +384,8 @@ void launch_hopper_backward(const BwdParams& p) {
     FS_CUDA_CHECK(cudaMemsetAsync(order, 0, hopper_order_bytes(s, Cfg::kBlockM), p.stream));
   const dim3 grid(static_cast<unsigned>((s.N + Cfg::kBlockN - 1) / Cfg::kBlockN), static_cast<unsigned>(s.heads()));
   const float* cdelta = delta;
+  if (p.trace) p.trace->set_lanes({"producer", "consumer 0", "consumer 1"});  // this launch's (the kernel's)
+  static_assert(Cfg::kConsumers == 2, "the lanes' names: the producer and two consumers");
   if (p.causal)
     trace::launch(p.trace, "hopper_backward_kernel", hopper_backward_kernel<Cfg, true, false>,
                   hopper_backward_kernel<Cfg, true, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p,

@@ -58,13 +58,17 @@ struct TmaMaps {
 
 // kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
 // producer warpgroup. E: the elements the tensor cores read (16-bit, or e4m3), EO: O's.
+// kProducer false (the wgmma rung): no producer warpgroup; consumer 0's first thread issues the
+// copies between its own products, a ring of kStages tiles ahead.
 template <typename E_, int D_, int kBlockN_, int kStages_, bool kOverlap_, bool kPingPong_, bool kPersistent_,
-          typename EO_ = E_>
+          typename EO_ = E_, bool kProducer_ = true>
 struct HopperConfig {
   using E = E_;
   using EO = EO_;
   static constexpr int D = D_, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
   static constexpr bool kOverlap = kOverlap_, kPingPong = kPingPong_, kPersistent = kPersistent_;
+  static constexpr bool kProducer = kProducer_;
+  static_assert(kProducer || (!kOverlap && !kPersistent), "without a producer: one product at a time, a CTA per tile");
   static constexpr bool kFp8 = kIsFp8<E>;
   static_assert(sizeof(EO) == 2 && (kFp8 || std::is_same_v<E, EO>), "O in the 16-bit type of the problem");
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
@@ -74,7 +78,7 @@ struct HopperConfig {
   static_assert(!kFp8 || (D == 128 && kBlockN == kFp8Block),
                 "fp8: d = 128 (one box of Q and K), and key tiles of the quantizer's 128-row blocks");
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
-  static constexpr int kThreads = 128 * (kConsumers + 1);  // and the producer
+  static constexpr int kThreads = 128 * (kConsumers + (kProducer ? 1 : 0));  // and the producer
   static constexpr int kBoxCols = 128 / int(sizeof(E));    // a 128-byte row of the swizzle
   static constexpr int kStepK = 32 / int(sizeof(E));       // k per wgmma: k16, or k32 for e4m3
   static constexpr int kColBlocks = D / kBoxCols;
@@ -238,6 +242,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int NT = BN / 8, DT = D / 8, KD = D / Cfg::kStepK, KN = BN / Cfg::kStepK, CB = Cfg::kColBlocks;
   constexpr int BX = Cfg::kBoxCols;  // columns per box: 64, or 128 of e4m3
   constexpr std::int64_t kE = sizeof(E);
+  // Traced (kTrace), each warpgroup records its own lane (launch_forward_kernel names them):
+  // lane 0 the producer's thread 0 — its waits for free stages and its copies — and lanes 1 and 2
+  // the consumers' first threads — their waits, products, softmax and stores.
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ unsigned char smem_raw[];
   E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
@@ -274,60 +281,83 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // and consumers walk the same list; g counts the K/V tiles before the current work tile, so
   // that the ring's stages and phases run on across work tiles: tile t of it is stage (g + t) mod
   // S, phase (g + t) / S.
+  //
+  // The copies, issued by one thread: the producer's (or, without one, consumer 0's first).
+  // Q of work tile wk (the k-th of the CTA): once the consumers are done with the previous work
+  // tile's (its last S has landed).
+  auto load_q = [&](const Work& wk, int k) {
+    if (k > 0) {
+      mbar_wait(empty_q, (k - 1) & 1);
+      FS_TRACE_EVENT(tr, Kind::Wait, Tensor::None, wk.bh, wk.row0, wk.rows, 0, 0, 0);
+    }
+    mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
+#pragma unroll
+    for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * BX, &maps.q, full_q, BX * c, wk.row0, wk.h, wk.b);
+    FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
+  };
+  // K_t (v false) or V_t of work tile wk, whose tiles start at ring position g: once the consumers
+  // are done with what its stage held. fp8's V is Vᵀ: one box of the tile's 128 keys × d rows.
+  auto load_kv = [&](const Work& wk, int g, int t, bool v) {
+    const CUtensorMap* map = v ? &maps.v : &maps.k;
+    std::uint64_t *full = v ? full_v : full_k, *empty = v ? empty_v : empty_k;
+    const int i = g + t, stage = i % S;
+    if (i >= S) {
+      mbar_wait(&empty[stage], ((i / S) & 1) ^ 1);
+      FS_TRACE_EVENT(tr, Kind::Wait, Tensor::None, kv_head(wk), t * BN, keys(t * BN), 0, 0, 0);
+    }
+    E* dst = (v ? sV : sK) + stage * Cfg::kKVElems;
+    mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
+    if (Cfg::kFp8 && v) {
+      tma_load_4d(dst, map, &full[stage], t * BN, 0, wk.h_kv, wk.b);
+    } else {
+#pragma unroll
+      for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * BX, map, &full[stage], BX * c, t * BN, wk.h_kv, wk.b);
+    }
+    const int j0 = t * BN;
+    if (v) FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_head(wk), j0, keys(j0), 0, D, keys(j0) * D * kE);
+    else FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_head(wk), j0, keys(j0), 0, D, keys(j0) * D * kE);
+  };
+  // Keys a causal work tile never reads, for the trace.
+  auto note_skipped = [&](const Work& wk) {
+    if constexpr (kTrace)
+      if (wk.n_tiles * BN < N)
+        FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, wk.bh, wk.row0, wk.rows, wk.n_tiles * BN, N - wk.n_tiles * BN, 0);
+  };
+  auto prefetch_descriptors = [&] {
+    tma_prefetch_descriptor(&maps.q);
+    tma_prefetch_descriptor(&maps.k);
+    tma_prefetch_descriptor(&maps.v);
+  };
+
   const int wg = threadIdx.x / 128;
-  if (wg == 0) {
+  if (Cfg::kProducer && wg == 0) {
     // ---- the producer ----
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
-      tma_prefetch_descriptor(&maps.q);
-      tma_prefetch_descriptor(&maps.k);
-      tma_prefetch_descriptor(&maps.v);
+      prefetch_descriptors();
       int g = 0, k = 0;
       for (int w = blockIdx.x; w < n_work; w += gridDim.x, ++k) {
         const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
-        // Q: once the consumers are done with the previous work tile's (its last S has landed).
-        if (k > 0) mbar_wait(empty_q, (k - 1) & 1);
-        mbar_arrive_expect_tx(full_q, Cfg::kQElems * kE);
-#pragma unroll
-        for (int c = 0; c < CB; ++c) tma_load_4d(sQ + c * BM * BX, &maps.q, full_q, BX * c, wk.row0, wk.h, wk.b);
-        FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
+        load_q(wk, k);
         // K_t, then V_{t−1}: K runs a tile ahead, as the consumers need it (S_t before
-        // P̃_{t−1}V_{t−1}). Each waits until the consumers are done with what its stage held.
-        // fp8's V is Vᵀ: one box of the tile's 128 keys × d rows.
-        auto load = [&](const CUtensorMap* map, E* tiles, std::uint64_t* full, std::uint64_t* empty, int t,
-                        bool transposed) {
-          const int i = g + t, stage = i % S;
-          if (i >= S) mbar_wait(&empty[stage], ((i / S) & 1) ^ 1);
-          E* dst = tiles + stage * Cfg::kKVElems;
-          mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
-          if (Cfg::kFp8 && transposed) {
-            tma_load_4d(dst, map, &full[stage], t * BN, 0, wk.h_kv, wk.b);
-            return;
-          }
-#pragma unroll
-          for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * BX, map, &full[stage], BX * c, t * BN, wk.h_kv, wk.b);
-        };
+        // P̃_{t−1}V_{t−1}).
         for (int t = 0; t <= wk.n_tiles; ++t) {
-          if (t < wk.n_tiles) {
-            load(&maps.k, sK, full_k, empty_k, t, false);
-            FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_head(wk), t * BN, keys(t * BN), 0, D, keys(t * BN) * D * kE);
-          }
-          if (t > 0) {
-            load(&maps.v, sV, full_v, empty_v, t - 1, true);
-            const int j0 = (t - 1) * BN;
-            FS_TRACE_EVENT(tr, Kind::Load, Tensor::V, kv_head(wk), j0, keys(j0), 0, D, keys(j0) * D * kE);
-          }
+          if (t < wk.n_tiles) load_kv(wk, g, t, false);
+          if (t > 0) load_kv(wk, g, t - 1, true);
         }
-        if constexpr (kTrace)
-          if (wk.n_tiles * BN < N)
-            FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, wk.bh, wk.row0, wk.rows, wk.n_tiles * BN, N - wk.n_tiles * BN, 0);
+        note_skipped(wk);
         g += wk.n_tiles;
       }
     }
   } else {
     // ---- the consumers ----
-    setmaxnreg_inc<Cfg::kConsumerRegs>();
-    const int cw = wg - 1;  // consumer warpgroup 0 or 1
+    if constexpr (Cfg::kProducer) setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const int cw = wg - (Cfg::kProducer ? 1 : 0);  // consumer warpgroup 0 or 1
+    trace::CtaTracer<kTrace> ctr(slices, 1 + cw, threadIdx.x % 128 == 0);
+    // Without a producer, this thread issues the copies: a work tile's Q and its first kStages
+    // key tiles when the work tile begins, then tile t + kStages − 1 at the top of tile t.
+    const bool copier = !Cfg::kProducer && threadIdx.x == 0;
+    if (copier) prefetch_descriptors();
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, t4 = lane % 4;
     const int wrow0 = 64 * cw + 16 * warp;  // the warp's first row in the tile
     const float scale_log2 = p.scale * kLog2e;
@@ -424,31 +454,59 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if constexpr (Cfg::kFp8) pack_p_fp8(s, pf);
         else pack_p<E>(s, pf);
       };
+      // This warpgroup's events: its 64 rows of the work tile (none in a short last tile).
+      const int c_row0 = wk.row0 + 64 * cw, c_rows = max(0, min(64, N - c_row0));
+      auto note = [&](trace::Kind kind, trace::Tensor tensor, int col0, int cols, std::int64_t bytes) {
+        if (c_rows > 0) ctr.event(kind, tensor, wk.bh, c_row0, c_rows, col0, cols, bytes);
+      };
+      auto note_wait = [&] { note(Kind::Wait, Tensor::None, 0, 0, 0); };
+      auto note_keys = [&](trace::Kind kind, trace::Tensor tensor, int t) { note(kind, tensor, t * BN, keys(t * BN), 0); };
+      auto note_o = [&](trace::Kind kind) { note(kind, Tensor::O, 0, D, 0); };
       auto stage_of = [&](int t) { return (g + t) % S; };
       auto phase_of = [&](int t) { return ((g + t) / S) & 1; };
 
+      if (copier) {
+        load_q(wk, k);
+        for (int t = 0; t < min(S, n_tiles); ++t) {
+          load_kv(wk, g, t, false);
+          load_kv(wk, g, t, true);
+        }
+        note_skipped(wk);
+      }
+      if constexpr (!Cfg::kProducer) __syncwarp();  // warp 0 together again before its wgmma
       mbar_wait(full_q, k & 1);
       if constexpr (!Cfg::kOverlap) {
         for (int t = 0; t < n_tiles; ++t) {
           const int stage = stage_of(t), parity = phase_of(t);
+          if (copier && t > 0 && t + S - 1 < n_tiles) {  // into the stage tile t − 1 held
+            load_kv(wk, g, t + S - 1, false);
+            load_kv(wk, g, t + S - 1, true);
+          }
+          if constexpr (!Cfg::kProducer) __syncwarp();
           float s[NT][4];
           const TileScales ts = tile_scales(t);
           mbar_wait(&full_k[stage], parity);
+          note_wait();
           issue_s(s, stage);
           wgmma_wait<0>();
           fence_operands(s);
           release(empty_k, stage);
+          note_keys(Kind::ComputeS, Tensor::S, t);
           if (t == n_tiles - 1) release(empty_q, 0);  // the work tile's last S: Q can be refilled
           float alpha[2];
           softmax(s, t, ts, alpha);
+          note_keys(Kind::Softmax, Tensor::P, t);
           rescale_o(o[0], alpha);
           std::uint32_t pf[KN][4];
           pack(s, pf);
+          note_o(Kind::Rescale);
           mbar_wait(&full_v[stage], parity);
+          note_wait();
           issue_pv(pf, stage);
           wgmma_wait<0>();
           fence_operands(o[0]);
           release(empty_v, stage);
+          note_o(Kind::AccumulateO);
         }
       } else {
         // Turns (kPingPong): [S_0], then [S_t, P̃_{t−1}V_{t−1}] for t = 1 .. n − 1, then
@@ -462,13 +520,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const TileScales ts = tile_scales(0);
           mbar_wait(&full_k[stage_of(0)], phase_of(0));
           my_turn();
+          note_wait();
           issue_s(s, stage_of(0));
           your_turn();
           wgmma_wait<0>();
           fence_operands(s);
           release(empty_k, stage_of(0));
+          note_keys(Kind::ComputeS, Tensor::S, 0);
           softmax(s, 0, ts, alpha);
           pack(s, pf);
+          note_keys(Kind::Softmax, Tensor::P, 0);
         }
         for (int t = 1; t < n_tiles; ++t) {
           const int stage = stage_of(t), prev = stage_of(t - 1);
@@ -477,29 +538,36 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           mbar_wait(&full_k[stage], phase_of(t));
           mbar_wait(&full_v[prev], phase_of(t - 1));
           my_turn();
+          note_wait();
           issue_s(s, stage);   // S_t = Q K_tᵀ
           issue_pv(pf, prev);  // O += P̃_{t−1} V_{t−1}
           your_turn();
           wgmma_wait<1>();  // S_t has landed (groups complete in order); P̃V is still running
           fence_operands(s);
           release(empty_k, stage);
+          note_keys(Kind::ComputeS, Tensor::S, t);
           softmax(s, t, ts, alpha);
+          note_keys(Kind::Softmax, Tensor::P, t);
           wgmma_wait<0>();
           fence_operands(o[0]);
           release(empty_v, prev);
+          note_o(Kind::AccumulateO);  // P̃_{t−1}V_{t−1}, which ran beside the softmax
           rescale_o(o[0], alpha);
           pack(s, pf);
+          note_o(Kind::Rescale);
         }
         release(empty_q, 0);  // every S of the work tile has landed: Q can be refilled
         {                     // the last tile's P̃V
           const int last = stage_of(n_tiles - 1);
           mbar_wait(&full_v[last], phase_of(n_tiles - 1));
           my_turn();
+          note_wait();
           issue_pv(pf, last);
           if (cw == 0) your_turn();
           wgmma_wait<0>();
           fence_operands(o[0]);
           release(empty_v, last);
+          note_o(Kind::AccumulateO);
         }
       }
 
@@ -542,18 +610,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = tc::Element<EO>::pack(x0, x1);
         });
       }
+      note(Kind::Store, Tensor::O, 0, D, std::int64_t(c_rows) * D * std::int64_t(sizeof(EO)));
+      note(Kind::Store, Tensor::LSE, 0, 1, std::int64_t(c_rows) * std::int64_t(sizeof(float)));
       g += n_tiles;
     }
     if constexpr (Cfg::kTmaStore)
       if (threadIdx.x % 128 == 0) bulk_wait<0>();  // the last stores have landed before the CTA ends
-  }
-  if constexpr (kTrace) {  // the recording thread (the producer's) says what the consumers stored
-    __syncthreads();
-    for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
-      const Work wk = work_tile<kCausal, BM, BN>(w, n_qtiles, p.shape);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * std::int64_t(sizeof(EO)));
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, wk.bh, wk.row0, wk.rows, 0, 1, wk.rows * std::int64_t(sizeof(float)));
-    }
   }
 #else
   __trap();  // compiled for another architecture than sm_90a: step 09 refuses other GPUs first
@@ -581,7 +643,12 @@ void launch_forward_kernel(const FwdParams& p, const TmaMaps& maps) {
   // the hardware's scheduler, handing out CTAs as SMs free up, balances them better.
   const bool persistent = Cfg::kPersistent && !p.causal;
   const dim3 grid(static_cast<unsigned>(persistent ? std::min<std::int64_t>(work, sm_count()) : work));
-  if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
+  if (p.trace) {
+    p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
+    if constexpr (Cfg::kProducer) p.trace->set_lanes({"producer", "consumer 0", "consumer 1"});
+    else p.trace->set_lanes({"copies (consumer 0's thread 0)", "consumer 0", "consumer 1"});
+  }
+  static_assert(Cfg::kConsumers == 2, "the lanes' names: the copies and two consumers");
   if (p.causal)
     trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, true, false>,
                   hopper_forward_kernel<Cfg, true, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);

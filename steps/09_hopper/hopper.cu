@@ -118,7 +118,7 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
   if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
-    return "the ladder's rungs (ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
+    return "the ladder's rungs (wgmma, ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
   if (settings.variant == hopper::kFp8 && s.d != hopper::kFp8HeadDim)
     return "fp8 is compiled for d = 128 (a row of Q or K is one 128-byte box of e4m3); got " + std::to_string(s.d);
   if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";
@@ -243,7 +243,7 @@ StepInfo step09_info() {
   s.id = "09_hopper";
   s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; "
             "bf16/fp16, and an FP8 (e4m3) forward";
-  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic", "fp8"};
+  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic", "fp8", "wgmma"};
   s.forward = hopper_forward;
   s.backward = hopper_backward;
   s.fwd_workspace_bytes = fwd_ws_bytes;
@@ -254,7 +254,7 @@ StepInfo step09_info() {
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
-  s.order_dependent = {"fa3", "ws", "ws_overlap", "ws_pingpong"};
+  s.order_dependent = {"fa3", "ws", "ws_overlap", "ws_pingpong", "wgmma"};
   s.e4m3 = {"fp8"};  // Q, K, V rounded to e4m3 (fp8.cuh): checked under the FP8 rule
   s.strides = true;
   s.dtypes = {DType::bf16, DType::fp16};
