@@ -54,8 +54,12 @@ def entries(path):
     """Kernel name → its body, with the performance directives before it (.maxntid from
     __launch_bounds__, ...), which must stay the same too."""
     text = open(path).read()
+    # The body ends at the `}` in column 0 that the next kernel, function or the file's end
+    # follows: inline assembly with braces of its own (step 09's `{ .reg .pred ... }`) puts `}`
+    # in column 0 inside a body too.
     found = {m.group(1): m.group(2) for m in
-             re.finditer(r"\.entry (\S+)\(.*?\)\s*((?:\.\w+[^\n{]*\n\s*)*\{.*?\n\})", text, re.S)}
+             re.finditer(r"\.entry (\S+)\(.*?\)\s*((?:\.\w+[^\n{]*\n\s*)*\{.*?\n\})"
+                         r"(?=\s*(?://\s*\.globl|\.visible|\.entry|\.func|\.weak|\Z))", text, re.S)}
     if len(found) != text.count(".entry "):
         sys.exit(f"{path}: read {len(found)} of its {text.count('.entry ')} kernels")
     return found
@@ -147,6 +151,9 @@ def normalised(name, body):
     # symbols in it, such as an `extern __shared__` array, differ in name only.
     body = re.sub(r"_GLOBAL__N__[0-9a-f]{8}_\d+_\w*?_[0-9a-f]{8}", "_GLOBAL__N_", body)
     body = re.sub(r"\$L__BB\d+_", "$L_", body)
+    # Labels of inline assembly (`WAIT_%=` in step 09's mbarrier wait) are numbered per asm
+    # statement of the file: another count of statements before them renames them only.
+    body = re.sub(r"\b([A-Z]+)_\d+\b", r"\1_N", body)
     return renumbered(without_reloads(body))
 
 
