@@ -50,8 +50,11 @@ MARKER = re.compile(r"(<!-- results:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /r
 NCU_MARKER = re.compile(r"(<!-- ncu:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ncu -->)", re.S)
 FIGURE_MARKER = re.compile(r"(<!-- figure:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 QUALITY_MARKER = re.compile(r"(<!-- quality:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /quality -->)", re.S)
-PASS_NAME = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward"}
-PASS_ORDER = ["fwd", "bwd", "fwdbwd"]
+# fwd_prep, fwd_kernel: the two parts of a forward that prepares its inputs (step 09's fp8: the
+# quantizer, then the kernel on its output), timed alone beside the whole (common/driver.hpp).
+PASS_NAME = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward",
+             "fwd_prep": "forward's preparation (the quantizer)", "fwd_kernel": "forward's kernel alone"}
+PASS_ORDER = ["fwd", "fwd_prep", "fwd_kernel", "bwd", "fwdbwd"]
 # Step 05 times its forward (step 04's fa2 kernel, unchanged) only to pair it with its own
 # backward: a view that also shows step 04's fa2 shows that kernel once, as step 04's.
 FORWARD_IS = {"05_recompute_backward/": "04_online_softmax/fa2"}
