@@ -111,6 +111,12 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
           for (bool causal : {false, true}) add({1, 2, 301, 64}, causal, 0.2f, pattern, false);
       // The traced kernels (a compile-time switch: other instantiations, which write records).
       add({1, 1, 97, 64}, true, 0.f, step.block_sparse ? "local:0" : "dense", true);
+      // A variant compiled for d = 128 only (step 09's rungs and fp8, whose warpgroups record in
+      // lanes): its traced kernels there.
+      const fs::Shape d64{1, 1, 97, 64}, d128{1, 1, 97, 128};
+      if (!step.refusal(d64, {fs::default_scale(64), true, v, {}, nullptr, dtype}).empty() &&
+          step.refusal(d128, {fs::default_scale(128), true, v, {}, nullptr, dtype}).empty())
+        add(d128, true, 0.f, "dense", true);
       // FlashAttention's score features (the FlashFeatures instantiations), where the variant
       // takes them: a window that skips tiles at both ends, softcapping, ALiBi; traced too.
       fs::Options featured = base;
