@@ -58,15 +58,17 @@ inline Fp8Layout fp8_layout(const Shape& s) {
 }
 
 // One CTA per block of 128 rows (blockIdx.x) of one head (y) of Q, K or V (z = 0, 1, 2): the
-// block's largest |x|, its scale, then its bytes. d = 128 (the fp8 forward's). Dynamic shared
-// memory (kQuantizeSmem bytes, as the CPU emulation takes it): V's block, transposed, then the
-// warps' maxima.
-constexpr int kQuantizeThreads = 256, kQuantizeRow = kFp8Block + 4;  // 4 bytes of padding per row
+// block's largest |x|, its scale, then its bytes. d = 128 (the fp8 forward's). Each thread moves
+// 8 elements at a time (16 bytes in, 8 out: rows start on 16-byte boundaries, as the forward
+// requires of every tensor), and reads its block twice, the second time from cache. Dynamic
+// shared memory (kQuantizeSmem bytes, as the CPU emulation takes it): V's block, transposed, in
+// rows of 144 bytes (16-byte aligned, and 4 banks apart), then the warps' maxima.
+constexpr int kQuantizeThreads = 256, kQuantizeRow = kFp8Block + 16;
 constexpr std::size_t kQuantizeSmem = 128 * kQuantizeRow + sizeof(float) * (kQuantizeThreads / 32);
 template <typename E>
 __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const FwdParams p, unsigned char* ws,
                                                                         Fp8Layout l) {
-  constexpr int D = 128, kThreads = kQuantizeThreads;
+  constexpr int D = 128, kThreads = kQuantizeThreads, kChunks = D / 8;  // 8-element chunks per row
   extern __shared__ unsigned char smem_raw[];
   auto vt = reinterpret_cast<std::uint8_t(*)[kQuantizeRow]>(smem_raw);  // [column of d][slot]
   float* warp_max = reinterpret_cast<float*>(smem_raw + D * kQuantizeRow);
@@ -75,10 +77,21 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
   const Strides& st = which == 0 ? p.q_strides : which == 1 ? p.k_strides : p.v_strides;
   const E* src = as<E>(which == 0 ? p.q : which == 1 ? p.k : p.v) + st.of_head(bh, s.H);
   const int row0 = blk * kFp8Block, rows = min(kFp8Block, N - row0);
-  auto at = [&](int r, int c) { return static_cast<float>(src[std::int64_t(row0 + r) * st.row + c]); };
+  // Chunk i of the block: row i / kChunks, columns 8 (i mod kChunks) .. + 7, as floats.
+  auto chunk = [&](int i, float (&x)[8]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(src + std::int64_t(row0 + i / kChunks) * st.row + 8 * (i % kChunks));
+    const E* e = reinterpret_cast<const E*>(&u);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(e[k]);
+  };
 
   float amax = 0.f;
-  for (int i = threadIdx.x; i < rows * D; i += kThreads) amax = fmaxf(amax, fabsf(at(i / D, i % D)));
+  for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+    float x[8];
+    chunk(i, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) amax = fmaxf(amax, fabsf(x[k]));
+  }
 #pragma unroll
   for (int x = 16; x >= 1; x /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
   if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
@@ -92,19 +105,29 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
 
   if (which < 2) {  // Q, K: (B, H, N, d), rows past N not written (TMA reads them as zeros)
     std::uint8_t* out = ws + (which == 0 ? l.q : l.k) + (std::size_t(bh) * N + row0) * D;
-    for (int i = threadIdx.x; i < rows * D; i += kThreads) out[i] = to_e4m3(at(i / D, i % D) * inv);
+    for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+      float x[8];
+      chunk(i, x);
+      std::uint8_t b[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) b[k] = to_e4m3(x[k] * inv);
+      *reinterpret_cast<uint2*>(out + 8 * i) = *reinterpret_cast<const uint2*>(b);
+    }
     return;
   }
   // Vᵀ: row c of head bh holds column c of V, key 32a + j in slot 32a + fp8_slot(j); zeros past N.
-  for (int i = threadIdx.x; i < kFp8Block * D; i += kThreads) {
-    const int r = i / D, c = i % D;
-    vt[c][32 * (r / 32) + fp8_slot(r % 32)] = r < rows ? to_e4m3(at(r, c) * inv) : std::uint8_t(0);
+  for (int i = threadIdx.x; i < kFp8Block * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = 8 * (i % kChunks), slot = 32 * (r / 32) + fp8_slot(r % 32);
+    float x[8] = {};
+    if (r < rows) chunk(i, x);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) vt[c + k][slot] = to_e4m3(x[k] * inv);
   }
   __syncthreads();
   std::uint8_t* out = ws + l.vt + std::size_t(bh) * D * l.n_pad + row0;
-  for (int i = threadIdx.x; i < D * kFp8Block; i += kThreads) {
-    const int c = i / kFp8Block, slot = i % kFp8Block;
-    out[c * l.n_pad + slot] = vt[c][slot];
+  for (int i = threadIdx.x; i < D * (kFp8Block / 16); i += kThreads) {  // 16 bytes at a time
+    const int c = i / (kFp8Block / 16), q = 16 * (i % (kFp8Block / 16));
+    *reinterpret_cast<uint4*>(out + c * l.n_pad + q) = *reinterpret_cast<const uint4*>(&vt[c][q]);
   }
 }
 
