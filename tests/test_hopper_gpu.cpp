@@ -13,6 +13,10 @@
 
 #include "common/buffer.hpp"
 #include "common/harness.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
+#include "common/recorder/sink.hpp"
+#include "common/trace/validate.hpp"
+#include "common/traced_run.hpp"
 #include "common/verify.hpp"
 #include "steps/09_hopper/hopper.hpp"
 #include "tests/flash_checks.hpp"
@@ -264,4 +268,55 @@ TEST_CASE("step 09's backward refuses d = 256 in words, and the forward still ru
   CHECK(s.backward_takes({1, 1, 128, 128}, bf16));
   CHECK(s.unsupported_backward({1, 1, 128, 256}, bf16) != "");
   CHECK(s.refusal({1, 1, 128, 256}, bf16).find("d must be") == std::string::npos);
+}
+
+// Traced runs of every variant at d = 128 (the rungs' and fp8's only head dimension; test_trace_gpu
+// covers d = 64): each warpgroup records a lane of its own, named, the traces validate (bytes
+// equal to the IO model, fp8's quantizer among the untraced), and tracing changes no output bit.
+TEST_CASE("step 09: traced runs record the producer and each consumer in a lane of their own", "[gpu][hopper][trace]") {
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, 300, 128};
+  for (int v = 0; v < int(step09().variants.size()); ++v) {
+    const Case c{&step09(), v, s, causal, DType::bf16};
+    if (!runs_here(c)) continue;
+    DYNAMIC_SECTION(c.name()) {
+      const bool backward = backward_runs_here(c);
+      const fs::HostProblem p = fs::random_problem(s, c.seed(), backward, DType::bf16);
+      fs::DeviceRun run(*c.step, p, c.settings(), backward);
+      run.forward();
+      run.sync();
+      const std::vector<float> o = run.o(), lse = run.lse();
+      for (const char* pass : {"fwd", "bwd"}) {
+        if (std::string(pass) == "bwd" && !backward) continue;
+        INFO(pass);
+        fs::trace::DeviceSink sink;
+        fs::nvtx_tool::start();
+        run.set_trace(&sink);
+        if (std::string(pass) == "fwd") run.forward();
+        else run.backward();
+        run.sync();
+        const fs::trace::Trace t =
+            fs::build_trace(*c.step, s, c.settings(), fs::testing::test_device(), pass, sink, fs::nvtx_tool::stop());
+        const auto report = fs::trace::validate(t);
+        INFO((report.errors.empty() ? std::string() : report.errors.front()));
+        REQUIRE(report.ok());
+        bool laned = false;
+        for (const auto& k : t.kernels) {
+          if (k.name != "hopper_forward_kernel" && k.name != "hopper_backward_kernel") continue;
+          laned = true;
+          REQUIRE(k.lanes == 3);
+          REQUIRE(k.lane_names.size() == 3);
+        }
+        REQUIRE(laned);
+        int lane_tracks[3] = {};
+        for (const auto& tr : t.tracks)
+          if (t.kernels[std::size_t(tr.kernel)].lanes == 3) ++lane_tracks[tr.lane];
+        REQUIRE(lane_tracks[0] > 0);
+        REQUIRE(lane_tracks[1] == lane_tracks[0]);  // every CTA's consumers recorded
+        REQUIRE(lane_tracks[2] > 0);
+      }
+      REQUIRE(same_bits(run.o(), o));
+      REQUIRE(same_bits(run.lse(), lse));
+    }
+  }
 }
