@@ -35,6 +35,8 @@ fi
 # Step 09's lanes: synthetic until a trace recorded with them is in docs/traces.
 "$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels schedule,timeline --size 1400x620 \
   --screenshot "$out/viz_schedule_09.png"
+"$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels memory --size 1200x700 \
+  --screenshot "$out/viz_memory_09.png"
 
 # The lessons of steps 02 and 03 (recorded traces only).
 for t in 02_fused 03_tiled; do

@@ -199,14 +199,10 @@ SmemPipeline derive_dkdv(const tr::Trace& trace, const tr::Kernel& k, SmemPipeli
 
 // The backward's dK/dV and dQ kernels (flash_tc_backward.cuh), from the kernel's block, grid
 // and shared memory and the trace's tiles (set_tiles: the dK/dV kernel's queries a stage and
-// keys a CTA).
+// keys a CTA). `kernel` is one of the trace's (derive_smem_pipeline checks).
 SmemPipeline derive_backward(const tr::Trace& trace, int kernel) {
   SmemPipeline L;
   const auto& m = trace.meta;
-  if (kernel < 0 || kernel >= int(trace.kernels.size())) {
-    L.why_not = "no kernel in the trace";
-    return L;
-  }
   const auto& k = trace.kernels[std::size_t(kernel)];
   if (k.name == "tc_dkdv_kernel")
     L.kernel = SmemKernel::Dkdv;
@@ -351,6 +347,333 @@ PipelineView backward_at(const Replay& r, const SmemPipeline& L, int track, cons
   return v;
 }
 
+// --- Step 09 (steps/09_hopper) ----------------------------------------------------------------
+
+// What the trace's size alone leaves open, as steps/09_hopper/configs.cuh compiles the forward:
+// the variant's keys a tile and stages at each d (deterministic runs fa3's forward, the rungs
+// ws's tiles). Used only where the kernel's shared memory is not in the trace, or fits more than
+// one layout and this entry is one of them.
+struct KnownHopper {
+  const char* variant;
+  int d, keys, stages;
+};
+constexpr KnownHopper kKnownHopper[] = {
+    {"fa3", 64, 128, 4},         {"fa3", 128, 128, 2},         {"fa3", 256, 64, 2},
+    {"deterministic", 64, 128, 4}, {"deterministic", 128, 128, 2}, {"deterministic", 256, 64, 2},
+    {"wgmma", 128, 128, 2},      {"ws", 128, 128, 2},          {"ws_overlap", 128, 128, 2},
+    {"ws_pingpong", 128, 128, 2}, {"fp8", 128, 128, 4},
+};
+
+const KnownHopper* known_hopper(const tr::Meta& m) {
+  for (const auto& k : kKnownHopper)
+    if (m.variant == k.variant && m.d == k.d && m.Bc == k.keys) return &k;
+  return nullptr;
+}
+
+constexpr int kHopperLanes = 3;     // the copies and two consumer warpgroups
+constexpr int kConsumerRows = 64;   // a consumer's query rows (forward) or keys (backward)
+constexpr int kHopperStagesMax = 8;
+
+SmemPipeline derive_hopper(const tr::Trace& trace, int kernel) {
+  SmemPipeline L;
+  const auto& m = trace.meta;
+  const auto& k = trace.kernels[std::size_t(kernel)];
+  if (k.name == "hopper_forward_kernel")
+    L.kernel = SmemKernel::HopperForward;
+  else if (k.name == "hopper_backward_kernel")
+    L.kernel = SmemKernel::HopperBackward;
+  else
+    return L;  // the backward's preprocess and convert kernels are step 08's: no tiles through SRAM
+  const bool fwd = L.kernel == SmemKernel::HopperForward;
+  L.Br = m.Br;
+  L.Bc = m.Bc;
+  L.d = m.d;
+  L.variant = m.variant;
+  L.fp8 = fwd && m.variant == "fp8";
+  L.elem_bytes = L.fp8 ? 1 : 2;
+  L.consumers = kHopperLanes - 1;
+  L.smem_bytes = k.smem_bytes > 0 ? k.smem_bytes : m.smem_per_cta_bytes;
+  const std::int64_t threads = std::int64_t(k.block[0]) * k.block[1] * k.block[2];
+  if (k.lanes != kHopperLanes) {
+    L.why_not = "the kernel records its CTAs in " + std::to_string(k.lanes) +
+                " lane(s), not the copies' and two consumers' (the trace predates lanes)";
+    return L;
+  }
+  if (threads != 128 * kHopperLanes) {
+    L.why_not = "the block's " + std::to_string(threads) + " threads are not three warpgroups";
+    return L;
+  }
+  // The consumers' 64 rows (forward: of the 128 queries; backward: of the 128 keys).
+  const int kept = fwd ? L.Br : L.Bc;
+  if (L.d <= 0 || L.d % 64 != 0 || kept != L.consumers * kConsumerRows || L.Br % 64 != 0 || L.Bc % 64 != 0) {
+    L.why_not = "the trace's tiles (Br = " + std::to_string(L.Br) + ", Bc = " + std::to_string(L.Bc) +
+                ", d = " + std::to_string(L.d) + ") are not step 09's";
+    return L;
+  }
+  L.warps = int(threads / 32);
+  L.rows_per_warp = 16;  // a consumer warp's 16 rows (keys) of its warpgroup's 64
+  L.o_in_smem = fwd && L.d <= 128;
+  // kStages: the sizes with the alignment and barriers, and of the tiles alone, that fit.
+  struct Fit {
+    int stages;
+    bool tiles_only;
+  };
+  std::vector<Fit> fits;
+  for (int st = 1; st <= kHopperStagesMax; ++st)
+    for (bool only : {false, true}) {
+      SmemPipeline c = L;
+      c.stages = st;
+      c.tiles_only = only;
+      if (only) c.o_in_smem = false;
+      if (c.total_bytes() == L.smem_bytes) fits.push_back({st, only});
+    }
+  const KnownHopper* kh = fwd ? known_hopper(m) : nullptr;
+  const int table_stages = fwd ? (kh ? kh->stages : 0) : 2;  // the backward's two stages at every d
+  if (L.smem_bytes <= 0 && table_stages > 0) {
+    fits = {{table_stages, false}};
+    L.from_table = true;
+  }
+  const auto table_fit =
+      std::find_if(fits.begin(), fits.end(), [&](const Fit& f) { return f.stages == table_stages; });
+  if (fits.empty()) {
+    L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) + " fits no number of stages of " +
+                (fwd ? "K and V" : "Q, dO, LSE and D");
+    return L;
+  }
+  if (fits.size() > 1 && table_fit == fits.end()) {
+    L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) + " fits " + std::to_string(fits.size()) +
+                " numbers of stages; the trace does not say which";
+    return L;
+  }
+  const Fit f = table_fit != fits.end() ? *table_fit : fits.front();
+  L.stages = f.stages;
+  L.tiles_only = f.tiles_only;
+  if (f.tiles_only) L.o_in_smem = false;
+  L.from_variant = fits.size() > 1;
+  L.valid = true;
+  return L;
+}
+
+// A lane of the CTA at a moment: which of its events have begun and ended.
+struct LaneAt {
+  int track = -1;
+  const std::vector<int>* list = nullptr;
+  TrackCursor tc;
+  bool begun(int i) const { return i >= 0 && tc.started && (i < tc.done || i == tc.active); }
+  bool ended(int i) const { return i >= 0 && i < tc.done; }
+  bool active(int i) const { return i >= 0 && i == tc.active; }
+};
+
+// A consumer's use of what a region holds: the Wait that gates it (or -1), the first event that
+// reads it and the last (its release; -1: held to the end).
+struct Use {
+  int gate = -1, first = -1, last = -1;
+};
+
+// The state of a region's tile, issued or not, from each consumer's use of it.
+StageView held(bool issued, const std::vector<std::pair<const LaneAt*, Use>>& uses, int tile, int key0, int keys) {
+  StageView s;
+  if (!issued) return s;
+  s.tile = tile;
+  s.key0 = key0;
+  s.keys = keys;
+  int users = 0, released = 0;
+  bool in_use = false;
+  for (const auto& [lane, u] : uses) {
+    if (u.first < 0) continue;  // this consumer recorded nothing for it (its rows past N)
+    ++users;
+    if (u.last >= 0 && lane->ended(u.last))
+      ++released;
+    else if (u.gate >= 0 ? lane->ended(u.gate) : lane->begun(u.first))
+      in_use = true;
+    else if (lane->active(u.gate))
+      s.waited_on = true;
+  }
+  s.state = users > 0 && released == users ? StageState::Free
+            : in_use || released > 0      ? StageState::Computing
+                                          : StageState::Loading;
+  if (s.state != StageState::Loading) s.waited_on = false;
+  return s;
+}
+
+// The gates of a consumer's products: a Wait gates the next product, and, where that is ComputeS,
+// a P̃V issued with it (the overlap's: no Rescale between them). Returns the gate of a product at
+// event i of kind `kind`.
+struct Gates {
+  int wait = -1, with_s = -1;
+  bool pending = false;
+  void on(tr::Kind kind, int i) {
+    if (kind == tr::Kind::Wait) {
+      wait = i;
+      pending = true;
+    } else if (kind == tr::Kind::Rescale) {
+      with_s = -1;
+    }
+  }
+  int product(tr::Kind kind) {
+    int g = -1;
+    if (pending) {
+      g = wait;
+      pending = false;
+      with_s = kind == tr::Kind::ComputeS ? g : -1;
+    } else if (kind == tr::Kind::AccumulateO && with_s >= 0) {
+      g = with_s;
+      with_s = -1;
+    }
+    return g;
+  }
+};
+
+PipelineView hopper_at(const Replay& r, const SmemPipeline& L, int track, Cursor c) {
+  PipelineView v;
+  const bool fwd = L.kernel == SmemKernel::HopperForward;
+  const int S = L.stages;
+  v.stages.assign(std::size_t(S), StageView{});
+  if (fwd) {
+    v.v_stages.assign(std::size_t(S), StageView{});
+    if (L.o_in_smem) v.o_halves.assign(std::size_t(L.consumers), StageView{});
+  } else {
+    v.ds_buffers.assign(2, StageView{});
+    v.dq_blocks.assign(std::size_t(L.consumers), StageView{});
+  }
+  const auto& trace = r.trace();
+  LaneAt prod;
+  std::vector<LaneAt> cons(std::size_t(L.consumers));
+  for (int t : r.lanes_of(track)) {
+    const int lane = trace.tracks[std::size_t(t)].lane;
+    LaneAt* a = lane == 0 ? &prod : lane <= L.consumers ? &cons[std::size_t(lane - 1)] : nullptr;
+    if (a) *a = {t, &r.track_events(t), r.track_cursor(t, c)};
+  }
+  if (!prod.list) return v;
+  auto ev = [&](const LaneAt& a, int i) -> const tr::Event& { return trace.events[std::size_t((*a.list)[std::size_t(i)])]; };
+  auto count = [](const LaneAt& a) { return a.list ? int(a.list->size()) : 0; };
+  // The producer's copies: the work tiles (their Load Q; the backward: the kept K) and the tiles
+  // of each ring, in issue order (the i-th goes to stage i mod kStages).
+  struct Load {
+    int event, row0, rows, bh, first_tile;  // first_tile: a forward work tile's g
+  };
+  std::vector<Load> works, ks, vs;
+  for (int i = 0; i < count(prod); ++i) {
+    const auto& e = ev(prod, i);
+    if (e.kind != tr::Kind::Load) continue;
+    const Load l{i, e.row0, e.rows, e.bh, int(ks.size())};
+    if (e.tensor == (fwd ? tr::Tensor::Q : tr::Tensor::K) && (fwd || works.empty())) works.push_back(l);
+    if (e.tensor == (fwd ? tr::Tensor::K : tr::Tensor::Q)) ks.push_back(l);
+    if (fwd && e.tensor == tr::Tensor::V) vs.push_back(l);
+  }
+  v.tiles = int(ks.size());
+  // Each consumer's uses of each tile (by its ordinal), work tile (forward) and buffer.
+  const std::size_t C = cons.size();
+  std::vector<std::vector<Use>> kuse(C, std::vector<Use>(ks.size())), vuse(C, std::vector<Use>(vs.size())),
+      wuse(C, std::vector<Use>(works.size())), dsuse(C, std::vector<Use>(ks.size())), dquse(C, std::vector<Use>(ks.size()));
+  std::vector<int> o_store(C, -1), o_work(C, -1);
+  for (std::size_t ci = 0; ci < C; ++ci) {
+    const LaneAt& a = cons[ci];
+    Gates gates;
+    int w = -1, acc = 0, tile = -1;
+    for (int i = 0; i < count(a); ++i) {
+      const auto& e = ev(a, i);
+      gates.on(e.kind, i);
+      if (fwd) {
+        // The work tile its rows are in (a persistent CTA's consumers walk the producer's list).
+        auto in = [&](int k) { return e.bh == works[std::size_t(k)].bh && e.row0 >= works[std::size_t(k)].row0 &&
+                                      e.row0 < works[std::size_t(k)].row0 + works[std::size_t(k)].rows; };
+        if (w < 0 || !in(w))
+          for (int k = std::max(0, w + 1); k < int(works.size()); ++k)
+            if (in(k)) {
+              w = k;
+              acc = 0;
+              break;
+            }
+        if (w < 0 || !in(w)) continue;
+        const int g = works[std::size_t(w)].first_tile;
+        if (e.kind == tr::Kind::ComputeS) {
+          const int gi = g + (L.Bc > 0 ? e.col0 / L.Bc : 0);
+          const int gate = gates.product(e.kind);
+          if (gi < int(ks.size())) kuse[ci][std::size_t(gi)] = {gate, i, i};
+          Use& q = wuse[ci][std::size_t(w)];
+          if (q.first < 0) q = {gate, i, i};
+          q.last = i;  // Q is freed after the work tile's last S
+        } else if (e.kind == tr::Kind::AccumulateO) {
+          const int gi = g + acc++;
+          const int gate = gates.product(e.kind);
+          if (gi < int(vs.size())) vuse[ci][std::size_t(gi)] = {gate, i, i};
+        } else if (e.kind == tr::Kind::Store && e.tensor == tr::Tensor::O && a.begun(i)) {
+          o_store[ci] = i;
+          o_work[ci] = w;
+        }
+      } else {
+        // The backward: the query tile an event names, by its first row (each once a CTA).
+        if (e.kind == tr::Kind::ComputeS) {
+          tile = -1;
+          for (int k = 0; k < int(ks.size()) && tile < 0; ++k)
+            if (ks[std::size_t(k)].row0 == e.row0) tile = k;
+          const int gate = gates.product(e.kind);
+          if (tile >= 0) kuse[ci][std::size_t(tile)] = {gate, i, -1};
+          // K and V: read from the first Sᵀ on, never freed.
+          if (!wuse[ci].empty() && wuse[ci][0].first < 0) wuse[ci][0] = {gate, i, -1};
+        }
+        if (tile < 0) continue;
+        const auto t = std::size_t(tile);
+        if (e.kind == tr::Kind::ComputeDS) dsuse[ci][t] = {i, i, -1};
+        if (e.kind == tr::Kind::AccumulateDK) {
+          kuse[ci][t].last = i;
+          dsuse[ci][t].last = i;
+          dquse[ci][t] = {i, i, -1};
+        }
+        if (e.kind == tr::Kind::Store && e.tensor == tr::Tensor::dQacc) dquse[ci][t].last = i;
+      }
+    }
+  }
+  for (const auto& a : cons) v.users += count(a) > 0 ? 1 : 0;
+  bool started = prod.tc.started, retired = prod.tc.retired;
+  for (const auto& a : cons) {
+    started = started || a.tc.started;
+    retired = retired && (!a.list || a.tc.retired);
+  }
+  if (!started || retired) return v;  // before it starts and after it exits, it holds nothing
+  auto uses_of = [&](const std::vector<std::vector<Use>>& u, std::size_t i) {
+    std::vector<std::pair<const LaneAt*, Use>> out;
+    for (std::size_t ci = 0; ci < C; ++ci) out.emplace_back(&cons[ci], u[ci][i]);
+    return out;
+  };
+  // A ring: stage s holds the last tile issued into it.
+  auto ring = [&](std::vector<StageView>& stages, const std::vector<Load>& loads, const std::vector<std::vector<Use>>& u) {
+    for (std::size_t i = 0; i < loads.size() && prod.begun(loads[i].event); ++i)
+      stages[i % stages.size()] = held(true, uses_of(u, i), int(i), loads[i].row0, loads[i].rows);
+  };
+  ring(v.stages, ks, kuse);
+  if (fwd) ring(v.v_stages, vs, vuse);
+  for (std::size_t k = 0; k < works.size() && prod.begun(works[k].event); ++k)
+    v.kept = held(true, uses_of(wuse, k), int(k), works[k].row0, fwd ? works[k].rows : L.Bc);
+  if (!fwd && !works.empty()) v.kept.keys = works[0].rows;
+  v.kept_loaded = v.q_loaded = v.kept.state == StageState::Computing || v.kept.state == StageState::Free;
+  for (int i = 0; i < int(v.stages.size()); ++i)
+    if (v.stages[std::size_t(i)].state == StageState::Computing) v.computing = v.stages[std::size_t(i)].tile;
+  if (fwd) {
+    for (std::size_t ci = 0; ci < v.o_halves.size(); ++ci)
+      if (o_store[ci] >= 0) {
+        const auto& e = ev(cons[ci], o_store[ci]);
+        StageView& o = v.o_halves[ci];
+        o.tile = o_work[ci];
+        o.key0 = e.row0;
+        o.keys = e.rows;
+        o.state = cons[ci].ended(o_store[ci]) ? StageState::Free : StageState::Computing;
+      }
+    return v;
+  }
+  // dSᵀ's buffer i mod 2 and each consumer's dQ block hold the last tile written into them.
+  for (std::size_t i = 0; i < ks.size(); ++i) {
+    const auto u = uses_of(dsuse, i);
+    const bool written = std::any_of(u.begin(), u.end(), [](const auto& p) { return p.first->ended(p.second.gate); });
+    if (written) v.ds_buffers[i % 2] = held(true, u, int(i), ks[i].row0, ks[i].rows);
+    for (std::size_t ci = 0; ci < C; ++ci)
+      if (cons[ci].ended(dquse[ci][i].gate))
+        v.dq_blocks[ci] = held(true, {{&cons[ci], dquse[ci][i]}}, int(i), ks[i].row0, ks[i].rows);
+  }
+  return v;
+}
+
 }  // namespace
 
 std::vector<tr::Tensor> SmemPipeline::stage_tensors() const {
@@ -364,17 +687,67 @@ std::vector<tr::Tensor> SmemPipeline::kept_tensors() const {
   return {tr::Tensor::Q};
 }
 
+std::vector<SmemRegion> SmemPipeline::regions() const {
+  std::vector<SmemRegion> out;
+  if (!hopper()) return out;
+  const std::int64_t e = elem_bytes;
+  auto add = [&](tr::Tensor t, int stage, int rows, int cols, std::int64_t bytes_each) {
+    out.push_back({t, stage, rows, cols, bytes_each * rows * cols});
+  };
+  if (!tiles_only) out.push_back({tr::Tensor::None, -1, 0, 0, 1024});  // the slack that aligns the tiles to 1024 bytes
+  int barriers = 0;
+  if (kernel == SmemKernel::HopperForward) {
+    add(tr::Tensor::Q, -1, Br, d, e);
+    for (int s = 0; s < stages; ++s) add(tr::Tensor::K, s, Bc, d, e);
+    for (int s = 0; s < stages; ++s) fp8 ? add(tr::Tensor::V, s, d, Bc, e) : add(tr::Tensor::V, s, Bc, d, e);
+    if (o_in_smem) add(tr::Tensor::O, -1, Br, d, 2);
+    barriers = 2 + 4 * stages;
+  } else {
+    add(tr::Tensor::K, -1, Bc, d, e);
+    add(tr::Tensor::V, -1, Bc, d, e);
+    for (tr::Tensor t : {tr::Tensor::Q, tr::Tensor::dO})
+      for (int s = 0; s < stages; ++s) add(t, s, Br, d, e);
+    for (int b = 0; b < 2; ++b) add(tr::Tensor::dS, b, Bc, Br, e);
+    for (int c = 0; c < consumers; ++c) add(tr::Tensor::dQacc, c, kConsumerRows, kConsumerRows, 4);
+    for (tr::Tensor t : {tr::Tensor::LSE, tr::Tensor::D})
+      for (int s = 0; s < stages; ++s) add(t, s, Br, 1, 4);
+    barriers = 1 + 2 * stages;
+  }
+  if (!tiles_only) out.push_back({tr::Tensor::None, -1, 0, 0, 8 * std::int64_t(barriers)});
+  return out;
+}
+
+StageView region_view(const SmemPipeline& L, const PipelineView& v, const SmemRegion& g) {
+  auto at = [&](const std::vector<StageView>& list) {
+    return g.stage >= 0 && g.stage < int(list.size()) ? list[std::size_t(g.stage)] : StageView{};
+  };
+  const bool fwd = L.kernel == SmemKernel::HopperForward;
+  switch (g.tensor) {
+    case tr::Tensor::Q: return fwd ? v.kept : at(v.stages);
+    case tr::Tensor::K: return fwd ? at(v.stages) : v.kept;
+    case tr::Tensor::V: return fwd ? at(v.v_stages) : v.kept;
+    case tr::Tensor::dO:
+    case tr::Tensor::LSE:
+    case tr::Tensor::D: return at(v.stages);
+    case tr::Tensor::O: return g.stage >= 0 ? at(v.o_halves) : StageView{};
+    case tr::Tensor::dS: return at(v.ds_buffers);
+    case tr::Tensor::dQacc: return at(v.dq_blocks);
+    default: return {};
+  }
+}
+
 SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
   SmemPipeline L;
   const auto& m = trace.meta;
   // Tensor cores take 16-bit inputs: an fp32 trace keeps its own drawing.
   if (m.dtype != "bf16" && m.dtype != "fp16") return L;
-  if (m.pass == "bwd") return derive_backward(trace, kernel);
-  if (m.pass != "fwd") return L;
   if (kernel < 0 || kernel >= int(trace.kernels.size())) {
     L.why_not = "no kernel in the trace";
     return L;
   }
+  if (m.step == "09_hopper") return derive_hopper(trace, kernel);
+  if (m.pass == "bwd") return derive_backward(trace, kernel);
+  if (m.pass != "fwd") return L;
   const auto& k = trace.kernels[std::size_t(kernel)];
   L.Br = m.Br;
   L.Bc = m.Bc;
@@ -432,7 +805,7 @@ SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
 
 PipelineView pipeline_at(const Replay& r, const SmemPipeline& L, int track, const TrackCursor& tc) {
   PipelineView v;
-  if (!L.valid || track < 0 || track >= r.track_count()) return v;
+  if (!L.valid || track < 0 || track >= r.track_count() || L.hopper()) return v;  // step 09: at a Cursor
   if (L.backward()) return backward_at(r, L, track, tc);
   v.stages.assign(std::size_t(L.stages), StageView{});
   const auto& list = r.track_events(track);
@@ -478,6 +851,12 @@ PipelineView pipeline_at(const Replay& r, const SmemPipeline& L, int track, cons
         v.p_live = tc.active == acc[std::size_t(t)];
       }
   return v;
+}
+
+PipelineView pipeline_at(const Replay& r, const SmemPipeline& L, int track, Cursor c) {
+  if (!L.valid || track < 0 || track >= r.track_count()) return {};
+  if (L.hopper()) return hopper_at(r, L, track, c);
+  return pipeline_at(r, L, track, r.track_cursor(track, c));
 }
 
 }  // namespace fs::viz

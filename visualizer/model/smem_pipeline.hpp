@@ -40,6 +40,22 @@
 // grid (ceil(N / Br) CTAs a head) and shared memory e·(2·Br·d + 4·Bc·d) give them, and where
 // they fit more than one pair, the table in smem_pipeline.cpp (a copy of backward_configs.cuh),
 // which also says whether tc_dkdv_kernel keeps K and V's fragments in registers.
+//
+// Step 09 (steps/09_hopper), whose CTAs record in lanes: lane 0 issues the TMA copies (the
+// producer warpgroup, or the wgmma rung's copying thread), lanes 1 and 2 are the consumer
+// warpgroups. hopper_forward_kernel (HopperConfig): 128 query rows a CTA, 64 a consumer; shared
+// memory, 1024-aligned: Q (Br × d) · K: kStages × Bc × d · V: likewise (fp8: Vᵀ) · O (Br × d,
+// 16-bit, d ≤ 128 only) · 8-byte mbarriers, 2 + 4·kStages. Key tile t of the CTA's k-th work
+// tile goes to stage (g + t) mod kStages, g the key tiles of its earlier work tiles (a persistent
+// CTA walks several): the producer's i-th Load K (Load V) goes to stage i mod kStages. K's and
+// V's stages are freed apart (K after both consumers' S, V after their P̃V), so a stage's K can
+// hold a later tile than its V. hopper_backward_kernel (HopperBwdConfig): a CTA keeps K and V (Bc
+// = 128 keys, 64 a consumer); Q, dO, LSE and D of Br queries stream through two stages; dSᵀ (Bc ×
+// Br) is double-buffered; each consumer stages its 64 × 64 float32 block of dQ for the TMA
+// reduce-add. Shared memory: K, V · Q stages · dO stages · dSᵀ × 2 · dQ blocks × 2 · LSE stages ·
+// D stages · mbarriers (1 + 2·kStages). kStages solves the size (the table in smem_pipeline.cpp,
+// a copy of configs.cuh, is checked against it, never believed over it); a size that counts the
+// tiles alone (no O tile, alignment or barriers, as the synthetic trace's) is read as such.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +72,16 @@ enum class SmemKernel : std::uint8_t {
   Dkdv,      // tc_dkdv_kernel: K and V kept, Q, dO, LSE and D streamed; P and dS in registers
   DkdvSmem,  // tc_dkdv_smem_kernel: the same stages, warps in rows of keys; P and dS through SRAM
   Dq,        // tc_dq_kernel: Q and dO kept, K and V streamed
+  HopperForward,   // step 09's hopper_forward_kernel: Q kept a work tile, K and V streamed, in lanes
+  HopperBackward,  // step 09's hopper_backward_kernel: K and V kept, Q, dO, LSE and D streamed, in lanes
+};
+
+// Step 09: a region of the CTA's shared memory, in address order, and the tile it holds.
+struct SmemRegion {
+  tr::Tensor tensor = tr::Tensor::None;  // None: the alignment slack or the mbarriers
+  int stage = -1;                        // its stage or buffer (the consumer, for dQ's blocks); -1: one of it
+  int rows = 0, cols = 0;                // the tile's elements, as drawn (fp8's Vᵀ: d rows of Bc keys)
+  std::int64_t bytes = 0;
 };
 
 struct SmemPipeline {
@@ -84,8 +110,15 @@ struct SmemPipeline {
   bool atomic_dq = false;  // dSᵀ through SRAM, dQ's share added to dQacc by atomics
   int kv_in_regs = -1;     // K and V's A fragments kept in registers: 1, 0, or -1 when unknown
   int dq_row_tiles = 1;    // 16-row tiles of dQ's share a warp adds (kDqRowTiles); 0 when unknown
+  // Step 09.
+  int consumers = 0;          // consumer warpgroups (lanes 1 .. consumers), 64 rows (keys) each
+  bool o_in_smem = false;     // the forward's O leaves through SRAM (a TMA store): d ≤ 128
+  bool fp8 = false;           // the forward's fp8 variant: 1-byte Q, K and Vᵀ
+  bool tiles_only = false;    // the trace's size counts the tiles alone (no alignment, no barriers)
+  bool from_table = false;    // kStages from the table (the trace's size was 0)
 
-  bool backward() const { return kernel != SmemKernel::Forward; }
+  bool hopper() const { return kernel == SmemKernel::HopperForward || kernel == SmemKernel::HopperBackward; }
+  bool backward() const { return kernel != SmemKernel::Forward && kernel != SmemKernel::HopperForward; }
   bool dkdv() const { return kernel == SmemKernel::Dkdv || kernel == SmemKernel::DkdvSmem; }
   std::int64_t q_bytes() const { return std::int64_t(elem_bytes) * Br * d; }
   std::int64_t kv_tile_bytes() const { return std::int64_t(elem_bytes) * Bc * d; }  // one K or one V tile
@@ -98,6 +131,11 @@ struct SmemPipeline {
   bool ds_in_smem() const { return kernel == SmemKernel::DkdvSmem || (kernel == SmemKernel::Dkdv && atomic_dq); }
   std::int64_t ds_bytes() const { return ds_in_smem() ? std::int64_t(elem_bytes) * Bc * Br : 0; }
   std::int64_t total_bytes() const {
+    if (hopper()) {
+      std::int64_t sum = 0;
+      for (const auto& g : regions()) sum += g.bytes;
+      return sum;
+    }
     if (backward())
       return 2 * kept_tile_bytes() + stages * (2 * stage_tile_bytes() + 2 * stat_bytes()) + p_bytes() + ds_bytes();
     return q_bytes() + 2 * stages * kv_tile_bytes() + p_bytes();
@@ -125,11 +163,15 @@ struct SmemPipeline {
   // The tensors of a stage (streamed), and of the tiles kept for the whole CTA.
   std::vector<tr::Tensor> stage_tensors() const;
   std::vector<tr::Tensor> kept_tensors() const;
+  // Step 09: the regions in address order (alignment slack first, barriers last), summing to the
+  // kernel's shared memory.
+  std::vector<SmemRegion> regions() const;
 };
 
 // The layout of kernel `kernel`'s CTAs, or !valid: not a 16-bit (tensor-core) forward, dK/dV
 // or dQ kernel, tiles or block that do not split into whole 16-row warp tiles, or a
 // shared-memory size that fits no layout (or two, with no variant to decide).
+// Step 09's kernels the same way, from the kernel's lanes (3: the copies and two consumers).
 SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel);
 
 // What a K/V stage holds.
@@ -181,6 +223,16 @@ struct PipelineView {
   int ds_tile = -1, ds_row0 = 0;  // ds_row0: that tile's first query
   DsPhase ds_phase = DsPhase::None, p_phase = DsPhase::None;
   int dq_atomic_tile = -1;
+  // Step 09. `stages` are the forward's K stages and the backward's Q/dO (LSE, D) stages; then the
+  // forward's V stages (freed apart from K's), the tile kept (the forward's Q, for its work tile:
+  // key0 its first row; the backward's K and V), and the buffers: the forward's O tile, a half a
+  // consumer (its rows being written and stored); the backward's two dSᵀ (the query tile whose dSᵀ
+  // each holds) and each consumer's dQ block (the query tile whose share it adds). A buffer is
+  // Computing while written or read, Free once done with.
+  std::vector<StageView> v_stages;
+  StageView kept;
+  std::vector<StageView> o_halves, ds_buffers, dq_blocks;
+  int users = 0;  // consumers that record events at all (the others: rows or keys past N)
 };
 
 // The stages of CTA `track` at its cursor `tc`. The trace's events mark (flash_tc_forward.cuh):
@@ -199,5 +251,20 @@ struct PipelineView {
 // dSᵀ during its ComputeDS event (the loop that computes them) and reads both as operands during
 // its AccumulateDV event (AccumulateDK ends right after); dSᵀ is read for dQ as above.
 PipelineView pipeline_at(const Replay& r, const SmemPipeline& layout, int track, const TrackCursor& tc);
+
+// The same at a moment of the replay, for any of the CTA's tracks: step 09's CTAs record in lanes,
+// and what a stage holds depends on all of them. The producer's Load of a tile (at issue: the copy
+// lands later, unrecorded) begins its stage's tile, Loading until a consumer gets past its Wait
+// for it (its product, for a tile with no Wait recorded); Computing while a consumer uses it;
+// Free once each consumer that records has ended the event that releases it: K, its ComputeS;
+// V, its AccumulateO (a work tile's j-th, which names no keys); the backward's stage, its
+// AccumulateDK (the dV, dK and dQ products, one wait). waited_on: a consumer is in that Wait.
+// The backward's dSᵀ buffer holds tile i from a consumer's ComputeDS to both consumers'
+// AccumulateDK; a consumer's dQ block from its AccumulateDK to its Store dQacc (the reduce-add).
+// The forward's O half from the consumer's Store O begin to its end.
+PipelineView pipeline_at(const Replay& r, const SmemPipeline& layout, int track, Cursor c);
+
+// What region g holds in view v (an alignment or barrier region: Empty).
+StageView region_view(const SmemPipeline& layout, const PipelineView& v, const SmemRegion& g);
 
 }  // namespace fs::viz

@@ -1700,3 +1700,96 @@ TEST_CASE("a clustering that cannot place its rounds draws nothing at the wrong 
     REQUIRE(scores == 0);
   }
 }
+
+TEST_CASE("step 09's shared memory: the kernels' layouts, from the trace", "[viz][pipeline][lanes]") {
+  tr::Trace t = make_synthetic_trace(hopper_spec());
+  // The synthetic trace's size counts the tiles alone: Q + 2 stages × (K + V).
+  SmemPipeline L = derive_smem_pipeline(t, 0);
+  REQUIRE(L.valid);
+  REQUIRE(L.kernel == SmemKernel::HopperForward);
+  REQUIRE(L.stages == 2);
+  REQUIRE(L.tiles_only);
+  REQUIRE(!L.o_in_smem);
+  // The kernel's own (HopperConfig::kSmemBytes): 1024 + tiles + O + 8 · (2 + 4 · kStages).
+  auto fwd_bytes = [](int e, int d, int bc, int st) {
+    return 1024 + std::int64_t(e) * (128 * d + 2 * st * bc * d) + (d <= 128 ? 2 * 128 * d : 0) + 8 * (2 + 4 * st);
+  };
+  struct Case {
+    const char* variant;
+    int d, bc, stages, e;
+  };
+  for (const auto& c : {Case{"fa3", 64, 128, 4, 2}, Case{"fa3", 128, 128, 2, 2}, Case{"fa3", 256, 64, 2, 2},
+                        Case{"ws_pingpong", 128, 128, 2, 2}, Case{"fp8", 128, 128, 4, 1}}) {
+    INFO(c.variant << " d = " << c.d);
+    t.meta.variant = c.variant;
+    t.meta.d = c.d;
+    t.meta.Bc = c.bc;
+    t.kernels[0].smem_bytes = fwd_bytes(c.e, c.d, c.bc, c.stages);
+    L = derive_smem_pipeline(t, 0);
+    REQUIRE(L.valid);
+    REQUIRE(L.stages == c.stages);
+    REQUIRE(!L.tiles_only);
+    REQUIRE(L.o_in_smem == (c.d <= 128));
+    REQUIRE(L.elem_bytes == c.e);
+    REQUIRE(L.total_bytes() == t.kernels[0].smem_bytes);
+  }
+  // The backward (HopperBwdConfig::kSmemBytes) at d = 128: 64 queries a stage.
+  t.kernels[0].name = "hopper_backward_kernel";
+  t.meta.pass = "bwd";
+  t.meta.variant = "fa3";
+  t.meta.d = 128;
+  t.meta.Br = 64;
+  t.meta.Bc = 128;
+  t.kernels[0].smem_bytes = 1024 + 2 * (2 * 128 * 128 + 2 * 2 * 64 * 128 + 2 * 128 * 64) + 4 * (2 * 64 * 64 + 2 * 2 * 64) + 8 * 5;
+  L = derive_smem_pipeline(t, 0);
+  REQUIRE(L.valid);
+  REQUIRE(L.kernel == SmemKernel::HopperBackward);
+  REQUIRE(L.stages == 2);
+  // What the trace cannot say is said: a size that fits nothing, a CTA recorded as one lane.
+  t.kernels[0].smem_bytes += 8;
+  L = derive_smem_pipeline(t, 0);
+  REQUIRE(!L.valid);
+  REQUIRE(L.why_not.find("fits no number of stages") != std::string::npos);
+  t.kernels[0].lanes = 1;
+  L = derive_smem_pipeline(t, 0);
+  REQUIRE(!L.valid);
+  REQUIRE(L.why_not.find("lane") != std::string::npos);
+}
+
+TEST_CASE("step 09's stages: which tile each K and V stage holds, from the CTA's lanes", "[viz][pipeline][lanes]") {
+  const Replay r(make_synthetic_trace(hopper_spec()));  // 4 key tiles a CTA, 2 stages
+  const SmemPipeline L = derive_smem_pipeline(r.trace(), 0);
+  REQUIRE(L.valid);
+  const auto& lanes = r.lanes_of(0);
+  const int prod = lanes[0], c0 = lanes[1], c1 = lanes[2];
+  auto at = [&](int track, int i) {
+    return Cursor{Order::Logical, double(r.track_events(track)[std::size_t(i)]) + 0.5};
+  };
+  // While the producer issues K_1: stage 0 holds tile 0, stage 1 tile 1, issued.
+  auto v = pipeline_at(r, L, c0, at(prod, nth(r, prod, tr::Kind::Load, 1, tr::Tensor::K)));
+  REQUIRE(v.tiles == 4);
+  check_stage(v, 1, StageState::Loading, 1, 128);
+  REQUIRE(v.stages[0].tile == 0);
+  // The same moment from any lane of the CTA.
+  const auto from_producer = pipeline_at(r, L, prod, at(prod, nth(r, prod, tr::Kind::Load, 1, tr::Tensor::K)));
+  REQUIRE(from_producer.stages[1].tile == 1);
+  // While consumer 0 computes S_1: K's stage 1 is in use; its V, tile 1's, is not yet.
+  v = pipeline_at(r, L, c0, at(c0, nth(r, c0, tr::Kind::ComputeS, 1)));
+  check_stage(v, 1, StageState::Computing, 1, 128);
+  REQUIRE(v.v_stages[1].tile == 1);
+  REQUIRE(v.v_stages[1].state != StageState::Free);
+  // Once both consumers' P̃V of tile 1 has ended, and the producer issued K_3 into stage 1.
+  const Cursor later = at(prod, nth(r, prod, tr::Kind::Load, 3, tr::Tensor::K));
+  v = pipeline_at(r, L, c0, later);
+  check_stage(v, 1, StageState::Loading, 3, 384);
+  // K's stage 0 holds tile 2 (the CTA's third), stage 1 tile 3: i mod kStages.
+  REQUIRE(v.stages[0].tile == 2);
+  // A stage is freed only when both consumers are done: K_0 after consumer 1's S_0 too.
+  const Cursor c0_done = Cursor{Order::Logical, double(r.track_events(c0)[std::size_t(nth(r, c0, tr::Kind::ComputeS, 0))]) + 1.0};
+  const TrackCursor c1_at = r.track_cursor(c1, c0_done);
+  v = pipeline_at(r, L, c0, c0_done);
+  if (c1_at.done <= nth(r, c1, tr::Kind::ComputeS, 0)) REQUIRE(v.stages[0].state == StageState::Computing);
+  // After the CTA retires it holds nothing.
+  v = pipeline_at(r, L, c0, Cursor{Order::Logical, double(r.event_count())});
+  REQUIRE(v.stages[0].state == StageState::Empty);
+}

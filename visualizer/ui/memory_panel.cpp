@@ -23,6 +23,7 @@ struct Slot {
   Residence where;
   Rect rect;
   int max_rows, max_cols;  // the largest tile it ever holds
+  int lane = 0;            // a CTA in lanes: the consumer whose registers it is (each has its own)
 };
 
 // Where an event puts a tile on chip (the same rule as the replay's residency), or None.
@@ -106,6 +107,244 @@ Rect draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double sca
   return r;
 }
 
+// --- Step 09's shared memory (hopper_forward_kernel, hopper_backward_kernel) ---------------------
+// Its regions (SmemPipeline::regions) drawn in columns: the tile kept (the forward's Q with O's
+// tile under it; the backward's K and V), then each stage (K over V; Q and dO with LSE and D
+// beside them), then the backward's dSᵀ buffers and the consumers' dQ blocks. Each tile is
+// filled by what it holds now: issued (hatched), in use (solid), done (faint).
+
+constexpr float kHopperGap = 14, kHopperInner = 4, kHopperStrip = 6;
+constexpr int kHopperLines = 4;  // under a column: a line per tile (two), and room for the caption
+
+struct HopperColumn {
+  std::string head;
+  std::vector<int> cells;   // regions, one above the other
+  std::vector<int> strips;  // beside each cell (LSE, D), or -1
+};
+
+std::vector<HopperColumn> hopper_columns(const SmemPipeline& L, const std::vector<SmemRegion>& regions) {
+  auto find = [&](tr::Tensor t, int stage) {
+    for (std::size_t i = 0; i < regions.size(); ++i)
+      if (regions[i].tensor == t && regions[i].stage == stage) return int(i);
+    return -1;
+  };
+  std::vector<HopperColumn> cols;
+  const bool fwd = L.kernel == SmemKernel::HopperForward;
+  if (fwd)
+    cols.push_back({L.o_in_smem ? "Q, O" : "Q", {find(tr::Tensor::Q, -1), find(tr::Tensor::O, -1)}, {-1, -1}});
+  else
+    cols.push_back({"K, V", {find(tr::Tensor::K, -1), find(tr::Tensor::V, -1)}, {-1, -1}});
+  for (int s = 0; s < L.stages; ++s) {
+    const std::string head = "stage " + std::to_string(s);
+    if (fwd)
+      cols.push_back({head, {find(tr::Tensor::K, s), find(tr::Tensor::V, s)}, {-1, -1}});
+    else
+      cols.push_back({head, {find(tr::Tensor::Q, s), find(tr::Tensor::dO, s)}, {find(tr::Tensor::LSE, s), find(tr::Tensor::D, s)}});
+  }
+  if (!fwd) {
+    cols.push_back({"dSᵀ", {find(tr::Tensor::dS, 0), find(tr::Tensor::dS, 1)}, {-1, -1}});
+    cols.push_back({"dQ", {find(tr::Tensor::dQacc, 0), find(tr::Tensor::dQacc, 1)}, {-1, -1}});
+  }
+  for (auto& c : cols) {  // the forward's O at d = 256 has no tile
+    for (std::size_t i = c.cells.size(); i-- > 0;)
+      if (c.cells[i] < 0) {
+        c.cells.erase(c.cells.begin() + std::ptrdiff_t(i));
+        c.strips.erase(c.strips.begin() + std::ptrdiff_t(i));
+      }
+  }
+  return cols;
+}
+
+// The forward's O tile has a region of its own, each consumer writing its half.
+StageView o_view(const PipelineView& v, int half) {
+  return half < int(v.o_halves.size()) ? v.o_halves[std::size_t(half)] : StageView{};
+}
+
+double hopper_scale(const SmemPipeline& L, Rect area) {
+  const auto regions = L.regions();
+  const auto cols = hopper_columns(L, regions);
+  double wide = 0, tall = 0, fixed = kHopperGap * float(cols.size() - 1);
+  for (const auto& c : cols) {
+    int w = 0, h = 0;
+    for (std::size_t i = 0; i < c.cells.size(); ++i) {
+      w = std::max(w, regions[std::size_t(c.cells[i])].cols);
+      h += regions[std::size_t(c.cells[i])].rows;
+      if (c.strips[i] >= 0) fixed += (kHopperStrip + 2) / float(c.cells.size());
+    }
+    wide += w;
+    tall = std::max(tall, double(h));
+  }
+  const auto& f = theme::fonts();
+  const double h = area.h() - (f.regular->FontSize + 5) - 2 * kHopperInner - kHopperLines * (f.small->FontSize + 2) - 10;
+  return std::clamp(std::min((area.w() - fixed) / wide, h / tall), 0.05, 4.0);
+}
+
+// A few words for what a tile holds.
+std::string hold_words(const StageView& sv) {
+  switch (sv.state) {
+    case StageState::Loading: return sv.waited_on ? "waited for" : "copy issued";
+    case StageState::Computing: return "in use";
+    case StageState::Free: return "done";
+    case StageState::Empty: break;
+  }
+  return "empty";
+}
+
+void fill_held(ImDrawList* dl, Rect r, tr::Tensor t, StageState state) {
+  switch (state) {
+    case StageState::Computing: dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.92f), 2); break;
+    case StageState::Loading:
+      dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.16f), 2);
+      hatch(dl, r, theme::tensor_color(t, 0.55f), 6);
+      dl->AddRect(r.min, r.max, IM_COL32(255, 255, 255, 200), 2, 0, 1.5f);
+      break;
+    case StageState::Free:
+      dl->AddRectFilled(r.min, r.max, theme::tensor_color(t, 0.12f), 2);
+      dl->AddRect(r.min, r.max, theme::tensor_color(t, 0.35f), 2);
+      break;
+    case StageState::Empty: dl->AddRect(r.min, r.max, theme::kBorder, 2); break;
+  }
+}
+
+std::string region_name(const SmemPipeline& L, const SmemRegion& g) {
+  if (g.tensor == tr::Tensor::dS) return "dSᵀ";
+  if (g.tensor == tr::Tensor::V && L.fp8) return "Vᵀ";
+  return tensor_label(g.tensor);
+}
+
+// Draws the columns at `scale`; returns each region's rect (by index into L.regions()).
+std::vector<Rect> draw_hopper_smem(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect area, double scale) {
+  const auto& f = theme::fonts();
+  const auto regions = L.regions();
+  std::vector<Rect> rects(regions.size());
+  const float s = float(scale), lh = f.small->FontSize + 2, top = area.min.y + f.regular->FontSize + 5;
+  const ImU32 ink = IM_COL32(18, 20, 26, 255);
+  float x = area.min.x, text_bottom = top;
+  auto fits = [&](const std::string& t, float w) { return f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, t.c_str()).x <= w; };
+  for (const auto& col : hopper_columns(L, regions)) {
+    float y = top, w = 0, strip_w = 0;
+    bool live = false;
+    std::vector<std::string> lines;
+    for (std::size_t i = 0; i < col.cells.size(); ++i) {
+      const SmemRegion& g = regions[std::size_t(col.cells[i])];
+      const Rect r{ImVec2(x, y), ImVec2(x + float(g.cols) * s, y + float(g.rows) * s)};
+      rects[std::size_t(col.cells[i])] = r;
+      w = std::max(w, r.w());
+      const bool halves = g.tensor == tr::Tensor::O || (g.stage < 0 && g.tensor != tr::Tensor::dS);  // a consumer's rows each
+      StageView sv = g.tensor == tr::Tensor::O ? o_view(v, 0) : region_view(L, v, g);
+      if (g.tensor == tr::Tensor::O) {
+        for (int h = 0; h < L.consumers; ++h) {
+          const float hh = r.h() / float(L.consumers);
+          fill_held(dl, {ImVec2(r.min.x, r.min.y + hh * float(h)), ImVec2(r.max.x, r.min.y + hh * float(h + 1))}, g.tensor,
+                    o_view(v, h).state);
+          if (o_view(v, h).state == StageState::Computing) sv = o_view(v, h);
+        }
+      } else {
+        fill_held(dl, r, g.tensor, sv.state);
+      }
+      live = live || sv.state == StageState::Computing;
+      // The consumers' rows (keys): a line between them, and whose they are, once it holds a tile.
+      if (halves && sv.state != StageState::Empty && L.consumers > 1) {
+        const float hh = r.h() / float(L.consumers);
+        for (int h = 1; h < L.consumers; ++h)
+          dl->AddLine(ImVec2(r.min.x + 1, r.min.y + hh * float(h)), ImVec2(r.max.x - 1, r.min.y + hh * float(h)), theme::kPanel, 2);
+        for (int h = 0; h < L.consumers && hh >= f.small->FontSize * 2; ++h) {
+          const Rect b{ImVec2(r.min.x, r.min.y + hh * float(h)), ImVec2(r.max.x, r.min.y + hh * float(h + 1))};
+          const std::string who = (i == 0 ? "consumer " : region_name(L, g) + " · c") + std::to_string(h);
+          if (fits(who, b.w() - 4))
+            centered_text(dl, b, sv.state == StageState::Computing || g.tensor == tr::Tensor::O ? ink : theme::kText,
+                          who.c_str(), f.small);
+        }
+      } else {
+        std::string name = region_name(L, g);
+        const std::string ranged = name + "[" + std::to_string(sv.key0) + ":" + std::to_string(sv.key0 + sv.keys) + ")";
+        if (sv.state != StageState::Empty && fits(ranged, r.w() - 4)) name = ranged;
+        centered_text(dl, r, sv.state == StageState::Computing ? ink : theme::kText, name.c_str(), f.small);
+      }
+      if (sv.state == StageState::Computing)
+        dl->AddRect(ImVec2(r.min.x - 2, r.min.y - 2), ImVec2(r.max.x + 2, r.max.y + 2), theme::kAccent, 3, 0, 2);
+      if (i < col.strips.size() && col.strips[i] >= 0) {
+        const SmemRegion& st = regions[std::size_t(col.strips[i])];
+        const Rect sr{ImVec2(r.max.x + 2, r.min.y), ImVec2(r.max.x + 2 + kHopperStrip, r.max.y)};
+        rects[std::size_t(col.strips[i])] = sr;
+        fill_held(dl, sr, st.tensor, region_view(L, v, st).state);
+        strip_w = kHopperStrip + 2;
+      }
+      // Its line under the column: the tile (the key or query tile's number, or the range) and its state.
+      const int unit = g.tensor == tr::Tensor::dQacc ? 0 : L.kernel == SmemKernel::HopperForward ? (g.tensor == tr::Tensor::Q || g.tensor == tr::Tensor::O ? 0 : L.Bc) : g.stage >= 0 ? L.Br : 0;
+      std::string what = region_name(L, g);
+      if (g.tensor == tr::Tensor::dQacc) what = "dQ c" + std::to_string(g.stage);
+      if (sv.state != StageState::Empty)
+        what += unit > 0 ? " " + std::to_string(sv.key0 / unit) : " " + std::to_string(sv.key0) + "–" + std::to_string(sv.key0 + sv.keys - 1);
+      lines.push_back(what + ": " + hold_words(sv));
+      y = r.max.y + kHopperInner;
+    }
+    const float room = w + strip_w + kHopperGap - 4;
+    dl->AddText(f.regular, f.regular->FontSize, ImVec2(x, area.min.y), live ? theme::kAccent : theme::kText,
+                fits(col.head, room + 40) ? col.head.c_str() : col.head.substr(0, 1).c_str());
+    float ty = y;
+    for (const auto& l : lines) {
+      std::string t = l;
+      if (!fits(t, room)) t = t.substr(0, t.find(':'));
+      dl->AddText(f.small, f.small->FontSize, ImVec2(x, ty), theme::kTextDim, t.c_str());
+      ty += lh;
+    }
+    text_bottom = std::max(text_bottom, ty);
+    x += w + strip_w + kHopperGap;
+  }
+  // The caption: who moves what, as far as there is room.
+  std::string caption;
+  auto add = [&](const std::string& sentence) {
+    const std::string next = caption.empty() ? sentence : caption + " " + sentence;
+    if (text_bottom + 6 + f.small->CalcTextSizeA(f.small->FontSize, 1e9f, area.w(), next.c_str()).y <= area.max.y) caption = next;
+  };
+  if (L.kernel == SmemKernel::HopperForward) {
+    add("The producer issues the CTA's i-th K and V tiles (TMA) into stage i mod " + std::to_string(L.stages) +
+        "; both consumers free K after their S, V after their P̃V.");
+    if (L.o_in_smem) add("Each consumer writes its 64 rows of O to the O tile for a TMA store.");
+    if (L.fp8) add("fp8: one byte an element; V's stages hold Vᵀ.");
+  } else {
+    add("K and V stay for the whole CTA, 64 keys a consumer. Q, dO, LSE and D of each query tile go through " +
+        std::to_string(L.stages) + " stages, refilled once both consumers' dV, dK products are done; dSᵀ is double-buffered; each consumer stages its dQ block (float32) for the TMA reduce-add to dQacc.");
+  }
+  if (L.tiles_only) add("(The trace's size counts the tiles alone: no alignment slack or barriers drawn.)");
+  if (L.from_table) add("(The trace has no shared-memory size: the stages are variant " + L.variant + "'s.)");
+  if (!caption.empty())
+    dl->AddText(f.small, f.small->FontSize, ImVec2(area.min.x, text_bottom + 6), theme::kTextDim, caption.c_str(), nullptr, area.w());
+  return rects;
+}
+
+// The shared-memory bar: the regions in address order, filled by what they hold now.
+void draw_hopper_map(ImDrawList* dl, const SmemPipeline& L, const PipelineView& v, Rect bar, double budget) {
+  float x = bar.min.x;
+  for (const auto& g : L.regions()) {
+    const float w = float(double(g.bytes) / budget * bar.w());
+    const Rect r{ImVec2(x, bar.min.y), ImVec2(std::min(bar.max.x, x + w), bar.max.y)};
+    if (g.tensor == tr::Tensor::None) {
+      dl->AddRectFilled(r.min, r.max, theme::kBorder);
+    } else {
+      StageView sv = region_view(L, v, g);
+      if (g.tensor == tr::Tensor::O)
+        for (int h = 0; h < L.consumers; ++h) sv.state = std::max(sv.state, o_view(v, h).state);
+      if (sv.state == StageState::Loading) {
+        dl->AddRectFilled(r.min, r.max, theme::tensor_color(g.tensor, 0.3f));
+      } else if (sv.state != StageState::Empty) {
+        dl->AddRectFilled(r.min, r.max, theme::tensor_color(g.tensor, sv.state == StageState::Computing ? 0.95f : 0.25f));
+      }
+      dl->AddLine(ImVec2(r.max.x, r.min.y), ImVec2(r.max.x, r.max.y), theme::kPanel);
+    }
+    x += w;
+  }
+}
+
+std::string hopper_map_caption(const SmemPipeline& L, double budget) {
+  const std::string st = std::to_string(L.stages), b = format_bytes(budget), total = format_bytes(double(L.total_bytes()));
+  if (L.kernel == SmemKernel::HopperForward)
+    return total + " = Q + " + st + " stages × (K + " + (L.fp8 ? "Vᵀ" : "V") + ")" + (L.o_in_smem ? " + O" : "") +
+           (L.tiles_only ? "" : " + barriers") + " · budget " + b;
+  return total + " = K, V + " + st + " × (Q, dO, LSE, D) + 2 dSᵀ + 2 dQ" + (L.tiles_only ? "" : " + barriers") + " · budget " + b;
+}
+
 }  // namespace
 
 void memory_panel(UiState& s) {
@@ -125,9 +364,10 @@ void memory_panel(UiState& s) {
   const int bh = list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
   const auto& tinfo = r.trace().tracks.empty() ? tr::Track{} : r.trace().tracks[std::size_t(track)];
   const std::string kname = tinfo.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tinfo.kernel)].name : "?";
-  // A tensor-core forward (step 08): its shared memory drawn as the kernel's slots.
+  // A tensor-core kernel (steps 08, 09): its shared memory drawn as the kernel's slots.
   const SmemPipeline pipe = r.track_count() > 0 ? derive_smem_pipeline(r.trace(), tinfo.kernel) : SmemPipeline{};
-  const PipelineView pview = pipe.valid ? pipeline_at(r, pipe, track, tc) : PipelineView{};
+  const PipelineView pview = pipe.valid ? pipeline_at(r, pipe, track, cur) : PipelineView{};
+  const std::vector<SmemRegion> regions = pipe.regions();  // step 09's
 
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -163,15 +403,20 @@ void memory_panel(UiState& s) {
         dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), theme::kAccent, 0, 0, 1.5f);
   }
   // And, with stages, where the tiles in flight come from.
-  for (const auto& st : pview.stages) {
-    if (st.state != StageState::Loading) continue;
-    for (tr::Tensor t : pipe.stage_tensors())
-      if (const HbmItem* it = layout.find(t)) {
-        const int cols = t == tr::Tensor::LSE || t == tr::Tensor::D ? 1 : pipe.d;
-        const Rect er = element_rect(*it->grid, it->rect, st.key0, st.keys, 0, cols);
-        dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), IM_COL32(255, 255, 255, 170), 0, 0, 1.5f);
-      }
+  auto outline_in_flight = [&](tr::Tensor t, const StageView& st) {
+    if (const HbmItem* it = layout.find(t)) {
+      const int cols = t == tr::Tensor::LSE || t == tr::Tensor::D ? 1 : pipe.d;
+      const Rect er = element_rect(*it->grid, it->rect, st.key0, st.keys, 0, cols);
+      dl->AddRect(ImVec2(er.min.x - 1, er.min.y - 1), ImVec2(er.max.x + 1, er.max.y + 1), IM_COL32(255, 255, 255, 170), 0, 0, 1.5f);
+    }
+  };
+  for (const auto& g : regions) {
+    const StageView st = region_view(pipe, pview, g);
+    if (st.state == StageState::Loading) outline_in_flight(g.tensor, st);
   }
+  for (const auto& st : pview.stages)
+    if (st.state == StageState::Loading && !pipe.hopper())
+      for (tr::Tensor t : pipe.stage_tensors()) outline_in_flight(t, st);
 
   // What this step does with HBM, under the picture.
   float hbm_bottom = hbm_area.min.y;
@@ -200,7 +445,7 @@ void memory_panel(UiState& s) {
     const Rect bar{ImVec2(chip_area.min.x, y), ImVec2(chip_area.max.x, y + bar_h)};
     dl->AddRectFilled(bar.min, bar.max, IM_COL32(40, 44, 54, 255), 3);
     float x = bar.min.x;
-    if (pipe.valid) draw_smem_map(dl, pipe, pview, bar, budget);
+    if (pipe.valid && budget > 0) (pipe.hopper() ? draw_hopper_map : draw_smem_map)(dl, pipe, pview, bar, budget);
     for (const auto& t : tiles) {
       if (pipe.valid || t.where != Residence::Smem || budget <= 0) continue;
       const float w = float(double(t.bytes) / budget * bar.w());
@@ -216,7 +461,9 @@ void memory_panel(UiState& s) {
     std::snprintf(buf, sizeof buf, "%s loaded · kernel's shared memory %s · budget %s", format_bytes(double(smem_now)).c_str(),
                   kernel_smem > 0 ? format_bytes(kernel_smem).c_str() : "0 B", format_bytes(budget).c_str());
     dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim,
-                pipe.valid ? smem_map_caption(pipe, budget, chip_area.w()).c_str() : buf);
+                pipe.hopper() ? hopper_map_caption(pipe, budget).c_str()
+                : pipe.valid  ? smem_map_caption(pipe, budget, chip_area.w()).c_str()
+                              : buf);
     y += f.small->FontSize + 8;
     if (!pipe.valid && !pipe.why_not.empty()) {  // a tensor-core trace whose slots cannot be told
       dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y - 4), theme::kWarning,
@@ -229,22 +476,27 @@ void memory_panel(UiState& s) {
   // one of their kind will), each as wide as its widest tile at one scale for all, so that
   // tile sizes compare.
   std::vector<Slot> slots;
-  for (int e : list) {
+  std::vector<int> cta_events;  // a CTA in lanes: every lane's (its consumers compute what a producer only loads)
+  for (int lt : r.track_count() > 0 ? r.lanes_of(track) : std::vector<int>{})
+    cta_events.insert(cta_events.end(), r.track_events(lt).begin(), r.track_events(lt).end());
+  for (int e : cta_events) {
     const auto& ev = r.trace().events[std::size_t(e)];
     Residence w;
     const tr::Tensor t = on_chip_tensor(ev, &w);
     if (t == tr::Tensor::None || ev.kind == tr::Kind::Store || ev.rows <= 0 || ev.cols <= 0) continue;
     if (pipe.valid && w == Residence::Smem) continue;  // drawn as the kernel's slots instead
-    auto it = std::find_if(slots.begin(), slots.end(), [&](const Slot& sl) { return sl.tensor == t && sl.where == w; });
+    const int lane = w == Residence::Regs ? r.trace().tracks[std::size_t(ev.track)].lane : 0;
+    auto it = std::find_if(slots.begin(), slots.end(),
+                           [&](const Slot& sl) { return sl.tensor == t && sl.where == w && sl.lane == lane; });
     if (it == slots.end()) {
-      slots.push_back({t, w, {}, 0, 0});
+      slots.push_back({t, w, {}, 0, 0, lane});
       it = slots.end() - 1;
     }
     it->max_rows = std::max(it->max_rows, ev.rows);
     it->max_cols = std::max(it->max_cols, ev.cols);
   }
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
-    return a.where != b.where ? a.where < b.where : int(a.tensor) < int(b.tensor);
+    return a.where != b.where ? a.where < b.where : a.lane != b.lane ? a.lane < b.lane : int(a.tensor) < int(b.tensor);
   });
   const float row_gap = f.regular->FontSize + 10, slot_gap = 6, pad = 10;
   const float label_h = f.small->FontSize * 2 + 8;
@@ -298,7 +550,10 @@ void memory_panel(UiState& s) {
       }
       return (lo + hi) * 0.5f;
     };
-    auto sram = [&](float w, float h) { return pipeline_scale(pipe, Rect{ImVec2(0, 0), ImVec2(w, h)}); };
+    auto sram = [&](float w, float h) {
+      const Rect a{ImVec2(0, 0), ImVec2(w, h)};
+      return pipe.hopper() ? hopper_scale(pipe, a) : pipeline_scale(pipe, a);
+    };
     // fit_slots leaves out the slots' padding (the fp32 drawing keeps that as it was): here it counts.
     auto regs = [&](float h, float w) { return fit_slots(h, w - pad * float(slots.size())); };
     // Stacked: the SRAM row's height where both rows draw at one scale.
@@ -340,7 +595,8 @@ void memory_panel(UiState& s) {
                                  ? "Computed on chip (registers)" : "Registers";
     dl->AddText(f.regular, f.regular->FontSize, ImVec2(regs_x0, regs_title_y), theme::kTextDim, regs_title);
   }
-  const PipelineRects prects = pipe.valid ? draw_smem_pipeline(dl, pipe, pview, pipe_area, scale) : PipelineRects{};
+  const PipelineRects prects = pipe.valid && !pipe.hopper() ? draw_smem_pipeline(dl, pipe, pview, pipe_area, scale) : PipelineRects{};
+  const std::vector<Rect> hrects = pipe.hopper() ? draw_hopper_smem(dl, pipe, pview, pipe_area, scale) : std::vector<Rect>{};
   float x_smem = chip_area.min.x, x_regs = regs_x0;
   for (auto& sl : slots) {
     float& x = sl.where == Residence::Smem ? x_smem : x_regs;
@@ -350,11 +606,12 @@ void memory_panel(UiState& s) {
     dl->AddRect(sl.rect.min, sl.rect.max, theme::with_alpha(theme::kBorder, 0.8f), 4);
     x += w + slot_gap;
   }
-  auto slot_of = [&](tr::Tensor t, Residence w) -> const Slot* {
+  auto lane_of = [&](int event) { return event >= 0 ? r.trace().tracks[std::size_t(r.trace().events[std::size_t(event)].track)].lane : 0; };
+  auto slot_of = [&](tr::Tensor t, Residence w, int lane = 0) -> const Slot* {
     if (t == tr::Tensor::P && w == Residence::Regs) t = tr::Tensor::S;
     if (t == tr::Tensor::dS && w == Residence::Regs) t = tr::Tensor::dP;
     for (const auto& sl : slots)
-      if (sl.tensor == t && sl.where == w) return &sl;
+      if (sl.tensor == t && sl.where == w && (w == Residence::Smem || sl.lane == lane)) return &sl;
     return nullptr;
   };
   const int last_event = tc.done > 0 ? list[std::size_t(tc.done) - 1] : -1;
@@ -378,12 +635,12 @@ void memory_panel(UiState& s) {
   }
   for (const auto& t : on_chip) {
     if (pipe.valid && t.where == Residence::Smem) continue;
-    const Slot* sl = slot_of(t.tensor, t.where);
+    const Slot* sl = slot_of(t.tensor, t.where, lane_of(t.event));
     if (!sl) continue;
     const Rect card = draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
     // Each warp holds its rows of S, P̃ and O as mma accumulators (the dK/dV kernels: its keys, and
     // in tc_dkdv_smem_kernel its queries of S, dP, dS and its columns of dK, dV).
-    if (pipe.valid) draw_register_bands(dl, pipe, card, t);
+    if (pipe.valid && !pipe.hopper()) draw_register_bands(dl, pipe, card, t);
   }
 
   // Running statistics of the sampled row, next to the registers.
@@ -429,7 +686,7 @@ void memory_panel(UiState& s) {
     if (e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) {
       Residence w;
       const tr::Tensor chip_t = on_chip_tensor(e, &w);
-      const Slot* sl = e.kind == tr::Kind::Load ? slot_of(chip_t, Residence::Smem) : slot_of(chip_t, Residence::Regs);
+      const Slot* sl = e.kind == tr::Kind::Load ? slot_of(chip_t, Residence::Smem) : slot_of(chip_t, Residence::Regs, lane_of(e_idx));
       if (!sl) sl = slot_of(chip_t, Residence::Smem);
       // A 16-bit backward adds dQ up in float32 dQacc: what it stores there leaves from the dQ
       // accumulator in registers, and the pass that rounds dQacc into dQ stores the dQacc tile it loaded.
@@ -443,8 +700,14 @@ void memory_panel(UiState& s) {
       const HbmItem* it = layout.find(e.tensor);
       // With the kernel's slots, a load lands in its own: Q's, or the stage its tile goes to.
       const Rect* pslot = nullptr;
-      if (pipe.valid && pipe.backward() && e.kind == tr::Kind::Load && !atomics) pslot = prects.landing(pview, e.tensor, e.row0);
-      if (pipe.valid && !pipe.backward() && e.kind == tr::Kind::Load) {
+      if (pipe.hopper() && e.kind == tr::Kind::Load)  // step 09: the region of its tensor that holds its tile
+        for (std::size_t g = 0; g < regions.size() && !pslot; ++g) {
+          const StageView sv = region_view(pipe, pview, regions[g]);
+          if (regions[g].tensor == e.tensor && sv.state != StageState::Empty && sv.key0 == e.row0) pslot = &hrects[g];
+        }
+      if (pipe.valid && !pipe.hopper() && pipe.backward() && e.kind == tr::Kind::Load && !atomics)
+        pslot = prects.landing(pview, e.tensor, e.row0);
+      if (pipe.valid && !pipe.hopper() && !pipe.backward() && e.kind == tr::Kind::Load) {
         if (e.tensor == tr::Tensor::Q) pslot = &prects.q;
         for (std::size_t st = 0; st < pview.stages.size() && !pslot; ++st)
           if (pview.stages[st].tile >= 0 && pview.stages[st].key0 == e.row0 &&
