@@ -399,8 +399,10 @@ SmemPipeline derive_hopper(const tr::Trace& trace, int kernel) {
                 " lane(s), not the copies' and two consumers' (the trace predates lanes)";
     return L;
   }
-  if (threads != 128 * kHopperLanes) {
-    L.why_not = "the block's " + std::to_string(threads) + " threads are not three warpgroups";
+  // Three warpgroups; or, in the forward's wgmma rung, the two consumers alone, consumer 0's first
+  // thread issuing the copies (lane 0 holds the copies either way).
+  if (threads != 128 * kHopperLanes && !(fwd && threads == 128 * (kHopperLanes - 1))) {
+    L.why_not = "the block's " + std::to_string(threads) + " threads are not step 09's warpgroups";
     return L;
   }
   // The consumers' 64 rows (forward: of the 128 queries; backward: of the 128 keys).

@@ -1719,8 +1719,11 @@ TEST_CASE("step 09's shared memory: the kernels' layouts, from the trace", "[viz
     int d, bc, stages, e;
   };
   for (const auto& c : {Case{"fa3", 64, 128, 4, 2}, Case{"fa3", 128, 128, 2, 2}, Case{"fa3", 256, 64, 2, 2},
-                        Case{"ws_pingpong", 128, 128, 2, 2}, Case{"fp8", 128, 128, 4, 1}}) {
+                        Case{"ws_pingpong", 128, 128, 2, 2}, Case{"fp8", 128, 128, 4, 1},
+                        Case{"wgmma", 128, 128, 2, 2}}) {
     INFO(c.variant << " d = " << c.d);
+    // The wgmma rung has no producer warpgroup: two warpgroups, its copies in consumer 0.
+    t.kernels[0].block[0] = std::string(c.variant) == "wgmma" ? 256 : 384;
     t.meta.variant = c.variant;
     t.meta.d = c.d;
     t.meta.Bc = c.bc;
@@ -1734,6 +1737,7 @@ TEST_CASE("step 09's shared memory: the kernels' layouts, from the trace", "[viz
     REQUIRE(L.total_bytes() == t.kernels[0].smem_bytes);
   }
   // The backward (HopperBwdConfig::kSmemBytes) at d = 128: 64 queries a stage.
+  t.kernels[0].block[0] = 384;
   t.kernels[0].name = "hopper_backward_kernel";
   t.meta.pass = "bwd";
   t.meta.variant = "fa3";
