@@ -98,16 +98,12 @@ struct HopperConfig {
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
 
-// The online softmax of one tile as step 08's tc_online_softmax computes it (tc_softmax.cuh: the
-// same roundings, so that a one-hot row gets ℓ = 1 and LSE = fl(τ m)), but O's rescale left to
-// the caller: with kOverlap, O is still being written by the tensor cores when α is known.
+// The max of each of a lane's two rows (g, g + 8) of S and `from`, over the row's 4 lanes.
 template <int NT>
-__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                             float scale_log2) {
-  float mx[2];
+__device__ __forceinline__ void row_max(const float (&s)[NT][4], const float (&from)[2], float (&mx)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    mx[h] = m[h];
+    mx[h] = from[h];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) mx[h] = fmaxf(mx[h], fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
   }
@@ -115,6 +111,16 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], f
   for (int x = 1; x <= 2; x *= 2)
 #pragma unroll
     for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], x));
+}
+
+// The online softmax of one tile as step 08's tc_online_softmax computes it (tc_softmax.cuh: the
+// same roundings, so that a one-hot row gets ℓ = 1 and LSE = fl(τ m)), but O's rescale left to
+// the caller: with kOverlap, O is still being written by the tensor cores when α is known.
+template <int NT>
+__device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                             float scale_log2) {
+  float mx[2];
+  row_max(s, m, mx);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float m_use = __fmul_rn(mx[h] == -INFINITY ? 0.f : mx[h], scale_log2);
@@ -162,16 +168,8 @@ template <int NT>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                  float c) {
   float mx[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mx[h] = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) mx[h] = fmaxf(mx[h], fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-  }
-#pragma unroll
-  for (int x = 1; x <= 2; x *= 2)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], x));
+  const float none[2] = {-INFINITY, -INFINITY};
+  row_max(s, none, mx);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
