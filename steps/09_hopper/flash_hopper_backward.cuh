@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       fence_operands(dv);
       fence_operands(dk);
       fence_operands(dq);
-      note(Kind::AccumulateDK, Tensor::dK, q0, n_q);  // dV's, dK's and dQ's products, one wait
+      // dV's, dK's and dQ's products, one wait: named as dK's (the warpgroup's keys × d), as step 08's.
+      if (c_keys > 0) ctr.event(Kind::AccumulateDK, Tensor::dK, kv_bh, key0 + 64 * cw, c_keys, 0, D, 0);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty_q[stage]);  // Q_i, dO_i, LSE_i and D_i are done with
 
