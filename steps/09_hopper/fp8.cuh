@@ -62,8 +62,10 @@ inline Fp8Layout fp8_layout(const Shape& s) {
 // 8 elements at a time (16 bytes in, 8 out: rows start on 16-byte boundaries, as the forward
 // requires of every tensor), and reads its block twice, the second time from cache. Dynamic
 // shared memory (kQuantizeSmem bytes, as the CPU emulation takes it): V's block, transposed, in
-// rows of 144 bytes (16-byte aligned, and 4 banks apart), then the warps' maxima.
-constexpr int kQuantizeThreads = 256, kQuantizeRow = kFp8Block + 16;
+// rows of 128 bytes, then the warps' maxima. A warp writes Vᵀ's bytes for 8 keys × 4 chunks of 8
+// columns: 32 rows of Vᵀ, 4 per chunk; the 16-byte groups of row c are swizzled (group x is stored
+// at x xor (c / 8) mod 8) so that the 4 chunks' rows, 8 apart, fall in different banks.
+constexpr int kQuantizeThreads = 256, kQuantizeRow = kFp8Block;
 constexpr std::size_t kQuantizeSmem = 128 * kQuantizeRow + sizeof(float) * (kQuantizeThreads / 32);
 template <typename E>
 __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const FwdParams p, unsigned char* ws,
@@ -116,18 +118,21 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
     return;
   }
   // Vᵀ: row c of head bh holds column c of V, key 32a + j in slot 32a + fp8_slot(j); zeros past N.
+  auto swizzled = [](int c, int slot) { return (slot & 15) | (((slot >> 4) ^ (c >> 3)) & 7) << 4; };
   for (int i = threadIdx.x; i < kFp8Block * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = 8 * (i % kChunks), slot = 32 * (r / 32) + fp8_slot(r % 32);
+    const int lane = i % 32, group = i / 32;  // keys 8 (group mod 16) + lane / 4, chunks 4 (group / 16) + lane mod 4
+    const int r = 8 * (group % 16) + lane / 4, ch = 4 * (group / 16) + lane % 4, c = 8 * ch;
+    const int slot = 32 * (r / 32) + fp8_slot(r % 32);
     float x[8] = {};
-    if (r < rows) chunk(i, x);
+    if (r < rows) chunk(r * kChunks + ch, x);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) vt[c + k][slot] = to_e4m3(x[k] * inv);
+    for (int k = 0; k < 8; ++k) vt[c + k][swizzled(c + k, slot)] = to_e4m3(x[k] * inv);
   }
   __syncthreads();
   std::uint8_t* out = ws + l.vt + std::size_t(bh) * D * l.n_pad + row0;
   for (int i = threadIdx.x; i < D * (kFp8Block / 16); i += kThreads) {  // 16 bytes at a time
     const int c = i / (kFp8Block / 16), q = 16 * (i % (kFp8Block / 16));
-    *reinterpret_cast<uint4*>(out + c * l.n_pad + q) = *reinterpret_cast<const uint4*>(&vt[c][q]);
+    *reinterpret_cast<uint4*>(out + c * l.n_pad + q) = *reinterpret_cast<const uint4*>(&vt[c][swizzled(c, q)]);
   }
 }
 
