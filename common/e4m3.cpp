@@ -13,6 +13,19 @@ float e4m3_value(std::uint8_t bits) {
   return bits & 0x80 ? -magnitude : magnitude;
 }
 
+double e4m3_mma_sum(double acc, const float* a, const float* b, int n, int bits) {
+  double big = std::abs(acc);
+  for (int k = 0; k < n; ++k) big = std::max(big, std::abs(double(a[k]) * double(b[k])));
+  if (big == 0.0) return acc;
+  int e = 0;
+  std::frexp(big, &e);  // big = f · 2^e with f in [1/2, 1): its exponent is e − 1
+  const double unit = std::ldexp(1.0, e - 1 - bits);
+  auto cut = [&](double x) { return std::trunc(x / unit) * unit; };
+  double sum = cut(acc);  // multiples of unit below 2^(bits + 7): exact in double
+  for (int k = 0; k < n; ++k) sum += cut(double(a[k]) * double(b[k]));
+  return double(float(sum));
+}
+
 std::vector<float> e4m3_dequantized(const float* x, std::int64_t heads, int rows, int d) {
   std::vector<float> out(static_cast<std::size_t>(heads) * rows * d);
   for (std::int64_t h = 0; h < heads; ++h)

@@ -27,6 +27,17 @@ __host__ __device__ inline std::uint8_t to_e4m3(float x) {
   return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The FP8 tensor core's adder, as the FP8 rule models it (common/verify.hpp). A wgmma k32 adds its
+// 32 products and the accumulator in a fixed-point window: each is cut (toward zero) to a multiple
+// of 2^(e − bits), e the exponent of the largest of them, so bits more than `bits` below the
+// largest term are lost; the sum is then a float. fp32 FMAs keep every bit of such sums; the FP8
+// tensor core keeps fewer (step 09's probe measures them on the GPU: hopper::probe_fp8_mma, and
+// test_hopper_gpu holds the GPU to at least kE4m3MmaBits).
+constexpr int kE4m3MmaBits = 13;  // the bits the model keeps
+constexpr int kE4m3MmaK = 32;     // products per instruction
+// acc + Σ_{k<n} a_k b_k as the model adds it, with the products a_k b_k exact (e4m3's are).
+double e4m3_mma_sum(double acc, const float* a, const float* b, int n, int bits = kE4m3MmaBits);
+
 // An e4m3 byte's value, decoded from its bits (not by cuda_fp8.h, whose conversion to_e4m3 is:
 // tests/test_reference.cpp holds the two to each other for all 256 bytes).
 float e4m3_value(std::uint8_t bits);

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/e4m3.hpp"
 #include "common/parallel.hpp"
 #include "common/philox.hpp"
 #include "common/smyrf.hpp"
@@ -20,6 +21,21 @@ T dot(const float* a, const float* b, int d) {
   T acc = 0;
   for (int c = 0; c < d; ++c) acc += T(a[c]) * T(b[c]);
   return acc;
+}
+
+// S's dot product: in the float reference of an FP8 kernel (AttnOptions::e4m3_mma_bits), as its
+// tensor core adds, 32 products at a time into the accumulator; otherwise dot.
+template <typename T>
+T score_dot(const AttnOptions& opt, const float* a, const float* b, int d) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (opt.e4m3_mma_bits > 0) {
+      double acc = 0;
+      for (int c = 0; c < d; c += kE4m3MmaK)
+        acc = e4m3_mma_sum(acc, a + c, b + c, std::min(kE4m3MmaK, d - c), opt.e4m3_mma_bits);
+      return T(acc);
+    }
+  }
+  return dot<T>(a, b, d);
 }
 
 // The sequence query row i of a head belongs to (the row within the head): with packed
@@ -176,7 +192,7 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   std::vector<T> srow(n_keys);  // (N)
   T m = neg_inf;
   for (int j = 0; j < n_keys; ++j) {
-    srow[j] = rk.visible(opt, j) ? score(s, opt, rk, bh, j, T(opt.scale) * dot<T>(qi, kh + std::int64_t(j) * d, d))
+    srow[j] = rk.visible(opt, j) ? score(s, opt, rk, bh, j, T(opt.scale) * score_dot<T>(opt, qi, kh + std::int64_t(j) * d, d))
                                  : neg_inf;
     m = std::max(m, srow[j]);
   }

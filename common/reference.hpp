@@ -47,6 +47,9 @@ struct AttnOptions {
   // The kernels rounded Q, K and V to e4m3 first (step 09's fp8; common/e4m3.hpp): verify_forward
   // holds O to the reference of those rounded inputs, under the FP8 rule (verify.hpp).
   bool e4m3 = false;
+  // > 0: the float reference adds S's products as the FP8 tensor core does (e4m3_mma_sum, this
+  // many bits; the double reference is exact as ever). The FP8 rule sets it for its yardstick.
+  int e4m3_mma_bits = 0;
   // FlashAttention's interface features (flash_attn_func), as it defines them (docs/notation.md,
   // "The interface features"). Steps 04/05's kernels take the window, ALiBi and softcap for square
   // shapes (common/flash_features.cuh); the rest only the reference has. The Shape is the

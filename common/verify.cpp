@@ -130,6 +130,7 @@ CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* 
   if (opt.e4m3) {  // FP8: the reference of the inputs the kernel multiplied (verify.hpp)
     AttnOptions plain = opt;
     plain.e4m3 = false;
+    plain.e4m3_mma_bits = kE4m3MmaBits;  // the yardstick: float, with the FP8 tensor core's adder
     const int Hkv = opt.kv_heads_of(s), Nk = opt.keys(s);
     const std::vector<float> q8 = e4m3_dequantized(q, s.heads(), s.N, s.d),
                              k8 = e4m3_dequantized(k, std::int64_t(s.B) * Hkv, Nk, s.d),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/buffer.hpp"
+#include "common/e4m3.hpp"
 #include "common/harness.hpp"
 #include "common/nvtx_tool/nvtx_tool.hpp"
 #include "common/recorder/sink.hpp"
@@ -108,6 +109,25 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
 
 // flash_attn_func's (B, N, H, d), and one head of a wider tensor (a slice of packed QKV), for Q,
 // K and V; O with a padded row. TMA reads them through the tensor maps' strides.
+TEST_CASE("step 09: the FP8 tensor core keeps the bits the FP8 rule's model of it assumes", "[gpu][hopper]") {
+  const Case c{&step09(), 0, fs::Shape{1, 1, 128, 128}, false, DType::bf16};
+  if (!runs_here(c)) {
+    WARN(c.step->refusal(c.shape, c.settings()));
+    return;
+  }
+  const fs::hopper::Fp8MmaProbe probe = fs::hopper::probe_fp8_mma();
+  std::string rows;
+  for (int j = 0; j < 24; ++j)
+    rows += "  j = " + std::to_string(j) + ": 2^8 + 2^(8-j) -> " + std::to_string(probe.sum[j]) + ", 2^j + 1 -> " +
+            std::to_string(probe.acc[j]) + "\n";
+  // Printed on every run: the figures the lesson quotes.
+  WARN("FP8 wgmma.m64n64k32 on this GPU: two products of one instruction add exactly to " << probe.sum_bits
+       << " bits apart, a product to the accumulator " << probe.acc_bits << " bits apart (fp32: 17 and 23, "
+       << "the most these experiments can show); the FP8 rule's model assumes " << fs::kE4m3MmaBits << "\n" << rows);
+  REQUIRE(probe.sum_bits >= fs::kE4m3MmaBits);
+  REQUIRE(probe.acc_bits >= fs::kE4m3MmaBits);
+}
+
 TEST_CASE("step 09 on tensors in other layouts gives the contiguous layout's results bit for bit", "[gpu][hopper]") {
   const DType dtype = GENERATE(DType::bf16, DType::fp16);
   const int d = GENERATE(64, 128, 256);

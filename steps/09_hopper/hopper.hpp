@@ -5,6 +5,8 @@
 // accumulate; sm_90a only.
 #pragma once
 
+#include <vector>
+
 #include "common/problem.hpp"
 
 namespace fs {
@@ -29,6 +31,17 @@ void forward_fp8_fp16(const FwdParams& p);  // O in fp16
 FS_HOPPER_BACKWARD(bf16)
 FS_HOPPER_BACKWARD(fp16)
 #undef FS_HOPPER_BACKWARD
+
+// The FP8 tensor core's adder, measured (fp8_probe.cu): one wgmma.m64n64k32 e4m3 on this GPU.
+// sum_bits: the largest j for which 2⁸ + 2^(8−j), two products of one instruction, comes out
+// exact (17 at most: e4m3's smallest subnormal); acc_bits: the largest j for which the
+// accumulator 2^j plus a product 1 does (23 at most: fp32's own). fp32 FMAs keep all of them;
+// the FP8 rule's model of the tensor core (common/e4m3.hpp, kE4m3MmaBits) assumes no fewer.
+struct Fp8MmaProbe {
+  int sum_bits = 0, acc_bits = 0;
+  std::vector<float> sum, acc;  // what each row gave: j = 0 .. 31
+};
+Fp8MmaProbe probe_fp8_mma();  // on the current device, which must be sm_90
 }  // namespace hopper
 
 }  // namespace fs
