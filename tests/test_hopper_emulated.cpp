@@ -297,6 +297,27 @@ TEST_CASE("e4m3: the decoding agrees with cuda_fp8.h for every byte, and roundin
   CHECK(fs::e4m3_value(fs::to_e4m3(0x1.8p-10f)) == 0x1p-9f);
 }
 
+TEST_CASE("e4m3: the FP8 rule's model of the tensor core's adder keeps bits below the largest term, and no more",
+          "[emulated][hopper][fp8]") {
+  const float one[2] = {1.f, 1.f};
+  // The probe's two experiments (hopper::probe_fp8_mma on the GPU), on the model: exact to j = bits.
+  for (int bits : {10, 13, 16})
+    for (int j = 1; j <= 20; ++j) {
+      INFO("bits " << bits << ", j " << j);
+      const float a[2] = {256.f, std::ldexp(1.f, 8 - j)};
+      const double sum = fs::e4m3_mma_sum(0.0, a, one, 2, bits);
+      CHECK(sum == (j <= bits ? 256.0 + std::ldexp(1.0, 8 - j) : 256.0));
+      const double acc = fs::e4m3_mma_sum(std::ldexp(1.0, j), one, one, 1, bits);
+      CHECK(acc == (j <= bits ? std::ldexp(1.0, j) + 1.0 : std::ldexp(1.0, j)));
+    }
+  // Cut toward zero, each term on its own: negative terms lose their low bits toward zero too.
+  const float a[3] = {1.f, -0x1.8p-14f, 0x1.8p-14f};
+  const float b[3] = {1.f, 1.f, 1.f};
+  CHECK(fs::e4m3_mma_sum(0.0, a, b, 3, 13) == 1.0);  // units of 2⁻¹³: ±1.5·2⁻¹⁴ both cut to 0
+  CHECK(fs::e4m3_mma_sum(0.0, a, b, 3, 14) == 1.0);  // units of 2⁻¹⁴: to ∓2⁻¹⁴, which cancel
+  CHECK(fs::e4m3_mma_sum(0.0, a, b, 2, 14) == 1.0 - 0x1p-14);
+}
+
 // The quantizer's slots: each group of 32 keys is a permutation, and the one pack_p_fp8 needs.
 TEST_CASE("fp8: fp8_slot puts each key where wgmma's 8-bit A operand holds it", "[emulated][hopper][fp8]") {
   bool seen[32] = {};
