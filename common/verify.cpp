@@ -55,7 +55,7 @@ std::string CheckReport::summary() const {
     if (!t.judged)
       out << std::scientific << " max err " << t.err << "  (the given inputs' reference: not judged)";
     else if (t.values)
-      out << std::scientific << " max err " << t.err << "  tolerance " << t.tol << " (fp32 CPU err " << t.err_fp32 << ")";
+      out << std::scientific << " max err " << t.err << "  tolerance " << t.tol << " (" << t.yardstick << " err " << t.err_fp32 << ")";
     else  // the order check: the worst neighbours out of order, in what float sort keys allow
       out << std::fixed << " worst pair out of order " << t.err << " of what float keys allow (at most " << t.tol << ")";
     if (t.bad) out << "  " << t.bad << (t.values ? " non-finite" : " broken");
@@ -139,6 +139,7 @@ CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* 
     float v_max = 0.f;
     for (float x : v8) v_max = std::max(v_max, std::abs(x));
     report.tensors[0].tol += (0x1p-4 + double(Nk) * 0x1p-18) * v_max;  // P̃'s rounding to e4m3
+    for (TensorCheck& t : report.tensors) t.yardstick = "fp32 CPU, FP8 adder,";
     const CheckReport given = verify_forward(s, plain, q, k, v, o, lse, seed, budget / 2);
     TensorCheck in = given.tensors[0];
     in.name = "O(in)";
