@@ -59,9 +59,6 @@ struct TensorCheck {
   std::string name;      // "O", "LSE", "dQ", ...
   double err = 0;        // the kernel's max abs error against fp64
   double err_fp32 = 0;   // the plain float32 CPU implementation's
-  // What err_fp32 is the error of, as the summary names it: fp32, or (FP8) fp32 adding S's
-  // products as the FP8 tensor core does.
-  std::string yardstick = "fp32 CPU";
   double tol = 0;        // factor · err_fp32 + floor · max(1, max |ref|)
   std::int64_t bad = 0;  // non-finite where the reference is finite
   // false: a check that is no error against fp64 values (SMYRF's "order": the worst pair of
@@ -70,6 +67,9 @@ struct TensorCheck {
   bool values = true;
   // false: an error reported (and in max_err()) but held to no tolerance (FP8's O(in)).
   bool judged = true;
+  // What err_fp32 is the error of, as the summary names it: fp32, or (FP8) fp32 adding S's
+  // products as the FP8 tensor core does.
+  std::string yardstick = "fp32 CPU";
   bool pass() const { return !judged || (bad == 0 && err <= tol); }
 };
 
