@@ -17,14 +17,14 @@
 // plain fp32 there: the FP8 tensor core adds S's products with fewer bits than an fp32 FMA keeps
 // (on the H200, bits more than 13 below the largest term of a k32 instruction are lost), an error
 // fp32 would not show. So the float implementation adds S's products as the tensor core does
-// (common/e4m3.hpp's model, kE4m3MmaBits; test_hopper_gpu measures the GPU's adder against it),
-// and O and LSE are held to the rule above with that yardstick. O has one more rounding the reference has not: P̃ to e4m3 before P̃V, by at most
-// 2⁻⁴ of each P̃ (2⁻¹⁰ absolute below e4m3's normal range, with P̃'s largest at 2⁸), while ℓ sums
-// the unrounded P̃. So |ΔO| ≤ Σ_j |ΔP̃_j| |v_j| / ℓ ≤ (2⁻⁴ + N_k·2⁻¹⁸) · max |V|, added to O's
-// tolerance. A bound for the worst case, not a model of the typical error: the tests also run
-// problems where a wrong kernel errs by far more than it (tests/test_hopper_emulated.cpp). The
-// error against the reference of the given inputs, which quantization adds to, is reported beside
-// it ("O(in)"), not judged.
+// (common/e4m3.hpp's model, kE4m3MmaBits; test_hopper_gpu measures the GPU's adder against it), and
+// O and LSE are held to the rule above with that yardstick. O has one more rounding the reference
+// has not: P̃ to e4m3 before P̃V, by at most 2⁻⁴ of each P̃ (2⁻¹⁰ absolute below e4m3's normal
+// range, with P̃'s largest at 2⁸), while ℓ sums the unrounded P̃. So |ΔO| ≤ Σ_j |ΔP̃_j| |v_j| / ℓ ≤
+// (2⁻⁴ + N_k·2⁻¹⁸) · max |V|, added to O's tolerance. A bound for the worst case, not a model of
+// the typical error: the tests also run problems where a wrong kernel errs by far more than it
+// (tests/test_hopper_emulated.cpp). The error against the reference of the given inputs, which
+// quantization adds to, is reported beside it ("O(in)"), not judged.
 //
 // The floor covers what the fp32 CPU error cannot see: where the CPU sums two quantities in
 // the same order it can cancel them exactly, while a kernel summing in another order cannot.

@@ -107,8 +107,8 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
   }
 }
 
-// flash_attn_func's (B, N, H, d), and one head of a wider tensor (a slice of packed QKV), for Q,
-// K and V; O with a padded row. TMA reads them through the tensor maps' strides.
+// The FP8 tensor core's adder (hopper::probe_fp8_mma): the FP8 rule's yardstick models it
+// (common/e4m3.hpp), so a GPU that keeps fewer bits than the model must fail here.
 TEST_CASE("step 09: the FP8 tensor core keeps the bits the FP8 rule's model of it assumes", "[gpu][hopper]") {
   const Case c{&step09(), 0, fs::Shape{1, 1, 128, 128}, false, DType::bf16};
   if (!runs_here(c)) {
@@ -128,6 +128,8 @@ TEST_CASE("step 09: the FP8 tensor core keeps the bits the FP8 rule's model of i
   REQUIRE(probe.acc_bits >= fs::kE4m3MmaBits);
 }
 
+// flash_attn_func's (B, N, H, d), and one head of a wider tensor (a slice of packed QKV), for Q,
+// K and V; O with a padded row. TMA reads them through the tensor maps' strides.
 TEST_CASE("step 09 on tensors in other layouts gives the contiguous layout's results bit for bit", "[gpu][hopper]") {
   const DType dtype = GENERATE(DType::bf16, DType::fp16);
   const int d = GENERATE(64, 128, 256);
