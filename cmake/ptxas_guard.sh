@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The compiler launcher of step 09's translation units (steps/09_hopper/CMakeLists.txt):
+#
+#   ptxas_guard.sh [--allow-spills REGEX] -- COMPILE COMMAND...
+#
+# runs the compile command and fails it where ptxas reported either of two silent slowdowns:
+#   C7513  wgmma.mma_async serialized: ptxas waits for each wgmma before issuing the next, so that
+#          nothing overlaps the tensor cores' work. It happens when a register that a wgmma in
+#          flight reads or writes is written by other instructions before the wait.
+#   spills registers spilled to local memory (ptxas -warn-spills, which the step passes), except
+#          in the functions whose mangled names match REGEX.
+# Both are only notes from ptxas: without this the build succeeds with them.
+allow=""
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  case "$1" in
+    --allow-spills) allow="$2"; shift 2 ;;
+    *) echo "ptxas_guard.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ "${1:-}" = "--" ] && shift
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$@" 2>"$log"
+rc=$?
+cat "$log" >&2
+[ "$rc" -eq 0 ] || exit "$rc"
+bad=$(grep -E 'C7513' "$log")
+spills=$(grep -E 'Registers are spilled' "$log")
+if [ -n "$allow" ] && [ -n "$spills" ]; then spills=$(grep -vE "$allow" <<<"$spills"); fi
+if [ -n "$bad$spills" ]; then
+  echo "error: ptxas serialized wgmma (C7513) or spilled registers where the step allows none (above); see cmake/ptxas_guard.sh" >&2
+  # The object must not stay behind as if it were good: remove the -o output.
+  prev=""
+  for arg in "$@"; do
+    if [ "$prev" = "-o" ]; then rm -f "$arg"; fi
+    prev="$arg"
+  done
+  exit 1
+fi
+exit 0
