@@ -6,13 +6,13 @@
 
 For each kernel whose mangled name matches --kernel, the tile loop is the smallest loop (a
 backward branch) that holds a wgmma and at least 16 MUFU.EX2. Its basic blocks are printed with
-their sizes, and two of them are named where the code has them:
+their sizes, and three kinds are named where the code has them:
   mask     the block that sets scores to -inf (mostly FSEL), run only on tiles that need masking;
   rescale  the block of O's rescale (FMUL only), which a lazy softmax skips on most tiles;
   call     a block that calls a subroutine (a division's slow path, when FCHK asks for it).
-The hot path is the loop without the mask and call blocks, with and without the rescale block. Per key
-divides by the keys of S's wgmma (its n) times 64 rows over the warpgroup's 128 threads: the
-elements of S each thread holds per tile, so "per element" is per exponential.
+The hot path is the loop without the mask and call blocks, with and without the rescale block.
+"Per element" divides by the elements of S each thread holds per tile: the keys of S's wgmma (its
+n) times 64 rows over the warpgroup's 128 threads, one exponential each.
 
 These are static counts of one compile: what each thread issues per tile when no branch is
 taken but the loop's own, not a measurement. cuobjdump comes with the CUDA toolkit, or from PyPI
@@ -20,11 +20,15 @@ taken but the loop's own, not a measurement. cuobjdump comes with the CUDA toolk
 """
 import argparse
 import collections
+import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_sass_mix import opcode  # noqa: E402  (the mnemonic without predicate and modifiers)
+
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-BRANCH = re.compile(r"\bBRA(?:\.U\.ANY|\.DIV)?\s+(?:`\()?(0x[0-9a-f]+)")
+BRANCH = re.compile(r"\bBRA(?:\.U\.ANY|\.DIV)?\s+(0x[0-9a-f]+)")
 GMMA = re.compile(r"\b[HQ]GMMA\.64x(\d+)x\d+\S*\s+(\S+),\s*(\S+)")
 
 
@@ -41,11 +45,6 @@ def functions(text):
         if m and name:
             out[name].append((int(m.group(1), 16), m.group(2)))
     return out
-
-
-def opcode(text):
-    text = re.sub(r"^@!?U?P\w+\s+", "", text)
-    return text.split()[0].split(".")[0]
 
 
 def tile_loop(ins):
@@ -73,9 +72,11 @@ def blocks(ins, lo, hi):
             leaders.add(a + 16)
     leaders = sorted(x for x in leaders if start <= x <= end)
     out = []
-    for b, (s, e) in enumerate(zip(leaders, leaders[1:] + [end + 16])):
-        out.append([t for a, t in ins[lo:hi + 1] if s <= a < e])
-    return [(leaders[i], body) for i, body in enumerate(out) if body]
+    for s, e in zip(leaders, leaders[1:] + [end + 16]):
+        body = [t for a, t in ins[lo:hi + 1] if s <= a < e]
+        if body:
+            out.append((s, body))
+    return out
 
 
 def kind(body):
@@ -102,7 +103,10 @@ def report(name, ins, top):
         if m and m.group(3).startswith("gdesc"):  # S = Q Kᵀ: both operands from shared memory
             keys = int(m.group(1))
             break
-    per_thread = keys * 64 // 128 if keys else None
+    if keys is None:
+        print(f"{name}: its tile loop has no wgmma with both operands in shared memory (S = Q Kᵀ)")
+        return
+    per_thread = keys * 64 // 128
     bl = blocks(ins, lo, hi)
     print(f"{name}")
     print(f"  tile loop {ins[lo][0]:#06x}..{ins[hi][0]:#06x}: {len(body)} instructions, "
