@@ -12,7 +12,7 @@
 // softmax makes O a row of V: exact). FlashAttention's tests allow the same, an output
 // rounding step ("out_ref + 0.3 - 0.3 - out_ref") on top of twice PyTorch's error.
 //
-// FP8 (AttnOptions::e4m3: the kernels rounded Q, K, V to e4m3 per 128-row block, common/e4m3.hpp).
+// FP8 (AttnOptions::e4m3: the kernels rounded Q, K, V to e4m3 per block of rows, common/e4m3.hpp).
 // The reference is that of the rounded inputs — what the kernel multiplied. The yardstick is not
 // plain fp32 there: the FP8 tensor core adds S's products with fewer bits than an fp32 FMA keeps
 // (on the H200, bits more than 13 below the largest term of a k32 instruction are lost), an error

@@ -354,19 +354,15 @@ Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int c
   std::vector<unsigned char> ws(l.bytes, 0x7f);  // 0x7f: e4m3's NaN
   fp.workspace = ws.data();
   const int heads = s.heads();
-  fs::emu::launch(hp::quantize_fp8_kernel<EO>, dim3(unsigned(l.blocks), unsigned(heads), 3),
-                  dim3(hp::kQuantizeThreads), hp::kQuantizeSmem, fp, ws.data(), l);
+  fs::emu::launch(hp::quantize_fp8_kernel<EO>, hp::fp8_quantize_grid(l, heads), dim3(hp::kQuantizeThreads),
+                  hp::kQuantizeSmem, fp, ws.data(), l);
   if (tamper) tamper(l, ws.data());
   namespace em = hp::emu_hopper;
   hp::TmaMaps maps{em::make_tensor_map_fp8(ws.data() + l.q, s.d, s.N, s.H, s.B, Cfg::kBlockM),
                    em::make_tensor_map_fp8(ws.data() + l.k, s.d, s.N, s.H, s.B, Cfg::kBlockN),
                    em::make_tensor_map_fp8(ws.data() + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
                    em::make_tensor_map(fp.o, fp.dtype, fp.o_strides, s.d, s.N, s.H, s.B, 64)};
-  const float* scales = reinterpret_cast<const float*>(ws.data() + l.scales);
-  maps.scale_q = scales;
-  maps.scale_k = scales + std::int64_t(heads) * l.blocks;
-  maps.scale_v = scales + 2 * std::int64_t(heads) * l.blocks;
-  maps.scale_blocks = l.blocks;
+  hp::set_fp8_scales(maps, l, ws.data(), heads);
   const int work = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM * heads;
   const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
   if (causal)

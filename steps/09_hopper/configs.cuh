@@ -56,9 +56,15 @@ static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlo
               "block_n: the rungs share ws's tile");
 
 // fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
-// Q 16 KiB + 4 stages × (K, Vᵀ: 16 + 16 KiB) + O 32 KiB.
+// Tiles of 192 keys, the quantizer's K and V blocks: Q 16 KiB + 3 stages × (K, Vᵀ: 24 + 32 KiB) +
+// O 32 KiB.
+// Its softmax: an exponential in 8 by polynomial, ℓ in 4 partial sums, P̃ rounded early (the
+// lesson's "On the H200" measures each).
 template <typename EO>
-using Fp8Cfg = HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8Block, 4, true, true, true, EO>;
+struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 3, true, true, true, EO> {
+  static constexpr int kPolyEvery = 8, kSumParts = 4;
+  static constexpr bool kEarlyPack = true;
+};
 
 template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {
