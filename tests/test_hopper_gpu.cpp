@@ -7,6 +7,7 @@
 // repeats and its dK, dV against fa3's, other layouts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -105,6 +106,29 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
       REQUIRE(report.pass());
     }
   }
+}
+
+// fp8's key tiles and K/V scale blocks are 192 rows (common/e4m3.hpp): N at their edges, and a
+// second key tile whose Vᵀ boxes run past N.
+TEST_CASE("step 09: fp8 at its 192-key tiles' edges matches the fp64 reference", "[gpu][hopper]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const int N = GENERATE(191, 192, 193, 320, 384, 385);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, N, 128};
+  const auto& names = step09().variants;
+  const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
+  REQUIRE(step09().rounds_to_e4m3(v));
+  const Case c{&step09(), v, s, causal, dtype};
+  if (!runs_here(c)) return;
+  const fs::HostProblem p = fs::random_problem(s, c.seed(), false, dtype);
+  const Outputs got = forward(c, p);
+  fs::AttnOptions attn{fs::default_scale(128), causal, {}, nullptr, dtype};
+  attn.e4m3 = true;
+  const auto report =
+      fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
+  INFO(c.name() << "\n" << report.summary());
+  REQUIRE(report.coverage.rfind("all ", 0) == 0);
+  REQUIRE(report.pass());
 }
 
 // The FP8 tensor core's adder (hopper::probe_fp8_mma): the FP8 rule's yardstick models it
