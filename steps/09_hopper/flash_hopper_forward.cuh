@@ -417,18 +417,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Descriptors (hopper.cuh, make_desc). Q and K: K-major, kStepK columns of d (32 bytes) per
     // step kk, box kk / 4. V: MN-major, 16 keys per step kk (2048 bytes), d's boxes BN·128 bytes
     // apart; fp8's Vᵀ: K-major like K, d its rows, 32 keys per step.
-    auto q_desc = [&](int kk) {
-      return make_desc(sQ + (kk / 4) * BM * BX + cw * 64 * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
-    };
+    // Each is made once, at the tiles' first element, and moved by a byte offset (desc_add) for
+    // each product: kk and half are constants of unrolled loops, the stage's part one product a tile.
+    const std::uint64_t q0 = make_desc(sQ + cw * 64 * BX, 16, 1024), k0 = make_desc(sK, 16, 1024),
+                        v0 = Cfg::kFp8 ? make_desc(sV, 16, 1024) : make_desc(sV, BN * 128, 1024);
+    auto q_desc = [&](int kk) { return desc_add(q0, kE * ((kk / 4) * BM * BX + (kk % 4) * Cfg::kStepK)); };
     auto k_desc = [&](int stage, int kk) {
-      return make_desc(sK + stage * Cfg::kKVElems + (kk / 4) * BN * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
+      return desc_add(k0, kE * (stage * Cfg::kKVElems + (kk / 4) * BN * BX + (kk % 4) * Cfg::kStepK));
     };
     auto v_desc = [&](int stage, int kk, int half) {
       if constexpr (Cfg::kFp8)
-        return make_desc(sV + stage * Cfg::kVElems + (kk / 4) * D * BX + half * Cfg::kONt * BX + (kk % 4) * Cfg::kStepK,
-                         16, 1024);
+        return desc_add(v0, kE * (stage * Cfg::kVElems + (kk / 4) * D * BX + half * Cfg::kONt * BX + (kk % 4) * Cfg::kStepK));
       else
-        return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
+        return desc_add(v0, kE * (stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64));
     };
     float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
     float m[1][2], l[1][2];

@@ -241,6 +241,13 @@ __device__ __forceinline__ std::uint64_t make_desc(const void* smem, std::uint32
          std::uint64_t((stride >> 4) & 0x3fff) << 32 | std::uint64_t(1) << 62;
 }
 
+// The descriptor of a matrix `bytes` further on in shared memory: the address field (bits 0-13,
+// the address / 16) plus bytes / 16. Every shared-memory address is below 2¹⁸ bytes, so the sum
+// stays inside the field. One add, where make_desc converts and masks a pointer each time.
+__host__ __device__ constexpr std::uint64_t desc_add(std::uint64_t desc, std::uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 #ifndef FS_EMULATION
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
