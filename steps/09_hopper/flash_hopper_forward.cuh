@@ -91,10 +91,8 @@ struct HopperConfig {
   static_assert(!kFp8 || (D == 128 && kBlockN <= 256),
                 "fp8: d = 128 (one box of Q and K; one box of K's rows)");
   // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): an exponential in kPolyEvery
-  // 8-key chunks by polynomial (0: none), ℓ in kSumParts partial sums; kEarlyPack: P̃ rounded for
-  // P̃V before the product in flight has landed (into registers of its own).
+  // 8-key chunks by polynomial (0: none), ℓ in kSumParts partial sums.
   static constexpr int kPolyEvery = 0, kSumParts = 1;
-  static constexpr bool kEarlyPack = false;
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + (kProducer ? 1 : 0));  // and the producer
   static constexpr int kBoxCols = 128 / int(sizeof(E));    // a 128-byte row of the swizzle
@@ -602,23 +600,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           note_keys(Kind::ComputeS, Tensor::S, t);
           softmax(s, t, ts, alpha);
           note_keys(Kind::Softmax, Tensor::P, t);
-          // kEarlyPack: P̃_t rounded at once into registers of its own (pf still feeds P̃_{t−1}V_{t−1}),
-          // so that the conversions can run beside the last exponentials, and moved to pf later.
-          std::uint32_t pn[KN][4];
-          if constexpr (Cfg::kEarlyPack) pack(s, pn);
           wgmma_wait<0>();
           fence_operands(o[0]);
           release(empty_v, prev);
           note_o(Kind::AccumulateO);  // P̃_{t−1}V_{t−1}, which ran beside the softmax
           rescale_o(o[0], alpha);
-          if constexpr (Cfg::kEarlyPack) {
-#pragma unroll
-            for (int kk = 0; kk < KN; ++kk)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) pf[kk][e] = pn[kk][e];
-          } else {
-            pack(s, pf);
-          }
+          pack(s, pf);  // only now: pf fed P̃_{t−1}V_{t−1} (see Pitfalls on rounding P̃_t earlier)
           note_o(Kind::Rescale);
         }
         release(empty_q, 0);  // every S of the work tile has landed: Q can be refilled
