@@ -339,10 +339,9 @@ namespace {
 // launches them but with the emulation's tensor maps, on `ctas` CTAs (0: one per work tile). The
 // workspace is poisoned first, so that bytes the quantizer leaves unwritten (Vᵀ's padding) show.
 // `tamper`, if given, changes the quantizer's output before the kernel reads it.
-template <typename EO>
+template <typename EO, typename Cfg = hp::Fp8Cfg<EO>>
 Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas, float scale,
                 const std::function<void(const hp::Fp8Layout&, unsigned char*)>& tamper = {}) {
-  using Cfg = hp::Fp8Cfg<EO>;
   const auto q = to_16bit<EO>(p.q), k = to_16bit<EO>(p.k), v = to_16bit<EO>(p.v);
   std::vector<EO> o(s.elems(), EO(NAN));
   std::vector<float> lse(s.rows(), NAN);
@@ -442,6 +441,45 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
   const fs::CheckReport bad = fp8_report(s, p, true, 1.f, DType::bf16, swapped);
   INFO(bad.summary());
   CHECK_FALSE(bad.pass());
+}
+
+// The lazy softmax (kLazy: V's scale folded into P̃, m moved only past the slack, O's rescale
+// skipped where no max moved) on rows whose max climbs through every tile, by more than the slack
+// in some and less in others (K's rows grow with the key), and V blocks whose scales lie 2⁵ and
+// 2⁻⁵ from the others (V's keys 384 .. 575 times 32, 768 .. 799 divided by 32): against the
+// reference, beside the same tiles without it, which must pass too, and one CTA per work tile
+// against a persistent grid, bit for bit. N = 800: five tiles of 192 keys, the last of 32.
+TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated][hopper][fp8]") {
+  using EO = __nv_bfloat16;
+  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 3, true, true, true, EO>;
+  static_assert(hp::Fp8Cfg<EO>::kLazy && !Eager::kLazy);
+  const fs::Shape s{1, 1, 800, 128};
+  fs::HostProblem p = fs::random_problem(s, 947, false, DType::bf16);
+  auto bf16 = [](float x) { return float(__nv_bfloat16(x)); };
+  for (int j = 0; j < s.N; ++j)
+    for (int c = 0; c < s.d; ++c) {
+      float& k = p.k[std::size_t(j) * s.d + c];
+      float& v = p.v[std::size_t(j) * s.d + c];
+      k = bf16(k * (1.f + 6.f * float(j) / float(s.N)));
+      if (j >= 384 && j < 576) v = bf16(v * 32.f);
+      if (j >= 768) v = bf16(v / 32.f);
+    }
+  const float scale = fs::default_scale(s.d);
+  for (bool causal : {false, true}) {
+    DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
+      const Outputs lazy = run_fp8<EO>(s, p, causal, 0, scale);
+      const fs::CheckReport r = fp8_report(s, p, causal, scale, DType::bf16, lazy);
+      INFO("lazy: " << r.summary());
+      CHECK(r.pass());
+      const Outputs eager = run_fp8<EO, Eager>(s, p, causal, 0, scale);
+      const fs::CheckReport e = fp8_report(s, p, causal, scale, DType::bf16, eager);
+      INFO("eager: " << e.summary());
+      CHECK(e.pass());
+      const Outputs persistent = run_fp8<EO>(s, p, causal, 2, scale);
+      CHECK(same_bits(persistent.o, lazy.o));
+      CHECK(same_bits(persistent.lse, lazy.lse));
+    }
+  }
 }
 
 // ---- the trace's lanes ---------------------------------------------------------------------------

@@ -58,11 +58,14 @@ static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlo
 // fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
 // Tiles of 192 keys, the quantizer's K and V blocks: Q 16 KiB + 3 stages × (K, Vᵀ: 24 + 32 KiB) +
 // O 32 KiB.
-// Its softmax: an exponential in 8 by polynomial, ℓ in 4 partial sums (each not yet measured on
-// its own on the H200: the experiment patch h200_hopper_fp8_sweep2.patch).
+// Its softmax: an exponential in 8 by polynomial, ℓ in 4 partial sums, and the lazy max with a
+// slack of 2.8 (P̃ = 2^(x − m + 6), O's rescale skipped where no row's max moved: kLazy). Each
+// is not yet measured on its own on the H200 (the experiment patch h200_hopper_fp8_sweep2.patch).
 template <typename EO>
 struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 3, true, true, true, EO> {
   static constexpr int kPolyEvery = 8, kSumParts = 4;
+  static constexpr bool kLazy = true;
+  static constexpr float kSlack = 2.8f;
 };
 
 template <typename E, int D>

@@ -91,8 +91,12 @@ struct HopperConfig {
   static_assert(!kFp8 || (D == 128 && kBlockN <= 256),
                 "fp8: d = 128 (one box of Q and K; one box of K's rows)");
   // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): an exponential in kPolyEvery
-  // 8-key chunks by polynomial (0: none), ℓ in kSumParts partial sums.
+  // 8-key chunks by polynomial (0: none), ℓ in kSumParts partial sums. kLazy: V's scale folded into
+  // P̃ and a row's max moved only when it grows by more than kSlack (base-2 units), so that most
+  // tiles skip O's rescale (Fp8Lazy).
   static constexpr int kPolyEvery = 0, kSumParts = 1;
+  static constexpr bool kLazy = false;
+  static constexpr float kSlack = 0.f;
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + (kProducer ? 1 : 0));  // and the producer
   static constexpr int kBoxCols = 128 / int(sizeof(E));    // a 128-byte row of the swizzle
@@ -170,6 +174,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[DT][4], const float (&alpha
     for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
 }
 
+// kLazy: skipped where α is 1 for every row of the warp (the same O, bit for bit).
+template <bool kLazy, int DT>
+__device__ __forceinline__ void rescale_o_if(float (&o)[DT][4], const float (&alpha)[2]) {
+  if constexpr (kLazy)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+  rescale_o(o, alpha);
+}
+
 // P̃ rounded to E as wgmma's A operand: keys [16kk, 16kk + 16) are S's 8-column chunks 2kk, 2kk + 1.
 template <typename E, int NT>
 __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&pf)[NT / 2][4]) {
@@ -202,27 +214,52 @@ __device__ __forceinline__ float exp2_poly(float x) {
 }
 #ifndef FS_EMULATION
 __device__ __forceinline__ float fast_div(float a, float b) { return __fdividef(a, b); }
+__device__ __forceinline__ float fast_log2(float a) { return __log2f(a); }
 #else
 inline float fast_div(float a, float b) { return a / b; }
+inline float fast_log2(float a) { return std::log2(a); }
 #endif
+// The lazy fp8 softmax (HopperConfig's kLazy), in three parts that each keep P̃ below e4m3's 448.
+//  - V's scale moves into P̃. Without it, O is kept in the units of the latest tile's V block and
+//    α carries sv_{t−1} / sv_t, which is never 1. With it, O is kept in the units of sv_h, the
+//    largest V scale of the head, and P̃ of tile t is 2^(x − m + off + log2 r) with r = sv_t /
+//    sv_h ≤ 1 (one lg2 a tile); ℓ adds that tile's sum times 1 / r, so it still sums P̃.
+//  - The max is lazy: m moves only where the tile's max exceeds it by more than kSlack, else P̃
+//    is taken against the old m (the softmax is the same whatever m is, as long as P̃ fits), and
+//    α is exactly 1. Where no row of a warp moved, the warp skips O's rescale (as step 08's
+//    kLazy does). FlashAttention-4's conditional rescaling, with e4m3's ceiling as its bound.
+//  - The offset is off = min(8, 8.8 − kSlack): P̃ ≤ 2^(off + kSlack) ≤ 2^8.8 < 448.
+struct Fp8Lazy {
+  float lg_r = 0.f, inv_r = 1.f;  // log2 r and 1 / r of the tile's V scale against the head's
+  float slack = 0.f, off = kFp8Offset;
+};
+template <typename Cfg>
+__host__ __device__ constexpr float fp8_offset() {
+  return Cfg::kLazy && Cfg::kSlack > 0.8f ? 8.8f - Cfg::kSlack : kFp8Offset;
+}
 // kPolyEvery > 0: the last 8-key chunk of every kPolyEvery by exp2_poly (on the FMA units, beside
 // the MUFU unit's ex2 for the others). kSumParts: ℓ's sum of the tile in that many partial sums,
 // so that its adds do not wait on each other.
-template <int NT, int kPolyEvery, int kSumParts>
+template <int NT, int kPolyEvery, int kSumParts, bool kLazy = false>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                                 float c) {
+                                                 float c, const Fp8Lazy& lz = {}) {
   float mx[2];
   const float none[2] = {-INFINITY, -INFINITY};
   row_max(s, none, mx);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
+    float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
+    bool moved = true;
+    if constexpr (kLazy) {
+      moved = m_new > m[h] + lz.slack;  // false for a row that has seen only −inf, and stays there
+      m_new = moved ? m_new : m[h];
+    }
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = tc::exp2_fast(m[h] - m_use);
+    alpha[h] = moved ? tc::exp2_fast(m[h] - m_use) : 1.f;
     m[h] = m_new;
-    const float bias = kFp8Offset - m_use;
+    const float bias = kLazy ? lz.off - m_use + lz.lg_r : kFp8Offset - m_use;
     float part[kSumParts];
-    part[0] = l[h] * alpha[h];
+    part[0] = kLazy ? 0.f : l[h] * alpha[h];
 #pragma unroll
     for (int i = 1; i < kSumParts; ++i) part[i] = 0.f;
 #pragma unroll
@@ -235,11 +272,11 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2
       }
 #pragma unroll
     for (int i = 1; i < kSumParts; ++i) part[0] += part[i];
-    l[h] = part[0];
+    l[h] = kLazy ? fmaf(part[0], lz.inv_r, l[h] * alpha[h]) : part[0];
   }
 }
-// tc_finish_rows's m for LSE = m · 1 + ln ℓ: (m − 8) ln 2, from the base-2 max and P̃'s offset.
-__device__ __forceinline__ float fp8_lse_m(float m) { return (m - kFp8Offset) * 0.69314718f; }
+// tc_finish_rows's m for LSE = m · 1 + ln ℓ: (m − off) ln 2, from the base-2 max and P̃'s offset.
+__device__ __forceinline__ float fp8_lse_m(float m, float off = kFp8Offset) { return (m - off) * 0.69314718f; }
 
 // P̃ rounded to e4m3 as wgmma's 8-bit A operand (hopper.cuh): k-step kk covers keys
 // [32kk, 32kk + 32), S's chunks 4kk .. 4kk + 3. Register 0 gets row g's keys 2t, 2t + 1 of
@@ -291,6 +328,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int NT = BN / 8, DT = D / 8, KD = D / Cfg::kStepK, KN = BN / Cfg::kStepK, CB = Cfg::kColBlocks;
   constexpr int BX = Cfg::kBoxCols;  // columns per box: 64, or 128 of e4m3
   constexpr std::int64_t kE = sizeof(E);
+  static_assert(!Cfg::kLazy || (Cfg::kFp8 && Cfg::kSlack >= 0.f && Cfg::kSlack < 8.8f),
+                "kLazy: the fp8 softmax's, with P̃ ≤ 2^(off + kSlack) ≤ 2^8.8 (fp8_offset)");
   // Traced (kTrace), each warpgroup records its own lane (launch_forward_kernel names them):
   // lane 0 the producer's thread 0 — its waits for free stages and its copies — and lanes 1 and 2
   // the consumers' first threads — their waits, products, softmax and stores.
@@ -432,7 +471,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
     float m[1][2], l[1][2];
     // fp8: the work tile's Q scale, and the scale of the V block O is kept in units of (O holds
-    // O_true / sv: each tile's α also carries sv_{t−1} / sv_t, and the end multiplies by sv).
+    // O_true / sv: each tile's α also carries sv_{t−1} / sv_t, and the end multiplies by sv; with
+    // kLazy, sv is the head's largest V scale, and α carries none).
     float sq = 1.f, sv = 1.f;
     auto block_scale = [&](const float* scales, int blocks, std::int64_t head, int block) {
       return scales[head * blocks + block];
@@ -476,6 +516,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       m[0][0] = m[0][1] = -INFINITY;
       l[0][0] = l[0][1] = 0.f;
       if constexpr (Cfg::kFp8) sq = block_scale(maps.scale_q, maps.blocks_q, wk.bh, wk.row0 / kFp8BlockQ);
+      if constexpr (Cfg::kLazy) {  // sv_h: the largest of the head's V scales, a max over the warp
+        const float* vs = maps.scale_v + kv_head(wk) * maps.blocks_kv;
+        float mv = 0.f;
+        for (int j = lane; j < maps.blocks_kv; j += 32) mv = fmaxf(mv, vs[j]);
+#pragma unroll
+        for (int x = 16; x >= 1; x /= 2) mv = fmaxf(mv, __shfl_xor_sync(0xffffffffu, mv, x));
+        sv = mv;
+      }
       // fp8: tile t's K and V scales, read before its wait for K so that the load's latency
       // passes during the wait and S's product, not at the softmax that needs them.
       struct TileScales {
@@ -490,7 +538,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // Keys past N and (causal) after the row's diagonal get −inf, then the softmax of tile t.
       auto softmax = [&](float (&s)[NT][4], int t, const TileScales& ts, float (&alpha)[2]) {
         tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, t * BN, N, 0);
-        if constexpr (Cfg::kFp8) {
+        if constexpr (Cfg::kLazy) {
+          const float r = fast_div(ts.v, sv);  // ≤ 1
+          const Fp8Lazy lz{fast_log2(r), fast_div(sv, ts.v), Cfg::kSlack, fp8_offset<Cfg>()};
+          softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
+        } else if constexpr (Cfg::kFp8) {
           const float sv_t = ts.v;
           softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
           const float ratio = t > 0 ? fast_div(sv, sv_t) : 1.f;
@@ -548,7 +600,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           float alpha[2];
           softmax(s, t, ts, alpha);
           note_keys(Kind::Softmax, Tensor::P, t);
-          rescale_o(o[0], alpha);
+          rescale_o_if<Cfg::kLazy>(o[0], alpha);
           std::uint32_t pf[KN][4];
           pack(s, pf);
           note_o(Kind::Rescale);
@@ -604,7 +656,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           fence_operands(o[0]);
           release(empty_v, prev);
           note_o(Kind::AccumulateO);  // P̃_{t−1}V_{t−1}, which ran beside the softmax
-          rescale_o(o[0], alpha);
+          rescale_o_if<Cfg::kLazy>(o[0], alpha);
           pack(s, pf);  // only now: pf fed P̃_{t−1}V_{t−1} (see Pitfalls on rounding P̃_t earlier)
           note_o(Kind::Rescale);
         }
@@ -632,8 +684,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kFp8) {
         const float unit[2] = {sv, sv};
         rescale_o(o[0], unit);
-        m[0][0] = fp8_lse_m(m[0][0]);
-        m[0][1] = fp8_lse_m(m[0][1]);
+        m[0][0] = fp8_lse_m(m[0][0], fp8_offset<Cfg>());
+        m[0][1] = fp8_lse_m(m[0][1], fp8_offset<Cfg>());
         lse_scale = 1.f;
       }
       if constexpr (Cfg::kTmaStore) {
