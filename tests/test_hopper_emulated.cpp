@@ -482,6 +482,38 @@ TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated
   }
 }
 
+// Blocks of zeros: a V block of zeros between V blocks of small values (|V| about 10⁻³, so that a
+// zero block's scale, were it e4m3_scale's old 1, would be the head's largest by far and round
+// every other tile's P̃ to nothing), a K block of zeros (its keys' scores are 0) and a Q block of
+// zeros (its rows' softmax is uniform), lazy and eager, against the reference. N = 800, 2 heads.
+TEST_CASE("step 09 on the CPU: fp8 with blocks of zeros in Q, K and V", "[emulated][hopper][fp8]") {
+  using EO = __nv_bfloat16;
+  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 3, true, true, true, EO>;
+  const fs::Shape s{1, 2, 800, 128};
+  fs::HostProblem p = fs::random_problem(s, 953, false, DType::bf16);
+  for (int bh = 0; bh < s.heads(); ++bh)
+    for (int j = 0; j < s.N; ++j)
+      for (int c = 0; c < s.d; ++c) {
+        const std::size_t at = (std::size_t(bh) * s.N + j) * s.d + c;
+        p.v[at] = j >= 192 && j < 384 ? 0.f : float(__nv_bfloat16(p.v[at] * 1e-3f));
+        if (j >= 576 && j < 768) p.k[at] = 0.f;
+        if (j >= 128 && j < 256) p.q[at] = 0.f;
+      }
+  const float scale = fs::default_scale(s.d);
+  for (bool causal : {false, true}) {
+    DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
+      const Outputs lazy = run_fp8<EO>(s, p, causal, 0, scale);
+      const fs::CheckReport r = fp8_report(s, p, causal, scale, DType::bf16, lazy);
+      INFO("lazy: " << r.summary());
+      CHECK(r.pass());
+      const Outputs eager = run_fp8<EO, Eager>(s, p, causal, 0, scale);
+      const fs::CheckReport e = fp8_report(s, p, causal, scale, DType::bf16, eager);
+      INFO("eager: " << e.summary());
+      CHECK(e.pass());
+    }
+  }
+}
+
 // ---- the trace's lanes ---------------------------------------------------------------------------
 
 // A traced forward records each warpgroup in a lane of its own (record.hpp): the producer's waits

@@ -539,11 +539,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       auto softmax = [&](float (&s)[NT][4], int t, const TileScales& ts, float (&alpha)[2]) {
         tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, t * BN, N, 0);
         if constexpr (Cfg::kLazy) {
-          const float r = fast_div(ts.v, sv);  // ≤ 1
-          const Fp8Lazy lz{fast_log2(r), fast_div(sv, ts.v), Cfg::kSlack, fp8_offset<Cfg>()};
+          // r ≤ 1; a V block of zeros (scale 0) adds nothing to O, and its P̃ is taken as it is.
+          const bool zero = !(ts.v > 0.f);
+          const float r = zero ? 1.f : fast_div(ts.v, sv), inv_r = zero ? 1.f : fast_div(sv, ts.v);
+          const Fp8Lazy lz{fast_log2(r), inv_r, Cfg::kSlack, fp8_offset<Cfg>()};
           softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
         } else if constexpr (Cfg::kFp8) {
-          const float sv_t = ts.v;
+          const float sv_t = ts.v > 0.f ? ts.v : sv;  // a V block of zeros (scale 0): O keeps its units
           softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
           const float ratio = t > 0 ? fast_div(sv, sv_t) : 1.f;
           alpha[0] *= ratio;

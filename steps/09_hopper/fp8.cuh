@@ -117,7 +117,10 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
   const float inv = e4m3_inverse(amax);
   float* scales = reinterpret_cast<float*>(ws + l.scales) + l.scale_offset(which, std::int64_t(s.B) * s.H) +
                   std::int64_t(bh) * (which == 0 ? l.blocks_q : l.blocks_kv);
-  if (threadIdx.x == 0) scales[blk] = e4m3_scale(amax);
+  // V's block of zeros gets scale 0, not e4m3_scale's 1 (its values are 0 whatever the scale): an
+  // arbitrary scale, larger than the other blocks', would become the head's largest V scale, which
+  // the lazy softmax measures P̃ against. Q's and K's keep 1 (a 0 would make −∞ · 0 of masked keys).
+  if (threadIdx.x == 0) scales[blk] = which == 2 && !(amax > 0.f) ? 0.f : e4m3_scale(amax);
 
   if (which < 2) {  // Q, K: (B, H, N, d), rows past N not written (TMA reads them as zeros)
     std::uint8_t* out = ws + (which == 0 ? l.q : l.k) + (std::size_t(bh) * N + row0) * D;
