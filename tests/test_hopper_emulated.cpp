@@ -33,6 +33,7 @@
 #include "steps/09_hopper/configs.cuh"
 #include "steps/09_hopper/flash_hopper_backward.cuh"
 #include "tests/flash_checks.hpp"
+#include "tests/fp8_problems.hpp"
 #include "tests/host_convert.hpp"
 
 namespace {
@@ -444,26 +445,15 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
 }
 
 // The lazy softmax (kLazy: V's scale folded into P̃, m moved only past the slack, O's rescale
-// skipped where no max moved) on rows whose max climbs through every tile, by more than the slack
-// in some and less in others (K's rows grow with the key), and V blocks whose scales lie 2⁵ and
-// 2⁻⁵ from the others (V's keys 384 .. 575 times 32, 768 .. 799 divided by 32): against the
-// reference, beside the same tiles without it, which must pass too, and one CTA per work tile
-// against a persistent grid, bit for bit. N = 800: five tiles of 192 keys, the last of 32.
-TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated][hopper][fp8]") {
+// skipped where no max moved) on its two problems (tests/fp8_problems.hpp), causal and not:
+// against the reference, beside the same tiles without it (Eager), which must pass too; and, on
+// the climbing maxima, one CTA per work tile against a persistent grid, bit for bit.
+static void check_lazy_fp8(const fs::Shape& s, std::uint64_t seed, fs::testing::Fp8Problem kind) {
   using EO = __nv_bfloat16;
   using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 3, true, true, true, EO>;
   static_assert(hp::Fp8Cfg<EO>::kLazy && !Eager::kLazy);
-  const fs::Shape s{1, 1, 800, 128};
-  fs::HostProblem p = fs::random_problem(s, 947, false, DType::bf16);
-  auto bf16 = [](float x) { return float(__nv_bfloat16(x)); };
-  for (int j = 0; j < s.N; ++j)
-    for (int c = 0; c < s.d; ++c) {
-      float& k = p.k[std::size_t(j) * s.d + c];
-      float& v = p.v[std::size_t(j) * s.d + c];
-      k = bf16(k * (1.f + 6.f * float(j) / float(s.N)));
-      if (j >= 384 && j < 576) v = bf16(v * 32.f);
-      if (j >= 768) v = bf16(v / 32.f);
-    }
+  fs::HostProblem p = fs::random_problem(s, seed, false, DType::bf16);
+  fs::testing::shape_fp8_problem(p, kind);
   const float scale = fs::default_scale(s.d);
   for (bool causal : {false, true}) {
     DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
@@ -475,43 +465,21 @@ TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated
       const fs::CheckReport e = fp8_report(s, p, causal, scale, DType::bf16, eager);
       INFO("eager: " << e.summary());
       CHECK(e.pass());
-      const Outputs persistent = run_fp8<EO>(s, p, causal, 2, scale);
-      CHECK(same_bits(persistent.o, lazy.o));
-      CHECK(same_bits(persistent.lse, lazy.lse));
+      if (kind == fs::testing::Fp8Problem::climbing) {
+        const Outputs persistent = run_fp8<EO>(s, p, causal, 2, scale);
+        CHECK(same_bits(persistent.o, lazy.o));
+        CHECK(same_bits(persistent.lse, lazy.lse));
+      }
     }
   }
 }
 
-// Blocks of zeros: a V block of zeros between V blocks of small values (|V| about 10⁻³, so that a
-// zero block's scale, were it e4m3_scale's old 1, would be the head's largest by far and round
-// every other tile's P̃ to nothing), a K block of zeros (its keys' scores are 0) and a Q block of
-// zeros (its rows' softmax is uniform), lazy and eager, against the reference. N = 800, 2 heads.
+TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated][hopper][fp8]") {
+  check_lazy_fp8(fs::Shape{1, 1, 800, 128}, 947, fs::testing::Fp8Problem::climbing);
+}
+
 TEST_CASE("step 09 on the CPU: fp8 with blocks of zeros in Q, K and V", "[emulated][hopper][fp8]") {
-  using EO = __nv_bfloat16;
-  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 3, true, true, true, EO>;
-  const fs::Shape s{1, 2, 800, 128};
-  fs::HostProblem p = fs::random_problem(s, 953, false, DType::bf16);
-  for (int bh = 0; bh < s.heads(); ++bh)
-    for (int j = 0; j < s.N; ++j)
-      for (int c = 0; c < s.d; ++c) {
-        const std::size_t at = (std::size_t(bh) * s.N + j) * s.d + c;
-        p.v[at] = j >= 192 && j < 384 ? 0.f : float(__nv_bfloat16(p.v[at] * 1e-3f));
-        if (j >= 576 && j < 768) p.k[at] = 0.f;
-        if (j >= 128 && j < 256) p.q[at] = 0.f;
-      }
-  const float scale = fs::default_scale(s.d);
-  for (bool causal : {false, true}) {
-    DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
-      const Outputs lazy = run_fp8<EO>(s, p, causal, 0, scale);
-      const fs::CheckReport r = fp8_report(s, p, causal, scale, DType::bf16, lazy);
-      INFO("lazy: " << r.summary());
-      CHECK(r.pass());
-      const Outputs eager = run_fp8<EO, Eager>(s, p, causal, 0, scale);
-      const fs::CheckReport e = fp8_report(s, p, causal, scale, DType::bf16, eager);
-      INFO("eager: " << e.summary());
-      CHECK(e.pass());
-    }
-  }
+  check_lazy_fp8(fs::Shape{1, 2, 800, 128}, 953, fs::testing::Fp8Problem::zeros);
 }
 
 // ---- the trace's lanes ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include "common/verify.hpp"
 #include "steps/09_hopper/hopper.hpp"
 #include "tests/flash_checks.hpp"
+#include "tests/fp8_problems.hpp"
 #include "tests/gpu_cases.hpp"
 
 using fs::DType;
@@ -131,40 +132,26 @@ TEST_CASE("step 09: fp8 at its 192-key tiles' edges matches the fp64 reference",
   REQUIRE(report.pass());
 }
 
-// fp8's lazy softmax on the GPU, on the emulated tests' two problems (test_hopper_emulated.cpp):
-// rows whose max climbs through every tile, with V blocks 2⁵ above and below the others; and
-// blocks of zeros in Q, K and V among small V (|V| about 10⁻³), where a V block of zeros must not
-// set the head's largest V scale. N = 800: five key tiles, the last of 32 keys.
+// fp8's lazy softmax on the GPU, on its two problems (tests/fp8_problems.hpp: rows whose max
+// climbs through every tile with V blocks 2⁵ above and below the others, and blocks of zeros in Q,
+// K and V among small V), causal and not. N = 800: five key tiles, the last of 32 keys.
 TEST_CASE("step 09: fp8's lazy softmax on climbing maxima and blocks of zeros", "[gpu][hopper]") {
-  const bool zeros = GENERATE(false, true);
+  using fs::testing::Fp8Problem;
+  const Fp8Problem kind = GENERATE(Fp8Problem::climbing, Fp8Problem::zeros);
   const bool causal = GENERATE(false, true);
   const fs::Shape s{1, 2, 800, 128};
   const auto& names = step09().variants;
   const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
   const Case c{&step09(), v, s, causal, DType::bf16};
   if (!runs_here(c)) return;
-  fs::HostProblem p = fs::random_problem(s, c.seed() + zeros, false, DType::bf16);
-  auto bf16 = [](float x) { return float(__nv_bfloat16(x)); };
-  for (int bh = 0; bh < s.heads(); ++bh)
-    for (int j = 0; j < s.N; ++j)
-      for (int col = 0; col < s.d; ++col) {
-        const std::size_t at = (std::size_t(bh) * s.N + j) * s.d + col;
-        if (!zeros) {
-          p.k[at] = bf16(p.k[at] * (1.f + 6.f * float(j) / float(s.N)));
-          if (j >= 384 && j < 576) p.v[at] = bf16(p.v[at] * 32.f);
-          if (j >= 768) p.v[at] = bf16(p.v[at] / 32.f);
-        } else {
-          p.v[at] = j >= 192 && j < 384 ? 0.f : bf16(p.v[at] * 1e-3f);
-          if (j >= 576 && j < 768) p.k[at] = 0.f;
-          if (j >= 128 && j < 256) p.q[at] = 0.f;
-        }
-      }
+  fs::HostProblem p = fs::random_problem(s, c.seed() + int(kind), false, DType::bf16);
+  fs::testing::shape_fp8_problem(p, kind);
   const Outputs got = forward(c, p);
   fs::AttnOptions attn{fs::default_scale(128), causal, {}, nullptr, DType::bf16};
   attn.e4m3 = true;
   const auto report =
       fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
-  INFO(c.name() << (zeros ? " zeros" : " climbing") << "\n" << report.summary());
+  INFO(c.name() << (kind == Fp8Problem::zeros ? " zeros" : " climbing") << "\n" << report.summary());
   REQUIRE(report.coverage.rfind("all ", 0) == 0);
   REQUIRE(report.pass());
 }
