@@ -4,7 +4,7 @@
 //
 // Per-block scaling: each block of rows of a head is divided by its own scale, its largest |x| /
 // 448, before it is rounded, and multiplied by it again where it is used. The blocks are the fp8
-// forward's tiles: 128 rows of Q (a query tile), 192 of K and of V (a key tile), so that a tile
+// forward's tiles: 128 rows of Q (a query tile), 224 of K and of V (a key tile), so that a tile
 // has one scale. One definition here of what that does, for the kernels (steps/09_hopper/fp8.cuh,
 // on the GPU) and for the check's reference (common/verify.cpp, on the host), which must round
 // alike.
@@ -18,7 +18,7 @@
 namespace fs {
 
 constexpr int kE4m3BlockQ = 128;   // rows of a head per scale: Q
-constexpr int kE4m3BlockKV = 192;  // and K, V
+constexpr int kE4m3BlockKV = 224;  // and K, V
 constexpr float kE4m3Max = 448.f;  // the largest finite e4m3 value
 
 // A block's scale from its largest |x| (1 for a block of zeros), and its inverse: x · inverse is

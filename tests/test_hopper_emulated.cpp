@@ -450,7 +450,7 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
 // the climbing maxima, one CTA per work tile against a persistent grid, bit for bit.
 static void check_lazy_fp8(const fs::Shape& s, std::uint64_t seed, fs::testing::Fp8Problem kind) {
   using EO = __nv_bfloat16;
-  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 3, true, true, true, EO>;
+  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 2, true, true, true, EO>;
   static_assert(hp::Fp8Cfg<EO>::kLazy && !Eager::kLazy);
   fs::HostProblem p = fs::random_problem(s, seed, false, DType::bf16);
   fs::testing::shape_fp8_problem(p, kind);

@@ -109,11 +109,11 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
   }
 }
 
-// fp8's key tiles and K/V scale blocks are 192 rows (common/e4m3.hpp): N at their edges, and a
-// second key tile whose Vᵀ boxes run past N.
-TEST_CASE("step 09: fp8 at its 192-key tiles' edges matches the fp64 reference", "[gpu][hopper]") {
+// fp8's key tiles and K/V scale blocks are B = 224 rows (common/e4m3.hpp): N at their edges, and
+// a second key tile whose Vᵀ boxes (128 keys each) run past N.
+TEST_CASE("step 09: fp8 at its key tiles' edges matches the fp64 reference", "[gpu][hopper]") {
   const DType dtype = GENERATE(DType::bf16, DType::fp16);
-  const int N = GENERATE(191, 192, 193, 320, 384, 385);
+  const int N = fs::kE4m3BlockKV + GENERATE(-1, 0, 1, 96, fs::kE4m3BlockKV, fs::kE4m3BlockKV + 1);
   const bool causal = GENERATE(false, true);
   const fs::Shape s{1, 2, N, 128};
   const auto& names = step09().variants;
@@ -134,7 +134,7 @@ TEST_CASE("step 09: fp8 at its 192-key tiles' edges matches the fp64 reference",
 
 // fp8's lazy softmax on the GPU, on its two problems (tests/fp8_problems.hpp: rows whose max
 // climbs through every tile with V blocks 2⁵ above and below the others, and blocks of zeros in Q,
-// K and V among small V), causal and not. N = 800: five key tiles, the last of 32 keys.
+// K and V among small V), causal and not. N = 800: four key tiles, the last of 128 keys.
 TEST_CASE("step 09: fp8's lazy softmax on climbing maxima and blocks of zeros", "[gpu][hopper]") {
   using fs::testing::Fp8Problem;
   const Fp8Problem kind = GENERATE(Fp8Problem::climbing, Fp8Problem::zeros);

@@ -56,16 +56,17 @@ static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlo
               "block_n: the rungs share ws's tile");
 
 // fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
-// Tiles of 192 keys, the quantizer's K and V blocks: Q 16 KiB + 3 stages × (K, Vᵀ: 24 + 32 KiB) +
-// O 32 KiB.
-// Its softmax: an exponential in 8 by polynomial, ℓ in 4 partial sums, and the lazy max with a
-// slack of 0.8 (P̃ = 2^(x − m + 8) ≤ 2^8.8 < 448, O's rescale skipped where no row's max moved:
-// kLazy). A larger slack needs a smaller offset (fp8_offset), and then ℓ ≥ 2^off no longer bounds
-// the error of P̃'s subnormals as the FP8 rule assumes (common/verify.hpp: ℓ ≥ 2⁸). Each is not
-// yet measured on its own on the H200 (the experiment patch h200_hopper_fp8_sweep2.patch).
+// Tiles of 224 keys, the quantizer's K and V blocks: Q 16 KiB + 2 stages × (K, Vᵀ: 28 + 32 KiB) +
+// O 32 KiB (a third stage would not fit).
+// Its softmax: ℓ in 4 partial sums, and the lazy max with a slack of 0.8 (P̃ = 2^(x − m + 8) ≤
+// 2^8.8 < 448, O's rescale skipped where no row's max moved: kLazy). A larger slack needs a
+// smaller offset (fp8_offset), and then ℓ ≥ 2^off no longer bounds the error of P̃'s subnormals
+// as the FP8 rule assumes (common/verify.hpp: ℓ ≥ 2⁸). Every exponential is the MUFU unit's:
+// moving 1 in 8 to a polynomial on the FMA units (kPolyEvery = 8, FlashAttention-3's trick) was
+// 11 % slower on the H200 (docs/benchmarks/h200_hopper_fp8_sweep2.txt).
 template <typename EO>
-struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 3, true, true, true, EO> {
-  static constexpr int kPolyEvery = 8, kSumParts = 4;
+struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 2, true, true, true, EO> {
+  static constexpr int kPolyEvery = 0, kSumParts = 4;
   static constexpr bool kLazy = true;
   static constexpr float kSlack = 0.8f;
 };

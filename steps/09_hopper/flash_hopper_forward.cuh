@@ -87,7 +87,7 @@ struct HopperConfig {
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
-  static_assert(kBlockN == 64 || kBlockN == 128 || (kFp8 && kBlockN == 192), "S's wgmma: m64n64, m64n128, m64n192");
+  static_assert(kBlockN == 64 || kBlockN == 128 || (kFp8 && kBlockN == 224), "S's wgmma: m64n64, m64n128, m64n224");
   static_assert(!kFp8 || (D == 128 && kBlockN <= 256),
                 "fp8: d = 128 (one box of Q and K; one box of K's rows)");
   // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): an exponential in kPolyEvery
@@ -104,7 +104,7 @@ struct HopperConfig {
   static constexpr int kColBlocks = D / kBoxCols;
   static constexpr int kQElems = kBlockM * D, kKVElems = kBlockN * D;
   // fp8's Vᵀ tile: d rows of the tile's keys, in boxes of 128 keys (the 128-byte swizzle's rows);
-  // a tile of 192 keys takes two, the second's last 64 keys being the next tile's (never read).
+  // a tile of 224 keys takes two, the second's last 32 keys being the next tile's (never read).
   static constexpr int kVBoxes = kFp8 ? (kBlockN + 127) / 128 : 1;
   static constexpr int kVElems = kFp8 ? kVBoxes * 128 * D : kKVElems;
   static constexpr int kONt = D < 128 ? D : 128;  // columns of O per P̃V wgmma

@@ -5,7 +5,7 @@
 // values use that range, each block of rows of a head is divided by its own scale, its largest
 // |x| / 448, and the scale is kept beside it: the kernel multiplies S by the two scales of its Q
 // and K blocks, and O by V's (per-block scaling, as in FlashAttention-3's FP8). The blocks are
-// the forward's tiles — 128 rows of Q, 192 of K and V — so that each tile has one scale.
+// the forward's tiles — 128 rows of Q, 224 of K and V — so that each tile has one scale.
 // common/e4m3.hpp defines the rounding and the scales, for this kernel and for the check's
 // reference alike.
 //
@@ -16,7 +16,7 @@
 // byte moves between threads.
 //
 // The workspace (StepInfo::fwd_workspace_bytes, fp8_layout): Q and K as (B, H, N, d) bytes, Vᵀ as
-// (B, H, d, N rounded up to 192) bytes with zeros past N, then the scales, float32: Q's (B·H,
+// (B, H, d, N rounded up to 224) bytes with zeros past N, then the scales, float32: Q's (B·H,
 // blocks_q), K's and V's (B·H, blocks_kv) each.
 #pragma once
 
@@ -41,8 +41,8 @@ __host__ __device__ constexpr int fp8_slot(int j) {
 }
 
 struct Fp8Layout {
-  int blocks_q = 0, blocks_kv = 0;  // scale blocks per head: ⌈N / 128⌉, ⌈N / 192⌉
-  std::int64_t n_pad = 0;           // Vᵀ's row: N rounded up to 192 keys
+  int blocks_q = 0, blocks_kv = 0;  // scale blocks per head: ⌈N / 128⌉, ⌈N / 224⌉
+  std::int64_t n_pad = 0;           // Vᵀ's row: N rounded up to 224 keys
   std::size_t q = 0, k = 0, vt = 0, scales = 0, bytes = 0;  // offsets in the workspace; its size
   // Where each tensor's scales start, in floats from `scales`.
   __host__ __device__ std::int64_t scale_offset(int which, std::int64_t heads) const {
@@ -65,11 +65,11 @@ inline Fp8Layout fp8_layout(const Shape& s) {
 }
 
 // One CTA per block (blockIdx.x) of one head (y) of Q, K or V (z = 0, 1, 2): the block's largest
-// |x|, its scale, then its bytes. Q's blocks are 128 rows, K's and V's 192, so some CTAs have no
+// |x|, its scale, then its bytes. Q's blocks are 128 rows, K's and V's 224, so some CTAs have no
 // block (Q has more). d = 128 (the fp8 forward's). Each thread moves 8 elements at a time (16
 // bytes in, 8 out: rows start on 16-byte boundaries, as the forward requires of every tensor), and
 // reads its block twice, the second time from cache. Dynamic shared memory (kQuantizeSmem bytes,
-// as the CPU emulation takes it): V's block, transposed, in rows of kQuantizeRow bytes (192 keys
+// as the CPU emulation takes it): V's block, transposed, in rows of kQuantizeRow bytes (224 keys
 // and room to swizzle), then the warps' maxima. A warp writes Vᵀ's bytes for 8 keys × 4 chunks of
 // 8 columns: 32 rows of Vᵀ, 4 per chunk; the 16-byte groups of row c are swizzled (within each 128
 // bytes, group x is stored at x xor (c / 8) mod 8) so that the 4 chunks' rows, 8 apart, fall in

@@ -135,8 +135,8 @@ std::string unsupported_backward(const Shape& s, const PassSettings& settings) {
   return {};
 }
 
-// fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 192 keys),
-// and a scale per block of a head (128 rows of Q, 192 of K and of V). No event of a trace records
+// fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 224 keys),
+// and a scale per block of a head (128 rows of Q, 224 of K and of V). No event of a trace records
 // it.
 UntracedIo fp8_quantizer_io(const Shape& s, const PassSettings& settings) {
   const hopper::Fp8Layout l = hopper::fp8_layout(s);
