@@ -66,22 +66,26 @@ inline Fp8Layout fp8_layout(const Shape& s) {
 
 // One CTA per block (blockIdx.x) of one head (y) of Q, K or V (z = 0, 1, 2): the block's largest
 // |x|, its scale, then its bytes. Q's blocks are 128 rows, K's and V's 224, so some CTAs have no
-// block (Q has more). d = 128 (the fp8 forward's). Each thread moves 8 elements at a time (16
-// bytes in, 8 out: rows start on 16-byte boundaries, as the forward requires of every tensor), and
-// reads its block twice, the second time from cache. Dynamic shared memory (kQuantizeSmem bytes,
-// as the CPU emulation takes it): V's block, transposed, in rows of kQuantizeRow bytes (224 keys
-// and room to swizzle), then the warps' maxima. A warp writes Vᵀ's bytes for 8 keys × 4 chunks of
-// 8 columns: 32 rows of Vᵀ, 4 per chunk; the 16-byte groups of row c are swizzled (within each 128
-// bytes, group x is stored at x xor (c / 8) mod 8) so that the 4 chunks' rows, 8 apart, fall in
+// block (Q has more). d = 128 (the fp8 forward's). The block is read once: each thread loads its
+// chunks of 8 elements (16 bytes in, 8 out: rows start on 16-byte boundaries, as the forward
+// requires of every tensor) into registers, all of them before it uses any, and rounds them from
+// there once the block's scale is known. Dynamic shared memory (kQuantizeSmem bytes, as the CPU
+// emulation takes it): V's block, transposed, in rows of kQuantizeRow bytes (224 keys and room to
+// swizzle), then the warps' maxima. A warp writes Vᵀ's bytes for 8 keys × 4 chunks of 8 columns:
+// 32 rows of Vᵀ, 4 per chunk; the 16-byte groups of row c are swizzled (within each 128 bytes,
+// group x is stored at x xor (c / 8) mod 8) so that the 4 chunks' rows, 8 apart, fall in
 // different banks.
 constexpr int kQuantizeThreads = 256, kQuantizeRow = 256;
 static_assert(kFp8BlockKV % 32 == 0 && kFp8BlockKV <= kQuantizeRow && kFp8BlockQ <= kQuantizeRow,
               "Vᵀ's block: whole groups of 32 keys (fp8_slot), in a row of shared memory");
+static_assert(kFp8BlockQ <= kFp8BlockKV, "a thread holds at most a K or V block's share of chunks");
 constexpr std::size_t kQuantizeSmem = 128 * kQuantizeRow + sizeof(float) * (kQuantizeThreads / 32);
 template <typename E>
 __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const FwdParams p, unsigned char* ws,
                                                                         Fp8Layout l) {
   constexpr int D = 128, kThreads = kQuantizeThreads, kChunks = D / 8;  // 8-element chunks per row
+  constexpr int kHeld = (kFp8BlockKV * kChunks + kThreads - 1) / kThreads;  // chunks per thread, at most
+  constexpr int kKeyGroups = kFp8BlockKV / 8;                                 // V's, of 8 keys
   extern __shared__ unsigned char smem_raw[];
   auto vt = reinterpret_cast<std::uint8_t(*)[kQuantizeRow]>(smem_raw);  // [column of d][slot]
   float* warp_max = reinterpret_cast<float*>(smem_raw + D * kQuantizeRow);
@@ -92,18 +96,39 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
   const Strides& st = which == 0 ? p.q_strides : which == 1 ? p.k_strides : p.v_strides;
   const E* src = as<E>(which == 0 ? p.q : which == 1 ? p.k : p.v) + st.of_head(bh, s.H);
   const int row0 = blk * R, rows = min(R, N - row0);
-  // Chunk i of the block: row i / kChunks, columns 8 (i mod kChunks) .. + 7, as floats.
-  auto chunk = [&](int i, float (&x)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4*>(src + std::int64_t(row0 + i / kChunks) * st.row + 8 * (i % kChunks));
+  // The chunk of index i = threadIdx.x + kThreads·h (h < kHeld): its row and its first column / 8.
+  // Q, K: chunk i of the block in row-major order. V: keys 8 (group mod kKeyGroups) + lane / 4,
+  // chunks 4 (group / kKeyGroups) + lane mod 4, with lane = i mod 32, group = i / 32: the order in
+  // which a warp writes Vᵀ. Either way each chunk of the block is one thread's, once.
+  auto place = [&](int i, int& r, int& ch) {
+    if (which < 2) {
+      r = i / kChunks, ch = i % kChunks;
+    } else {
+      const int lane = i % 32, group = i / 32;
+      r = 8 * (group % kKeyGroups) + lane / 4, ch = 4 * (group / kKeyGroups) + lane % 4;
+    }
+  };
+  auto floats = [](uint4 u, float (&x)[8]) {
     const E* e = reinterpret_cast<const E*>(&u);
 #pragma unroll
     for (int k = 0; k < 8; ++k) x[k] = static_cast<float>(e[k]);
   };
 
+  uint4 held[kHeld];  // zeros for chunks past the block or past N (Vᵀ's padding)
   float amax = 0.f;
-  for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+#pragma unroll
+  for (int h = 0; h < kHeld; ++h) {
+    const int i = threadIdx.x + kThreads * h;
+    int r, ch;
+    place(i, r, ch);
+    held[h] = make_uint4(0u, 0u, 0u, 0u);
+    if (i < R * kChunks && r < rows)
+      held[h] = *reinterpret_cast<const uint4*>(src + std::int64_t(row0 + r) * st.row + 8 * ch);
+  }
+#pragma unroll
+  for (int h = 0; h < kHeld; ++h) {
     float x[8];
-    chunk(i, x);
+    floats(held[h], x);
 #pragma unroll
     for (int k = 0; k < 8; ++k) amax = fmaxf(amax, fabsf(x[k]));
   }
@@ -124,9 +149,12 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
 
   if (which < 2) {  // Q, K: (B, H, N, d), rows past N not written (TMA reads them as zeros)
     std::uint8_t* out = ws + (which == 0 ? l.q : l.k) + (std::size_t(bh) * N + row0) * D;
-    for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+#pragma unroll
+    for (int h = 0; h < kHeld; ++h) {
+      const int i = threadIdx.x + kThreads * h;
+      if (i >= rows * kChunks) break;
       float x[8];
-      chunk(i, x);
+      floats(held[h], x);
       std::uint8_t b[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) b[k] = to_e4m3(x[k] * inv);
@@ -136,14 +164,15 @@ __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const Fw
   }
   // Vᵀ: row c of head bh holds column c of V, key 32a + j in slot 32a + fp8_slot(j); zeros past N.
   auto swizzled = [](int c, int slot) { return (slot & ~127) | (slot & 15) | (((slot >> 4) ^ (c >> 3)) & 7) << 4; };
-  constexpr int kKeyGroups = kFp8BlockKV / 8;  // of 8 keys
-  for (int i = threadIdx.x; i < kFp8BlockKV * kChunks; i += kThreads) {
-    // keys 8 (group mod kKeyGroups) + lane / 4, chunks 4 (group / kKeyGroups) + lane mod 4
-    const int lane = i % 32, group = i / 32;
-    const int r = 8 * (group % kKeyGroups) + lane / 4, ch = 4 * (group / kKeyGroups) + lane % 4, c = 8 * ch;
-    const int slot = 32 * (r / 32) + fp8_slot(r % 32);
-    float x[8] = {};
-    if (r < rows) chunk(r * kChunks + ch, x);
+#pragma unroll
+  for (int h = 0; h < kHeld; ++h) {
+    const int i = threadIdx.x + kThreads * h;
+    if (i >= kFp8BlockKV * kChunks) break;
+    int r, ch;
+    place(i, r, ch);
+    const int c = 8 * ch, slot = 32 * (r / 32) + fp8_slot(r % 32);
+    float x[8];
+    floats(held[h], x);
 #pragma unroll
     for (int k = 0; k < 8; ++k) vt[c + k][swizzled(c + k, slot)] = to_e4m3(x[k] * inv);
   }
