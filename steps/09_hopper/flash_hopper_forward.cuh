@@ -90,11 +90,10 @@ struct HopperConfig {
   static_assert(kBlockN == 64 || kBlockN == 128 || (kFp8 && kBlockN == 224), "S's wgmma: m64n64, m64n128, m64n224");
   static_assert(!kFp8 || (D == 128 && kBlockN <= 256),
                 "fp8: d = 128 (one box of Q and K; one box of K's rows)");
-  // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): an exponential in kPolyEvery
-  // 8-key chunks by polynomial (0: none), ℓ in kSumParts partial sums. kLazy: V's scale folded into
-  // P̃ and a row's max moved only when it grows by more than kSlack (base-2 units), so that most
-  // tiles skip O's rescale (Fp8Lazy).
-  static constexpr int kPolyEvery = 0, kSumParts = 1;
+  // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): ℓ in kSumParts partial sums.
+  // kLazy: V's scale folded into P̃ and a row's max moved only when it grows by more than kSlack
+  // (base-2 units), so that most tiles skip O's rescale (Fp8Lazy).
+  static constexpr int kSumParts = 1;
   static constexpr bool kLazy = false;
   static constexpr float kSlack = 0.f;
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
@@ -201,17 +200,6 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&
 // largest than they would with P̃ ≤ 1 (FlashAttention-3's max offset). ℓ sums the same P̃, so the
 // offset cancels in O / ℓ; LSE takes it out (fp8_lse_m).
 constexpr float kFp8Offset = 8.f;
-// 2^x by a polynomial on the FMA units instead of the MUFU unit's ex2: x = n + f, n an integer
-// (rounded by adding 1.5·2²³, which leaves it in the low bits), f in [−½, ½]; 2^f by a degree-4
-// fit (relative error below 3e-6); n added to the exponent field. x below −126 gives 2⁻¹²⁶.
-__device__ __forceinline__ float exp2_poly(float x) {
-  x = fmaxf(x, -126.f);
-  const float t = __fadd_rn(x, 12582912.f);
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p =
-      fmaf(fmaf(fmaf(fmaf(0.0095605198f, f, 0.0559171215f), f, 0.2402498126f), f, 0.6931219697f), f, 0.9999991655f);
-  return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
 #ifndef FS_EMULATION
 __device__ __forceinline__ float fast_div(float a, float b) { return __fdividef(a, b); }
 __device__ __forceinline__ float fast_log2(float a) { return __log2f(a); }
@@ -237,10 +225,9 @@ template <typename Cfg>
 __host__ __device__ constexpr float fp8_offset() {
   return Cfg::kLazy && Cfg::kSlack > 0.8f ? 8.8f - Cfg::kSlack : kFp8Offset;
 }
-// kPolyEvery > 0: the last 8-key chunk of every kPolyEvery by exp2_poly (on the FMA units, beside
-// the MUFU unit's ex2 for the others). kSumParts: ℓ's sum of the tile in that many partial sums,
-// so that its adds do not wait on each other.
-template <int NT, int kPolyEvery, int kSumParts, bool kLazy = false>
+// kSumParts: ℓ's sum of the tile in that many partial sums, so that its adds do not wait on each
+// other.
+template <int NT, int kSumParts, bool kLazy = false>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                  float c, const Fp8Lazy& lz = {}) {
   float mx[2];
@@ -267,7 +254,7 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
         const float x = fmaf(s[nt][e], c, bias);
-        s[nt][e] = kPolyEvery > 0 && nt % kPolyEvery == kPolyEvery - 1 ? exp2_poly(x) : tc::exp2_fast(x);
+        s[nt][e] = tc::exp2_fast(x);
         part[nt % kSumParts] += s[nt][e];
       }
 #pragma unroll
@@ -543,10 +530,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const bool zero = !(ts.v > 0.f);
           const float r = zero ? 1.f : fast_div(ts.v, sv), inv_r = zero ? 1.f : fast_div(sv, ts.v);
           const Fp8Lazy lz{fast_log2(r), inv_r, Cfg::kSlack, fp8_offset<Cfg>()};
-          softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
+          softmax_tile_fp8<NT, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
         } else if constexpr (Cfg::kFp8) {
           const float sv_t = ts.v > 0.f ? ts.v : sv;  // a V block of zeros (scale 0): O keeps its units
-          softmax_tile_fp8<NT, Cfg::kPolyEvery, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
+          softmax_tile_fp8<NT, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
           const float ratio = t > 0 ? fast_div(sv, sv_t) : 1.f;
           alpha[0] *= ratio;
           alpha[1] *= ratio;
