@@ -26,11 +26,11 @@ double e4m3_mma_sum(double acc, const float* a, const float* b, int n, int bits)
   return double(float(sum));
 }
 
-std::vector<float> e4m3_dequantized(const float* x, std::int64_t heads, int rows, int d) {
+std::vector<float> e4m3_dequantized(const float* x, std::int64_t heads, int rows, int d, int block) {
   std::vector<float> out(static_cast<std::size_t>(heads) * rows * d);
   for (std::int64_t h = 0; h < heads; ++h)
-    for (int r0 = 0; r0 < rows; r0 += kE4m3Block) {
-      const std::int64_t begin = (h * rows + r0) * d, end = begin + std::int64_t(std::min(kE4m3Block, rows - r0)) * d;
+    for (int r0 = 0; r0 < rows; r0 += block) {
+      const std::int64_t begin = (h * rows + r0) * d, end = begin + std::int64_t(std::min(block, rows - r0)) * d;
       float amax = 0.f;
       for (std::int64_t i = begin; i < end; ++i) amax = std::max(amax, std::abs(x[i]));
       const float scale = e4m3_scale(amax), inverse = e4m3_inverse(amax);

@@ -2,10 +2,12 @@
 // bits; ±448 at most, no infinities (S.1111.111 is NaN), subnormals below 2⁻⁶ in steps of 2⁻⁹.
 // 16 values per binade: rounding to nearest errs by at most 2⁻⁴ of the value (bf16: 2⁻⁸).
 //
-// Per-block scaling: each block of 128 rows of a head is divided by its own scale, its largest
-// |x| / 448, before it is rounded, and multiplied by it again where it is used. One definition
-// here of what that does, for the kernels (steps/09_hopper/fp8.cuh, on the GPU) and for the
-// check's reference (common/verify.cpp, on the host), which must round alike.
+// Per-block scaling: each block of rows of a head is divided by its own scale, its largest |x| /
+// 448, before it is rounded, and multiplied by it again where it is used. The blocks are the fp8
+// forward's tiles: 128 rows of Q (a query tile), 224 of K and of V (a key tile), so that a tile
+// has one scale. One definition here of what that does, for the kernels (steps/09_hopper/fp8.cuh,
+// on the GPU) and for the check's reference (common/verify.cpp, on the host), which must round
+// alike.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -15,7 +17,8 @@
 
 namespace fs {
 
-constexpr int kE4m3Block = 128;    // rows of a head per scale
+constexpr int kE4m3BlockQ = 128;   // rows of a head per scale: Q
+constexpr int kE4m3BlockKV = 224;  // and K, V
 constexpr float kE4m3Max = 448.f;  // the largest finite e4m3 value
 
 // A block's scale from its largest |x| (1 for a block of zeros), and its inverse: x · inverse is
@@ -42,9 +45,9 @@ double e4m3_mma_sum(double acc, const float* a, const float* b, int n, int bits 
 // tests/test_reference.cpp holds the two to each other for all 256 bytes).
 float e4m3_value(std::uint8_t bits);
 
-// x, (heads, rows, d) dense, quantized as the fp8 kernels quantize it (blocks of 128 rows of a
+// x, (heads, rows, d) dense, quantized as the fp8 kernels quantize it (blocks of `block` rows of a
 // head, to_e4m3(x · inverse)) and scaled back (value · scale, rounded to float): the values the
 // kernels multiply.
-std::vector<float> e4m3_dequantized(const float* x, std::int64_t heads, int rows, int d);
+std::vector<float> e4m3_dequantized(const float* x, std::int64_t heads, int rows, int d, int block);
 
 }  // namespace fs

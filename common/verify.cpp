@@ -132,9 +132,9 @@ CheckReport verify_forward(const Shape& s, const AttnOptions& opt, const float* 
     plain.e4m3 = false;
     plain.e4m3_mma_bits = kE4m3MmaBits;  // the yardstick: float, with the FP8 tensor core's adder
     const int Hkv = opt.kv_heads_of(s), Nk = opt.keys(s);
-    const std::vector<float> q8 = e4m3_dequantized(q, s.heads(), s.N, s.d),
-                             k8 = e4m3_dequantized(k, std::int64_t(s.B) * Hkv, Nk, s.d),
-                             v8 = e4m3_dequantized(v, std::int64_t(s.B) * Hkv, Nk, s.d);
+    const std::vector<float> q8 = e4m3_dequantized(q, s.heads(), s.N, s.d, kE4m3BlockQ),
+                             k8 = e4m3_dequantized(k, std::int64_t(s.B) * Hkv, Nk, s.d, kE4m3BlockKV),
+                             v8 = e4m3_dequantized(v, std::int64_t(s.B) * Hkv, Nk, s.d, kE4m3BlockKV);
     CheckReport report = verify_forward(s, plain, q8.data(), k8.data(), v8.data(), o, lse, seed, budget / 2);
     float v_max = 0.f;
     for (float x : v8) v_max = std::max(v_max, std::abs(x));

@@ -12,7 +12,7 @@
 // softmax makes O a row of V: exact). FlashAttention's tests allow the same, an output
 // rounding step ("out_ref + 0.3 - 0.3 - out_ref") on top of twice PyTorch's error.
 //
-// FP8 (AttnOptions::e4m3: the kernels rounded Q, K, V to e4m3 per 128-row block, common/e4m3.hpp).
+// FP8 (AttnOptions::e4m3: the kernels rounded Q, K, V to e4m3 per block of rows, common/e4m3.hpp).
 // The reference is that of the rounded inputs — what the kernel multiplied. The yardstick is not
 // plain fp32 there: the FP8 tensor core adds S's products with fewer bits than an fp32 FMA keeps
 // (on the H200, bits more than 13 below the largest term of a k32 instruction are lost), an error
@@ -20,8 +20,10 @@
 // (common/e4m3.hpp's model, kE4m3MmaBits; test_hopper_gpu measures the GPU's adder against it), and
 // O and LSE are held to the rule above with that yardstick. O has one more rounding the reference
 // has not: P̃ to e4m3 before P̃V, by at most 2⁻⁴ of each P̃ (2⁻¹⁰ absolute below e4m3's normal
-// range, with P̃'s largest at 2⁸), while ℓ sums the unrounded P̃. So |ΔO| ≤ Σ_j |ΔP̃_j| |v_j| / ℓ ≤
-// (2⁻⁴ + N_k·2⁻¹⁸) · max |V|, added to O's tolerance. A bound for the worst case, not a model of
+// range), while ℓ sums the unrounded P̃, and ℓ ≥ 2⁸ (the P̃ of a row's largest score is at least
+// 2⁸). So |ΔO| ≤ Σ_j |ΔP̃_j| |v_j| / ℓ ≤ (2⁻⁴ + N_k·2⁻¹⁸) · max |V|, added to O's tolerance. (Where
+// V's block scale is folded into P̃, as step 09's lazy softmax does, P̃ is multiplied by an r ≤ 1
+// before it is rounded and v_j is in units 1/r times larger: the bound is the same.) A bound for the worst case, not a model of
 // the typical error: the tests also run problems where a wrong kernel errs by far more than it
 // (tests/test_hopper_emulated.cpp). The error against the reference of the given inputs, which
 // quantization adds to, is reported beside it ("O(in)"), not judged.

@@ -128,7 +128,7 @@ READING = {
         ("steps/09_hopper/flash_hopper_backward.cuh", ["HopperBwdConfig", "launch_hopper_backward"],
          "the backward's tiles and shared memory, and its three kernels (step 08's preprocess and convert around it)"),
         ("steps/09_hopper/fp8.cuh", ["fp8_slot", "quantize_fp8_kernel"],
-         "FP8: the quantizer — a scale per 128-row block, and Vᵀ with each 32 keys in the order a thread holds P̃"),
+         "FP8: the quantizer — a scale per block (128 rows of Q, 224 of K and V), and Vᵀ with each 32 keys in the order a thread holds P̃"),
         ("steps/09_hopper/flash_hopper_forward.cuh", ["softmax_tile_fp8", "pack_p_fp8", "launch_hopper_forward_fp8"],
          "the FP8 forward's own pieces: scores in base-2 units with P̃ up to 2⁸, P̃ rounded to e4m3 where it lies, the quantizer before the kernel"),
     ],

@@ -33,6 +33,7 @@
 #include "steps/09_hopper/configs.cuh"
 #include "steps/09_hopper/flash_hopper_backward.cuh"
 #include "tests/flash_checks.hpp"
+#include "tests/fp8_problems.hpp"
 #include "tests/host_convert.hpp"
 
 namespace {
@@ -339,10 +340,9 @@ namespace {
 // launches them but with the emulation's tensor maps, on `ctas` CTAs (0: one per work tile). The
 // workspace is poisoned first, so that bytes the quantizer leaves unwritten (Vᵀ's padding) show.
 // `tamper`, if given, changes the quantizer's output before the kernel reads it.
-template <typename EO>
+template <typename EO, typename Cfg = hp::Fp8Cfg<EO>>
 Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas, float scale,
                 const std::function<void(const hp::Fp8Layout&, unsigned char*)>& tamper = {}) {
-  using Cfg = hp::Fp8Cfg<EO>;
   const auto q = to_16bit<EO>(p.q), k = to_16bit<EO>(p.k), v = to_16bit<EO>(p.v);
   std::vector<EO> o(s.elems(), EO(NAN));
   std::vector<float> lse(s.rows(), NAN);
@@ -354,19 +354,15 @@ Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int c
   std::vector<unsigned char> ws(l.bytes, 0x7f);  // 0x7f: e4m3's NaN
   fp.workspace = ws.data();
   const int heads = s.heads();
-  fs::emu::launch(hp::quantize_fp8_kernel<EO>, dim3(unsigned(l.blocks), unsigned(heads), 3),
-                  dim3(hp::kQuantizeThreads), hp::kQuantizeSmem, fp, ws.data(), l);
+  fs::emu::launch(hp::quantize_fp8_kernel<EO>, hp::fp8_quantize_grid(l, heads), dim3(hp::kQuantizeThreads),
+                  hp::kQuantizeSmem, fp, ws.data(), l);
   if (tamper) tamper(l, ws.data());
   namespace em = hp::emu_hopper;
   hp::TmaMaps maps{em::make_tensor_map_fp8(ws.data() + l.q, s.d, s.N, s.H, s.B, Cfg::kBlockM),
                    em::make_tensor_map_fp8(ws.data() + l.k, s.d, s.N, s.H, s.B, Cfg::kBlockN),
                    em::make_tensor_map_fp8(ws.data() + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
                    em::make_tensor_map(fp.o, fp.dtype, fp.o_strides, s.d, s.N, s.H, s.B, 64)};
-  const float* scales = reinterpret_cast<const float*>(ws.data() + l.scales);
-  maps.scale_q = scales;
-  maps.scale_k = scales + std::int64_t(heads) * l.blocks;
-  maps.scale_v = scales + 2 * std::int64_t(heads) * l.blocks;
-  maps.scale_blocks = l.blocks;
+  hp::set_fp8_scales(maps, l, ws.data(), heads);
   const int work = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM * heads;
   const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
   if (causal)
@@ -446,6 +442,44 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
   const fs::CheckReport bad = fp8_report(s, p, true, 1.f, DType::bf16, swapped);
   INFO(bad.summary());
   CHECK_FALSE(bad.pass());
+}
+
+// The lazy softmax (kLazy: V's scale folded into P̃, m moved only past the slack, O's rescale
+// skipped where no max moved) on its two problems (tests/fp8_problems.hpp), causal and not:
+// against the reference, beside the same tiles without it (Eager), which must pass too; and, on
+// the climbing maxima, one CTA per work tile against a persistent grid, bit for bit.
+static void check_lazy_fp8(const fs::Shape& s, std::uint64_t seed, fs::testing::Fp8Problem kind) {
+  using EO = __nv_bfloat16;
+  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 2, true, true, true, EO>;
+  static_assert(hp::Fp8Cfg<EO>::kLazy && !Eager::kLazy);
+  fs::HostProblem p = fs::random_problem(s, seed, false, DType::bf16);
+  fs::testing::shape_fp8_problem(p, kind);
+  const float scale = fs::default_scale(s.d);
+  for (bool causal : {false, true}) {
+    DYNAMIC_SECTION((causal ? "causal" : "not causal")) {
+      const Outputs lazy = run_fp8<EO>(s, p, causal, 0, scale);
+      const fs::CheckReport r = fp8_report(s, p, causal, scale, DType::bf16, lazy);
+      INFO("lazy: " << r.summary());
+      CHECK(r.pass());
+      const Outputs eager = run_fp8<EO, Eager>(s, p, causal, 0, scale);
+      const fs::CheckReport e = fp8_report(s, p, causal, scale, DType::bf16, eager);
+      INFO("eager: " << e.summary());
+      CHECK(e.pass());
+      if (kind == fs::testing::Fp8Problem::climbing) {
+        const Outputs persistent = run_fp8<EO>(s, p, causal, 2, scale);
+        CHECK(same_bits(persistent.o, lazy.o));
+        CHECK(same_bits(persistent.lse, lazy.lse));
+      }
+    }
+  }
+}
+
+TEST_CASE("step 09 on the CPU: fp8's lazy max and V's scales in P̃", "[emulated][hopper][fp8]") {
+  check_lazy_fp8(fs::Shape{1, 1, 800, 128}, 947, fs::testing::Fp8Problem::climbing);
+}
+
+TEST_CASE("step 09 on the CPU: fp8 with blocks of zeros in Q, K and V", "[emulated][hopper][fp8]") {
+  check_lazy_fp8(fs::Shape{1, 2, 800, 128}, 953, fs::testing::Fp8Problem::zeros);
 }
 
 // ---- the trace's lanes ---------------------------------------------------------------------------

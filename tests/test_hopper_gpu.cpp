@@ -7,6 +7,7 @@
 // repeats and its dK, dV against fa3's, other layouts.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "common/verify.hpp"
 #include "steps/09_hopper/hopper.hpp"
 #include "tests/flash_checks.hpp"
+#include "tests/fp8_problems.hpp"
 #include "tests/gpu_cases.hpp"
 
 using fs::DType;
@@ -105,6 +107,53 @@ TEST_CASE("step 09: N at the tiles' edges matches the fp64 reference", "[gpu][ho
       REQUIRE(report.pass());
     }
   }
+}
+
+// fp8's key tiles and K/V scale blocks are B = 224 rows (common/e4m3.hpp): N at their edges, and
+// a second key tile whose Vᵀ boxes (128 keys each) run past N.
+TEST_CASE("step 09: fp8 at its key tiles' edges matches the fp64 reference", "[gpu][hopper]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const int N = fs::kE4m3BlockKV + GENERATE(-1, 0, 1, 96, fs::kE4m3BlockKV, fs::kE4m3BlockKV + 1);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, N, 128};
+  const auto& names = step09().variants;
+  const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
+  REQUIRE(step09().rounds_to_e4m3(v));
+  const Case c{&step09(), v, s, causal, dtype};
+  if (!runs_here(c)) return;
+  const fs::HostProblem p = fs::random_problem(s, c.seed(), false, dtype);
+  const Outputs got = forward(c, p);
+  fs::AttnOptions attn{fs::default_scale(128), causal, {}, nullptr, dtype};
+  attn.e4m3 = true;
+  const auto report =
+      fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
+  INFO(c.name() << "\n" << report.summary());
+  REQUIRE(report.coverage.rfind("all ", 0) == 0);
+  REQUIRE(report.pass());
+}
+
+// fp8's lazy softmax on the GPU, on its two problems (tests/fp8_problems.hpp: rows whose max
+// climbs through every tile with V blocks 2⁵ above and below the others, and blocks of zeros in Q,
+// K and V among small V), causal and not. N = 800: four key tiles, the last of 128 keys.
+TEST_CASE("step 09: fp8's lazy softmax on climbing maxima and blocks of zeros", "[gpu][hopper]") {
+  using fs::testing::Fp8Problem;
+  const Fp8Problem kind = GENERATE(Fp8Problem::climbing, Fp8Problem::zeros);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, 800, 128};
+  const auto& names = step09().variants;
+  const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
+  const Case c{&step09(), v, s, causal, DType::bf16};
+  if (!runs_here(c)) return;
+  fs::HostProblem p = fs::random_problem(s, c.seed() + int(kind), false, DType::bf16);
+  fs::testing::shape_fp8_problem(p, kind);
+  const Outputs got = forward(c, p);
+  fs::AttnOptions attn{fs::default_scale(128), causal, {}, nullptr, DType::bf16};
+  attn.e4m3 = true;
+  const auto report =
+      fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
+  INFO(c.name() << (kind == Fp8Problem::zeros ? " zeros" : " climbing") << "\n" << report.summary());
+  REQUIRE(report.coverage.rfind("all ", 0) == 0);
+  REQUIRE(report.pass());
 }
 
 // The FP8 tensor core's adder (hopper::probe_fp8_mma): the FP8 rule's yardstick models it

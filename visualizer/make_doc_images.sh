@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the screenshots of docs/visualizer.md (docs/images/viz_*.png) with the program
-# itself, headless. Uses the recorded traces in docs/traces/ when step 01's and step 04's are
-# there, synthetic ones (H200 timing model) otherwise. Run after building:
+# itself, headless. Uses the recorded traces in docs/traces/ when step 01's and step 04's (for
+# step 09's two pictures, step 09's fa3 forward) are there, synthetic ones (H200 timing model)
+# otherwise. Run after building:
 #
 #   bash visualizer/make_doc_images.sh            # build/bin/flashsteps_viz
 #   VIZ=build-viz/bin/flashsteps_viz bash visualizer/make_doc_images.sh
@@ -32,11 +33,25 @@ fi
 "$viz" "${causal[@]}" --at frac:0.55 --cta 15 --panels scores,softmax,counters --size 1400x700 --screenshot "$out/viz_causal_softmax.png"
 "$viz" "${flash[@]}" --panels io --size 1100x640 --screenshot "$out/viz_io_calculator.png"
 "$viz" "${timeline[@]}" --at frac:0.5 --panels timeline --size 1600x420 --screenshot "$out/viz_timeline.png"
-# Step 09's lanes: synthetic until a trace recorded with them is in docs/traces.
-"$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels schedule,timeline --size 1400x620 \
-  --screenshot "$out/viz_schedule_09.png"
-"$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels memory --size 1200x700 \
-  --screenshot "$out/viz_memory_09.png"
+# Step 09's lanes (producer, consumer 0, consumer 1), from fa3's causal forward recorded on the
+# H200 (N = 512, d = 128, B·H = 2: 8 CTAs, one per SM). CTA 0 (query rows 384–511, four key tiles)
+# at seq 126, 3.4 µs in: consumer 0 starts softmax 1 as consumer 1 starts QKᵀ 1; stage 0 already
+# holds K 2's copy over V 0, which P̃V 0 still needs. Real time: the Schedule panel's axis is real
+# time anyway, and the timeline under it shows all 24 lanes as bars ("skip idle" jumps to the
+# kernel), where logical order would draw 298 events as hairlines. Without that trace, the
+# synthetic one (H200 timing model).
+t09=docs/traces/09_hopper_fa3.fwd.json
+if [ -f "$t09" ]; then
+  "$viz" "$t09" --order real --at seq:126 --panels schedule,timeline --size 1400x820 \
+    --screenshot "$out/viz_schedule_09.png"
+  "$viz" "$t09" --order real --at seq:126 --panels memory --size 1400x720 \
+    --screenshot "$out/viz_memory_09.png"
+else
+  "$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels schedule,timeline --size 1400x620 \
+    --screenshot "$out/viz_schedule_09.png"
+  "$viz" --synthetic hopper --N 1024 --d 128 --heads 2 --sms 8 --at frac:0.3 --panels memory --size 1200x700 \
+    --screenshot "$out/viz_memory_09.png"
+fi
 
 # The lessons of steps 02 and 03 (recorded traces only).
 for t in 02_fused 03_tiled; do

@@ -56,9 +56,22 @@ static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlo
               "block_n: the rungs share ws's tile");
 
 // fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
-// Q 16 KiB + 4 stages × (K, Vᵀ: 16 + 16 KiB) + O 32 KiB.
+// Tiles of 224 keys, the quantizer's K and V blocks: Q 16 KiB + 2 stages × (K, Vᵀ: 28 + 32 KiB) +
+// O 32 KiB (a third stage would not fit).
+// Its softmax: ℓ in 4 partial sums, and the lazy max with a slack of 0.8 (P̃ = 2^(x − m + 8) ≤
+// 2^8.8 < 448, O's rescale skipped where no row's max moved: kLazy). A larger slack needs a
+// smaller offset (fp8_offset), and then ℓ ≥ 2^off no longer bounds the error of P̃'s subnormals
+// as the FP8 rule assumes (common/verify.hpp: ℓ ≥ 2⁸). Every exponential is the MUFU unit's:
+// moving 1 in 8 to a polynomial on the FMA units (FlashAttention-4's trick; the experiment patches
+// in docs/benchmarks have it) was 11 % slower on the H200 (docs/benchmarks/h200_hopper_fp8_sweep2.txt).
+// No ping-pong: the two consumer warpgroups issue their products without taking turns, which was
+// as fast or faster at 224 keys on the H200 (docs/benchmarks/h200_hopper_fp8_224.txt).
 template <typename EO>
-using Fp8Cfg = HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8Block, 4, true, true, true, EO>;
+struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 2, true, false, true, EO> {
+  static constexpr int kSumParts = 4;
+  static constexpr bool kLazy = true;
+  static constexpr float kSlack = 0.8f;
+};
 
 template <typename E, int D>
 void forward_dispatch(const FwdParams& p) {

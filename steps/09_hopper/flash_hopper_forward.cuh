@@ -51,10 +51,23 @@ using trace::Tensor;
 // row (64 16-bit columns, 128 e4m3 ones); the fp8 variant's V is Vᵀ (keys, d, heads, batches).
 struct TmaMaps {
   CUtensorMap q, k, v, o;  // o: boxes of 64 rows (a consumer warpgroup's), for kTmaStore
-  // fp8: the blocks' scales (fp8.cuh), (B·H, blocks) each; null otherwise.
+  // fp8: the blocks' scales (fp8.cuh), (B·H, blocks_q) for Q, (B·H, blocks_kv) for K and V; null
+  // otherwise.
   const float *scale_q = nullptr, *scale_k = nullptr, *scale_v = nullptr;
-  int scale_blocks = 0;
+  int blocks_q = 0, blocks_kv = 0;
 };
+// fp8: the scales of the maps, where the quantizer wrote them (fp8_layout), and its grid.
+inline void set_fp8_scales(TmaMaps& maps, const Fp8Layout& l, const unsigned char* ws, std::int64_t heads) {
+  const float* scales = reinterpret_cast<const float*>(ws + l.scales);
+  maps.scale_q = scales + l.scale_offset(0, heads);
+  maps.scale_k = scales + l.scale_offset(1, heads);
+  maps.scale_v = scales + l.scale_offset(2, heads);
+  maps.blocks_q = l.blocks_q;
+  maps.blocks_kv = l.blocks_kv;
+}
+inline dim3 fp8_quantize_grid(const Fp8Layout& l, int heads) {
+  return dim3(unsigned(std::max(l.blocks_q, l.blocks_kv)), unsigned(heads), 3);
+}
 
 // kBlockN keys per tile; kStages stages of K and V; the techniques on top of TMA + wgmma + the
 // producer warpgroup. E: the elements the tensor cores read (16-bit, or e4m3), EO: O's.
@@ -74,15 +87,25 @@ struct HopperConfig {
   static_assert(!kPingPong || kOverlap, "ping-pong takes turns at the products the overlap issues together");
   static_assert(!kOverlap || kStages >= 2, "the overlap holds tile t − 1's stage while it waits for tile t's");
   static_assert(D % 64 == 0 && D <= 256, "d in 64-column boxes (the 128-byte swizzle of 16-bit elements)");
-  static_assert(kBlockN == 64 || kBlockN == 128, "S's wgmma is m64n64 or m64n128");
-  static_assert(!kFp8 || (D == 128 && kBlockN == kFp8Block),
-                "fp8: d = 128 (one box of Q and K), and key tiles of the quantizer's 128-row blocks");
+  static_assert(kBlockN == 64 || kBlockN == 128 || (kFp8 && kBlockN == 224), "S's wgmma: m64n64, m64n128, m64n224");
+  static_assert(!kFp8 || (D == 128 && kBlockN <= 256),
+                "fp8: d = 128 (one box of Q and K; one box of K's rows)");
+  // The fp8 softmax's knobs (softmax_tile_fp8; Fp8Cfg sets them): ℓ in kSumParts partial sums.
+  // kLazy: V's scale folded into P̃ and a row's max moved only when it grows by more than kSlack
+  // (base-2 units), so that most tiles skip O's rescale (Fp8Lazy).
+  static constexpr int kSumParts = 1;
+  static constexpr bool kLazy = false;
+  static constexpr float kSlack = 0.f;
   static constexpr int kConsumers = 2;                      // warpgroups of 64 query rows
   static constexpr int kThreads = 128 * (kConsumers + (kProducer ? 1 : 0));  // and the producer
   static constexpr int kBoxCols = 128 / int(sizeof(E));    // a 128-byte row of the swizzle
   static constexpr int kStepK = 32 / int(sizeof(E));       // k per wgmma: k16, or k32 for e4m3
   static constexpr int kColBlocks = D / kBoxCols;
   static constexpr int kQElems = kBlockM * D, kKVElems = kBlockN * D;
+  // fp8's Vᵀ tile: d rows of the tile's keys, in boxes of 128 keys (the 128-byte swizzle's rows);
+  // a tile of 224 keys takes two, the second's last 32 keys being the next tile's (never read).
+  static constexpr int kVBoxes = kFp8 ? (kBlockN + 127) / 128 : 1;
+  static constexpr int kVElems = kFp8 ? kVBoxes * 128 * D : kKVElems;
   static constexpr int kONt = D < 128 ? D : 128;  // columns of O per P̃V wgmma
   // Registers per thread: the producer gives its back, the consumers take them (65536 in all).
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -94,7 +117,7 @@ struct HopperConfig {
   static constexpr bool kTmaStore = D <= 128;
   static constexpr int kOElems = kTmaStore ? kBlockM * D : 0;
   static constexpr std::size_t kTileBytes =
-      sizeof(E) * std::size_t(kQElems + 2 * kStages * kKVElems) + sizeof(EO) * std::size_t(kOElems);
+      sizeof(E) * std::size_t(kQElems + kStages * (kKVElems + kVElems)) + sizeof(EO) * std::size_t(kOElems);
   static constexpr std::size_t kSmemBytes = 1024 + kTileBytes + 8 * kBarriers;
 };
 
@@ -103,9 +126,14 @@ template <int NT>
 __device__ __forceinline__ void row_max(const float (&s)[NT][4], const float (&from)[2], float (&mx)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    mx[h] = from[h];
+    float p[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) mx[h] = fmaxf(mx[h], fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+    for (int nt = 0; nt < NT; ++nt) p[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+#pragma unroll
+    for (int w = 1; w < NT; w *= 2)
+#pragma unroll
+      for (int nt = 0; nt + w < NT; nt += 2 * w) p[nt] = fmaxf(p[nt], p[nt + w]);
+    mx[h] = fmaxf(from[h], p[0]);
   }
 #pragma unroll
   for (int x = 1; x <= 2; x *= 2)
@@ -145,6 +173,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[DT][4], const float (&alpha
     for (int e = 0; e < 4; ++e) o[dt][e] *= alpha[e >> 1];
 }
 
+// kLazy: skipped where α is 1 for every row of the warp (the same O, bit for bit).
+template <bool kLazy, int DT>
+__device__ __forceinline__ void rescale_o_if(float (&o)[DT][4], const float (&alpha)[2]) {
+  if constexpr (kLazy)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+  rescale_o(o, alpha);
+}
+
 // P̃ rounded to E as wgmma's A operand: keys [16kk, 16kk + 16) are S's 8-column chunks 2kk, 2kk + 1.
 template <typename E, int NT>
 __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&pf)[NT / 2][4]) {
@@ -164,31 +200,70 @@ __device__ __forceinline__ void pack_p(const float (&s)[NT][4], std::uint32_t (&
 // largest than they would with P̃ ≤ 1 (FlashAttention-3's max offset). ℓ sums the same P̃, so the
 // offset cancels in O / ℓ; LSE takes it out (fp8_lse_m).
 constexpr float kFp8Offset = 8.f;
-template <int NT>
+#ifndef FS_EMULATION
+__device__ __forceinline__ float fast_div(float a, float b) { return __fdividef(a, b); }
+__device__ __forceinline__ float fast_log2(float a) { return __log2f(a); }
+#else
+inline float fast_div(float a, float b) { return a / b; }
+inline float fast_log2(float a) { return std::log2(a); }
+#endif
+// The lazy fp8 softmax (HopperConfig's kLazy), in three parts that each keep P̃ below e4m3's 448.
+//  - V's scale moves into P̃. Without it, O is kept in the units of the latest tile's V block and
+//    α carries sv_{t−1} / sv_t, which is never 1. With it, O is kept in the units of sv_h, the
+//    largest V scale of the head, and P̃ of tile t is 2^(x − m + off + log2 r) with r = sv_t /
+//    sv_h ≤ 1 (one lg2 a tile); ℓ adds that tile's sum times 1 / r, so it still sums P̃.
+//  - The max is lazy: m moves only where the tile's max exceeds it by more than kSlack, else P̃
+//    is taken against the old m (the softmax is the same whatever m is, as long as P̃ fits), and
+//    α is exactly 1. Where no row of a warp moved, the warp skips O's rescale (as step 08's
+//    kLazy does). FlashAttention-4's conditional rescaling, with e4m3's ceiling as its bound.
+//  - The offset is off = min(8, 8.8 − kSlack): P̃ ≤ 2^(off + kSlack) ≤ 2^8.8 < 448.
+struct Fp8Lazy {
+  float lg_r = 0.f, inv_r = 1.f;  // log2 r and 1 / r of the tile's V scale against the head's
+  float slack = 0.f, off = kFp8Offset;
+};
+template <typename Cfg>
+__host__ __device__ constexpr float fp8_offset() {
+  return Cfg::kLazy && Cfg::kSlack > 0.8f ? 8.8f - Cfg::kSlack : kFp8Offset;
+}
+// kSumParts: ℓ's sum of the tile in that many partial sums, so that its adds do not wait on each
+// other.
+template <int NT, int kSumParts, bool kLazy = false>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                                 float c) {
+                                                 float c, const Fp8Lazy& lz = {}) {
   float mx[2];
   const float none[2] = {-INFINITY, -INFINITY};
   row_max(s, none, mx);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
+    float m_new = fmaxf(m[h], mx[h] * c);  // c > 0: the max of the scaled scores
+    bool moved = true;
+    if constexpr (kLazy) {
+      moved = m_new > m[h] + lz.slack;  // false for a row that has seen only −inf, and stays there
+      m_new = moved ? m_new : m[h];
+    }
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = tc::exp2_fast(m[h] - m_use);
+    alpha[h] = moved ? tc::exp2_fast(m[h] - m_use) : 1.f;
     m[h] = m_new;
-    l[h] *= alpha[h];
-    const float bias = kFp8Offset - m_use;
+    const float bias = kLazy ? lz.off - m_use + lz.lg_r : kFp8Offset - m_use;
+    float part[kSumParts];
+    part[0] = kLazy ? 0.f : l[h] * alpha[h];
+#pragma unroll
+    for (int i = 1; i < kSumParts; ++i) part[i] = 0.f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[nt][e] = tc::exp2_fast(fmaf(s[nt][e], c, bias));
-        l[h] += s[nt][e];
+        const float x = fmaf(s[nt][e], c, bias);
+        s[nt][e] = tc::exp2_fast(x);
+        part[nt % kSumParts] += s[nt][e];
       }
+#pragma unroll
+    for (int i = 1; i < kSumParts; ++i) part[0] += part[i];
+    l[h] = kLazy ? fmaf(part[0], lz.inv_r, l[h] * alpha[h]) : part[0];
   }
 }
-// tc_finish_rows's m for LSE = m · 1 + ln ℓ: (m − 8) ln 2, from the base-2 max and P̃'s offset.
-__device__ __forceinline__ float fp8_lse_m(float m) { return (m - kFp8Offset) * 0.69314718f; }
+// tc_finish_rows's m for LSE = m · 1 + ln ℓ: (m − off) ln 2, from the base-2 max and P̃'s offset.
+__device__ __forceinline__ float fp8_lse_m(float m, float off = kFp8Offset) { return (m - off) * 0.69314718f; }
 
 // P̃ rounded to e4m3 as wgmma's 8-bit A operand (hopper.cuh): k-step kk covers keys
 // [32kk, 32kk + 32), S's chunks 4kk .. 4kk + 3. Register 0 gets row g's keys 2t, 2t + 1 of
@@ -240,6 +315,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   constexpr int NT = BN / 8, DT = D / 8, KD = D / Cfg::kStepK, KN = BN / Cfg::kStepK, CB = Cfg::kColBlocks;
   constexpr int BX = Cfg::kBoxCols;  // columns per box: 64, or 128 of e4m3
   constexpr std::int64_t kE = sizeof(E);
+  static_assert(!Cfg::kLazy || (Cfg::kFp8 && Cfg::kSlack >= 0.f && Cfg::kSlack < 8.8f),
+                "kLazy: the fp8 softmax's, with P̃ ≤ 2^(off + kSlack) ≤ 2^8.8 (fp8_offset)");
   // Traced (kTrace), each warpgroup records its own lane (launch_forward_kernel names them):
   // lane 0 the producer's thread 0 — its waits for free stages and its copies — and lanes 1 and 2
   // the consumers' first threads — their waits, products, softmax and stores.
@@ -247,8 +324,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   E* sQ = reinterpret_cast<E*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) & ~std::uintptr_t(1023));
   E* sK = sQ + Cfg::kQElems;       // kStages × (CB boxes of BN × 64)
-  E* sV = sK + S * Cfg::kKVElems;  // likewise
-  EO* sO = reinterpret_cast<EO*>(sV + S * Cfg::kKVElems);  // kTmaStore: O's tile, in 64-column boxes
+  E* sV = sK + S * Cfg::kKVElems;  // likewise (fp8: kVBoxes boxes of d × 128 keys)
+  EO* sO = reinterpret_cast<EO*>(sV + S * Cfg::kVElems);  // kTmaStore: O's tile, in 64-column boxes
   std::uint64_t* bars = reinterpret_cast<std::uint64_t*>(sO + Cfg::kOElems);
   std::uint64_t* full_q = bars;
   std::uint64_t* empty_q = bars + 1;
@@ -294,7 +371,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, wk.bh, wk.row0, wk.rows, 0, D, wk.rows * D * kE);
   };
   // K_t (v false) or V_t of work tile wk, whose tiles start at ring position g: once the consumers
-  // are done with what its stage held. fp8's V is Vᵀ: one box of the tile's 128 keys × d rows.
+  // are done with what its stage held. fp8's V is Vᵀ: boxes of 128 keys × d rows.
   auto load_kv = [&](const Work& wk, int g, int t, bool v) {
     const CUtensorMap* map = v ? &maps.v : &maps.k;
     std::uint64_t *full = v ? full_v : full_k, *empty = v ? empty_v : empty_k;
@@ -303,10 +380,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_wait(&empty[stage], ((i / S) & 1) ^ 1);
       FS_TRACE_EVENT(tr, Kind::Wait, Tensor::None, kv_head(wk), t * BN, keys(t * BN), 0, 0, 0);
     }
-    E* dst = (v ? sV : sK) + stage * Cfg::kKVElems;
-    mbar_arrive_expect_tx(&full[stage], Cfg::kKVElems * kE);
+    E* dst = v ? sV + stage * Cfg::kVElems : sK + stage * Cfg::kKVElems;
+    mbar_arrive_expect_tx(&full[stage], (v ? Cfg::kVElems : Cfg::kKVElems) * kE);
     if (Cfg::kFp8 && v) {
-      tma_load_4d(dst, map, &full[stage], t * BN, 0, wk.h_kv, wk.b);
+#pragma unroll
+      for (int c = 0; c < Cfg::kVBoxes; ++c) tma_load_4d(dst + c * D * 128, map, &full[stage], t * BN + 128 * c, 0, wk.h_kv, wk.b);
     } else {
 #pragma unroll
       for (int c = 0; c < CB; ++c) tma_load_4d(dst + c * BN * BX, map, &full[stage], BX * c, t * BN, wk.h_kv, wk.b);
@@ -363,26 +441,28 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Descriptors (hopper.cuh, make_desc). Q and K: K-major, kStepK columns of d (32 bytes) per
     // step kk, box kk / 4. V: MN-major, 16 keys per step kk (2048 bytes), d's boxes BN·128 bytes
     // apart; fp8's Vᵀ: K-major like K, d its rows, 32 keys per step.
-    auto q_desc = [&](int kk) {
-      return make_desc(sQ + (kk / 4) * BM * BX + cw * 64 * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
-    };
+    // Each is made once, at the tiles' first element, and moved by a byte offset (desc_add) for
+    // each product: kk and half are constants of unrolled loops, the stage's part one product a tile.
+    const std::uint64_t q0 = make_desc(sQ + cw * 64 * BX, 16, 1024), k0 = make_desc(sK, 16, 1024),
+                        v0 = Cfg::kFp8 ? make_desc(sV, 16, 1024) : make_desc(sV, BN * 128, 1024);
+    auto q_desc = [&](int kk) { return desc_add(q0, kE * ((kk / 4) * BM * BX + (kk % 4) * Cfg::kStepK)); };
     auto k_desc = [&](int stage, int kk) {
-      return make_desc(sK + stage * Cfg::kKVElems + (kk / 4) * BN * BX + (kk % 4) * Cfg::kStepK, 16, 1024);
+      return desc_add(k0, kE * (stage * Cfg::kKVElems + (kk / 4) * BN * BX + (kk % 4) * Cfg::kStepK));
     };
     auto v_desc = [&](int stage, int kk, int half) {
       if constexpr (Cfg::kFp8)
-        return make_desc(sV + stage * Cfg::kKVElems + (kk / 4) * D * BX + half * Cfg::kONt * BX + (kk % 4) * Cfg::kStepK,
-                         16, 1024);
+        return desc_add(v0, kE * (stage * Cfg::kVElems + (kk / 4) * D * BX + half * Cfg::kONt * BX + (kk % 4) * Cfg::kStepK));
       else
-        return make_desc(sV + stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64, BN * 128, 1024);
+        return desc_add(v0, kE * (stage * Cfg::kKVElems + half * 2 * BN * 64 + kk * 16 * 64));
     };
     float o[1][DT][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
     float m[1][2], l[1][2];
     // fp8: the work tile's Q scale, and the scale of the V block O is kept in units of (O holds
-    // O_true / sv: each tile's α also carries sv_{t−1} / sv_t, and the end multiplies by sv).
+    // O_true / sv: each tile's α also carries sv_{t−1} / sv_t, and the end multiplies by sv; with
+    // kLazy, sv is the head's largest V scale, and α carries none).
     float sq = 1.f, sv = 1.f;
-    auto block_scale = [&](const float* scales, std::int64_t head, int block) {
-      return scales[head * maps.scale_blocks + block];
+    auto block_scale = [&](const float* scales, int blocks, std::int64_t head, int block) {
+      return scales[head * blocks + block];
     };
 
     // S = Q K_tᵀ, issued (not waited for).
@@ -422,7 +502,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
       m[0][0] = m[0][1] = -INFINITY;
       l[0][0] = l[0][1] = 0.f;
-      if constexpr (Cfg::kFp8) sq = block_scale(maps.scale_q, wk.bh, wk.row0 / kFp8Block);
+      if constexpr (Cfg::kFp8) sq = block_scale(maps.scale_q, maps.blocks_q, wk.bh, wk.row0 / kFp8BlockQ);
+      if constexpr (Cfg::kLazy) {  // sv_h: the largest of the head's V scales, a max over the warp
+        const float* vs = maps.scale_v + kv_head(wk) * maps.blocks_kv;
+        float mv = 0.f;
+        for (int j = lane; j < maps.blocks_kv; j += 32) mv = fmaxf(mv, vs[j]);
+#pragma unroll
+        for (int x = 16; x >= 1; x /= 2) mv = fmaxf(mv, __shfl_xor_sync(0xffffffffu, mv, x));
+        sv = mv;
+      }
       // fp8: tile t's K and V scales, read before its wait for K so that the load's latency
       // passes during the wait and S's product, not at the softmax that needs them.
       struct TileScales {
@@ -430,16 +518,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       };
       auto tile_scales = [&](int t) {
         TileScales ts;
-        if constexpr (Cfg::kFp8) ts = {block_scale(maps.scale_k, kv_head(wk), t), block_scale(maps.scale_v, kv_head(wk), t)};
+        if constexpr (Cfg::kFp8)
+          ts = {block_scale(maps.scale_k, maps.blocks_kv, kv_head(wk), t), block_scale(maps.scale_v, maps.blocks_kv, kv_head(wk), t)};
         return ts;
       };
       // Keys past N and (causal) after the row's diagonal get −inf, then the softmax of tile t.
       auto softmax = [&](float (&s)[NT][4], int t, const TileScales& ts, float (&alpha)[2]) {
         tc::tc_mask_tile<kCausal, BN>(*reinterpret_cast<float(*)[1][NT][4]>(&s), wk.row0, wrow0, t * BN, N, 0);
-        if constexpr (Cfg::kFp8) {
-          const float sv_t = ts.v;
-          softmax_tile_fp8(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
-          const float ratio = t > 0 ? sv / sv_t : 1.f;
+        if constexpr (Cfg::kLazy) {
+          // r ≤ 1; a V block of zeros (scale 0) adds nothing to O, and its P̃ is taken as it is.
+          const bool zero = !(ts.v > 0.f);
+          const float r = zero ? 1.f : fast_div(ts.v, sv), inv_r = zero ? 1.f : fast_div(sv, ts.v);
+          const Fp8Lazy lz{fast_log2(r), inv_r, Cfg::kSlack, fp8_offset<Cfg>()};
+          softmax_tile_fp8<NT, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
+        } else if constexpr (Cfg::kFp8) {
+          const float sv_t = ts.v > 0.f ? ts.v : sv;  // a V block of zeros (scale 0): O keeps its units
+          softmax_tile_fp8<NT, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);
+          const float ratio = t > 0 ? fast_div(sv, sv_t) : 1.f;
           alpha[0] *= ratio;
           alpha[1] *= ratio;
           sv = sv_t;
@@ -494,7 +589,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           float alpha[2];
           softmax(s, t, ts, alpha);
           note_keys(Kind::Softmax, Tensor::P, t);
-          rescale_o(o[0], alpha);
+          rescale_o_if<Cfg::kLazy>(o[0], alpha);
           std::uint32_t pf[KN][4];
           pack(s, pf);
           note_o(Kind::Rescale);
@@ -550,8 +645,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           fence_operands(o[0]);
           release(empty_v, prev);
           note_o(Kind::AccumulateO);  // P̃_{t−1}V_{t−1}, which ran beside the softmax
-          rescale_o(o[0], alpha);
-          pack(s, pf);
+          rescale_o_if<Cfg::kLazy>(o[0], alpha);
+          pack(s, pf);  // only now: pf fed P̃_{t−1}V_{t−1} (see Pitfalls on rounding P̃_t earlier)
           note_o(Kind::Rescale);
         }
         release(empty_q, 0);  // every S of the work tile has landed: Q can be refilled
@@ -578,8 +673,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (Cfg::kFp8) {
         const float unit[2] = {sv, sv};
         rescale_o(o[0], unit);
-        m[0][0] = fp8_lse_m(m[0][0]);
-        m[0][1] = fp8_lse_m(m[0][1]);
+        m[0][0] = fp8_lse_m(m[0][0], fp8_offset<Cfg>());
+        m[0][1] = fp8_lse_m(m[0][1], fp8_offset<Cfg>());
         lse_scale = 1.f;
       }
       if constexpr (Cfg::kTmaStore) {
@@ -679,18 +774,14 @@ void launch_hopper_forward_fp8(const FwdParams& p) {
   unsigned char* ws = static_cast<unsigned char*>(p.workspace);
   const int heads = s.B * s.H;
   if (p.part != FwdPart::kKernel)
-    trace::launch_untraced("quantize_fp8_kernel", quantize_fp8_kernel<EI>, dim3(unsigned(l.blocks), unsigned(heads), 3),
+    trace::launch_untraced("quantize_fp8_kernel", quantize_fp8_kernel<EI>, fp8_quantize_grid(l, heads),
                            dim3(kQuantizeThreads), kQuantizeSmem, p.stream, p, ws, l);
   if (p.part == FwdPart::kPrepare) return;
-  const float* scales = reinterpret_cast<const float*>(ws + l.scales);
   TmaMaps maps{make_tensor_map_fp8(ws + l.q, s.d, s.N, s.H, s.B, Cfg::kBlockM),
                make_tensor_map_fp8(ws + l.k, s.d, s.N, s.H, s.B, Cfg::kBlockN),
                make_tensor_map_fp8(ws + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
                make_tensor_map(p.o, p.dtype, p.o_strides, s.d, s.N, s.H, s.B, 64)};
-  maps.scale_q = scales;
-  maps.scale_k = scales + std::int64_t(heads) * l.blocks;
-  maps.scale_v = scales + 2 * std::int64_t(heads) * l.blocks;
-  maps.scale_blocks = l.blocks;
+  set_fp8_scales(maps, l, ws, heads);
   launch_forward_kernel<Cfg>(p, maps);
 }
 

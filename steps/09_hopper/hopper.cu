@@ -135,13 +135,14 @@ std::string unsupported_backward(const Shape& s, const PassSettings& settings) {
   return {};
 }
 
-// fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 128 keys),
-// and three scales per 128-row block of a head. No event of a trace records it.
+// fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 224 keys),
+// and a scale per block of a head (128 rows of Q, 224 of K and of V). No event of a trace records
+// it.
 UntracedIo fp8_quantizer_io(const Shape& s, const PassSettings& settings) {
   const hopper::Fp8Layout l = hopper::fp8_layout(s);
   const std::int64_t e = static_cast<std::int64_t>(dtype_bytes(settings.dtype)), heads = s.heads();
   return {"quantize_fp8_kernel: Q, K, V to e4m3 and their scales", 3 * s.elems() * e,
-          2 * s.elems() + heads * s.d * l.n_pad + 3 * heads * l.blocks * std::int64_t(sizeof(float)),
+          2 * s.elems() + heads * s.d * l.n_pad + heads * (l.blocks_q + 2 * l.blocks_kv) * std::int64_t(sizeof(float)),
           {}};
 }
 

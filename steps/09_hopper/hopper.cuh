@@ -88,17 +88,22 @@ __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
   emu_hopper::mbar_arrive(smem_u32(bar), 0);
 #endif
 }
-// Waits until the phase of parity `parity` has completed.
+// Waits until the phase of parity `parity` has completed. try_wait may suspend the thread until
+// the phase completes or a time limit passes; without a hint the limit is short, and a waiter that
+// waits long (the producer, for a free stage) loops, each try two instructions issued beside its
+// scheduler's other warps (14 million tries in one profile of fp8's kernel at N = 4096). The hint
+// (nanoseconds) makes the limit 10 ms: the thread sleeps until the phase completes.
+constexpr std::uint32_t kSuspendHintNs = 10000000;
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, int parity) {
 #ifndef FS_EMULATION
   asm volatile(
       "{\n"
       ".reg .pred done;\n"
       "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
       "@!done bra WAIT_%=;\n"
       "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
+      "r"(parity), "r"(kSuspendHintNs)
       : "memory");
 #else
   emu_hopper::mbar_wait(smem_u32(bar), parity);
@@ -236,6 +241,13 @@ __device__ __forceinline__ std::uint64_t make_desc(const void* smem, std::uint32
          std::uint64_t((stride >> 4) & 0x3fff) << 32 | std::uint64_t(1) << 62;
 }
 
+// The descriptor of a matrix `bytes` further on in shared memory: the address field (bits 0-13,
+// the address / 16) plus bytes / 16. Every shared-memory address is below 2¹⁸ bytes, so the sum
+// stays inside the field. One add, where make_desc converts and masks a pointer each time.
+__host__ __device__ constexpr std::uint64_t desc_add(std::uint64_t desc, std::uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 #ifndef FS_EMULATION
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -291,6 +303,29 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
+// The 96 accumulators of m64n192: m64n128's, then chunks 16 .. 23.
+#define FS_WGMMA_D192 \
+    FS_WGMMA_D128, \
+    "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+    "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+    "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+    "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
+#define FS_WGMMA_R192 \
+    FS_WGMMA_R128 ", " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+
+// The 112 accumulators of m64n224 (the fp8 forward's S): m64n192's, then chunks 24 .. 27.
+#define FS_WGMMA_D224 \
+    FS_WGMMA_D192, \
+    "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), \
+    "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), \
+    "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), \
+    "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
+#define FS_WGMMA_R224 \
+    FS_WGMMA_R192 ", " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+
 // D (64 × N) = A·B + (accumulate ? D : 0), A and B from shared memory: K-major, or MN-major
 // where TR ("1") says so (TA: A's m index along the rows, TB: B's n index).
 #define FS_WGMMA_SS(N, T, IA, IB, IS, TA, TB)                                                              \
@@ -325,7 +360,7 @@ inline constexpr bool kIsFp8 = std::is_same_v<E, __nv_fp8_e4m3>;
 template <typename E, int N, bool kTransA = false, bool kTransB = false>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
-  static_assert(N == 64 || N == 128, "m64n64 and m64n128 are the shapes step 09 uses");
+  static_assert(N == 64 || N == 128 || (N == 224 && kIsFp8<E>), "m64n64, m64n128 and (e4m3) m64n224: step 09's shapes");
 #ifdef FS_EMULATION
   emu_hopper::wgmma_ss<E, N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
 #else
@@ -333,7 +368,8 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t des
   if constexpr (kIsFp8<E>) {
     static_assert(!kTransA && !kTransB, "8-bit operands are K-major only");
     if constexpr (N == 64) FS_WGMMA_SS8(64, "32", "33", "34");
-    else FS_WGMMA_SS8(128, "64", "65", "66");
+    else if constexpr (N == 128) FS_WGMMA_SS8(128, "64", "65", "66");
+    else FS_WGMMA_SS8(224, "112", "113", "114");
   } else if constexpr (N == 64) {
 #define FS_WGMMA_SS_T(N, IA, IB, IS, TA, TB)                   \
   if constexpr (kBf16) FS_WGMMA_SS(N, "bf16", IA, IB, IS, TA, TB); \
@@ -389,5 +425,9 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 #undef FS_WGMMA_R64
 #undef FS_WGMMA_D128
 #undef FS_WGMMA_R128
+#undef FS_WGMMA_D192
+#undef FS_WGMMA_R192
+#undef FS_WGMMA_D224
+#undef FS_WGMMA_R224
 
 }  // namespace fs::hopper

@@ -17,9 +17,11 @@ int index_of(tr::Tensor t) { return int(t); }
 
 // The on-chip effect of one event on a CTA's tiles (see resident_tiles). One slot per
 // (tensor, residence): a new tile of K replaces the previous K tile, as a kernel's buffer
-// would be overwritten.
-void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, const tr::Event& ev,
-                     int e) {
+// would be overwritten. P̃ is the exception where the track's P̃V lags (pv_lags): there a tile
+// of P̃ stays until the AccumulateO that uses it, the k-th P̃ the k-th's, beside the next tile's
+// S or P̃.
+void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, const tr::Event& ev, int e,
+                     bool pv_lags) {
   auto put = [&](tr::Tensor t, Residence where, std::int64_t bytes) {
     ResidentTile tile{t, where, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, bytes, e, ev.round};
     for (auto& s : slots)
@@ -38,17 +40,30 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
   switch (ev.kind) {
     case tr::Kind::Load: put(ev.tensor, Residence::Smem, ev.bytes); break;
     case tr::Kind::ComputeS:
-      // The previous tile's P̃ has been used by then (P̃V comes before the next S).
-      drop(tr::Tensor::P);
+      // The previous tile's P̃ has been used by then (P̃V comes before the next S), unless the
+      // track's P̃V lags: then it waits, beside this S, for its AccumulateO.
+      if (!pv_lags) drop(tr::Tensor::P);
       put(tr::Tensor::S, Residence::Regs, area_bytes);
       break;
     case tr::Kind::Softmax:
-      // P̃ = exp(S − m̃) overwrites S in the same registers.
+      // P̃ = exp(S − m̃) overwrites S in the same registers; a P̃ still waiting for its P̃V stays.
       drop(tr::Tensor::S);
-      put(tr::Tensor::P, Residence::Regs, area_bytes);
+      if (pv_lags)
+        slots.push_back({tr::Tensor::P, Residence::Regs, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, area_bytes, e, ev.round});
+      else
+        put(tr::Tensor::P, Residence::Regs, area_bytes);
       break;
-    case tr::Kind::Rescale:
-    case tr::Kind::AccumulateO: put(tr::Tensor::O, Residence::Regs, area_bytes); break;
+    case tr::Kind::AccumulateO: {
+      // Where P̃V lags, it uses up the oldest P̃ (slots keep the order they were put in).
+      if (pv_lags) {
+        const auto p = std::find_if(slots.begin(), slots.end(),
+                                    [](const ResidentTile& s) { return s.tensor == tr::Tensor::P && s.where == Residence::Regs; });
+        if (p != slots.end()) slots.erase(p);
+      }
+      put(tr::Tensor::O, Residence::Regs, area_bytes);
+      break;
+    }
+    case tr::Kind::Rescale: put(tr::Tensor::O, Residence::Regs, area_bytes); break;
     case tr::Kind::ComputeDP:
       drop(tr::Tensor::dS);
       put(tr::Tensor::dP, Residence::Regs, area_bytes);
@@ -64,6 +79,24 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
     case tr::Kind::Skip:
     case tr::Kind::Wait: break;
   }
+}
+
+// Whether a track records P̃V j after S j+1 (step 09's fa3: QKᵀ j+1 issued before P̃V j): some
+// ComputeS comes while a P̃ waits for its AccumulateO (more Softmax events than AccumulateO so
+// far), and the track has as many AccumulateO events as Softmax ones in all, the k-th using the
+// k-th P̃. Steps 04–08 record P̃V j before S j+1; a backward records no AccumulateO.
+bool track_pv_lags(const tr::Trace& trace, const std::vector<int>& list) {
+  int softmax = 0, accumulate = 0;
+  bool lag = false;
+  for (int i : list) {
+    const auto& ev = trace.events[std::size_t(i)];
+    if (ev.kind == tr::Kind::Softmax) ++softmax;
+    if (ev.kind == tr::Kind::AccumulateO) {
+      if (++accumulate > softmax) return false;  // a P̃V with no P̃ of its own: not this order
+    }
+    if (ev.kind == tr::Kind::ComputeS && softmax > accumulate) lag = true;
+  }
+  return lag && softmax == accumulate;
 }
 
 std::int64_t sum_bytes(const std::vector<ResidentTile>& slots, Residence where) {
@@ -317,6 +350,8 @@ void Replay::index_residency() {
   const std::size_t T = trace_.tracks.size();
   smem_after_.assign(T, {});
   regs_after_.assign(T, {});
+  pv_lags_.assign(T, false);
+  for (std::size_t t = 0; t < T; ++t) pv_lags_[t] = track_pv_lags(trace_, track_events_[t]);
   std::vector<ResidentTile> slots;
   for (std::size_t t = 0; t < T; ++t) {
     slots.clear();
@@ -324,7 +359,7 @@ void Replay::index_residency() {
     smem_after_[t].resize(list.size());
     regs_after_[t].resize(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
-      apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[k])], list[k]);
+      apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[k])], list[k], pv_lags_[t]);
       const std::int64_t sm = sum_bytes(slots, Residence::Smem);
       smem_after_[t][k] = std::int32_t(std::min<std::int64_t>(sm, INT32_MAX));
       regs_after_[t][k] = std::int32_t(std::min<std::int64_t>(sum_bytes(slots, Residence::Regs), INT32_MAX));
@@ -467,7 +502,8 @@ std::vector<ResidentTile> Replay::resident_tiles(int track, int done) const {
   const auto& list = track_events_[std::size_t(track)];
   if (done >= int(list.size())) return slots;
   for (int k = 0; k < done; ++k)
-    apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[std::size_t(k)])], list[std::size_t(k)]);
+    apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[std::size_t(k)])], list[std::size_t(k)],
+                    pv_lags_[std::size_t(track)]);
   return slots;
 }
 

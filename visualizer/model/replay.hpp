@@ -134,6 +134,10 @@ class Replay {
   std::int64_t smem_after(int track, int done) const;
   std::int64_t regs_after(int track, int done) const;
   std::int64_t peak_smem() const { return peak_smem_; }
+  // Whether the track records P̃V j after S j+1 (step 09's fa3 and fp8 consumers: QKᵀ j+1 is
+  // issued before P̃V j), so that P̃ j stays in registers, beside S j+1 and P̃ j+1, until the
+  // AccumulateO that uses it. Otherwise (steps 04–08: P̃V j, then S j+1) P̃ stays until the next S.
+  bool pv_lags(int track) const { return pv_lags_[std::size_t(track)] != 0; }
 
   // Lanes (tr::Kernel::lanes): the tracks of a track's CTA, by lane, the track itself among them
   // (just it, for a kernel of one lane); whether its kernel records in lanes; and the tiles the
@@ -201,6 +205,7 @@ class Replay {
   std::vector<std::vector<int>> track_events_;
   std::vector<std::vector<double>> t_begin_, t_end_max_;
   std::vector<std::vector<std::int32_t>> smem_after_, regs_after_;
+  std::vector<char> pv_lags_;  // per track: pv_lags(track)
   std::vector<double> track_begin_, track_end_;
   std::vector<int> track_group_;
   std::vector<std::vector<int>> ctas_;  // the tracks of each (kernel, CTA), by lane

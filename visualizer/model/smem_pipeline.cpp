@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "common/e4m3.hpp"
 #include "visualizer/model/labels.hpp"
 
 namespace fs::viz {
@@ -351,8 +352,9 @@ PipelineView backward_at(const Replay& r, const SmemPipeline& L, int track, cons
 
 // What the trace's size alone leaves open, as steps/09_hopper/configs.cuh compiles the forward:
 // the variant's keys a tile and stages at each d (deterministic runs fa3's forward, the rungs
-// ws's tiles). Used only where the kernel's shared memory is not in the trace, or fits more than
-// one layout and this entry is one of them.
+// ws's tiles; fp8's Fp8Cfg: d = kFp8HeadDim = 128, tiles of kFp8BlockKV = kE4m3BlockKV keys, the
+// quantizer's K and V blocks, through 2 stages). Used only where the kernel's shared memory is
+// not in the trace, or fits more than one layout and this entry is one of them.
 struct KnownHopper {
   const char* variant;
   int d, keys, stages;
@@ -361,8 +363,15 @@ constexpr KnownHopper kKnownHopper[] = {
     {"fa3", 64, 128, 4},         {"fa3", 128, 128, 2},         {"fa3", 256, 64, 2},
     {"deterministic", 64, 128, 4}, {"deterministic", 128, 128, 2}, {"deterministic", 256, 64, 2},
     {"wgmma", 128, 128, 2},      {"ws", 128, 128, 2},          {"ws_overlap", 128, 128, 2},
-    {"ws_pingpong", 128, 128, 2}, {"fp8", 128, 128, 4},
+    {"ws_pingpong", 128, 128, 2}, {"fp8", 128, kE4m3BlockKV, 2},
 };
+
+// HopperConfig's tiles of keys (its static_assert: S's wgmma is m64n64, m64n128, or, fp8 alone,
+// m64n224 at d = 128).
+bool hopper_keys_ok(bool fp8, int d, int keys) {
+  if (fp8) return d == 128 && (keys == 64 || keys == 128 || keys == 224);
+  return keys == 64 || keys == 128;
+}
 
 const KnownHopper* known_hopper(const tr::Meta& m) {
   for (const auto& k : kKnownHopper)
@@ -407,7 +416,8 @@ SmemPipeline derive_hopper(const tr::Trace& trace, int kernel) {
   }
   // The consumers' 64 rows (forward: of the 128 queries; backward: of the 128 keys).
   const int kept = fwd ? L.Br : L.Bc;
-  if (L.d <= 0 || L.d % 64 != 0 || kept != L.consumers * kConsumerRows || L.Br % 64 != 0 || L.Bc % 64 != 0) {
+  const bool keys_ok = fwd ? hopper_keys_ok(L.fp8, L.d, L.Bc) : L.Bc % 64 == 0;
+  if (L.d <= 0 || L.d % 64 != 0 || kept != L.consumers * kConsumerRows || L.Br % 64 != 0 || !keys_ok) {
     L.why_not = "the trace's tiles (Br = " + std::to_string(L.Br) + ", Bc = " + std::to_string(L.Bc) +
                 ", d = " + std::to_string(L.d) + ") are not step 09's";
     return L;
@@ -701,7 +711,14 @@ std::vector<SmemRegion> SmemPipeline::regions() const {
   if (kernel == SmemKernel::HopperForward) {
     add(tr::Tensor::Q, -1, Br, d, e);
     for (int s = 0; s < stages; ++s) add(tr::Tensor::K, s, Bc, d, e);
-    for (int s = 0; s < stages; ++s) fp8 ? add(tr::Tensor::V, s, d, Bc, e) : add(tr::Tensor::V, s, Bc, d, e);
+    for (int s = 0; s < stages; ++s) {
+      if (!fp8) {
+        add(tr::Tensor::V, s, Bc, d, e);
+        continue;
+      }
+      add(tr::Tensor::V, s, d, vt_keys(), e);  // Vᵀ: d rows of whole 128-key boxes
+      out.back().cols_read = Bc;
+    }
     if (o_in_smem) add(tr::Tensor::O, -1, Br, d, 2);
     barriers = 2 + 4 * stages;
   } else {

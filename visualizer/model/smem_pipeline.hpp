@@ -44,8 +44,10 @@
 // Step 09 (steps/09_hopper), whose CTAs record in lanes: lane 0 issues the TMA copies (the
 // producer warpgroup, or the wgmma rung's copying thread), lanes 1 and 2 are the consumer
 // warpgroups. hopper_forward_kernel (HopperConfig): 128 query rows a CTA, 64 a consumer; shared
-// memory, 1024-aligned: Q (Br × d) · K: kStages × Bc × d · V: likewise (fp8: Vᵀ) · O (Br × d,
-// 16-bit, d ≤ 128 only) · 8-byte mbarriers, 2 + 4·kStages. Key tile t of the CTA's k-th work
+// memory, 1024-aligned: Q (Br × d) · K: kStages × Bc × d · V: likewise (fp8: Vᵀ, d × 128·kVBoxes,
+// whole boxes of 128 keys) · O (Br × d, 16-bit, d ≤ 128 only) · 8-byte mbarriers, 2 + 4·kStages.
+// fp8 (Fp8Cfg): 1-byte Q, K and Vᵀ, Bc = 224 keys (kE4m3BlockKV), 2 stages: at d = 128,
+// Q 16 KiB + 2 × (K 28 KiB + Vᵀ 32 KiB) + O 32 KiB. Key tile t of the CTA's k-th work
 // tile goes to stage (g + t) mod kStages, g the key tiles of its earlier work tiles (a persistent
 // CTA walks several): the producer's i-th Load K (Load V) goes to stage i mod kStages. K's and
 // V's stages are freed apart (K after both consumers' S, V after their P̃V), so a stage's K can
@@ -80,8 +82,9 @@ enum class SmemKernel : std::uint8_t {
 struct SmemRegion {
   tr::Tensor tensor = tr::Tensor::None;  // None: the alignment slack or the mbarriers
   int stage = -1;                        // its stage or buffer (the consumer, for dQ's blocks); -1: one of it
-  int rows = 0, cols = 0;                // the tile's elements, as drawn (fp8's Vᵀ: d rows of Bc keys)
+  int rows = 0, cols = 0;                // the tile's elements, as drawn (fp8's Vᵀ: d rows of vt_keys() keys)
   std::int64_t bytes = 0;
+  int cols_read = 0;                     // of cols, those the kernel reads (fp8's Vᵀ: the tile's Bc keys); 0: all
 };
 
 struct SmemPipeline {
@@ -118,6 +121,9 @@ struct SmemPipeline {
   bool from_table = false;    // kStages from the table (the trace's size was 0)
 
   bool hopper() const { return kernel == SmemKernel::HopperForward || kernel == SmemKernel::HopperBackward; }
+  // fp8's Vᵀ stage: whole boxes of 128 keys (HopperConfig::kVBoxes · 128), d rows each; a tile of
+  // 224 keys takes two, their last 32 columns never read (the next tile's keys).
+  int vt_keys() const { return fp8 ? (Bc + 127) / 128 * 128 : Bc; }
   bool backward() const { return kernel != SmemKernel::Forward && kernel != SmemKernel::HopperForward; }
   bool dkdv() const { return kernel == SmemKernel::Dkdv || kernel == SmemKernel::DkdvSmem; }
   std::int64_t q_bytes() const { return std::int64_t(elem_bytes) * Br * d; }

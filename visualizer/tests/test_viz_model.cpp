@@ -1710,16 +1710,18 @@ TEST_CASE("step 09's shared memory: the kernels' layouts, from the trace", "[viz
   REQUIRE(L.stages == 2);
   REQUIRE(L.tiles_only);
   REQUIRE(!L.o_in_smem);
-  // The kernel's own (HopperConfig::kSmemBytes): 1024 + tiles + O + 8 · (2 + 4 · kStages).
+  // The kernel's own (HopperConfig::kSmemBytes): 1024 + tiles + O + 8 · (2 + 4 · kStages); fp8's
+  // Vᵀ stage holds whole boxes of 128 keys (kVBoxes · 128 · d).
   auto fwd_bytes = [](int e, int d, int bc, int st) {
-    return 1024 + std::int64_t(e) * (128 * d + 2 * st * bc * d) + (d <= 128 ? 2 * 128 * d : 0) + 8 * (2 + 4 * st);
+    const int v_keys = e == 1 ? (bc + 127) / 128 * 128 : bc;
+    return 1024 + std::int64_t(e) * (128 * d + st * (bc + v_keys) * d) + (d <= 128 ? 2 * 128 * d : 0) + 8 * (2 + 4 * st);
   };
   struct Case {
     const char* variant;
     int d, bc, stages, e;
   };
   for (const auto& c : {Case{"fa3", 64, 128, 4, 2}, Case{"fa3", 128, 128, 2, 2}, Case{"fa3", 256, 64, 2, 2},
-                        Case{"ws_pingpong", 128, 128, 2, 2}, Case{"fp8", 128, 128, 4, 1},
+                        Case{"ws_pingpong", 128, 128, 2, 2}, Case{"fp8", 128, 224, 2, 1}, Case{"fp8", 128, 128, 4, 1},
                         Case{"wgmma", 128, 128, 2, 2}}) {
     INFO(c.variant << " d = " << c.d);
     // The wgmma rung has no producer warpgroup: two warpgroups, its copies in consumer 0.
@@ -1796,4 +1798,199 @@ TEST_CASE("step 09's stages: which tile each K and V stage holds, from the CTA's
   // After the CTA retires it holds nothing.
   v = pipeline_at(r, L, c0, Cursor{Order::Logical, double(r.event_count())});
   REQUIRE(v.stages[0].state == StageState::Empty);
+}
+
+// Step 09's fp8 forward (Fp8Cfg): e4m3 Q, K and Vᵀ, tiles of 224 keys (kE4m3BlockKV) through two
+// stages; Vᵀ in whole boxes of 128 keys, two a tile, the second's last 32 columns never read.
+TEST_CASE("step 09's fp8 forward: two stages of 224 keys, Vᵀ in boxes of 128, from the recorded trace", "[viz][pipeline][lanes]") {
+  const Replay r(tr::read_trace(shipped_trace("09_hopper_fp8.fwd.json")));
+  const tr::Trace& t = r.trace();
+  REQUIRE(t.meta.variant == "fp8");
+  REQUIRE(t.meta.Bc == 224);
+  REQUIRE(t.kernels[0].smem_bytes == 173136);
+  SmemPipeline L = derive_smem_pipeline(t, 0);
+  INFO(L.why_not);
+  REQUIRE(L.valid);
+  REQUIRE(L.kernel == SmemKernel::HopperForward);
+  REQUIRE(L.fp8);
+  REQUIRE(L.elem_bytes == 1);
+  REQUIRE(L.stages == 2);
+  REQUIRE(!L.tiles_only);
+  REQUIRE(L.o_in_smem);
+  REQUIRE(L.vt_keys() == 256);
+  REQUIRE(L.total_bytes() == 173136);
+  // Q 16 KiB + 2 × (K 28 KiB + Vᵀ 32 KiB) + O 32 KiB, with the slack and 10 barriers.
+  std::int64_t q = 0, k = 0, v = 0, o = 0, other = 0;
+  for (const auto& g : L.regions()) {
+    switch (g.tensor) {
+      case tr::Tensor::Q: q += g.bytes; break;
+      case tr::Tensor::K:
+        REQUIRE(g.bytes == 224 * 128);
+        k += g.bytes;
+        break;
+      case tr::Tensor::V:
+        REQUIRE(g.rows == 128);
+        REQUIRE(g.cols == 256);
+        REQUIRE(g.cols_read == 224);
+        REQUIRE(g.bytes == 32 * 1024);
+        v += g.bytes;
+        break;
+      case tr::Tensor::O: o += g.bytes; break;
+      default: other += g.bytes;
+    }
+  }
+  REQUIRE(q == 16 * 1024);
+  REQUIRE(k == 2 * 28 * 1024);
+  REQUIRE(v == 2 * 32 * 1024);
+  REQUIRE(o == 32 * 1024);
+  REQUIRE(other == 1024 + 8 * (2 + 4 * 2));
+  // The stages hold tiles of 224 keys: while the producer issues K 1, stage 1 holds keys 224–447.
+  const auto& lanes = r.lanes_of(0);
+  const int prod = lanes[0];
+  const Cursor at_k1{Order::Logical, double(r.track_events(prod)[std::size_t(nth(r, prod, tr::Kind::Load, 1, tr::Tensor::K))]) + 0.5};
+  const auto v1 = pipeline_at(r, L, lanes[1], at_k1);
+  check_stage(v1, 1, StageState::Loading, 1, 224);
+  REQUIRE(v1.stages[1].keys == 224);
+  // Without its size, the table's entry (Fp8Cfg at d = 128) says two stages.
+  tr::Trace no_size = t;
+  no_size.kernels[0].smem_bytes = 0;
+  no_size.meta.smem_per_cta_bytes = 0;
+  L = derive_smem_pipeline(no_size, 0);
+  REQUIRE(L.valid);
+  REQUIRE(L.from_table);
+  REQUIRE(L.stages == 2);
+  // Tiles the kernel cannot have (S's wgmma is m64n64, m64n128 or fp8's m64n224) are said so.
+  tr::Trace odd = t;
+  odd.meta.Bc = 192;
+  L = derive_smem_pipeline(odd, 0);
+  REQUIRE(!L.valid);
+  REQUIRE(L.why_not.find("not step 09's") != std::string::npos);
+  odd.meta.variant = "fa3";
+  odd.meta.Bc = 224;
+  REQUIRE(!derive_smem_pipeline(odd, 0).valid);
+}
+
+namespace {
+
+// One CTA of one lane: per key tile S, softmax, then P̃V; `lag`: fa3's order, P̃V j after S j+1
+// and softmax j+1 (the last P̃V after the loop).
+tr::Trace pv_trace(int tiles, bool lag) {
+  tr::Trace t;
+  auto& m = t.meta;
+  m.step = "09_hopper";
+  m.variant = "fa3";
+  m.pass = "fwd";
+  m.dtype = "bf16";
+  m.B = m.H = 1;
+  m.N = 64 * tiles;
+  m.d = 64;
+  m.Br = 64;
+  m.Bc = 64;
+  tr::Kernel k;
+  k.name = "test_kernel";
+  k.grid[0] = 1;
+  k.block[0] = 128;
+  t.kernels.push_back(k);
+  t.tracks.push_back(tr::Track{0, 0, 0, 0, 0});
+  double now = 1000;
+  auto add = [&](tr::Kind kind, tr::Tensor tensor, int row0, int rows, int col0, int cols) {
+    test::append_event(t, 0, kind, tensor, row0, rows, col0, cols, now, 100);
+  };
+  add(tr::Kind::Load, tr::Tensor::Q, 0, 64, 0, 64);
+  for (int j = 0; j < tiles; ++j) {
+    add(tr::Kind::Load, tr::Tensor::K, 64 * j, 64, 0, 64);
+    add(tr::Kind::Load, tr::Tensor::V, 64 * j, 64, 0, 64);
+    add(tr::Kind::ComputeS, tr::Tensor::S, 0, 64, 64 * j, 64);
+    add(tr::Kind::Softmax, tr::Tensor::P, 0, 64, 64 * j, 64);
+    if (!lag || j > 0) {
+      add(tr::Kind::AccumulateO, tr::Tensor::O, 0, 64, 0, 64);
+      add(tr::Kind::Rescale, tr::Tensor::O, 0, 64, 0, 64);
+    }
+  }
+  if (lag) add(tr::Kind::AccumulateO, tr::Tensor::O, 0, 64, 0, 64);
+  add(tr::Kind::Store, tr::Tensor::O, 0, 64, 0, 64);
+  return t;
+}
+
+// The key tiles (col0 / 64) of the P̃ tiles in registers, and whether S is there.
+std::vector<int> p_tiles(const std::vector<ResidentTile>& tiles, bool* s = nullptr) {
+  std::vector<int> out;
+  if (s) *s = false;
+  for (const auto& x : tiles) {
+    if (x.where != Residence::Regs) continue;
+    if (x.tensor == tr::Tensor::P) out.push_back(x.col0 / 64);
+    if (x.tensor == tr::Tensor::S && s) *s = true;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+// Step 09's fa3 issues QKᵀ j+1 before P̃V j (intra-warpgroup overlap): P̃ j is still live while S
+// j+1 and its softmax are computed, until the AccumulateO that uses it. Steps 04–08 record P̃V j
+// before S j+1, and there P̃ stays until the next S, as it always has.
+TEST_CASE("P̃ stays in registers until its P̃V, in the order the events were recorded", "[viz][replay][lanes]") {
+  SECTION("P̃V j after S j+1") {
+    const Replay r(pv_trace(3, true));
+    REQUIRE(r.pv_lags(0));
+    const auto& list = r.track_events(0);
+    auto after = [&](int i) { return r.resident_tiles(0, i + 1); };
+    bool s = false;
+    // After S 1: P̃ 0 waits for its P̃V beside S 1.
+    REQUIRE(p_tiles(after(nth(r, 0, tr::Kind::ComputeS, 1)), &s) == std::vector<int>{0});
+    REQUIRE(s);
+    // After softmax 1: P̃ 0 and P̃ 1, no S.
+    REQUIRE(p_tiles(after(nth(r, 0, tr::Kind::Softmax, 1)), &s) == std::vector<int>{0, 1});
+    REQUIRE(!s);
+    // P̃V 0 uses up P̃ 0.
+    REQUIRE(p_tiles(after(nth(r, 0, tr::Kind::AccumulateO, 0))) == std::vector<int>{1});
+    // After S 2: P̃ 1 beside S 2; the last P̃V (after the loop) uses up the last P̃.
+    REQUIRE(p_tiles(after(nth(r, 0, tr::Kind::ComputeS, 2)), &s) == std::vector<int>{1});
+    REQUIRE(s);
+    REQUIRE(p_tiles(after(nth(r, 0, tr::Kind::AccumulateO, 2))).empty());
+    // The registers count both tiles while both are live (O not yet: P̃V 0 comes next).
+    const int k = nth(r, 0, tr::Kind::Softmax, 1);
+    REQUIRE(r.regs_after(0, k + 1) == 2 * 64 * 64 * 2);
+    REQUIRE(int(list.size()) > k + 1);
+  }
+  SECTION("P̃V j before S j+1: unchanged") {
+    const Replay r(pv_trace(3, false));
+    REQUIRE(!r.pv_lags(0));
+    bool s = false;
+    // P̃ 0 stays after its P̃V until S 1 takes its place.
+    REQUIRE(p_tiles(r.resident_tiles(0, nth(r, 0, tr::Kind::AccumulateO, 0) + 1)) == std::vector<int>{0});
+    REQUIRE(p_tiles(r.resident_tiles(0, nth(r, 0, tr::Kind::ComputeS, 1) + 1), &s).empty());
+    REQUIRE(s);
+  }
+  SECTION("the recorded traces: step 09's fa3 and fp8 consumers lag, nothing before step 09 does") {
+    for (const char* name : {"09_hopper_fa3.fwd.json", "09_hopper_fp8.fwd.json"}) {
+      INFO(name);
+      const Replay r(tr::read_trace(shipped_trace(name)));
+      const auto& lanes = r.lanes_of(0);
+      REQUIRE(lanes.size() == 3);
+      REQUIRE(!r.pv_lags(lanes[0]));
+      REQUIRE(r.pv_lags(lanes[1]));
+      REQUIRE(r.pv_lags(lanes[2]));
+      // Consumer 0 just after its S 1: S 1 and P̃ 0 in its registers.
+      const int c0 = lanes[1];
+      const int e = r.track_events(c0)[std::size_t(nth(r, c0, tr::Kind::ComputeS, 1))];
+      const auto& ev = r.trace().events[std::size_t(e)];
+      bool s = false;
+      REQUIRE(p_tiles(r.resident_tiles(c0, nth(r, c0, tr::Kind::ComputeS, 1) + 1), &s) == std::vector<int>{0});
+      REQUIRE(s);
+      // The same from the CTA's tiles over all its lanes at that moment.
+      const auto tiles = r.cta_tiles(lanes[0], {Order::Logical, double(e) + 1.0});
+      REQUIRE(std::count_if(tiles.begin(), tiles.end(), [&](const ResidentTile& x) {
+                return x.where == Residence::Regs && x.tensor == tr::Tensor::S && x.row0 == ev.row0;
+              }) == 1);
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(FS_SOURCE_DIR) + "/docs/traces")) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".json" || name.rfind("09_", 0) == 0) continue;
+      INFO(name);
+      const Replay r(tr::read_trace(entry.path().string()));
+      for (int k = 0; k < r.track_count(); ++k) REQUIRE(!r.pv_lags(k));
+    }
+  }
 }

@@ -188,6 +188,28 @@ TEST_CASE("the layout tiles the display without overlaps, whatever is shown", "[
   REQUIRE(bad == "frobnicate");
 }
 
+// The panels write P̃ (P̃V, P̃ tiles) with the combining tilde U+0303, which ImGui draws where the
+// font puts it, at lowercase height: on a capital P it fell on the letter's top stroke and P̃V read
+// as PV. The fonts raise it above the capitals.
+TEST_CASE("the tilde of P̃ is drawn above the P, not on it", "[viz][ui][fonts]") {
+  Headless h;
+  const auto& f = theme::fonts();
+  if (!f.dejavu) {
+    WARN("DejaVu fonts not installed: ImGui's default font, no tilde");
+    return;
+  }
+  for (ImFont* font : {f.regular, f.small, f.mono, f.title}) {
+    const ImFontGlyph* p = font->FindGlyphNoFallback(ImWchar('P'));
+    const ImFontGlyph* tilde = font->FindGlyphNoFallback(ImWchar(0x0303));
+    REQUIRE(p);
+    REQUIRE(tilde);  // loaded: in the glyph ranges and in the font
+    REQUIRE(tilde->Visible);
+    REQUIRE(tilde->AdvanceX == 0);  // a mark over the letter before it
+    REQUIRE(tilde->Y1 <= p->Y0);    // above the capital
+    REQUIRE(tilde->Y0 >= -0.25f * font->FontSize);  // and near it
+  }
+}
+
 // Step 09's lanes: the schedule shows the followed CTA's producer over its consumers; hovering a
 // bar names its event, a click follows that lane; a trace in lanes opens with the schedule shown.
 TEST_CASE("the schedule draws a CTA's lanes, and a click on a bar follows its lane", "[viz][ui][lanes]") {

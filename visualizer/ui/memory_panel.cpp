@@ -24,6 +24,9 @@ struct Slot {
   Rect rect;
   int max_rows, max_cols;  // the largest tile it ever holds
   int lane = 0;            // a CTA in lanes: the consumer whose registers it is (each has its own)
+  int stack = 1;           // tiles it holds at once, one above the other (S or P̃ over a P̃ that waits for its P̃V)
+  int first = -1, last = -1;  // the first and last events that put a tile there
+  float label_w = 0;          // the wider of their tiles' labels
 };
 
 // Where an event puts a tile on chip (the same rule as the replay's residency), or None.
@@ -242,6 +245,13 @@ std::vector<Rect> draw_hopper_smem(ImDrawList* dl, const SmemPipeline& L, const 
       } else {
         fill_held(dl, r, g.tensor, sv.state);
       }
+      // fp8's Vᵀ: the columns of its last box past the tile's keys are copied, never read.
+      if (g.cols_read > 0 && g.cols_read < g.cols) {
+        const Rect tail{ImVec2(r.min.x + float(g.cols_read) * s, r.min.y), r.max};
+        dl->AddRectFilled(tail.min, tail.max, theme::with_alpha(theme::kPanel, 0.85f), 2);
+        hatch(dl, tail, theme::with_alpha(theme::kBorder, 0.9f), 4);
+        dl->AddLine(ImVec2(tail.min.x, tail.min.y), ImVec2(tail.min.x, tail.max.y), theme::kBorder, 1);
+      }
       live = live || sv.state == StageState::Computing;
       // The consumers' rows (keys): a line between them, and whose they are, once it holds a tile.
       if (halves && sv.state != StageState::Empty && L.consumers > 1) {
@@ -302,7 +312,11 @@ std::vector<Rect> draw_hopper_smem(ImDrawList* dl, const SmemPipeline& L, const 
     add("The producer issues the CTA's i-th K and V tiles (TMA) into stage i mod " + std::to_string(L.stages) +
         "; both consumers free K after their S, V after their P̃V.");
     if (L.o_in_smem) add("Each consumer writes its 64 rows of O to the O tile for a TMA store.");
-    if (L.fp8) add("fp8: one byte an element; V's stages hold Vᵀ.");
+    if (L.fp8)
+      add(L.vt_keys() > L.Bc ? "fp8: one byte an element; V's stages hold Vᵀ in boxes of 128 keys, a tile of " +
+                                   std::to_string(L.Bc) + " taking " + std::to_string(L.vt_keys() / 128) +
+                                   " (the hatched " + std::to_string(L.vt_keys() - L.Bc) + " columns are never read)."
+                             : std::string("fp8: one byte an element; V's stages hold Vᵀ."));
   } else {
     add("K and V stay for the whole CTA, 64 keys a consumer. Q, dO, LSE and D of each query tile go through " +
         std::to_string(L.stages) + " stages, refilled once both consumers' dV, dK products are done; dSᵀ is double-buffered; each consumer stages its dQ block (float32) for the TMA reduce-add to dQacc.");
@@ -461,7 +475,7 @@ void memory_panel(UiState& s) {
     std::snprintf(buf, sizeof buf, "%s loaded · kernel's shared memory %s · budget %s", format_bytes(double(smem_now)).c_str(),
                   kernel_smem > 0 ? format_bytes(kernel_smem).c_str() : "0 B", format_bytes(budget).c_str());
     dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, y), theme::kTextDim,
-                pipe.hopper() ? hopper_map_caption(pipe, budget).c_str()
+                pipe.valid && pipe.hopper() ? hopper_map_caption(pipe, budget).c_str()
                 : pipe.valid  ? smem_map_caption(pipe, budget, chip_area.w()).c_str()
                               : buf);
     y += f.small->FontSize + 8;
@@ -494,13 +508,28 @@ void memory_panel(UiState& s) {
     }
     it->max_rows = std::max(it->max_rows, ev.rows);
     it->max_cols = std::max(it->max_cols, ev.cols);
+    if (it->first < 0) it->first = e;
+    it->last = e;
+  }
+  for (auto& sl : slots)
+    for (int e : {sl.first, sl.last})
+      sl.label_w = std::max(sl.label_w, f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0,
+                                                               tile_label(r.trace().events[std::size_t(e)]).c_str()).x + 6);
+  // A lane whose P̃V lags (step 09's fa3: S j+1 before P̃V j) holds P̃ j beside S j+1 or P̃ j+1:
+  // its slot of S and P̃ holds two tiles, the newer above the P̃ that waits for its P̃V.
+  for (int lt : r.track_count() > 0 ? r.lanes_of(track) : std::vector<int>{}) {
+    if (!r.pv_lags(lt)) continue;
+    const int lane = r.trace().tracks[std::size_t(lt)].lane;
+    for (auto& sl : slots)
+      if (sl.tensor == tr::Tensor::S && sl.where == Residence::Regs && sl.lane == lane) sl.stack = 2;
   }
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
     return a.where != b.where ? a.where < b.where : a.lane != b.lane ? a.lane < b.lane : int(a.tensor) < int(b.tensor);
   });
   const float row_gap = f.regular->FontSize + 10, slot_gap = 6, pad = 10;
   const float label_h = f.small->FontSize * 2 + 8;
-  // A slot is at least wide enough for its label, unless the row cannot hold that many.
+  // A slot is at least wide enough for its label (or, in a row of many, for its tensor's name), as
+  // far as its share of the row goes.
   auto min_slot_in = [&](float width) {
     float m = 2 * f.small->FontSize * 2.6f;
     for (Residence w : {Residence::Smem, Residence::Regs}) {
@@ -509,21 +538,29 @@ void memory_panel(UiState& s) {
     }
     return m;
   };
-  // The scale at which every slot fits a row `row_h` tall and `width` wide.
+  auto slot_min = [&](const Slot& sl, float width) {
+    const auto n = std::count_if(slots.begin(), slots.end(), [&](const Slot& x) { return x.where == sl.where; });
+    const float share = (width - slot_gap * float(n - 1)) / float(std::max<std::ptrdiff_t>(1, n));
+    return std::max(min_slot_in(width), std::min(share, sl.label_w));
+  };
+  // The scale at which every slot, its padding included, fits a row `row_h` tall and `width` wide
+  // (a slot of `stack` tiles: each with its label, one above the other).
   auto fit_slots = [&](float row_h, float width) {
-    const float min_slot = min_slot_in(width);
     double sc = 1e9;
-    for (const auto& sl : slots) sc = std::min(sc, double(row_h - label_h - pad) / sl.max_rows);
+    for (const auto& sl : slots)
+      sc = std::min(sc, double(row_h - pad - float(sl.stack) * label_h) / (double(sl.stack) * sl.max_rows));
     for (Residence w : {Residence::Smem, Residence::Regs})
       for (int iter = 0; iter < 4; ++iter) {
         double fixed = 0, cols = 0, gaps = 0;
         for (const auto& sl : slots) {
           if (sl.where != w) continue;
           gaps += gaps > 0 || fixed > 0 || cols > 0 ? slot_gap : 0;
-          if (sl.max_cols * sc + pad < min_slot)
-            fixed += min_slot;
-          else
+          if (sl.max_cols * sc + pad < slot_min(sl, width)) {
+            fixed += slot_min(sl, width);
+          } else {
             cols += sl.max_cols;
+            fixed += pad;
+          }
         }
         if (cols > 0) sc = std::min(sc, (width - gaps - fixed) / cols - 1e-9);
       }
@@ -554,8 +591,7 @@ void memory_panel(UiState& s) {
       const Rect a{ImVec2(0, 0), ImVec2(w, h)};
       return pipe.hopper() ? hopper_scale(pipe, a) : pipeline_scale(pipe, a);
     };
-    // fit_slots leaves out the slots' padding (the fp32 drawing keeps that as it was): here it counts.
-    auto regs = [&](float h, float w) { return fit_slots(h, w - pad * float(slots.size())); };
+    auto regs = [&](float h, float w) { return fit_slots(h, w); };
     // Stacked: the SRAM row's height where both rows draw at one scale.
     const float h_a = std::floor(bisect(40, both_h - 40, [&](float h) { return sram(chip_area.w(), h) - regs(both_h - h, chip_area.w()); }));
     const double s_a = std::min(sram(chip_area.w(), h_a), regs(both_h - h_a, chip_area.w()));
@@ -578,12 +614,16 @@ void memory_panel(UiState& s) {
       regs_y = smem_y;
       regs_title_y = y;
       double tallest = 0;
-      for (const auto& sl : slots) tallest = std::max(tallest, double(sl.max_rows));
-      rows_h = std::min(full_h, float(tallest * scale) + label_h + pad + 8);
+      float stack_labels = 1;
+      for (const auto& sl : slots)
+        if (double(sl.stack) * sl.max_rows > tallest) {
+          tallest = double(sl.stack) * sl.max_rows;
+          stack_labels = float(sl.stack);
+        }
+      rows_h = std::min(full_h, float(tallest * scale) + stack_labels * label_h + pad + 8);
     }
   }
   if (scale > 1e8 || scale <= 0) scale = 1;
-  const float min_slot = min_slot_in(regs_w);
   {
     const float title_w = (pipe.valid ? pipe_area.w() : chip_area.w()) - 4;
     const char* smem_title = !pipe.valid ? "Loaded from HBM (SRAM)"
@@ -596,14 +636,18 @@ void memory_panel(UiState& s) {
     dl->AddText(f.regular, f.regular->FontSize, ImVec2(regs_x0, regs_title_y), theme::kTextDim, regs_title);
   }
   const PipelineRects prects = pipe.valid && !pipe.hopper() ? draw_smem_pipeline(dl, pipe, pview, pipe_area, scale) : PipelineRects{};
-  const std::vector<Rect> hrects = pipe.hopper() ? draw_hopper_smem(dl, pipe, pview, pipe_area, scale) : std::vector<Rect>{};
+  const std::vector<Rect> hrects = pipe.valid && pipe.hopper() ? draw_hopper_smem(dl, pipe, pview, pipe_area, scale) : std::vector<Rect>{};
   float x_smem = chip_area.min.x, x_regs = regs_x0;
   for (auto& sl : slots) {
     float& x = sl.where == Residence::Smem ? x_smem : x_regs;
     const float sy = sl.where == Residence::Smem ? smem_y : regs_y;
-    const float w = std::max(min_slot, float(sl.max_cols * scale) + pad);
+    const float w = std::max(slot_min(sl, regs_w), float(sl.max_cols * scale) + pad);
     sl.rect = {ImVec2(x, sy), ImVec2(x + w, sy + rows_h)};
     dl->AddRect(sl.rect.min, sl.rect.max, theme::with_alpha(theme::kBorder, 0.8f), 4);
+    for (int k = 1; k < sl.stack; ++k) {
+      const float ky = sl.rect.min.y + sl.rect.h() * float(k) / float(sl.stack);
+      dl->AddLine(ImVec2(sl.rect.min.x + 4, ky), ImVec2(sl.rect.max.x - 4, ky), theme::with_alpha(theme::kBorder, 0.5f));
+    }
     x += w + slot_gap;
   }
   auto lane_of = [&](int event) { return event >= 0 ? r.trace().tracks[std::size_t(r.trace().events[std::size_t(event)].track)].lane : 0; };
@@ -613,6 +657,22 @@ void memory_panel(UiState& s) {
     for (const auto& sl : slots)
       if (sl.tensor == t && sl.where == w && (w == Residence::Smem || sl.lane == lane)) return &sl;
     return nullptr;
+  };
+  // In a slot of two tiles (a lane whose P̃V lags), the newest tile of S or P̃ goes above, an
+  // older P̃ (one that waits for its P̃V) below.
+  std::vector<int> newest_score;  // by lane: the event that put it there
+  auto newest_of = [&](int lane) -> int& {
+    if (lane >= int(newest_score.size())) newest_score.resize(std::size_t(lane) + 1, -1);
+    return newest_score[std::size_t(lane)];
+  };
+  for (const auto& t : tiles)
+    if (t.where == Residence::Regs && (t.tensor == tr::Tensor::S || t.tensor == tr::Tensor::P))
+      newest_of(lane_of(t.event)) = std::max(newest_of(lane_of(t.event)), t.event);
+  auto place_in = [&](const Slot& sl, const ResidentTile& t) {
+    if (sl.stack < 2) return sl.rect;
+    const float h = sl.rect.h() / float(sl.stack);
+    const int at = t.event < newest_of(lane_of(t.event)) ? 1 : 0;
+    return Rect{ImVec2(sl.rect.min.x, sl.rect.min.y + h * float(at)), ImVec2(sl.rect.max.x, sl.rect.min.y + h * float(at + 1))};
   };
   const int last_event = tc.done > 0 ? list[std::size_t(tc.done) - 1] : -1;
   // The atomic dK/dV kernel computes a tile's share of dQ and adds it to dQacc within that
@@ -637,7 +697,7 @@ void memory_panel(UiState& s) {
     if (pipe.valid && t.where == Residence::Smem) continue;
     const Slot* sl = slot_of(t.tensor, t.where, lane_of(t.event));
     if (!sl) continue;
-    const Rect card = draw_tile_card(dl, sl->rect, t, scale, t.event == last_event);
+    const Rect card = draw_tile_card(dl, place_in(*sl, t), t, scale, t.event == last_event);
     // Each warp holds its rows of S, P̃ and O as mma accumulators (the dK/dV kernels: its keys, and
     // in tc_dkdv_smem_kernel its queries of S, dP, dS and its columns of dK, dV).
     if (pipe.valid && !pipe.hopper()) draw_register_bands(dl, pipe, card, t);
@@ -700,7 +760,7 @@ void memory_panel(UiState& s) {
       const HbmItem* it = layout.find(e.tensor);
       // With the kernel's slots, a load lands in its own: Q's, or the stage its tile goes to.
       const Rect* pslot = nullptr;
-      if (pipe.hopper() && e.kind == tr::Kind::Load)  // step 09: the region of its tensor that holds its tile
+      if (pipe.valid && pipe.hopper() && e.kind == tr::Kind::Load)  // step 09: the region of its tensor that holds its tile
         for (std::size_t g = 0; g < regions.size() && !pslot; ++g) {
           const StageView sv = region_view(pipe, pview, regions[g]);
           if (regions[g].tensor == e.tensor && sv.state != StageState::Empty && sv.key0 == e.row0) pslot = &hrects[g];

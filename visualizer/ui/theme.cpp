@@ -1,5 +1,6 @@
 #include "visualizer/ui/theme.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <iterator>
 
@@ -98,6 +99,37 @@ const char* tensor_display(tr::Tensor t) {
   return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
 }
 
+namespace {
+
+// Dear ImGui draws each code point's glyph where the font puts it, with no mark positioning (no
+// GPOS): DejaVu's combining tilde U+0303 sits at lowercase height, so over a capital (P̃, the
+// panels' only use but m̃ and ℓ̃) it falls on the letter's top stroke and P̃ reads as P. Raised
+// here, once the atlas is built, to end where a capital begins; over m it floats a little high.
+// DejaVu Sans Mono draws it in a cell of its own: moved back over the letter before it, no advance.
+void raise_combining_tilde(ImFont* font) {
+  const ImFontGlyph* cap = font ? font->FindGlyphNoFallback(ImWchar('P')) : nullptr;
+  if (!cap) return;
+  const float cap_top = cap->Y0;
+  bool moved = false;
+  for (ImFontGlyph& g : font->Glyphs) {
+    if (g.Codepoint != 0x0303) continue;
+    if (g.AdvanceX > 0) {
+      g.X0 -= g.AdvanceX;
+      g.X1 -= g.AdvanceX;
+      g.AdvanceX = 0;
+      moved = true;
+    }
+    if (g.Y1 > cap_top) {
+      const float dy = std::floor(cap_top - g.Y1);
+      g.Y0 += dy;
+      g.Y1 += dy;
+    }
+  }
+  if (moved) font->BuildLookupTable();
+}
+
+}  // namespace
+
 Fonts load_fonts(float size) {
   ImGuiIO& io = ImGui::GetIO();
   Fonts f;
@@ -129,6 +161,8 @@ Fonts load_fonts(float size) {
     f.title = std::filesystem::exists(bold, ec) ? io.Fonts->AddFontFromFileTTF(bold.c_str(), size + 1.0f, &cfg, ranges.Data)
                                                 : f.regular;
     f.dejavu = f.regular && f.small && f.mono && f.title;
+    if (f.dejavu && io.Fonts->Build())
+      for (ImFont* font : {f.regular, f.small, f.mono, f.title}) raise_combining_tilde(font);
   }
   if (!f.dejavu) {
     io.Fonts->Clear();
