@@ -86,12 +86,12 @@ t08p=docs/traces/08_tensor_cores_r3_pipeline.fwd.json
   --screenshot "$out/viz_pipeline_08.png"
 # Step 08's backward, tc_dkdv_kernel (key_warps): K and V kept all CTA long, each warp's 16 keys;
 # query tile 1 computed from stage 1 while tile 2 is in flight into stage 0; dSᵀ read back by
-# query columns while CTA 0 adds tile 1's share of dQ to dQacc by atomics (its Load dQacc, seq 116).
+# query columns while CTA 0 adds tile 1's share of dQ to dQacc by atomics (its Load dQacc, seq 117).
 t08b=docs/traces/08_tensor_cores_key_warps.bwd.json
-[ -f "$t08b" ] && "$viz" "$t08b" --order logical --at seq:116 --kernel 1 --cta 0 --panels memory --size 1300x760 \
+[ -f "$t08b" ] && "$viz" "$t08b" --order logical --at seq:117 --kernel 1 --cta 0 --panels memory --size 1300x760 \
   --screenshot "$out/viz_backward_08.png"
 # And tc_dkdv_smem_kernel (fa2): 8 warps in 4 rows of 32 keys; CTA 0 writes query tile 0's Pᵀ and
-# dSᵀ into SRAM, each warp its block of 32 keys × 64 queries (its compute dS event, seq 39).
+# dSᵀ into SRAM, each warp its block of 32 keys × 64 queries (its compute dS event, seq 40).
 t08s=docs/traces/08_tensor_cores_fa2.bwd.json
-[ -f "$t08s" ] && "$viz" "$t08s" --order logical --at seq:39 --kernel 1 --cta 0 --panels memory --size 1300x760 \
+[ -f "$t08s" ] && "$viz" "$t08s" --order logical --at seq:40 --kernel 1 --cta 0 --panels memory --size 1300x760 \
   --screenshot "$out/viz_backward_smem_08.png"

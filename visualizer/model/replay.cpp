@@ -36,7 +36,7 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
                                [&](const ResidentTile& s) { return s.tensor == t && s.where == Residence::Regs; }),
                 slots.end());
   };
-  const std::int64_t area_bytes = std::int64_t(ev.rows) * ev.cols * element_bytes(meta, ev.tensor);
+  const std::int64_t area_bytes = std::int64_t(ev.rows) * ev.cols * register_element_bytes(meta, ev.tensor);
   switch (ev.kind) {
     case tr::Kind::Load: put(ev.tensor, Residence::Smem, ev.bytes); break;
     case tr::Kind::ComputeS:
@@ -134,6 +134,26 @@ int element_bytes(const tr::Meta& meta, tr::Tensor t) {
   }
   // Not listed: the format's rule (the row statistics and dQacc are float32, the rest the dtype's).
   return tr::element_bytes(t, meta.dtype);
+}
+
+int register_element_bytes(const tr::Meta& meta, tr::Tensor t) {
+  switch (t) {
+    // The products' accumulators (mma, wgmma) are float32 whatever the inputs (steps 08 and 09,
+    // fp8's too; the fp32 steps are float32 throughout): S = QKᵀ, dP = dO Vᵀ, O, dQ, dK, dV.
+    case tr::Tensor::S:
+    case tr::Tensor::dP:
+    case tr::Tensor::O:
+    case tr::Tensor::dQ:
+    case tr::Tensor::dQacc:
+    case tr::Tensor::dK:
+    case tr::Tensor::dV: return 4;
+    // P̃ is rounded to the A operand of P̃V: the input type (pack_p), but e4m3 in step 09's fp8
+    // forward (pack_p_fp8), 1 byte whatever the problem's dtype. dS likewise to the input type.
+    case tr::Tensor::P:
+      if (meta.step.rfind("09", 0) == 0 && meta.variant == "fp8" && meta.pass != "bwd") return 1;
+      return element_bytes(meta, t);
+    default: return element_bytes(meta, t);
+  }
 }
 
 bool score_like(tr::Tensor t) {

@@ -230,6 +230,11 @@ class Replay {
 // Element size of a tensor in this trace: bytes / elements from Meta::tensors; for a tensor it
 // does not list, the format's rule for its dtype (float32 for LSE, D, m, l and dQacc).
 int element_bytes(const tr::Meta& meta, tr::Tensor t);
+// Element size of a tile of `t` that a CTA computes in registers (ResidentTile::bytes), as the
+// kernel holds it there, not as the tensor is stored: the products' accumulators (S, dP, O, dQ,
+// dK, dV) in float32 whatever the dtype; P̃ and dS in the input type, P̃ in 1 byte (e4m3) in
+// step 09's fp8 forward; the rest element_bytes.
+int register_element_bytes(const tr::Meta& meta, tr::Tensor t);
 // The TensorInfo of `t`, or nullptr.
 const tr::TensorInfo* find_tensor(const tr::Meta& meta, tr::Tensor t);
 // B·H of the trace, at least 1 (64-bit: a file may declare sizes whose product overflows int).

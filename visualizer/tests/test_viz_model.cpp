@@ -1994,3 +1994,74 @@ TEST_CASE("P̃ stays in registers until its P̃V, in the order the events were r
     }
   }
 }
+
+// A register card counts its tile as the kernel holds it, not as the tensor is stored: the
+// products' accumulators (S = QKᵀ, dP, O, dQ, dK, dV; mma, wgmma) in float32 whatever the dtype;
+// P̃ and dS rounded to the input type for the next product, but P̃ in e4m3 in step 09's fp8
+// forward (pack_p_fp8), though its trace's dtype is bf16.
+TEST_CASE("register cards: accumulators in float32, P̃ in the input type, fp8's P̃ in one byte", "[viz][replay][lanes]") {
+  struct Case {
+    const char* name;
+    int p_bytes;
+  };
+  for (const Case c : {Case{"09_hopper_fp8.fwd.json", 1}, Case{"09_hopper_fa3.fwd.json", 2},
+                       Case{"08_tensor_cores_r4_p_in_regs.fwd.json", 2}, Case{"04_online_softmax_fa2.fwd.json", 4}}) {
+    INFO(c.name);
+    const Replay r(tr::read_trace(shipped_trace(c.name)));
+    // The stored tensors keep the problem's element size (fp8's trace lists S and P in bf16).
+    const int stored = r.meta().dtype == "bf16" ? 2 : 4;
+    REQUIRE(element_bytes(r.meta(), tr::Tensor::S) == stored);
+    REQUIRE(element_bytes(r.meta(), tr::Tensor::P) == stored);
+    for (tr::Tensor t : {tr::Tensor::S, tr::Tensor::O}) REQUIRE(register_element_bytes(r.meta(), t) == 4);
+    REQUIRE(register_element_bytes(r.meta(), tr::Tensor::P) == c.p_bytes);
+    // A computing lane (step 09: consumer 0) just after its first S, its softmax, its P̃V.
+    const int track = r.laned(0) ? r.lanes_of(0)[1] : 0;
+    auto reg_tile = [&](int done, tr::Tensor t) {
+      for (const auto& x : r.resident_tiles(track, done))
+        if (x.where == Residence::Regs && x.tensor == t) return x;
+      FAIL("no such tile in registers");
+      return ResidentTile{};
+    };
+    const ResidentTile s = reg_tile(nth(r, track, tr::Kind::ComputeS, 0) + 1, tr::Tensor::S);
+    REQUIRE(s.bytes == std::int64_t(s.rows) * s.cols * 4);
+    const ResidentTile p = reg_tile(nth(r, track, tr::Kind::Softmax, 0) + 1, tr::Tensor::P);
+    REQUIRE(p.bytes == std::int64_t(p.rows) * p.cols * c.p_bytes);
+    const ResidentTile o = reg_tile(nth(r, track, tr::Kind::AccumulateO, 0) + 1, tr::Tensor::O);
+    REQUIRE(o.bytes == std::int64_t(o.rows) * o.cols * 4);
+  }
+  // A 16-bit backward: dP and dK, dV, dQ accumulate in float32; dS is rounded to bf16.
+  {
+    const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_key_warps.bwd.json")));
+    REQUIRE(r.meta().dtype == "bf16");
+    for (tr::Tensor t : {tr::Tensor::dP, tr::Tensor::dQ, tr::Tensor::dK, tr::Tensor::dV})
+      REQUIRE(register_element_bytes(r.meta(), t) == 4);
+    REQUIRE(register_element_bytes(r.meta(), tr::Tensor::dS) == 2);
+    int track = -1;
+    for (int k = 0; k < r.track_count() && track < 0; ++k)
+      for (int e : r.track_events(k))
+        if (r.trace().events[std::size_t(e)].kind == tr::Kind::AccumulateDK) track = k;
+    REQUIRE(track >= 0);
+    bool dp = false, dk = false;
+    for (int done = 1; done <= int(r.track_events(track).size()) && !(dp && dk); ++done)
+      for (const auto& x : r.resident_tiles(track, done)) {
+        if (x.where != Residence::Regs) continue;
+        if (x.tensor == tr::Tensor::dP) dp = x.bytes == std::int64_t(x.rows) * x.cols * 4;
+        if (x.tensor == tr::Tensor::dK) dk = x.bytes == std::int64_t(x.rows) * x.cols * 4;
+        if (x.tensor == tr::Tensor::dS) REQUIRE(x.bytes == std::int64_t(x.rows) * x.cols * 2);
+      }
+    REQUIRE(dp);
+    REQUIRE(dk);
+  }
+  // Only the forward of step 09's fp8 variant rounds P̃ to e4m3.
+  tr::Meta m;
+  m.step = "09_hopper";
+  m.variant = "fp8";
+  m.pass = "fwd";
+  m.dtype = "bf16";
+  REQUIRE(register_element_bytes(m, tr::Tensor::P) == 1);
+  m.variant = "fa3";
+  REQUIRE(register_element_bytes(m, tr::Tensor::P) == 2);
+  m.step = "08_tensor_cores";
+  m.variant = "fp8";
+  REQUIRE(register_element_bytes(m, tr::Tensor::P) == 2);
+}
