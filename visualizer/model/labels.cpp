@@ -52,6 +52,13 @@ std::string sample_row_label(const Replay& r, const tr::Event& e) {
   return "row " + std::to_string(r.row_of_slot(tr::Tensor::Q, e.bh, e.round, e.sample_row)) + " (" + slot + ")";
 }
 
+std::string moved_element_type(const Replay& r, tr::Tensor t) {
+  const int moved = r.moved_element_bytes(t);
+  if (moved == element_bytes(r.meta(), t)) return "";
+  if (moved == 1 && fp8_forward(r.meta())) return "e4m3";
+  return std::to_string(moved) + "-byte";
+}
+
 std::string format_bytes(double b) {
   char buf[32];
   const double a = std::fabs(b);

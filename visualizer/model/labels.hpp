@@ -22,6 +22,12 @@ class Replay;
 // "row 137 (slot 5 of round 2)" ("slot 5 of round 2" where the orders cannot place it).
 std::string sample_row_label(const Replay& r, const fs::trace::Event& e);
 
+// The element type in which the pass moves `t` through HBM, where it is not the one Meta::tensors
+// lists (Replay::moved_element_bytes ≠ element_bytes): "e4m3" for the 1-byte Q, K and V of step
+// 09's fp8 forward (fp8_forward), "1-byte" and the like for any other; "" where the pass moves
+// the tensor as listed.
+std::string moved_element_type(const Replay& r, fs::trace::Tensor t);
+
 // Human units: "1.50 MiB", "640 B"; "12.3 µs", "850 ns"; "3.2 GFLOP".
 std::string format_bytes(double bytes);
 std::string format_ns(double ns);

@@ -136,6 +136,10 @@ int element_bytes(const tr::Meta& meta, tr::Tensor t) {
   return tr::element_bytes(t, meta.dtype);
 }
 
+bool fp8_forward(const tr::Meta& meta) {
+  return meta.step.rfind("09", 0) == 0 && meta.variant == "fp8" && meta.pass != "bwd";
+}
+
 int register_element_bytes(const tr::Meta& meta, tr::Tensor t) {
   switch (t) {
     // The products' accumulators (mma, wgmma) are float32 whatever the inputs (steps 08 and 09,
@@ -149,9 +153,7 @@ int register_element_bytes(const tr::Meta& meta, tr::Tensor t) {
     case tr::Tensor::dV: return 4;
     // P̃ is rounded to the A operand of P̃V: the input type (pack_p), but e4m3 in step 09's fp8
     // forward (pack_p_fp8), 1 byte whatever the problem's dtype. dS likewise to the input type.
-    case tr::Tensor::P:
-      if (meta.step.rfind("09", 0) == 0 && meta.variant == "fp8" && meta.pass != "bwd") return 1;
-      return element_bytes(meta, t);
+    case tr::Tensor::P: return fp8_forward(meta) ? 1 : element_bytes(meta, t);
     default: return element_bytes(meta, t);
   }
 }
@@ -208,6 +210,23 @@ Replay::Replay(tr::Trace trace) : trace_(std::move(trace)) {
   index_flops();
   index_orders();
   index_residency();
+  index_moved_bytes();
+}
+
+void Replay::index_moved_bytes() {
+  // 0: no event moves the tensor yet; -1: its events disagree (or one is not whole elements).
+  std::array<std::int64_t, tr::kTensorCount> seen{};
+  for (const auto& e : trace_.events) {
+    if ((e.kind != tr::Kind::Load && e.kind != tr::Kind::Store) || e.tensor == tr::Tensor::None || e.bytes <= 0) continue;
+    auto& s = seen[std::size_t(index_of(e.tensor))];
+    const std::int64_t elems = std::int64_t(std::max(e.rows, 0)) * std::max(e.cols, 0);
+    const std::int64_t per = elems > 0 && e.bytes % elems == 0 ? e.bytes / elems : -1;
+    s = s == 0 ? per : s == per ? s : -1;
+  }
+  for (int t = 0; t < tr::kTensorCount; ++t) {
+    const std::int64_t s = seen[std::size_t(t)];
+    moved_bytes_[std::size_t(t)] = s > 0 ? int(s) : element_bytes(trace_.meta, tr::Tensor(t));
+  }
 }
 
 void Replay::index_tracks() {

@@ -190,11 +190,20 @@ class Replay {
   double pass_flops() const { return pass_flops_; }
   double event_flops(int e) const;
 
+  // Element size of `t` in HBM as the pass's loads and stores move it: the bytes per element
+  // (bytes / (rows · cols)) that every event moving `t` records, where they all record the same
+  // whole number; element_bytes where no event moves `t` or they disagree. It is not
+  // element_bytes where the kernel reads a copy in another type: step 09's fp8 forward reads Q, K
+  // and Vᵀ as e4m3, 1 byte, from the workspace its quantizer writes, while Meta::tensors lists
+  // the bf16 tensors the quantizer read.
+  int moved_element_bytes(tr::Tensor t) const { return moved_bytes_[std::size_t(t)]; }
+
  private:
   void index_tracks();
   void index_orders();
   void index_flops();
   void index_residency();
+  void index_moved_bytes();
   void apply(Totals& t, int e) const;
 
   tr::Trace trace_;
@@ -218,6 +227,7 @@ class Replay {
   std::int64_t untraced_read_ = 0, untraced_written_ = 0;
   std::vector<int> track_round_;
   std::int64_t peak_smem_ = 0;
+  std::array<int, tr::kTensorCount> moved_bytes_{};  // moved_element_bytes, per tensor
 
   static constexpr std::int64_t kCheckpoint = 4096;
   std::vector<Totals> checkpoints_[2];  // [order][k / kCheckpoint]
@@ -230,6 +240,10 @@ class Replay {
 // Element size of a tensor in this trace: bytes / elements from Meta::tensors; for a tensor it
 // does not list, the format's rule for its dtype (float32 for LSE, D, m, l and dQacc).
 int element_bytes(const tr::Meta& meta, tr::Tensor t);
+// Whether the trace is step 09's fp8 forward: its quantizer rounds Q, K and V to e4m3 (1 byte an
+// element; V written as Vᵀ) before the kernel, which rounds P̃ to e4m3 too for P̃V, whatever the
+// problem's dtype (Meta::dtype, bf16 or fp16, that of the tensors Meta::tensors lists).
+bool fp8_forward(const tr::Meta& meta);
 // Element size of a tile of `t` that a CTA computes in registers (ResidentTile::bytes), as the
 // kernel holds it there, not as the tensor is stored: the products' accumulators (S, dP, O, dQ,
 // dK, dV) in float32 whatever the dtype; P̃ and dS in the input type, P̃ in 1 byte (e4m3) in

@@ -2065,3 +2065,74 @@ TEST_CASE("register cards: accumulators in float32, P̃ in the input type, fp8's
   m.variant = "fp8";
   REQUIRE(register_element_bytes(m, tr::Tensor::P) == 2);
 }
+
+// HBM sizes a tensor as the pass's loads and stores move it. Step 09's fp8 forward lists Q, K and
+// V in bf16 (the tensors its quantizer reads, untraced), but its kernel reads the quantizer's
+// e4m3 copies (V as Vᵀ), and its loads record 1 byte an element; O and LSE are written as listed.
+TEST_CASE("HBM: fp8's Q, K and V are read as e4m3, a byte an element, as its loads record", "[viz][replay][hbm]") {
+  const Replay r(tr::read_trace(shipped_trace("09_hopper_fp8.fwd.json")));
+  REQUIRE(r.meta().dtype == "bf16");
+  REQUIRE(fp8_forward(r.meta()));
+  const Coverage cov(r);
+  // The bytes of one head's tensor, as the HBM picture labels them under it.
+  auto head_bytes = [&](tr::Tensor t) {
+    const auto* g = cov.grid(t);
+    REQUIRE(g);
+    return std::int64_t(g->rows) * g->cols * r.moved_element_bytes(t);
+  };
+  // What head 0's loads and stores of a tensor move.
+  auto moved_in_head0 = [&](tr::Tensor t) {
+    std::int64_t bytes = 0;
+    for (const auto& e : r.trace().events)
+      if ((e.kind == tr::Kind::Load || e.kind == tr::Kind::Store) && e.tensor == t && e.bh == 0) bytes += e.bytes;
+    return bytes;
+  };
+  const std::int64_t Nd = std::int64_t(r.meta().N) * r.meta().d;
+  for (tr::Tensor t : {tr::Tensor::Q, tr::Tensor::K, tr::Tensor::V}) {
+    INFO(tensor_label(t));
+    REQUIRE(element_bytes(r.meta(), t) == 2);  // as listed
+    REQUIRE(r.moved_element_bytes(t) == 1);    // as read
+    REQUIRE(moved_element_type(r, t) == "e4m3");
+    REQUIRE(head_bytes(t) == Nd);
+  }
+  // Each CTA reads its query tile of Q once: one head's Q, in e4m3.
+  REQUIRE(moved_in_head0(tr::Tensor::Q) == head_bytes(tr::Tensor::Q));
+  // O in bf16 and LSE in float32, written once each.
+  REQUIRE(r.moved_element_bytes(tr::Tensor::O) == 2);
+  REQUIRE(r.moved_element_bytes(tr::Tensor::LSE) == 4);
+  for (tr::Tensor t : {tr::Tensor::O, tr::Tensor::LSE}) {
+    INFO(tensor_label(t));
+    REQUIRE(moved_element_type(r, t).empty());
+    REQUIRE(moved_in_head0(t) == head_bytes(t));
+  }
+
+  // fa3's forward moves every tensor as listed: Q, K, V and O in bf16.
+  const Replay fa3(tr::read_trace(shipped_trace("09_hopper_fa3.fwd.json")));
+  REQUIRE_FALSE(fp8_forward(fa3.meta()));
+  for (tr::Tensor t : {tr::Tensor::Q, tr::Tensor::K, tr::Tensor::V, tr::Tensor::O}) {
+    INFO(tensor_label(t));
+    REQUIRE(fa3.moved_element_bytes(t) == 2);
+    REQUIRE(moved_element_type(fa3, t).empty());
+  }
+  REQUIRE(fa3.moved_element_bytes(tr::Tensor::LSE) == 4);
+
+  SECTION("loads that disagree on the element size leave the listed one") {
+    tr::Trace t = tr::read_trace(shipped_trace("09_hopper_fp8.fwd.json"));
+    for (auto& e : t.events)
+      if (e.kind == tr::Kind::Load && e.tensor == tr::Tensor::K) {
+        e.bytes *= 2;
+        break;
+      }
+    const Replay odd(std::move(t));
+    REQUIRE(odd.moved_element_bytes(tr::Tensor::K) == 2);
+    REQUIRE(moved_element_type(odd, tr::Tensor::K).empty());
+    REQUIRE(odd.moved_element_bytes(tr::Tensor::Q) == 1);
+  }
+  SECTION("1-byte loads outside step 09's fp8 forward are not named e4m3") {
+    tr::Trace t = tr::read_trace(shipped_trace("09_hopper_fp8.fwd.json"));
+    t.meta.variant = "fa3";
+    const Replay other(std::move(t));
+    REQUIRE(other.moved_element_bytes(tr::Tensor::Q) == 1);
+    REQUIRE(moved_element_type(other, tr::Tensor::Q) == "1-byte");
+  }
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <string>
 #include <tuple>
 
 #include "visualizer/model/labels.hpp"
@@ -163,9 +164,10 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
     dl->AddText(f.title, f.title->FontSize, ImVec2(it.label.min.x, it.label.min.y), theme::tensor_color(g.tensor), name);
     if (sizes && g.in_hbm) {
       char buf[64];
-      const auto* info = find_tensor(r.meta(), g.tensor);
-      // One head's share: the picture is one head.
-      const double bytes = (info ? double(info->bytes) : double(g.rows) * g.cols * 4 * g.heads) / g.heads;
+      // One head's share (the picture is one head), at the element size the pass's loads and
+      // stores move: step 09's fp8 forward reads Q, K and Vᵀ as e4m3, a byte an element, from its
+      // quantizer's copies, not the bf16 tensors the trace lists.
+      const double bytes = double(g.rows) * g.cols * r.moved_element_bytes(g.tensor);
       if (g.cols == 1)
         std::snprintf(buf, sizeof buf, "N");
       else if (score_like(g.tensor)) {
@@ -178,7 +180,13 @@ void draw_hbm(ImDrawList* dl, const Document& doc, const HbmLayout& layout, int 
         std::snprintf(buf, sizeof buf, "N×d");
       else  // a clustering's orders and sort keys: a column per round and side
         std::snprintf(buf, sizeof buf, "N×%d", g.cols);
-      dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2), theme::kTextDim, buf);
+      // A tensor the pass moves as a copy in another type (fp8's Q, K, V) says which, where that fits.
+      std::string shape = buf;
+      if (const std::string type = moved_element_type(r, g.tensor); !type.empty()) {
+        const std::string typed = shape + " · " + type;
+        if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, typed.c_str()).x < it.rect.w() + kGap - 4) shape = typed;
+      }
+      dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2), theme::kTextDim, shape.c_str());
       std::snprintf(buf, sizeof buf, "%s", format_bytes(bytes).c_str());
       if (!score_like(g.tensor) && g.cols > 1 && f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, buf).x < it.rect.w() + kGap - 4) {
         dl->AddText(f.small, f.small->FontSize, ImVec2(it.rect.min.x, it.rect.max.y + 2 + f.small->FontSize),
