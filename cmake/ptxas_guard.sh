@@ -4,9 +4,11 @@
 #   ptxas_guard.sh [--allow-spills REGEX] -- COMPILE COMMAND...
 #
 # runs the compile command and fails it where ptxas reported either of two silent slowdowns:
-#   C7513  wgmma.mma_async serialized: ptxas waits for each wgmma before issuing the next, so that
-#          nothing overlaps the tensor cores' work. It happens when a register that a wgmma in
-#          flight reads or writes is written by other instructions before the wait.
+#   C751x  wgmma.mma_async serialized: ptxas waits for each wgmma before issuing the next, so that
+#          nothing overlaps the tensor cores' work. The code says why: C7513 where a register that
+#          a wgmma in flight reads or writes is written by other instructions before the wait,
+#          C7512 where the wgmmas in flight need more registers than the function may have (at
+#          setmaxnreg's budget), and others; every note that says "serialized" fails.
 #   spills registers spilled to local memory (ptxas -warn-spills, which the step passes), except
 #          in the functions whose mangled names match REGEX.
 # Both are only notes from ptxas: without this the build succeeds with them.
@@ -24,11 +26,11 @@ trap 'rm -f "$log"' EXIT
 rc=$?
 cat "$log" >&2
 [ "$rc" -eq 0 ] || exit "$rc"
-bad=$(grep -E 'C7513' "$log")
+bad=$(grep -E 'wgmma\.mma_async instructions are serialized|\(C751[0-9]\)' "$log")
 spills=$(grep -E 'Registers are spilled' "$log")
 if [ -n "$allow" ] && [ -n "$spills" ]; then spills=$(grep -vE "$allow" <<<"$spills"); fi
 if [ -n "$bad$spills" ]; then
-  echo "error: ptxas serialized wgmma (C7513) or spilled registers where the step allows none (above); see cmake/ptxas_guard.sh" >&2
+  echo "error: ptxas serialized wgmma (C751x) or spilled registers where the step allows none (above); see cmake/ptxas_guard.sh" >&2
   # The object must not stay behind as if it were good: remove the -o output.
   prev=""
   for arg in "$@"; do
