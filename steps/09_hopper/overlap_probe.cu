@@ -14,6 +14,7 @@
 // If the two units overlap, split takes about max(tensor, mufu); if they take turns, about
 // tensor + mufu. The times are CUDA-event medians; the SM clock is cycles (clock64, the longer of
 // CTA 0's two warpgroups) over time.
+#include <CLI/CLI.hpp>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -21,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -132,39 +132,27 @@ void launch(int mode, int sms, int rounds, Out* out) {
   FS_CUDA_CHECK(cudaGetLastError());
 }
 
-int usage(const char* argv0, FILE* to = stderr) {
-  std::fprintf(to,
-               "usage: %s [--rounds N] [--reps N]\n"
-               "  Times step 09's fp8 tile work split between the tensor cores (wgmma) and the MUFU unit (ex2):\n"
-               "  each alone, both at once in two warpgroups, and both in each warpgroup (see the source's header).\n"
-               "  --rounds N  S tiles' worth of each (default 4000; even)\n"
-               "  --reps N    timed launches per run, median reported (default 10)\n",
-               argv0);
-  return to == stderr ? 2 : 0;
-}
-
 }  // namespace
 }  // namespace fs::hopper
 
 int run(int rounds, int reps, const char* argv0);
 
+// The same options and errors as the project's other programs (CLI11): bad input is one line and
+// exit code 2.
 int main(int argc, char** argv) {
-  using namespace fs::hopper;
   int rounds = 4000, reps = 10;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") return usage(argv[0], stdout);
-    if ((a == "--rounds" || a == "--reps") && i + 1 < argc) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || v <= 0 || v > 1000000) {
-        std::fprintf(stderr, "%s: %s must be a positive integer, got '%s'\n", argv[0], a.c_str(), argv[i]);
-        return 2;
-      }
-      (a == "--rounds" ? rounds : reps) = int(v);
-    } else {
-      return usage(argv[0]);
-    }
+  CLI::App app{"Times step 09's fp8 tile work split between the tensor cores (wgmma) and the MUFU unit (ex2): each\n"
+               "alone, both at once in two warpgroups, and both in each warpgroup (overlap_probe.cu's header)."};
+  app.add_option("--rounds", rounds, "S tiles' worth of each (rounded up to even)")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--reps", reps, "timed launches per run, median reported")->capture_default_str()->check(CLI::Range(1, 1000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+    return 2;
   }
   rounds += rounds % 2;  // inline does half the rounds of each in each warpgroup
   try {
