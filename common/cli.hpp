@@ -19,6 +19,7 @@ namespace fs {
 
 // The shape of a traced run when --trace is given without one: small enough to follow by eye.
 constexpr Shape kTraceShape{1, 1, 256, 64};
+static_assert(kTraceShape.d == kTracedHeadDim, "steps 04-08 compile their traced kernels at this d alone");
 
 struct Options {
   Shape shape{2, 4, 1024, 64};

@@ -177,6 +177,8 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
   if (std::string why = step.refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
   if (opt.backward)
     if (std::string why = step.backward_refusal(s, checked); !why.empty()) throw InputError(who + ": " + why);
+  if (!opt.trace_path.empty())
+    if (std::string why = step.trace_refusal(s, checked); !why.empty()) throw InputError("--trace: " + why);
 }
 
 const BlockMask* RunPlan::mask() const {

@@ -7,6 +7,12 @@ namespace fs {
 
 float default_scale(int d) { return 1.0f / std::sqrt(static_cast<float>(d)); }
 
+std::string untraced_head_dim(const Shape& s, const PassSettings&) {
+  if (s.d == kTracedHeadDim) return {};
+  return "this step's traced kernels are compiled for d = " + std::to_string(kTracedHeadDim) +
+         " (the traced runs' shape, as the tour and the shipped traces record it); got d = " + std::to_string(s.d);
+}
+
 double forward_flops(const Shape& s, bool causal) {
   const double f = 4.0 * double(s.heads()) * double(s.N) * double(s.N) * double(s.d);
   return causal ? f / 2 : f;

@@ -310,6 +310,12 @@ struct PassSettings {
   PackedSeqs packed;                // steps with StepInfo::packed: the sequences; off: the Shape's B batches
 };
 
+// The head dimension at which steps 04-08 compile their traced kernels (trace::kTracedAt,
+// common/recorder/launch.cuh): the traced runs' (kTraceShape, common/cli.hpp), which the tour, the
+// tests and the shipped traces record. untraced_head_dim, their StepInfo::untraced, refuses others.
+constexpr int kTracedHeadDim = 64;
+std::string untraced_head_dim(const Shape& s, const PassSettings& settings);
+
 // One row of the table of steps that the tour, the tests and the benchmarks iterate over. A
 // hook left null means: no workspace, any shape.
 struct StepInfo {
@@ -326,6 +332,9 @@ struct StepInfo {
   std::string (*unsupported)(const Shape&, const PassSettings&) = nullptr;
   // Where the backward takes fewer problems than the forward: why it does not take this one.
   std::string (*unsupported_backward)(const Shape&, const PassSettings&) = nullptr;
+  // Where traced kernels are compiled for fewer problems than the plain ones (trace::launch<false>
+  // compiles no traced twin; untraced_head_dim is steps 04-08's rule): why this one has none.
+  std::string (*untraced)(const Shape&, const PassSettings&) = nullptr;
   // The step's IO model: the HBM bytes one pass moves. With packed sequences pass_io
   // (common/harness.hpp) sums it over the sequences, each as a problem of its own: the hooks
   // never see PassSettings::packed.
@@ -373,6 +382,10 @@ struct StepInfo {
     if (!backward) return id + " has no backward pass";
     if (std::string why = refusal(s, settings); !why.empty()) return why;
     return unsupported_backward ? unsupported_backward(s, settings) : std::string();
+  }
+  // Empty when a traced run of this problem is compiled; otherwise why not, in one line.
+  std::string trace_refusal(const Shape& s, const PassSettings& settings) const {
+    return untraced ? untraced(s, settings) : std::string();
   }
   // Whether the backward takes a problem that the forward takes (refusal empty).
   bool backward_takes(const Shape& s, const PassSettings& settings) const {

@@ -199,6 +199,30 @@ TEST_CASE("K and V of their own shape: refused by steps whose kernels take squar
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("--trace records square problems"));
 }
 
+// Steps 04-08 compile traced kernels at the traced runs' d alone (trace::kTracedAt): a traced run at
+// another d is refused before it runs, naming the d it has; steps 01-03 and 09 trace every d they run.
+TEST_CASE("--trace at a head dimension without traced kernels is refused, naming the one that has them",
+          "[plan][trace]") {
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    fs::Options opt = options({1, 2, 64, 128});
+    opt.dtype = step.dtypes.front();
+    opt.trace_path = (std::filesystem::temp_directory_path() / "flashsteps_plan_trace_d.json").string();
+    const std::string n = step.id.substr(0, 2);
+    INFO(step.id);
+    if (n >= "04" && n <= "08") {
+      REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("--trace: ") && Catch::Contains("d = 64") &&
+                                                      Catch::Contains("got d = 128"));
+      opt.shape.d = 64;
+      REQUIRE_NOTHROW(fs::RunPlan(step, opt));
+      opt.trace_path.clear();
+      opt.shape.d = 128;
+      REQUIRE_NOTHROW(fs::RunPlan(step, opt));  // the plain run at that d is there
+    } else if (step.refusal(opt.shape, {fs::default_scale(128), false, 0, {}, nullptr, opt.dtype}).empty()) {
+      REQUIRE_NOTHROW(fs::RunPlan(step, opt));
+    }
+  }
+}
+
 TEST_CASE("step 08 takes the interface features in fa2 and deterministic, and its rungs and key_warps refuse them",
           "[plan][features]") {
   fs::Options opt = options({1, 4, 100, 64});

@@ -51,6 +51,7 @@ TEST_CASE("a traced run of every step validates, and tracing changes no output b
   const bool causal = GENERATE(false, true);
   const fs::DType dtype = GENERATE(fs::DType::fp32, fs::DType::bf16);
   for (const Case& c : cases_for(shape, causal, false, dtype)) {
+    if (!c.step->trace_refusal(c.shape, c.settings()).empty()) continue;  // no traced kernels at this d
     DYNAMIC_SECTION(c.name()) {
       const bool backward = c.step->backward_takes(c.shape, c.settings());
       const fs::HostProblem p = fs::random_problem(c.shape, 4242 + c.shape.N, backward, dtype);
@@ -155,4 +156,19 @@ TEST_CASE("a cap too small for the run is reported as dropped events, never sile
   const auto r = fs::trace::validate(t);
   REQUIRE_FALSE(r.ok());
   REQUIRE_THAT(first_error(r), Catch::Contains("events were dropped"));
+}
+
+// Steps 04-08 compile no traced twin at a head dimension no trace is recorded at (trace::kTracedAt):
+// a sink given there anyway is refused at the launch, before any kernel runs, never run untraced.
+TEST_CASE("a traced run where no traced kernel is compiled is refused at the launch", "[gpu][trace]") {
+  const fs::StepInfo* step = fs::find_step("04");
+  if (!step) return;  // a build without step 04 (FS_STEPS)
+  const fs::Shape shape{1, 1, 64, 128};
+  const fs::HostProblem p = fs::random_problem(shape, 5, false);
+  const fs::PassSettings settings{fs::default_scale(shape.d), false, 1};  // fa2
+  REQUIRE_FALSE(step->trace_refusal(shape, settings).empty());
+  fs::DeviceRun run(*step, p, settings, false);
+  fs::trace::DeviceSink sink;
+  run.set_trace(&sink);
+  REQUIRE_THROWS_WITH(run.forward(), Catch::Contains("no traced instantiation"));
 }

@@ -1,33 +1,45 @@
 // Launching a kernel that has a tracing switch: an NVTX range named after the kernel around
 // the launch, the plain instantiation when tracing is off, the traced one with its slices when
-// the pass has a DeviceSink.
+// the pass has a DeviceSink. One generic lambda names both instantiations, kTrace last:
 //
 //   // kernel: template <bool kTrace> __global__ void pv_kernel(..., fs::trace::Slices slices)
-//   fs::trace::launch(p.trace, "pv_kernel", pv_kernel<false>, pv_kernel<true>,
+//   fs::trace::launch(p.trace, "pv_kernel", [](auto tr) { return pv_kernel<tr>; },
 //                     grid, block, 0, p.stream, P, p.v, p.o, N, d);
 //   // the same as, with tracing off:
 //   //   pv_kernel<false><<<grid, block, 0, p.stream>>>(P, p.v, p.o, N, d, fs::trace::Slices{});
 //   //   FS_CHECK_LAUNCH();
 //
-// Kernels with more template parameters pass both instantiations the same way
-// (flash_kernel<64, true, false>, flash_kernel<64, true, true>), kTrace last. Above the 48 KiB
-// of dynamic shared memory a kernel gets by default, it must opt in to more
-// (cudaFuncAttributeMaxDynamicSharedMemorySize): launch() does that for the instantiation it
-// launches, so launchers only say how much they need. common/recorder/same_ptx.py shows that the
-// <false> one is the kernel as it was.
+// (tr is std::false_type or std::true_type; kernels with more template parameters name them
+// all: [](auto tr) { return flash_kernel<64, kCausal, tr>; }.) launch<false> compiles the plain
+// instantiation alone: a configuration no trace is recorded with costs no traced twin in the
+// build, and a traced run of it is refused (StepInfo::untraced says so before any run; kTracedAt
+// below is the rule of steps 04-08). Above the 48 KiB of dynamic shared memory a kernel gets by
+// default, it must opt in to more (cudaFuncAttributeMaxDynamicSharedMemorySize): launch() does
+// that for the instantiation it launches, so launchers only say how much they need.
+// common/recorder/same_ptx.py shows that the <false> one is the kernel as it was.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "common/check.hpp"
+#include "common/problem.hpp"
 #include "common/recorder/nvtx.hpp"
 #include "common/trace/record.hpp"
 #include "common/recorder/sink.hpp"
 
 namespace fs::trace {
+
+// Whether steps 04-08 compile traced twins at head dimension D: at kTracedHeadDim alone
+// (common/problem.hpp), the traced runs' shape, which the tour, the tests and the shipped traces
+// record. A traced twin at every head dimension and type doubled those steps' build for traces
+// nobody recorded; a traced run at another d is refused (untraced_head_dim, StepInfo::untraced).
+template <int D>
+inline constexpr bool kTracedAt = D == kTracedHeadDim;
 
 #ifndef FS_EMULATION
 
@@ -56,6 +68,22 @@ void launch(DeviceSink* sink, const char* name, void (*plain)(Params...), void (
   sink->end_kernel(stream);
 }
 
+// The twins of kernel_of (the header): both where kTraced, else the plain one alone.
+template <bool kTraced = true, typename KernelOf, typename... Args>
+void launch(DeviceSink* sink, const char* name, KernelOf kernel_of, dim3 grid, dim3 block, std::size_t smem,
+            cudaStream_t stream, Args&&... args) {
+  if constexpr (kTraced) {
+    launch(sink, name, kernel_of(std::false_type{}), kernel_of(std::true_type{}), grid, block, smem, stream,
+           std::forward<Args>(args)...);
+  } else {
+    if (sink)
+      throw CudaError(cudaErrorInvalidValue, std::string(name) + ": no traced instantiation is compiled for this "
+                                                                 "configuration (StepInfo::untraced says which are)");
+    launch(nullptr, name, kernel_of(std::false_type{}), kernel_of(std::false_type{}), grid, block, smem, stream,
+           std::forward<Args>(args)...);
+  }
+}
+
 // A kernel that records nothing (a step whose kernels have no tracing switch yet): the NVTX range
 // and the shared-memory opt-in alone.
 template <typename... Params, typename... Args>
@@ -73,6 +101,13 @@ template <typename... Params, typename... Args>
 void launch(DeviceSink* /*sink: null in emulated runs*/, const char* /*name*/, void (*plain)(Params...),
             void (*/*traced*/)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t, Args&&... args) {
   emu::launch(plain, grid, block, smem, std::forward<Args>(args)..., Slices{});
+}
+
+// The plain twin alone: no traced instantiation is compiled for the emulation.
+template <bool kTraced = true, typename KernelOf, typename... Args>
+void launch(DeviceSink* /*sink: null in emulated runs*/, const char* /*name*/, KernelOf kernel_of, dim3 grid,
+            dim3 block, std::size_t smem, cudaStream_t, Args&&... args) {
+  emu::launch(kernel_of(std::false_type{}), grid, block, smem, std::forward<Args>(args)..., Slices{});
 }
 
 template <typename... Params, typename... Args>

@@ -355,22 +355,22 @@ IoCount io_backward(const Shape& s, const PassSettings&) { return io_standard_ba
 // named after the kernel; with a trace sink, kernel<true> and the sink's slices instead.
 void naive_pv(const float* P, const float* v, float* o, const Shape& sh, cudaStream_t stream,
               trace::DeviceSink* tr) {
-  trace::launch(tr, "pv_kernel", pv_kernel<false>, pv_kernel<true>, grid2d(sh.d, sh.N, sh.heads()),
+  trace::launch(tr, "pv_kernel", [](auto tr) { return pv_kernel<tr>; }, grid2d(sh.d, sh.N, sh.heads()),
                 dim3(kTile, kTile), 0, stream, P, v, o, sh.N, sh.d);
 }
 
 void naive_dv(const float* P, const float* dout, float* dv, const Shape& sh, cudaStream_t stream,
               trace::DeviceSink* tr) {
-  trace::launch(tr, "dv_kernel", dv_kernel<false>, dv_kernel<true>, grid2d(sh.d, sh.N, sh.heads()),
+  trace::launch(tr, "dv_kernel", [](auto tr) { return dv_kernel<tr>; }, grid2d(sh.d, sh.N, sh.heads()),
                 dim3(kTile, kTile), 0, stream, P, dout, dv, sh.N, sh.d);
 }
 
 void naive_dq_dk(const float* dS, const float* q, const float* k, float* dq, float* dk,
                  const Shape& sh, float scale, cudaStream_t stream, trace::DeviceSink* tr) {
   const dim3 block(kTile, kTile);
-  trace::launch(tr, "dq_kernel", dq_kernel<false>, dq_kernel<true>, grid2d(sh.d, sh.N, sh.heads()), block, 0,
+  trace::launch(tr, "dq_kernel", [](auto tr) { return dq_kernel<tr>; }, grid2d(sh.d, sh.N, sh.heads()), block, 0,
                 stream, dS, k, dq, sh.N, sh.d, scale);
-  trace::launch(tr, "dk_kernel", dk_kernel<false>, dk_kernel<true>, grid2d(sh.d, sh.N, sh.heads()), block, 0,
+  trace::launch(tr, "dk_kernel", [](auto tr) { return dk_kernel<tr>; }, grid2d(sh.d, sh.N, sh.heads()), block, 0,
                 stream, dS, q, dk, sh.N, sh.d, scale);
 }
 
@@ -384,10 +384,9 @@ void naive_forward(const FwdParams& p) {
     names.add(ws.p, sh.score_elems() * sizeof(float), "P");
   }
 
-  trace::launch(p.trace, "scores_kernel", scores_kernel<false>, scores_kernel<true>,
-                grid2d(sh.N, sh.N, sh.heads()), block, 0, p.stream, as<float>(p.q), as<float>(p.k), ws.s, sh.N, sh.d, p.scale,
-                p.causal);
-  trace::launch(p.trace, "softmax_kernel", softmax_kernel<false>, softmax_kernel<true>, row_blocks(sh.rows()),
+  trace::launch(p.trace, "scores_kernel", [](auto tr) { return scores_kernel<tr>; }, grid2d(sh.N, sh.N, sh.heads()),
+                block, 0, p.stream, as<float>(p.q), as<float>(p.k), ws.s, sh.N, sh.d, p.scale, p.causal);
+  trace::launch(p.trace, "softmax_kernel", [](auto tr) { return softmax_kernel<tr>; }, row_blocks(sh.rows()),
                 kRowsPerBlock * kWarp, 0, p.stream, ws.s, ws.p, p.lse, sh.rows(), sh.N);
   naive_pv(ws.p, as<float>(p.v), as<float>(p.o), sh, p.stream, p.trace);
 }
@@ -405,11 +404,11 @@ void naive_backward(const BwdParams& p) {
   }
 
   naive_dv(P, as<float>(p.dout), as<float>(p.dv), sh, p.stream, p.trace);
-  trace::launch(p.trace, "dp_kernel", dp_kernel<false>, dp_kernel<true>, grid2d(sh.N, sh.N, sh.heads()), block,
-                0, p.stream, as<float>(p.dout), as<float>(p.v), ws.dp, sh.N, sh.d);
-  trace::launch(p.trace, "rowdot_kernel", rowdot_kernel<false>, rowdot_kernel<true>, row_blocks(sh.rows()),
+  trace::launch(p.trace, "dp_kernel", [](auto tr) { return dp_kernel<tr>; }, grid2d(sh.N, sh.N, sh.heads()), block, 0,
+                p.stream, as<float>(p.dout), as<float>(p.v), ws.dp, sh.N, sh.d);
+  trace::launch(p.trace, "rowdot_kernel", [](auto tr) { return rowdot_kernel<tr>; }, row_blocks(sh.rows()),
                 kRowsPerBlock * kWarp, 0, p.stream, as<float>(p.dout), as<float>(p.o), ws.D, sh.rows(), sh.d, sh.N);
-  trace::launch(p.trace, "ds_kernel", ds_kernel<false>, ds_kernel<true>, 4096, 256, 0, p.stream, P, ws.dp, ws.D,
+  trace::launch(p.trace, "ds_kernel", [](auto tr) { return ds_kernel<tr>; }, 4096, 256, 0, p.stream, P, ws.dp, ws.D,
                 sh.score_elems(), sh.N);
   const float* dS = ws.dp;  // (B, H, N, N), now holding dS
   naive_dq_dk(dS, as<float>(p.q), as<float>(p.k), as<float>(p.dq), as<float>(p.dk), sh, p.scale, p.stream, p.trace);

@@ -192,8 +192,8 @@ void launch_scores_softmax(const FwdParams& p, float* P) {
   const std::size_t smem = scores_smem_bytes(R, s.N, s.d);
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of S: R whole rows
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
-  trace::launch(p.trace, "scores_softmax_kernel", scores_softmax_kernel<R, false>, scores_softmax_kernel<R, true>,
-                grid, kThreads, smem, p.stream, as<float>(p.q), as<float>(p.k), P, p.lse, s.N, s.d, p.scale, p.causal);
+  trace::launch(p.trace, "scores_softmax_kernel", [](auto tr) { return scores_softmax_kernel<R, tr>; }, grid, kThreads,
+                smem, p.stream, as<float>(p.q), as<float>(p.k), P, p.lse, s.N, s.d, p.scale, p.causal);
 }
 
 std::size_t fwd_ws_bytes(const Shape& s, const PassSettings&) { return s.score_elems() * sizeof(float); }  // P
@@ -247,8 +247,8 @@ void fused_backward(const BwdParams& p) {
   const dim3 grid((s.N + R - 1) / R, static_cast<unsigned>(s.heads()));
   const std::size_t smem = (R * s.d + R) * sizeof(float);
   if (p.trace) p.trace->set_tiles(R, s.N);  // a CTA's tile of dS: R whole rows
-  trace::launch(p.trace, "ds_fused_kernel", ds_fused_kernel<R, false>, ds_fused_kernel<R, true>, grid, kThreads,
-                smem, p.stream, as<float>(p.dout), as<float>(p.o), as<float>(p.v), P, dS, s.N, s.d);
+  trace::launch(p.trace, "ds_fused_kernel", [](auto tr) { return ds_fused_kernel<R, tr>; }, grid, kThreads, smem,
+                p.stream, as<float>(p.dout), as<float>(p.o), as<float>(p.v), P, dS, s.N, s.d);
   naive_dq_dk(dS, as<float>(p.q), as<float>(p.k), as<float>(p.dq), as<float>(p.dk), s, p.scale, p.stream, p.trace);
 }
 

@@ -167,11 +167,11 @@ void launch(const FwdParams& p) {
   const dim3 grid((p.shape.N + T::kBR - 1) / T::kBR, static_cast<unsigned>(p.shape.heads()));
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
   if (p.causal)
-    trace::launch(p.trace, "tiled_forward_kernel", tiled_forward_kernel<D, true, false>,
-                  tiled_forward_kernel<D, true, true>, grid, T::kThreads, smem, p.stream, p);
+    trace::launch(p.trace, "tiled_forward_kernel", [](auto tr) { return tiled_forward_kernel<D, true, tr>; }, grid,
+                  T::kThreads, smem, p.stream, p);
   else
-    trace::launch(p.trace, "tiled_forward_kernel", tiled_forward_kernel<D, false, false>,
-                  tiled_forward_kernel<D, false, true>, grid, T::kThreads, smem, p.stream, p);
+    trace::launch(p.trace, "tiled_forward_kernel", [](auto tr) { return tiled_forward_kernel<D, false, tr>; }, grid,
+                  T::kThreads, smem, p.stream, p);
 }
 
 IoCount io_forward(const Shape& s, const PassSettings& settings) {

@@ -289,12 +289,13 @@ void launch_alg1(const FwdParams& params) {
     names.add(gl, s.rows() * sizeof(float), "l");
     p.trace->set_tiles(t.Br, t.Bc);
   }
-  trace::launch(p.trace, "alg1_init_kernel", alg1_init_kernel<false>, alg1_init_kernel<true>, 1024, 256, 0,
-                p.stream, as<float>(p.o), p.o_strides, s.H, gl, gm, s.rows(), D, s.N);
-  trace::launch(p.trace, "alg1_forward_kernel", alg1_forward_kernel<D, false>, alg1_forward_kernel<D, true>,
-                static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
-  trace::launch(p.trace, "alg1_lse_kernel", alg1_lse_kernel<false>, alg1_lse_kernel<true>, 256, 256, 0, p.stream,
-                gm, gl, p.lse, s.rows(), s.N);
+  constexpr bool kTraced = trace::kTracedAt<D>;  // traced twins at the traced runs' d only
+  trace::launch<kTraced>(p.trace, "alg1_init_kernel", [](auto tr) { return alg1_init_kernel<tr>; }, 1024, 256, 0,
+                         p.stream, as<float>(p.o), p.o_strides, s.H, gl, gm, s.rows(), D, s.N);
+  trace::launch<kTraced>(p.trace, "alg1_forward_kernel", [](auto tr) { return alg1_forward_kernel<D, tr>; },
+                         static_cast<unsigned>(s.heads()), kAlg1Threads, t.smem_bytes, p.stream, p, L, gm, gl);
+  trace::launch<kTraced>(p.trace, "alg1_lse_kernel", [](auto tr) { return alg1_lse_kernel<tr>; }, 256, 256, 0, p.stream,
+                         gm, gl, p.lse, s.rows(), s.N);
 }
 
 template <int D>
@@ -371,6 +372,7 @@ StepInfo step04_info() {
   s.forward = flash_forward;
   s.fwd_workspace_bytes = fwd_ws_bytes;
   s.unsupported = unsupported;
+  s.untraced = untraced_head_dim;  // traced kernels at d = 64 only (trace::kTracedAt)
   s.io_forward = io_forward;
   s.score_mods = true;  // fa2's (unsupported refuses them for alg1)
   s.kv_shapes = true;   // likewise

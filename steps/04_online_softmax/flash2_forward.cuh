@@ -154,14 +154,15 @@ void launch_flash2(const FwdParams& params) {
                   p.packed.on() ? p.packed.count : 1);
   if (grid.x == 0) return;  // packed sequences without a query
   if (p.trace) p.trace->set_tiles(T::kBR, T::kBC);
+  constexpr bool kTraced = trace::kTracedAt<D>;  // traced twins at the traced runs' d only
   if (p.causal)
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, false>,
-                  flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, true>, grid, T::kThreads, smem, p.stream,
-                  p);
+    trace::launch<kTraced>(p.trace, "flash2_forward_kernel",
+                           [](auto tr) { return flash2_forward_kernel<D, T, true, Walk, TileDropout, Features, tr>; },
+                           grid, T::kThreads, smem, p.stream, p);
   else
-    trace::launch(p.trace, "flash2_forward_kernel", flash2_forward_kernel<D, T, false, Walk, TileDropout, Features, false>,
-                  flash2_forward_kernel<D, T, false, Walk, TileDropout, Features, true>, grid, T::kThreads, smem,
-                  p.stream, p);
+    trace::launch<kTraced>(p.trace, "flash2_forward_kernel",
+                           [](auto tr) { return flash2_forward_kernel<D, T, false, Walk, TileDropout, Features, tr>; },
+                           grid, T::kThreads, smem, p.stream, p);
 }
 
 }  // namespace fs

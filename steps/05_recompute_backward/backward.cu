@@ -161,6 +161,7 @@ StepInfo step05_info() {
   s.backward = recompute_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = tiled_unsupported;
+  s.untraced = untraced_head_dim;  // traced kernels at d = 64 only (trace::kTracedAt)
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.dropout = true;

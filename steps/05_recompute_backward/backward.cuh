@@ -423,16 +423,17 @@ void launch_backward(const BwdParams& params, bool atomic_dq, float* delta) {
   const BwdParams p = with_strides(params, "launch_backward");  // the tensors' layouts (flash_params.hpp)
   const Shape& s = p.shape;
   if (p.trace) p.trace->set_tiles(kBwdStage, T::kBR);
+  constexpr bool kTraced = trace::kTracedAt<D>;  // traced twins at the traced runs' d only
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
   // An empty grid is an invalid launch: below, a dimension of 0 skips its kernel — packed
   // sequences without a query at all (N = 0), or without a key (no dK/dV CTA).
   if (pre_grid > 0) {
     if (atomic_dq)
-      trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>,
-                    bwd_preprocess_kernel<true, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+      trace::launch<kTraced>(p.trace, "bwd_preprocess_kernel", [](auto tr) { return bwd_preprocess_kernel<true, tr>; },
+                             pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
     else
-      trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<false, false>,
-                    bwd_preprocess_kernel<false, true>, pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+      trace::launch<kTraced>(p.trace, "bwd_preprocess_kernel", [](auto tr) { return bwd_preprocess_kernel<false, tr>; },
+                             pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
   }
 
   // dK/dV: a CTA per tile of keys of each K/V head; dQ: a CTA per tile of query rows of each head
@@ -444,20 +445,20 @@ void launch_backward(const BwdParams& params, bool atomic_dq, float* delta) {
   const dim3 dq_grid((queries + T::kBR - 1) / T::kBR, static_cast<unsigned>(s.heads()), sequences);
   if (atomic_dq) {
     if (grid.x == 0) return;  // dQ stays the preprocess's 0
-    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, false>,
-                  bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, true>, grid, T::kThreads,
-                  DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
+    trace::launch<kTraced>(p.trace, "bwd_dkdv_kernel",
+                           [](auto tr) { return bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, true, tr>; }, grid,
+                           T::kThreads, DkdvSmem<D, T, true>::floats() * sizeof(float), p.stream, p, delta);
     return;
   }
   if (grid.x > 0)
-    trace::launch(p.trace, "bwd_dkdv_kernel", bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, false>,
-                  bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, true>, grid, T::kThreads,
-                  DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
+    trace::launch<kTraced>(p.trace, "bwd_dkdv_kernel",
+                           [](auto tr) { return bwd_dkdv_kernel<D, T, Walk, TileDropout, Features, false, tr>; }, grid,
+                           T::kThreads, DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p, delta);
   if (dq_grid.x == 0) return;
   const std::size_t dq_smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
-  trace::launch(p.trace, "bwd_dq_kernel", bwd_dq_kernel<D, T, Walk, TileDropout, Features, false>,
-                bwd_dq_kernel<D, T, Walk, TileDropout, Features, true>, dq_grid, T::kThreads, dq_smem, p.stream, p,
-                delta);
+  trace::launch<kTraced>(p.trace, "bwd_dq_kernel",
+                         [](auto tr) { return bwd_dq_kernel<D, T, Walk, TileDropout, Features, tr>; }, dq_grid,
+                         T::kThreads, dq_smem, p.stream, p, delta);
 }
 
 // The backward of p over the tiles Walk visits (step 05: DenseWalk; step 06: BlockListWalk): any

@@ -148,6 +148,7 @@ StepInfo step06_info() {
   s.backward = block_sparse_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = unsupported;
+  s.untraced = untraced_head_dim;  // traced kernels at d = 64 only (trace::kTracedAt)
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.mask_block = default_mask_block;

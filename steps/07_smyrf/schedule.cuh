@@ -32,13 +32,13 @@ void launch_hashes(const FwdParams& p, unsigned long long* max_norm2, float* key
     for (int c = 0; c < D + 2; ++c) pp.alpha[r][c] = proj.alpha[std::size_t(r) * (D + 2) + c];
     pp.beta[r] = proj.beta[r];
   }
-  trace::launch(p.trace, "smyrf_norms_kernel", smyrf_norms_kernel<D, false>, smyrf_norms_kernel<D, true>,
-                dim3((N + kNormRows - 1) / kNormRows, 2 * BH), kNormThreads, kNormSmemBytes, p.stream, as<float>(p.q),
-                as<float>(p.k), N, BH, max_norm2);
-  trace::launch(p.trace, "smyrf_hash_kernel", smyrf_hash_kernel<D, false>, smyrf_hash_kernel<D, true>,
-                dim3((N + kHashRows<D> - 1) / kHashRows<D>, 2 * BH), kHashRows<D>, kHashSmemBytes<D>, p.stream,
-                as<float>(p.q), as<float>(p.k), N, BH, p.smyrf.hashes, static_cast<const unsigned long long*>(max_norm2),
-                pp, keys, orders);
+  trace::launch<trace::kTracedAt<D>>(p.trace, "smyrf_norms_kernel", [](auto tr) { return smyrf_norms_kernel<D, tr>; },
+                                     dim3((N + kNormRows - 1) / kNormRows, 2 * BH), kNormThreads, kNormSmemBytes,
+                                     p.stream, as<float>(p.q), as<float>(p.k), N, BH, max_norm2);
+  trace::launch<trace::kTracedAt<D>>(p.trace, "smyrf_hash_kernel", [](auto tr) { return smyrf_hash_kernel<D, tr>; },
+                                     dim3((N + kHashRows<D> - 1) / kHashRows<D>, 2 * BH), kHashRows<D>,
+                                     kHashSmemBytes<D>, p.stream, as<float>(p.q), as<float>(p.k), N, BH, p.smyrf.hashes,
+                                     static_cast<const unsigned long long*>(max_norm2), pp, keys, orders);
 }
 
 template <int D, int kRows>
@@ -50,8 +50,9 @@ void launch_forward_rounds_of(const FwdParams& p, const std::int32_t* orders) {
   const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(p.shape.heads()));
   const std::size_t smem = 2 * 2 * T::kTileFloats * sizeof(float);  // 2 stages × (K, V)
   for (int round = 0; round < p.smyrf.hashes; ++round)
-    trace::launch(p.trace, "smyrf_round_forward_kernel", smyrf_round_forward_kernel<D, T, false>,
-                  smyrf_round_forward_kernel<D, T, true>, grid, T::kThreads, smem, p.stream, p, orders, round, tiles);
+    trace::launch<trace::kTracedAt<D>>(p.trace, "smyrf_round_forward_kernel",
+                                       [](auto tr) { return smyrf_round_forward_kernel<D, T, tr>; }, grid, T::kThreads,
+                                       smem, p.stream, p, orders, round, tiles);
 }
 
 // Every round of the forward over the clusters in `orders` ((2, B·H, hashes, N)).
@@ -86,17 +87,19 @@ void launch_backward_rounds(const BwdParams& params, float* delta, const std::in
   const BwdParams p = with_strides(params, "launch_backward_rounds");
   const Shape& s = p.shape;
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + kPreprocessRows - 1) / kPreprocessRows);
-  trace::launch(p.trace, "bwd_preprocess_kernel", bwd_preprocess_kernel<true, false>, bwd_preprocess_kernel<true, true>,
-                pre_grid, kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
+  trace::launch<trace::kTracedAt<D>>(p.trace, "bwd_preprocess_kernel",
+                                     [](auto tr) { return bwd_preprocess_kernel<true, tr>; }, pre_grid,
+                                     kPreprocessRows * kWarpSize, 0, p.stream, p, delta);
   const SmyrfGeometry g = smyrf_geometry(s.N, p.smyrf);
   for (int round = 0; round < p.smyrf.hashes; ++round) {
     dispatch_bwd_rows<D>(smyrf_bwd_rows(p.smyrf.k_cluster, D), [&](auto keys) {
       using T = SmyrfBwdTile<D, decltype(keys)::value>;
       static_assert(T::kBR == decltype(keys)::value, "the tile holds that many keys");
       const dim3 grid(static_cast<unsigned>((s.N + T::kBR - 1) / T::kBR), static_cast<unsigned>(s.heads()));
-      trace::launch(p.trace, "smyrf_round_dkdv_kernel", smyrf_round_dkdv_kernel<D, T, false>,
-                    smyrf_round_dkdv_kernel<D, T, true>, grid, T::kThreads, DkdvSmem<D, T, false>::floats() * sizeof(float),
-                    p.stream, p, static_cast<const float*>(delta), orders, round);
+      trace::launch<trace::kTracedAt<D>>(p.trace, "smyrf_round_dkdv_kernel",
+                                         [](auto tr) { return smyrf_round_dkdv_kernel<D, T, tr>; }, grid, T::kThreads,
+                                         DkdvSmem<D, T, false>::floats() * sizeof(float), p.stream, p,
+                                         static_cast<const float*>(delta), orders, round);
     });
     dispatch_bwd_rows<D>(smyrf_bwd_rows(p.smyrf.q_cluster, D), [&](auto rows) {
       using T = SmyrfBwdTile<D, decltype(rows)::value>;
@@ -104,8 +107,9 @@ void launch_backward_rounds(const BwdParams& params, float* delta, const std::in
       const int tiles = (p.smyrf.q_cluster + T::kBR - 1) / T::kBR;
       const dim3 grid(static_cast<unsigned>(std::int64_t(g.clusters()) * tiles), static_cast<unsigned>(s.heads()));
       const std::size_t smem = 2 * 2 * kBwdStage * D * sizeof(float);  // 2 stages × (K, V)
-      trace::launch(p.trace, "smyrf_round_dq_kernel", smyrf_round_dq_kernel<D, T, false>, smyrf_round_dq_kernel<D, T, true>,
-                    grid, T::kThreads, smem, p.stream, p, static_cast<const float*>(delta), orders, round, tiles);
+      trace::launch<trace::kTracedAt<D>>(p.trace, "smyrf_round_dq_kernel",
+                                         [](auto tr) { return smyrf_round_dq_kernel<D, T, tr>; }, grid, T::kThreads,
+                                         smem, p.stream, p, static_cast<const float*>(delta), orders, round, tiles);
     });
   }
 }

@@ -278,6 +278,7 @@ StepInfo step07_info() {
   s.fwd_workspace_bytes = fwd_ws_bytes;
   s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = unsupported;
+  s.untraced = untraced_head_dim;  // traced kernels at d = 64 only (trace::kTracedAt)
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.clustered = true;

@@ -1061,30 +1061,30 @@ void launch_tc_backward_as(const BwdParams& p, bool atomic_dq) {
   const dim3 grid(static_cast<unsigned>((keys + Dkdv::kKeys - 1) / Dkdv::kKeys * Dkdv::kSplit),
                   static_cast<unsigned>(std::int64_t(s.B) * s.kv_heads()), seqs);
   // A pass of no CTAs is skipped (a launch of none is an error): packed sequences may have no query
-  // or no key at all, and then dK, dV are still written (zeros) and dQ has no rows.
-  auto launch = [&](const char* name, auto plain, auto traced, dim3 g, int threads, std::size_t smem, auto... args) {
-    if (g.x > 0) trace::launch(p.trace, name, plain, traced, g, threads, smem, p.stream, p, args...);
+  // or no key at all, and then dK, dV are still written (zeros) and dQ has no rows. Traced twins
+  // at the traced runs' head dimension only (trace::kTracedAt).
+  constexpr bool kTraced = trace::kTracedAt<Dkdv::D>;
+  auto launch = [&](const char* name, auto kernel_of, dim3 g, int threads, std::size_t smem, auto... args) {
+    if (g.x > 0) trace::launch<kTraced>(p.trace, name, kernel_of, g, threads, smem, p.stream, p, args...);
   };
   if (atomic_dq) {
-    launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, true, false>, tc_bwd_preprocess_kernel<E, true, true>,
-           dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
-    launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, false>(),
-           tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(true),
-           static_cast<const float*>(delta), dq_acc);
+    launch("tc_bwd_preprocess_kernel", [](auto tr) { return tc_bwd_preprocess_kernel<E, true, tr>; }, dim3(pre_grid),
+           kTcPreprocessWarps * 32, 0, delta, dq_acc);
+    launch(dkdv_name, [](auto tr) { return tc_dkdv_kernel_of<Dkdv, kDropout, true, Features, tr>(); }, grid,
+           Dkdv::kThreads, Dkdv::smem_bytes(true), static_cast<const float*>(delta), dq_acc);
     const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
-    launch("tc_dq_convert_kernel", tc_dq_convert_kernel<E, false>, tc_dq_convert_kernel<E, true>, dim3(cvt_grid), 256, 0,
+    launch("tc_dq_convert_kernel", [](auto tr) { return tc_dq_convert_kernel<E, tr>; }, dim3(cvt_grid), 256, 0,
            static_cast<const float*>(dq_acc));
     return;
   }
   if constexpr (!kF32) {  // deterministic: dQ by a kernel of its own (3xtf32 has the atomic dQ only)
-    launch("tc_bwd_preprocess_kernel", tc_bwd_preprocess_kernel<E, false, false>, tc_bwd_preprocess_kernel<E, false, true>,
-           dim3(pre_grid), kTcPreprocessWarps * 32, 0, delta, dq_acc);
-    launch(dkdv_name, tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, false>(),
-           tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, true>(), grid, Dkdv::kThreads, Dkdv::smem_bytes(false),
-           static_cast<const float*>(delta), dq_acc);
+    launch("tc_bwd_preprocess_kernel", [](auto tr) { return tc_bwd_preprocess_kernel<E, false, tr>; }, dim3(pre_grid),
+           kTcPreprocessWarps * 32, 0, delta, dq_acc);
+    launch(dkdv_name, [](auto tr) { return tc_dkdv_kernel_of<Dkdv, kDropout, false, Features, tr>(); }, grid,
+           Dkdv::kThreads, Dkdv::smem_bytes(false), static_cast<const float*>(delta), dq_acc);
     const dim3 dq_grid(static_cast<unsigned>((rows + Dq::kRows - 1) / Dq::kRows), static_cast<unsigned>(s.heads()), seqs);
-    launch("tc_dq_kernel", tc_dq_kernel<Dq, kDropout, Features, false>, tc_dq_kernel<Dq, kDropout, Features, true>, dq_grid,
-           Dq::kThreads, Dq::kSmemBytes, static_cast<const float*>(delta));
+    launch("tc_dq_kernel", [](auto tr) { return tc_dq_kernel<Dq, kDropout, Features, tr>; }, dq_grid, Dq::kThreads,
+           Dq::kSmemBytes, static_cast<const float*>(delta));
   }
 }
 

@@ -392,14 +392,15 @@ void launch_tc_forward_as(const FwdParams& p) {
                   p.packed.on() ? p.packed.count : 1);
   if (grid.x == 0) return;  // packed sequences without a query
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
+  constexpr bool kTraced = trace::kTracedAt<Cfg::D>;  // traced twins at the traced runs' d only
   if (p.causal)
-    trace::launch(p.trace, Family::kName, Family::template kernel<Cfg, true, kDropout, Features, false>,
-                  Family::template kernel<Cfg, true, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
-                  p.stream, p);
+    trace::launch<kTraced>(p.trace, Family::kName,
+                           [](auto tr) { return Family::template kernel<Cfg, true, kDropout, Features, tr>; }, grid,
+                           Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
   else
-    trace::launch(p.trace, Family::kName, Family::template kernel<Cfg, false, kDropout, Features, false>,
-                  Family::template kernel<Cfg, false, kDropout, Features, true>, grid, Cfg::kThreads, Cfg::kSmemBytes,
-                  p.stream, p);
+    trace::launch<kTraced>(p.trace, Family::kName,
+                           [](auto tr) { return Family::template kernel<Cfg, false, kDropout, Features, tr>; }, grid,
+                           Cfg::kThreads, Cfg::kSmemBytes, p.stream, p);
 }
 
 // FlashAttention's features, as steps 04/05 choose them: FlashFeatures with a softcap,

@@ -234,6 +234,7 @@ StepInfo step08_info() {
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
   s.unsupported = unsupported;
+  s.untraced = untraced_head_dim;  // traced kernels at d = 64 only (trace::kTracedAt)
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.dropout = true;

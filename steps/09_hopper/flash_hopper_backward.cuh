@@ -378,9 +378,8 @@ void launch_hopper_backward(const BwdParams& p) {
                      make_dq_acc_map(dq_acc, s)};
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + tc::kTcPreprocessRows - 1) / tc::kTcPreprocessRows);
-  trace::launch(p.trace, "tc_bwd_preprocess_kernel", tc::tc_bwd_preprocess_kernel<E, true, false>,
-                tc::tc_bwd_preprocess_kernel<E, true, true>, dim3(pre_grid), tc::kTcPreprocessWarps * 32, 0, p.stream,
-                p, delta, dq_acc);
+  trace::launch(p.trace, "tc_bwd_preprocess_kernel", [](auto tr) { return tc::tc_bwd_preprocess_kernel<E, true, tr>; },
+                dim3(pre_grid), tc::kTcPreprocessWarps * 32, 0, p.stream, p, delta, dq_acc);
   if constexpr (Cfg::kDeterministic)
     FS_CUDA_CHECK(cudaMemsetAsync(order, 0, hopper_order_bytes(s, Cfg::kBlockM), p.stream));
   const dim3 grid(static_cast<unsigned>((s.N + Cfg::kBlockN - 1) / Cfg::kBlockN), static_cast<unsigned>(s.heads()));
@@ -388,15 +387,13 @@ void launch_hopper_backward(const BwdParams& p) {
   if (p.trace) p.trace->set_lanes({"producer", "consumer 0", "consumer 1"});  // this launch's (the kernel's)
   static_assert(Cfg::kConsumers == 2, "the lanes' names: the producer and two consumers");
   if (p.causal)
-    trace::launch(p.trace, "hopper_backward_kernel", hopper_backward_kernel<Cfg, true, false>,
-                  hopper_backward_kernel<Cfg, true, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p,
-                  cdelta, order);
+    trace::launch(p.trace, "hopper_backward_kernel", [](auto tr) { return hopper_backward_kernel<Cfg, true, tr>; },
+                  grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p, cdelta, order);
   else
-    trace::launch(p.trace, "hopper_backward_kernel", hopper_backward_kernel<Cfg, false, false>,
-                  hopper_backward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p,
-                  cdelta, order);
+    trace::launch(p.trace, "hopper_backward_kernel", [](auto tr) { return hopper_backward_kernel<Cfg, false, tr>; },
+                  grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p, cdelta, order);
   const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
-  trace::launch(p.trace, "tc_dq_convert_kernel", tc::tc_dq_convert_kernel<E, false>, tc::tc_dq_convert_kernel<E, true>,
+  trace::launch(p.trace, "tc_dq_convert_kernel", [](auto tr) { return tc::tc_dq_convert_kernel<E, tr>; },
                 dim3(cvt_grid), 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
 }
 

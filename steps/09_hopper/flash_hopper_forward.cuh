@@ -743,11 +743,11 @@ void launch_forward_kernel(const FwdParams& p, const TmaMaps& maps) {
   }
   static_assert(Cfg::kConsumers == 2, "the lanes' names: the copies and two consumers");
   if (p.causal)
-    trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, true, false>,
-                  hopper_forward_kernel<Cfg, true, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
+    trace::launch(p.trace, "hopper_forward_kernel", [](auto tr) { return hopper_forward_kernel<Cfg, true, tr>; }, grid,
+                  Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
   else
-    trace::launch(p.trace, "hopper_forward_kernel", hopper_forward_kernel<Cfg, false, false>,
-                  hopper_forward_kernel<Cfg, false, true>, grid, Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
+    trace::launch(p.trace, "hopper_forward_kernel", [](auto tr) { return hopper_forward_kernel<Cfg, false, tr>; }, grid,
+                  Cfg::kThreads, Cfg::kSmemBytes, p.stream, maps, p);
 }
 
 template <typename Cfg>
