@@ -1,5 +1,5 @@
 // What the tests that launch steps 04-06's kernels themselves share (test_flash_emulated.cpp on the
-// CPU, test_flash_features_gpu.cu on the GPU): the kernels' parameters from a pass's buffers, the
+// CPU, test_flash_features_gpu.cpp on the GPU): the kernels' parameters from a pass's buffers, the
 // reference's options for FlashAttention's score features, and the check every step's outputs are
 // held to — O, LSE, dQ, dK, dV against the fp64 reference under the fp32 rule (common/verify.hpp).
 #pragma once

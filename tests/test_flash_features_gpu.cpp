@@ -2,11 +2,12 @@
 // FlashFeatures instantiations (a sliding window, softcapping, ALiBi; common/flash_features.cuh),
 // forward and both backwards, against the fp64 reference's definitions of those features under
 // the fp32 rule — the GPU side of tests/test_flash_emulated.cpp's features case, on odd shapes and
-// larger ones than the emulation can afford. The first case launches the kernels itself, and so
-// does the packed case after it (sequences packed along the tokens, cu_seqlens); the layout case
-// runs every variant of steps 04 and 05 with each tensor in another layout (Strides) against the
-// contiguous one, bit for bit; the next runs them as the step programs do (--window, --softcap, --alibi, --seq-k, --heads-kv through the
-// plan), checked and, where square, traced: the trace's bytes must equal the IO model, which
+// larger ones than the emulation can afford. The first case runs step 05's launchers with the
+// features set, and so does the packed case after it (sequences packed along the tokens,
+// cu_seqlens); the layout case runs every variant of steps 04 and 05 with each tensor in another
+// layout (Strides) against the contiguous one, bit for bit; the next runs them as the step programs
+// do (--window, --softcap, --alibi, --seq-k, --heads-kv through the plan), checked and, where
+// square, traced: the trace's bytes must equal the IO model, which
 // leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in that
 // one, and over every head dimension in the one after it (the GPU side of test_tc_emulated.cpp's
 // features cases), under the 16-bit rule.
@@ -28,11 +29,8 @@
 #include "common/harness.hpp"
 #include "common/traced_run.hpp"
 #include "common/reference.hpp"
-#include "common/flash_features.cuh"
 #include "common/varlen.hpp"
 #include "common/verify.hpp"
-#include "steps/04_online_softmax/flash2_forward.cuh"
-#include "steps/05_recompute_backward/backward.cuh"
 #include "steps/registry.hpp"
 #include "tests/flash_checks.hpp"
 #include "tests/gpu_cases.hpp"
@@ -77,24 +75,32 @@ void require_checked(const fs::RunPlan& plan, const fs::HostProblem& p, bool bac
   }
 }
 
+// Step 05's forward and backward (its variant atomic, or deterministic) as its launchers run them
+// with `mods`: they choose the FlashFeatures instantiation (with the softcap's chain rule or
+// without) and the dropout, which the step library compiles once; this test compiles no kernel.
 // Packed sequences (the packed case): `packed` over cu_seqlens in device memory.
-template <int D, class Dropout, class Features>
-FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout, bool atomic_dq,
-                 const fs::ScoreMods& mods, const fs::Packed& packed = {}) {
+FlashOutputs run_featured(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout,
+                          bool atomic_dq, const fs::ScoreMods& mods, const fs::Packed& packed = {}) {
+  const fs::StepInfo& step = *fs::find_step("05");
   const std::size_t n = s.elems(), kv = s.kv_elems(), rows = s.rows();
-  fs::DeviceBuffer<float> q(n), k(kv), v(kv), o(n), lse(rows), dout(n), dq(n), dk(kv), dv(kv), delta(rows);
+  fs::DeviceBuffer<float> q(n), k(kv), v(kv), o(n), lse(rows), dout(n), dq(n), dk(kv), dv(kv);
   q.upload(p.q.data(), n);
   k.upload(p.k.data(), kv);
   v.upload(p.v.data(), kv);
   dout.upload(p.dout.data(), n);
   for (auto* b : {&o, &lse, &dq, &dk, &dv}) b->poison();
+  const fs::PassSettings settings(fs::default_scale(s.d), causal, atomic_dq ? 0 : 1, dropout);
+  fs::DeviceBuffer<unsigned char> bwd_ws(std::max<std::size_t>(1, step.bwd_workspace(s, settings)));
   fs::FwdParams fp = fs::testing::forward_params(s, q.get(), k.get(), v.get(), o.get(), lse.get(), causal, dropout);
+  fp.variant = settings.variant;
   fp.mods = mods;
   fp.packed = packed;
-  fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, Dropout, Features>(fp);
+  step.forward(fp);
   fs::BwdParams bp = fs::testing::backward_params(fp, dout.get(), dq.get(), dk.get(), dv.get());
+  bp.variant = settings.variant;
   bp.packed = packed;
-  fs::launch_backward<D, fs::DenseWalk, Dropout, Features>(bp, atomic_dq, delta.get());
+  bp.workspace = bwd_ws.get();
+  step.backward(bp);
   FS_CUDA_CHECK(cudaDeviceSynchronize());
   FlashOutputs out{std::vector<float>(n), std::vector<float>(rows), std::vector<float>(n), std::vector<float>(kv),
                    std::vector<float>(kv)};
@@ -104,19 +110,6 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, cons
   dk.download(out.dk.data(), kv);
   dv.download(out.dv.data(), kv);
   return out;
-}
-
-// The instantiation the steps' launchers choose: with the softcap's chain rule or without.
-template <int D>
-FlashOutputs run_featured(const fs::Shape& s, const fs::HostProblem& p, bool causal, const fs::Dropout& dropout,
-                          bool atomic_dq, const fs::ScoreMods& mods, const fs::Packed& packed = {}) {
-  using Capped = fs::FlashFeatures;
-  using Plain = fs::FlashFeaturesNoCap;
-  if (mods.softcap > 0.f)
-    return dropout.on() ? run<D, fs::PhiloxDropout, Capped>(s, p, causal, dropout, atomic_dq, mods, packed)
-                        : run<D, fs::NoDropout, Capped>(s, p, causal, dropout, atomic_dq, mods, packed);
-  return dropout.on() ? run<D, fs::PhiloxDropout, Plain>(s, p, causal, dropout, atomic_dq, mods, packed)
-                      : run<D, fs::NoDropout, Plain>(s, p, causal, dropout, atomic_dq, mods, packed);
 }
 
 // A pass of a step (StepInfo::forward, and ::backward where it has one) as its program launches
@@ -188,8 +181,7 @@ TEST_CASE("steps 04 and 05 with a sliding window, softcapping and ALiBi match th
       const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? dslopes.get() : nullptr);
       const fs::Dropout dropout{f.dropout, 99};
       const fs::HostProblem p = fs::random_problem(s, 11ull * N + d + 5ull * f.left + f.right, true);
-      const FlashOutputs g =
-          fs::dispatch_head_dim(d, [&](auto D) { return run_featured<D>(s, p, causal, dropout, atomic_dq, mods); });
+      const FlashOutputs g = run_featured(s, p, causal, dropout, atomic_dq, mods);
       fs::testing::require_reference(
           s, fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data()),
           p, g);
@@ -231,9 +223,8 @@ TEST_CASE("steps 04 and 05 with packed sequences (cu_seqlens) match the fp64 ref
       const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? dslopes.get() : nullptr);
       const fs::Dropout dropout{f.dropout, 2024};
       const fs::HostProblem p = fs::random_problem(s, 17ull * d + c.Hkv + (causal ? 1 : 0), true);
-      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) {
-        return run_featured<D>(s, p, causal, dropout, atomic_dq, mods, seqs.params(cu_q.get(), cu_k.get()));
-      });
+      const FlashOutputs g =
+          run_featured(s, p, causal, dropout, atomic_dq, mods, seqs.params(cu_q.get(), cu_k.get()));
       const fs::AttnOptions attn =
           fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data());
       fs::testing::require_reference(s, seqs.reference(attn), p, g);
