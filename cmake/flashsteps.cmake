@@ -30,3 +30,59 @@ function(fs_add_step number name)
   target_link_libraries(${exe} PRIVATE ${lib})
   set_property(GLOBAL APPEND PROPERTY FS_STEP_LIBRARIES ${lib})
 endfunction()
+
+# The steps, in order, and the steps each builds on (its library links theirs): FS_STEPS
+# (-DFS_STEPS="01;04", or a preset of CMakePresets.json) builds a choice of them, with what they
+# build on, and the tests of what is built; empty, every step. fs_resolve_steps() sets
+# FS_ENABLED_STEPS (numbers, in order) for the rest of the configuration.
+set(FS_ALL_STEPS 01 02 03 04 05 06 07 08 09)
+set(FS_STEP_NEEDS_02 01)  # O = PV, dV, dQ, dK are step 01's kernels
+set(FS_STEP_NEEDS_05 04)  # the forward without dropout is step 04's
+set(FS_STEP_NEEDS_06 05)  # the backward's tiles and IO walk are step 05's
+set(FS_STEP_NEEDS_07 05)  # the backward's preprocess and tile shapes are step 05's
+
+function(fs_resolve_steps)
+  set(wanted)
+  foreach(s IN LISTS FS_STEPS)
+    string(STRIP "${s}" s)
+    if(s MATCHES "^[1-9]$")
+      set(s "0${s}")
+    endif()
+    if(NOT s IN_LIST FS_ALL_STEPS)
+      message(FATAL_ERROR "FS_STEPS: '${s}' is not a step (01 ... 09)")
+    endif()
+    list(APPEND wanted ${s})
+  endforeach()
+  if(NOT wanted)
+    set(wanted ${FS_ALL_STEPS})
+  endif()
+  # What the wanted steps build on, transitively (each step needs only earlier ones).
+  set(reversed ${FS_ALL_STEPS})
+  list(REVERSE reversed)
+  foreach(s IN LISTS reversed)
+    if(s IN_LIST wanted)
+      list(APPEND wanted ${FS_STEP_NEEDS_${s}})
+    endif()
+  endforeach()
+  set(enabled)
+  foreach(s IN LISTS reversed)
+    if(s IN_LIST wanted)
+      list(PREPEND enabled ${s})
+    endif()
+  endforeach()
+  set(FS_ENABLED_STEPS ${enabled} PARENT_SCOPE)
+  list(JOIN enabled ", " shown)
+  if(FS_STEPS)
+    message(STATUS "flashsteps: steps ${shown} (FS_STEPS=${FS_STEPS})")
+  endif()
+endfunction()
+
+# fs_have_steps(<var> NN ...): TRUE in <var> when every step named is built.
+function(fs_have_steps var)
+  set(${var} TRUE PARENT_SCOPE)
+  foreach(s IN LISTS ARGN)
+    if(NOT s IN_LIST FS_ENABLED_STEPS)
+      set(${var} FALSE PARENT_SCOPE)
+    endif()
+  endforeach()
+endfunction()

@@ -12,9 +12,37 @@
 
 namespace fs {
 
+// The steps this build has (CMake's FS_STEPS chooses them; all by default), in order.
 const std::vector<StepInfo>& all_steps() {
-  static const std::vector<StepInfo> steps = {step01_info(), step02_info(), step03_info(), step04_info(), step05_info(),
-                                                step06_info(), step07_info(), step08_info(), step09_info()};
+  static const std::vector<StepInfo> steps = {
+#ifdef FS_WITH_STEP_01
+      step01_info(),
+#endif
+#ifdef FS_WITH_STEP_02
+      step02_info(),
+#endif
+#ifdef FS_WITH_STEP_03
+      step03_info(),
+#endif
+#ifdef FS_WITH_STEP_04
+      step04_info(),
+#endif
+#ifdef FS_WITH_STEP_05
+      step05_info(),
+#endif
+#ifdef FS_WITH_STEP_06
+      step06_info(),
+#endif
+#ifdef FS_WITH_STEP_07
+      step07_info(),
+#endif
+#ifdef FS_WITH_STEP_08
+      step08_info(),
+#endif
+#ifdef FS_WITH_STEP_09
+      step09_info(),
+#endif
+  };
   return steps;
 }
 

@@ -1,5 +1,5 @@
-// The table of steps: every step that exists, in order. The tour, the GPU tests and the
-// benchmarks iterate over this instead of naming steps one by one.
+// The table of steps: every step this build has (CMake's FS_STEPS; all by default), in order.
+// The tour, the GPU tests and the benchmarks iterate over this instead of naming steps one by one.
 #pragma once
 
 #include <string>
