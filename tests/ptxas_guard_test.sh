@@ -40,4 +40,16 @@ expect 1 "a spill, none allowed" -- "$spill"
 expect 0 "a spill the regex allows" --allow-spills 'hopper_backward_kernel' -- "$spill"
 expect 0 "ptxas's plain notes" -- "ptxas info    : Used 168 registers, used 1 barriers"
 expect 3 "the compiler's own failure, passed on" -- "error: something" 3
+# Quiet: a spill the regex allows is not printed but appended to --spill-log; the others are printed.
+out=$("$guard" --allow-spills 'hopper_backward_kernel' --spill-log "$dir/spills.log" -- \
+      bash -c 'echo "$1" >&2; echo "ptxas info    : Used 168 registers" >&2' _ "$spill" 2>&1 >/dev/null)
+if grep -q "Registers are spilled" <<<"$out" || ! grep -q "Used 168 registers" <<<"$out"; then
+  echo "FAIL: an allowed spill was printed, or another line was not: $out"
+  fails=$((fails + 1))
+elif ! grep -q "hopper_backward_kernel" "$dir/spills.log" 2>/dev/null; then
+  echo "FAIL: the allowed spill is not in the spill log"
+  fails=$((fails + 1))
+else
+  echo "ok: an allowed spill goes to the spill log, not the build's output"
+fi
 [ "$fails" -eq 0 ]
