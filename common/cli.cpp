@@ -123,6 +123,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                  "Q.npy,K.npy; B is 1, N and Nk the totals")
       ->type_name("LENGTHS|FILE");
 
+  bool tour = false;  // step_main takes --tour first (common/tour.hpp); here it is only listed
+  app.add_flag("--tour", tour,
+               "this step's rows of the tour at its size, checked and timed (first option; --tour --help lists "
+               "the tour's)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -131,6 +136,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   } catch (const CLI::ParseError& e) {
     throw InputError(e.what());
   }
+  if (tour) throw InputError("--tour comes first, before the tour's own options (--tour --help lists them)");
 
   auto positive = [](const char* name, long long value, long long max) {
     if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");

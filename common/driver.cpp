@@ -10,6 +10,7 @@
 #include "common/errors.hpp"
 #include "common/npy.hpp"
 #include "common/recorder/nvtx.hpp"
+#include "common/tour.hpp"
 #include "common/traced_run.hpp"
 #include "common/varlen.hpp"
 
@@ -288,6 +289,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
 
 int step_main(const StepInfo& step, int argc, char** argv) {
   const std::string prog = std::filesystem::path(argv[0]).filename().string();
+  if (argc > 1 && std::string(argv[1]) == "--tour") return tour_main({&step}, argc - 1, argv + 1, prog + " --tour");
   try {
     const auto opt = parse_options(step, argc, argv);
     if (!opt) return kExitOk;

@@ -1,0 +1,208 @@
+// The tour (common/tour.hpp): the tour program's and every step program's --tour.
+#include "common/tour.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "common/cli_numbers.hpp"
+#include "common/driver.hpp"
+#include "common/errors.hpp"
+#include "common/reference.hpp"
+#include "common/smyrf.hpp"
+#include "common/traced_run.hpp"
+
+namespace fs {
+
+namespace {
+
+void print_rule() { std::printf("%s\n", std::string(108, '-').c_str()); }
+
+// No GPU: the CPU reference at a small size, fp64 and the plain fp32 version, with the fp32
+// version's error (the quantity every GPU tolerance is built from).
+void cpu_tour(const Shape& s, bool causal, std::uint64_t seed) {
+  const HostProblem p = random_problem(s, seed, false);
+  const AttnOptions opt{default_scale(s.d), causal};
+  const auto rows = all_indices(s.rows());
+  auto timed = [](auto&& fn) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> o64, l64;
+  std::vector<float> o32, l32;
+  const double ms64 =
+      timed([&] { reference_forward<double>(s, p.q.data(), p.k.data(), p.v.data(), opt, rows, o64, l64); });
+  const double ms32 =
+      timed([&] { reference_forward<float>(s, p.q.data(), p.k.data(), p.v.data(), opt, rows, o32, l32); });
+  ErrorStat e;
+  for (std::size_t i = 0; i < o64.size(); ++i) e.add(o32[i], o64[i]);
+  std::printf("CPU reference, B=%d H=%d N=%d d=%d%s\n", s.B, s.H, s.N, s.d, causal ? " causal" : "");
+  print_rule();
+  std::printf("%-24s %10s %10s %14s\n", "implementation", "time ms", "GFLOP/s", "max err vs fp64");
+  print_rule();
+  const double flops = forward_flops(s, causal);
+  std::printf("%-24s %10.1f %10.2f %14s\n", "cpu fp64 (reference)", ms64, flops / ms64 / 1e6, "-");
+  std::printf("%-24s %10.1f %10.2f %14.2e\n", "cpu fp32 (tolerance)", ms32, flops / ms32 / 1e6, e.max_abs);
+}
+
+// A traced forward (and backward, where the step has one) of every step and variant at the
+// traced runs' small shape, written to `dir` and validated: what the visualizer opens next.
+bool record_traces(const std::string& dir, const std::vector<const StepInfo*>& steps, const DeviceInfo& dev) {
+  std::filesystem::create_directories(dir);
+  Options opt;
+  opt.shape = kTraceShape;
+  int files = 0, invalid = 0;
+  for (const StepInfo* each : steps) {
+    const StepInfo& step = *each;
+    opt.dtype = step.dtypes.front();  // the step's first element type (fp32 up to step 06)
+    const HostProblem problem = random_problem(opt.shape, opt.seed, true, opt.dtype);
+    for (std::size_t v = 0; v < step.variants.size(); ++v) {
+      Options o = opt;
+      o.variant = static_cast<int>(v);
+      o.backward = step.backward != nullptr;
+      o.trace_path = dir + "/" + step.id + (step.variants.size() > 1 ? "_" + step.variants[v] : "") + ".fwd.json";
+      // A variant compiled for other shapes (step 09's rungs and fp8: d = 128) is left out, and a
+      // backward the variant does not have (fp8's): the plan says which.
+      std::optional<RunPlan> plan;
+      try {
+        plan.emplace(step, o);
+      } catch (const InputError&) {
+        o.backward = false;
+        try {
+          plan.emplace(step, o);
+        } catch (const InputError& e) {
+          std::printf("trace %s: skipped: %s\n", step.label(o.variant).c_str(), e.what());
+          continue;
+        }
+      }
+      for (const TraceFile& f : trace_case(*plan, problem, dev)) {
+        ++files;
+        if (!f.report.ok()) {
+          ++invalid;
+          std::printf("trace %s: INVALID: %s\n", f.path.c_str(), f.report.summary().c_str());
+        }
+      }
+    }
+  }
+  std::printf("traces: %d files in %s (B=H=1, N=%d, d=%d), %s\n", files, dir.c_str(), opt.shape.N,
+              opt.shape.d, invalid ? "SOME INVALID" : "all valid");
+  return invalid == 0;
+}
+
+}  // namespace
+
+int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* const* argv, const std::string& prog) {
+  CLI::App app{"flashsteps tour: " + std::string(all.size() == 1 ? "step " + all.front()->id : "every step") +
+               " at one size, checked against the fp64 reference and timed"};
+  Options opt;
+  opt.shape = {2, 16, 2048, 64};
+  opt.check = opt.bench = opt.backward = true;
+  opt.reps = 10;
+  std::string only, trace_dir;
+  bool no_header = false;
+  app.add_option("-b,--batch", opt.shape.B, "batch size")->transform(decimal<int>())->capture_default_str();
+  app.add_option("--heads", opt.shape.H, "heads")->transform(decimal<int>())->capture_default_str();
+  app.add_option("-n,--seq", opt.shape.N, "sequence length")->transform(decimal<int>())->capture_default_str();
+  app.add_option("-d,--dim", opt.shape.d, "head dimension")->transform(decimal<int>())->capture_default_str();
+  app.add_flag("--causal", opt.causal, "causal mask");
+  std::string dtype = "fp32";
+  app.add_option("--dtype", dtype, "element type: fp32, or bf16 / fp16 (the steps with tensor-core kernels)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--reps", opt.reps, "timed runs per pass")->transform(decimal<int>())->capture_default_str();
+  app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
+  if (all.size() > 1) app.add_option("--step", only, "run only this step (e.g. 01)");
+  app.add_option("--trace-dir", trace_dir,
+                 "also record a traced run of every step (B=H=1, N=256, d=64) into DIR, for the visualizer")
+      ->type_name("DIR");
+  app.add_flag("--no-header", no_header,
+               "the rows alone, under the header of an earlier run (bash cmake/quickstart.sh runs each step so); "
+               "without a GPU, nothing");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      return kExitOk;
+    }
+    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
+    return kExitBadInput;
+  }
+  opt.dtype = *parse_dtype(dtype);
+
+  try {
+    validate_shape(opt.shape);
+    if (opt.reps < 1) throw InputError("--reps must be at least 1");
+    std::vector<const StepInfo*> steps;
+    for (const StepInfo* s : all) {
+      const std::string number = s->id.substr(0, s->id.find('_'));
+      if (only.empty() || s->id == only || number == only || (only.size() == 1 && number == "0" + only))
+        steps.push_back(s);
+    }
+    if (steps.empty()) throw InputError("--step " + only + ": no such step in this build");
+    if (std::string why = gpu_unavailable_reason(); !why.empty()) {
+      if (no_header) return kExitOk;
+      std::printf("%s Skipping the GPU steps; running the CPU reference only.\n\n", why.c_str());
+      cpu_tour({1, 2, 256, 64}, opt.causal, opt.seed);
+      return kExitOk;
+    }
+    const DeviceInfo dev = query_device();
+    const Shape& s = opt.shape;
+    if (!no_header) {
+      std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, %s, median of %d runs, L2 flushed\n",
+                  dev.name.c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", dtype_name(opt.dtype), opt.reps);
+      print_rule();
+      std::printf("%-26s %-4s %-5s %10s %9s %12s %12s %10s\n", "step", "pass", "check", "time ms", "TFLOP/s",
+                  "device mem", "HBM model", "max err");
+      print_rule();
+    }
+    const HostProblem problem = random_problem(s, opt.seed, true, opt.dtype);
+    bool all_pass = true;
+    for (const StepInfo* each : steps) {
+      const StepInfo& step = *each;
+      if (!step.takes(opt.dtype)) continue;
+      for (std::size_t v = 0; v < step.variants.size(); ++v) {
+        Options o = opt;
+        o.variant = static_cast<int>(v);
+        o.backward = opt.backward && step.backward;
+        if (step.clustered) o.smyrf = kSmyrfDefault;  // the paper's 8 rounds of clusters of 32
+        const std::string name = step.label(static_cast<int>(v)) + (step.clustered ? " " + smyrf_spec(o.smyrf) : "");
+        try {
+          const RunPlan plan(step, o);
+          const CaseReport r = run_case(plan, problem, dev);
+          for (const auto& p : r.passes) {
+            const bool ok = !p.check || p.check->pass();
+            all_pass = all_pass && ok;
+            std::printf("%-26s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), p.pass.c_str(),
+                        ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
+                        format_bytes(double(p.peak_mem_bytes)).c_str(), format_bytes(double(p.io.total())).c_str(),
+                        p.check ? p.check->max_err() : NAN);
+            if (!ok) std::printf("%s", p.check->summary().c_str());
+            if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(plan, p, dev));
+          }
+        } catch (const ResourceError& e) {
+          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+        } catch (const InputError& e) {
+          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+        }
+      }
+    }
+    if (!no_header) print_rule();
+    std::fflush(stdout);
+    if (!trace_dir.empty()) all_pass = record_traces(trace_dir, steps, dev) && all_pass;
+    return all_pass ? kExitOk : kExitCheckFailed;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
+    return kExitBadInput;
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "%s: CUDA error: %s\n", prog.c_str(), e.what());
+    return kExitCheckFailed;
+  }
+}
+
+}  // namespace fs
