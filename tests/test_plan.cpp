@@ -201,7 +201,7 @@ TEST_CASE("K and V of their own shape: refused by steps whose kernels take squar
 
 // Steps 04-08 compile traced kernels at the traced runs' d alone (trace::kTracedAt): a traced run at
 // another d is refused before it runs, naming the d it has; steps 01-03 and 09 trace every d they run.
-TEST_CASE("--trace at a head dimension without traced kernels is refused, naming the one that has them",
+TEST_CASE("a traced run (--trace) at a head dimension without traced kernels is refused, naming the one that has them",
           "[plan][trace]") {
   for (const fs::StepInfo& step : fs::all_steps()) {
     fs::Options opt = options({1, 2, 64, 128});
