@@ -64,6 +64,8 @@ READING = {
         ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"],
          "dropout as a policy object: Z regenerated from the seed wherever it is needed"),
         ("steps/05_recompute_backward/backward.cuh", ["launch_backward", "run_backward"], "the launchers"),
+        ("steps/05_recompute_backward/launch.cuh", ["recompute_forward_at", "recompute_backward_at"],
+         "which instantiation each pass runs at one head dimension (dropout, the features)"),
         ("common/philox.hpp", ["philox4x32_10", "dropout_bits"], "the counter-based generator behind Z"),
     ],
     "07_smyrf": [
@@ -164,7 +166,7 @@ DIFFS = {
     "05_recompute_backward": [
         ("the forward: step 04's kernel with step 05's dropout policy",
          [("steps/04_online_softmax/flash.cu", "launch")],
-         [("steps/05_recompute_backward/backward.cu", "recompute_forward")]),
+         [("steps/05_recompute_backward/launch.cuh", "recompute_forward_at")]),
     ],
     "07_smyrf": [
         ("step 04's fa2 kernel → step 07's round kernel (gathered rows, the cluster's keys, the merge)",
@@ -192,10 +194,10 @@ DIFFS = {
     ],
     "06_block_sparse": [
         ("the forward: step 05's launch → step 06's (the walk is the difference)",
-         [("steps/05_recompute_backward/backward.cu", "recompute_forward")],
+         [("steps/05_recompute_backward/launch.cuh", "recompute_forward_at")],
          [("steps/06_block_sparse/block_sparse.cu", "block_sparse_forward")]),
         ("the backward: step 05's → step 06's",
-         [("steps/05_recompute_backward/backward.cu", "recompute_backward")],
+         [("steps/05_recompute_backward/launch.cuh", "recompute_backward_at")],
          [("steps/06_block_sparse/block_sparse.cu", "block_sparse_backward")]),
     ],
 }

@@ -4,7 +4,8 @@
 // dropout on, the same kernel instantiated with PhiloxDropout (dropout.cuh) multiplies P̃ by the
 // mask Z before P̃V. It leaves O and LSE: all the backward needs besides Q, K, V and dO.
 //
-// The backward's kernels are in backward.cuh (step 06 instantiates them again, with its walk):
+// The backward's kernels are in backward.cuh (step 06 instantiates them again, with its walk), and
+// launch.cuh chooses among their instantiations at each head dimension (one translation unit each):
 //   atomic         preprocess (D = rowsum(dO ∘ O), dQ = 0), then one kernel over K/V tiles
 //                  that adds dQ_i += τ dS_ij K_j with atomics: 5 matmuls of N²d per head, but
 //                  the order the adds land in changes run to run, and so do dQ's last bits.
@@ -15,13 +16,10 @@
 
 #include <algorithm>
 #include <functional>
-#include <type_traits>
 
-#include "common/io_model.hpp"
 #include "common/flash_tile.cuh"
-#include "common/flash_features.cuh"
+#include "common/io_model.hpp"
 #include "steps/04_online_softmax/flash.hpp"
-#include "steps/04_online_softmax/flash2_forward.cuh"
 #include "steps/05_recompute_backward/backward.cuh"
 
 namespace fs {
@@ -122,34 +120,22 @@ void recompute_forward(const FwdParams& p) {
     flash_forward(q);
     return;
   }
-  dispatch_head_dim(p.shape.d, [&](auto D) {
-    if (p.mods.softcap > 0.f)  // FlashAttention's interface features (common/flash_features.cuh)
-      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeatures>(p);
-    else if (p.mods.on() || !p.shape.square() || p.packed.on())  // a window, ALiBi; Nk ≠ N, GQA; packed sequences
-      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout, FlashFeaturesNoCap>(p);
-    else
-      launch_flash2<D, Flash2Tile<D>, DenseWalk, PhiloxDropout>(p);
-  });
+  switch (p.shape.d) {  // launch.cuh, compiled per d (backward_instance.cu.in)
+    case 16: return recompute_forward_d16(p);
+    case 32: return recompute_forward_d32(p);
+    case 64: return recompute_forward_d64(p);
+    default: return recompute_forward_d128(p);
+  }
 }
 
 void recompute_backward(const BwdParams& p) {
   if (!is_compiled_head_dim(p.shape.d)) throw CudaError(cudaErrorInvalidValue, "recompute_backward: unsupported d");
-  if (!p.mods.on() && p.shape.square() && !p.packed.on()) return run_backward<DenseWalk>(p);
-  float* delta = static_cast<float*>(p.workspace);  // (B, H, N)
-  const bool atomic = p.variant == kAtomicDQ;
-  auto launch = [&](auto* features) {  // FlashFeatures, or FlashFeaturesNoCap without a softcap (a null of its type)
-    using F = std::remove_pointer_t<decltype(features)>;
-    dispatch_head_dim(p.shape.d, [&](auto D) {
-      if (p.dropout.on())
-        launch_backward<D, DenseWalk, PhiloxDropout, F>(p, atomic, delta);
-      else
-        launch_backward<D, DenseWalk, NoDropout, F>(p, atomic, delta);
-    });
-  };
-  if (p.mods.softcap > 0.f)
-    launch(static_cast<FlashFeatures*>(nullptr));
-  else
-    launch(static_cast<FlashFeaturesNoCap*>(nullptr));
+  switch (p.shape.d) {
+    case 16: return recompute_backward_d16(p);
+    case 32: return recompute_backward_d32(p);
+    case 64: return recompute_backward_d64(p);
+    default: return recompute_backward_d128(p);
+  }
 }
 
 StepInfo step05_info() {

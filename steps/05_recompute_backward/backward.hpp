@@ -14,6 +14,15 @@ enum Step05Variant : int { kAtomicDQ = 0, kDeterministicDQ = 1 };
 
 void recompute_forward(const FwdParams& p);   // step 04's fa2 kernel, with dropout when p.dropout is on
 void recompute_backward(const BwdParams& p);  // p.variant: atomic or deterministic dQ
+// The same at one head dimension (launch.cuh; a translation unit each, backward_instance.cu.in).
+void recompute_forward_d16(const FwdParams& p);
+void recompute_forward_d32(const FwdParams& p);
+void recompute_forward_d64(const FwdParams& p);
+void recompute_forward_d128(const FwdParams& p);
+void recompute_backward_d16(const BwdParams& p);
+void recompute_backward_d32(const BwdParams& p);
+void recompute_backward_d64(const BwdParams& p);
+void recompute_backward_d128(const BwdParams& p);
 
 // The tiles of the backward: each dK/dV CTA owns `keys` keys and streams queries `stage` at a
 // time; each deterministic-dQ CTA owns `keys` query rows and streams keys `stage` at a time.
