@@ -87,6 +87,8 @@ spills_note() {
 if [ "$mode" = test ]; then
   cmake --build build
   spills_note
+  # CI (FS_BUILD_REPORT=1) prints what the build spent its time on, so that a slower one is seen.
+  [ -n "${FS_BUILD_REPORT:-}" ] && python3 cmake/build_report.py build --top 10
   exec ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 fi
 
