@@ -10,8 +10,9 @@
     <!-- /diff -->                         changed where a step adds a policy object
 
 `python3 docs/reading.py` rewrites the blocks; `--check` exits 1 (and changes nothing) when one
-is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is
-a function, kernel, struct or alias defined at namespace scope, found by its name.
+is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is a
+function, kernel, struct, enum, alias, constant or macro defined at namespace scope, found by its
+name (every overload and specialization of it in the file).
 """
 import argparse
 import difflib
@@ -209,51 +210,338 @@ def read_lines(path):
         return f.read().split("\n")
 
 
-def find_symbol(path, name):
-    """(first, last) lines, 1-based and inclusive, of the definition of `name` in `path`: its
-    template and attribute lines and the comment right above it, through its closing brace at
-    column 0 (or the `;` of a one-line definition)."""
-    lines = read_lines(path)
-    call = re.compile(r"\b" + re.escape(name) + r"\s*(<[^;{}]*>)?\s*\(")
-    typedef = re.compile(r"^(struct|class|union)\s+" + re.escape(name) + r"\b|^using\s+" + re.escape(name) + r"\b")
-    start = None
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("//"):
-            continue
-        if typedef.search(line):
-            start = i
-            break
-        at_column_0 = not line[:1].isspace() and line.strip()
-        continuation = line.startswith("    ") and not line.startswith("     ") and i > 0 and \
-            lines[i - 1].startswith("__global__")
-        if call.search(line) and (at_column_0 or continuation) and not line.rstrip().endswith(";"):
-            start = i
-            break
-    if start is None:
-        sys.exit(f"reading.py: {path}: no definition of {name}")
-    first = start
-    while first > 0 and re.match(r"^(template\b|__global__|__device__|__host__|inline\b|static\b|constexpr\b)",
-                                 lines[first - 1]):
-        first -= 1
-    while first > 0 and lines[first - 1].startswith("//"):
-        first -= 1
-    last = start
-    if not re.search(r"\{", "\n".join(lines[start:start + 8])) or lines[start].rstrip().endswith(";"):
-        while not lines[last].rstrip().endswith(";"):
-            last += 1
-    else:
-        opened = False
-        depth = 0
-        for j in range(start, len(lines)):
-            code = lines[j].split("//")[0]
-            depth += code.count("{") - code.count("}")
-            opened = opened or "{" in code
-            if opened and depth == 0:
-                last = j
+# ---------------------------------------------------------------------------------------------
+# The definitions of a source file
+# ---------------------------------------------------------------------------------------------
+#
+# Not a C++ parser: a scan of the tokens at namespace scope, enough for this tree's style. Comments,
+# string and character literals are blanked first (asm strings hold braces), preprocessor lines are
+# read apart (#define is a definition, #include an edge), and a statement at namespace scope is what
+# runs to its `;` or, for a function, to the `}` that closes its body. What the CPU emulation alone
+# compiles (#ifdef FS_EMULATION, the #else of #ifndef FS_EMULATION) is left out: a reader of the
+# GPU's code does not read it.
+
+TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.']*|::|->|==|!=|<=|>=|&&|\|\||[-+*/%&|^]=|\S")
+IDENT = re.compile(r"[A-Za-z_]\w*$")
+# Words before a `(` that are not the name of the function being defined.
+NOT_A_NAME = {"__launch_bounds__", "__align__", "alignas", "__attribute__", "decltype", "__declspec", "noexcept",
+              "sizeof", "alignof", "static_assert", "__grid_constant__"}
+# Words after which a name is not being declared (`return x;`, `case k:`, `const T x`).
+NOT_A_TYPE = {"return", "else", "case", "throw", "new", "delete", "sizeof", "typename", "struct", "class", "enum",
+              "union", "using", "namespace", "goto", "co_return", "co_await", "co_yield", "operator", "template",
+              "public", "private", "protected", "default", "do", "const", "constexpr", "static", "inline", "volatile",
+              "extern", "mutable", "virtual", "explicit", "friend", "__device__", "__host__", "__global__",
+              "__forceinline__", "register", "typedef", "if", "while", "for", "switch",
+              "decltype", "alignof", "noexcept", "requires", "consteval", "constinit"}
+CLASS_KEYS = {"struct", "class", "union", "enum"}
+BUILTIN_TYPES = {"void", "bool", "char", "short", "int", "long", "float", "double", "unsigned", "signed", "auto"}
+
+
+class Definition:
+    """One definition (or declaration) at namespace scope: lines first..last, 1-based and inclusive,
+    with its template header and the comment right above it."""
+
+    def __init__(self, name, kind, path, first, last, namespace, decl, kernel, code, emu):
+        self.name, self.kind, self.path, self.first, self.last = name, kind, path, first, last
+        self.namespace = namespace  # "fs::tc", "fs::{anon}", "" (macros, the global namespace)
+        self.decl = decl            # a declaration only: `void f();`, `struct S;`
+        self.kernel = kernel        # a __global__ function
+        self.code = code            # its code: comments, literals, preprocessor and emulation lines left out
+        self.emu = emu              # compiled in the CPU emulation only
+
+    def lines(self):
+        return self.last - self.first + 1
+
+    def where(self):
+        return f"{self.path}:{self.first}-{self.last}"
+
+    def __repr__(self):
+        return f"{'declaration ' if self.decl else ''}{self.kind} {self.name} ({self.where()})"
+
+
+def strip_code(lines):
+    """The lines with comments and the insides of string and character literals blanked."""
+    out, in_block = [], False
+    for line in lines:
+        res, i, n = [], 0, len(line)
+        while i < n:
+            if in_block:
+                end = line.find("*/", i)
+                in_block, i = (True, n) if end < 0 else (False, end + 2)
+                continue
+            if line.startswith("//", i):
                 break
-        else:
-            sys.exit(f"reading.py: {path}: {name} is never closed")
-    return first + 1, last + 1
+            if line.startswith("/*", i):
+                in_block, i = True, i + 2
+                continue
+            c = line[i]
+            if c in "\"'":
+                j = i + 1
+                while j < n and line[j] != c:
+                    j += 2 if line[j] == "\\" else 1
+                res.append(c + c)
+                i = j + 1
+                continue
+            res.append(c)
+            i += 1
+        out.append("".join(res))
+    return out
+
+
+def emulation_lines(lines):
+    """For each line, whether only the CPU emulation compiles it (FS_EMULATION defined)."""
+    stack, out = [], []  # per open #if: True (emulation only), False (never in the emulation), None
+    for line in lines:
+        m = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", line)
+        if m:
+            what, cond = m.group(1), m.group(2).split("//")[0].strip()
+            if what in ("if", "ifdef", "ifndef"):
+                on = (what, cond) in (("ifdef", "FS_EMULATION"), ("if", "defined(FS_EMULATION)"))
+                off = (what, cond) in (("ifndef", "FS_EMULATION"), ("if", "!defined(FS_EMULATION)"))
+                stack.append(True if on else False if off else None)
+            elif what == "elif" and stack:
+                stack[-1] = None
+            elif what == "else" and stack and stack[-1] is not None:
+                stack[-1] = not stack[-1]
+            elif what == "endif" and stack:
+                stack.pop()
+        out.append(True in stack)
+    return out
+
+
+class Source:
+    """A file's definitions at namespace scope and the files it includes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lines = read_lines(path)
+        self.code = strip_code(self.lines)
+        self.emu = emulation_lines(self.lines)
+        self.preproc, continued = [], False
+        for c in self.code:
+            self.preproc.append(continued or c.lstrip().startswith("#"))
+            continued = self.preproc[-1] and c.rstrip().endswith("\\")
+        self.includes = []
+        for i, line in enumerate(self.lines):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if m and not self.emu[i]:
+                self.includes += [p for p in [self.resolve_include(m.group(1))] if p]
+        self.defs = []
+        self.parse_macros()
+        self.parse()
+
+    def resolve_include(self, name):
+        for base in (ROOT, os.path.join(ROOT, os.path.dirname(self.path))):
+            p = os.path.normpath(os.path.join(base, name))
+            if os.path.isfile(p):
+                return os.path.relpath(p, ROOT)
+        return None
+
+    def first_line(self, line):
+        """The first line (0-based) of a definition whose code starts at `line`: the comment right
+        above it, read across an #if that opens between the comment and the definition."""
+        first, j = line, line - 1
+        while j >= 0:
+            s = self.lines[j].strip()
+            if s.startswith("//"):
+                first = j
+            elif not (re.match(r"#\s*if", s) and j > 0 and self.lines[j - 1].strip().startswith("//")):
+                break
+            j -= 1
+        return first
+
+    def code_of(self, a, b):
+        return "\n".join(self.code[i] for i in range(a, b + 1) if not self.emu[i] and not self.preproc[i])
+
+    def add(self, name, kind, first, last, namespace, decl=False, kernel=False, code=None):
+        code = self.code_of(first, last) if code is None else code
+        self.defs.append(Definition(name, kind, self.path, self.first_line(first) + 1, last + 1, namespace, decl,
+                                    kernel, code, self.emu[first]))
+
+    def parse_macros(self):
+        for i, c in enumerate(self.code):
+            m = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?", c)
+            if m and not (i and self.preproc[i - 1] and self.code[i - 1].rstrip().endswith("\\")):
+                j = i
+                while self.code[j].rstrip().endswith("\\") and j + 1 < len(self.code):
+                    j += 1
+                body = "\n".join([c[m.end():]] + self.code[i + 1:j + 1])
+                self.add(m.group(1), "macro", i, j, "", code=body)
+
+    def parse(self):
+        toks = [(m.group(0), i) for i, c in enumerate(self.code) if not self.preproc[i] for m in TOKEN.finditer(c)]
+        ns, scopes = [], []   # the namespaces we are in; what each open `{` at namespace scope is
+        stmt = []             # the tokens of the statement at namespace scope being read
+        depth = paren = 0     # braces inside the statement's body; parentheses and brackets in its head
+        body_closed = False   # a class's or an initialiser's body has closed: the statement ends at its `;`
+        for k, (t, line) in enumerate(toks):
+            if depth:
+                depth += (t == "{") - (t == "}")
+                if depth == 0:
+                    stmt.append((t, line))
+                    if self.ends_at_brace(stmt):
+                        self.finish(stmt, ns, True)
+                        stmt = []
+                    else:
+                        body_closed = True
+                continue
+            paren += (t in "([") - (t in ")]")
+            if paren or t in ")]":
+                stmt.append((t, line))
+                nxt = toks[k + 1] if k + 1 < len(toks) else (";", -1)
+                if not paren and self.macro_call(stmt) and nxt[1] > line and nxt[0] != ";":
+                    stmt = []  # FS_SOMETHING(x) on a line of its own: a macro's use, not a definition
+                continue
+            words = [w for w, _ in stmt]
+            if t == "{" and words[:1] == ["namespace"]:
+                ns.append("::".join(w for w in words[1:] if IDENT.match(w)) or "{anon}")
+                scopes.append("namespace")
+                stmt = []
+            elif t == "{" and words[:1] == ["extern"] and set(words) <= {"extern", '"'}:
+                scopes.append("extern")
+                stmt = []
+            elif t == "{":
+                depth = 1
+                stmt.append((t, line))
+            elif t == "}":  # closes a namespace or an extern "C" block
+                if scopes and scopes.pop() == "namespace":
+                    ns.pop()
+                stmt, body_closed = [], False
+            elif t == ";":
+                stmt.append((t, line))
+                self.finish(stmt, ns, body_closed)
+                stmt, body_closed = [], False
+            else:
+                stmt.append((t, line))
+
+    @staticmethod
+    def macro_call(stmt):
+        return len(stmt) >= 3 and re.match(r"[A-Z][A-Z0-9_]*$", stmt[0][0]) and stmt[1][0] == "("
+
+    @staticmethod
+    def head(stmt):
+        """A statement's words before its body, its template headers left out; None for an explicit
+        instantiation."""
+        w = [x for x, _ in stmt]
+        i = 0
+        while i < len(w) and w[i] == "template":
+            if w[i + 1:i + 2] != ["<"]:
+                return None
+            level, par, i = 0, 0, i + 1
+            while i < len(w):
+                par += (w[i] in "([") - (w[i] in ")]")
+                if not par:
+                    level += (w[i] == "<") - (w[i] == ">")
+                    if level == 0:
+                        break
+                i += 1
+            i += 1
+        return w[i:w.index("{")] if "{" in w[i:] else w[i:]
+
+    def ends_at_brace(self, stmt):
+        """Whether a statement ends with its body's `}`: a function does; a class, an enum and a
+        braced initialiser (`= {...};`) run on to their `;`."""
+        h = self.head(stmt)
+        if h is None:
+            return True
+        if any(x in CLASS_KEYS for x in h[:4]) and "(" not in h:
+            return False
+        par = 0
+        for x in h:
+            par += (x in "([") - (x in ")]")
+            if x == "=" and not par:
+                return False
+        return True
+
+    def finish(self, stmt, ns, has_body):
+        words = self.head(stmt)
+        if not words or words[0] in ("static_assert", ";") or words[0] == "using" and "=" not in words:
+            return
+        first, last = stmt[0][1], stmt[-1][1]
+        namespace = "::".join(ns)
+        kernel = "__global__" in words
+        if words[0] == "using":
+            return self.add(words[1], "alias", first, last, namespace)
+        if words[0] == "typedef":
+            return self.add([x for x in words if IDENT.match(x)][-1], "alias", first, last, namespace)
+        ck = next((j for j, x in enumerate(words[:4]) if x in CLASS_KEYS), None)
+        if ck is not None and "(" not in words[:ck]:
+            j = ck + 1 + (words[ck] == "enum" and words[ck + 1:ck + 2] in (["class"], ["struct"]))
+            while j < len(words) and words[j] in ("alignas", "__align__"):  # alignas(16): skip to its `)`
+                j = words.index(")", j) + 1
+            rest = words[j + 1:]
+            if j < len(words) and IDENT.match(words[j]) and (has_body or rest[:1] in ([";"], [":"], ["final"], ["<"])):
+                decl = not has_body
+                self.add(words[j], "type", first, last, namespace, decl=decl)
+                if words[ck] == "enum" and words[ck + 1] not in ("class", "struct") and not decl:
+                    text = " ".join(self.code[first:last + 1])  # an unscoped enum's enumerators are names too
+                    for part in text[text.find("{") + 1:text.rfind("}")].split(","):
+                        m = re.match(r"\s*([A-Za-z_]\w*)", part)
+                        if m:
+                            self.add(m.group(1), "enumerator", first, last, namespace)
+                return
+        par, call, eq = 0, None, None
+        for j, x in enumerate(words):
+            if x == "(" and not par and call is None and j and IDENT.match(words[j - 1]) and \
+                    words[j - 1] not in NOT_A_NAME:
+                call = j - 1
+            par += (x in "([") - (x in ")]")
+            if x == "=" and not par and eq is None:
+                eq = j
+        if "operator" in words and (eq is None or words.index("operator") < eq):
+            o = words.index("operator")
+            end = words.index("(", o + 2) if "(" in words[o + 2:] else o + 2
+            return self.add("operator" + "".join(words[o + 1:end]), "function", first, last, namespace,
+                            decl=not has_body)
+        if call is not None and (eq is None or call < eq):
+            return self.add(words[call], "function", first, last, namespace, decl=not has_body, kernel=kernel)
+        cut = words[:eq] if eq is not None else words
+        cut = cut[:cut.index("[")] if "[" in cut else cut
+        names = [x for x in cut if IDENT.match(x)]
+        if not names:
+            return
+        names = names[-1:] + self.more_declarators(words)
+        for n in names:
+            self.add(n, "variable", first, last, namespace, decl="extern" in words)
+
+    @staticmethod
+    def more_declarators(words):
+        """The names after the first in `constexpr int a = 1, b = 2;`."""
+        out, par, seen_eq = [], 0, False
+        for j, x in enumerate(words):
+            par += (x in "([{<") - (x in ")]}>")
+            if x == "=" and not par:
+                seen_eq = True
+            elif x == "," and not par and seen_eq and j + 1 < len(words) and IDENT.match(words[j + 1]):
+                out.append(words[j + 1])
+        return out
+
+
+_sources = {}
+
+
+def source(path):
+    key = os.path.join(ROOT, path)
+    if key not in _sources:
+        _sources[key] = Source(path)
+    return _sources[key]
+
+
+def definitions(path, name):
+    """Every definition of `name` in `path` the GPU build compiles (overloads, specializations),
+    with the declarations beside them; the declarations alone where it has no definition."""
+    found = [d for d in source(path).defs if d.name == name and not d.emu]
+    if not found:
+        sys.exit(f"reading.py: {path}: no definition of {name}")
+    return found
+
+
+def find_symbol(path, name):
+    """(first, last) lines, 1-based and inclusive, of the first definition of `name` in `path`: its
+    template header and the comment right above it, through its closing brace (or its `;`)."""
+    found = definitions(path, name)
+    d = next((d for d in found if not d.decl), found[0])
+    return d.first, d.last
 
 
 def symbol_text(path, name):
@@ -263,7 +551,7 @@ def symbol_text(path, name):
 
 def ranges(path, names):
     """Line ranges of the symbols, adjacent ones merged (a blank line apart counts as adjacent)."""
-    spans = sorted(find_symbol(path, n) for n in names)
+    spans = sorted((d.first, d.last) for n in names for d in definitions(path, n))
     merged = []
     for a, b in spans:
         if merged and a <= merged[-1][1] + 2:
