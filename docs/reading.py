@@ -13,6 +13,15 @@
 is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is a
 function, kernel, struct, enum, alias, constant or macro defined at namespace scope, found by its
 name (every overload and specialization of it in the file).
+
+Coverage (`--coverage` prints it, with what a path leaves out): MAIN names each lesson's kernels
+and the launchers that launch them. From there the names their code uses are followed,
+transitively, to the definitions of steps/ and of the helpers of common/ in COMMON: a name resolves
+to a definition of its namespace in a file that the code's translation unit includes, or, for a
+function only declared there, in the file that defines it. Other kernels stop the walk (and the
+launchers that lead only to them: other variants). The lines of the definitions reached, each with
+its template header and the comment above it, are what a reader of the kernel reads; a lesson's
+coverage is the share of them inside its READING ranges.
 """
 import argparse
 import difflib
@@ -143,6 +152,62 @@ READING = {
          "which blocks the kernels' tiles allow; the IO model over the lists"),
     ],
 }
+
+# lesson → [(file, [symbols])]: the lesson's kernels (its __global__ functions) and the launchers
+# that launch them, where its coverage is measured from (see above). Step 06 adds a walk to steps 04
+# and 05's kernels: those are its kernels. Steps 08 and 09 start at the dispatch that picks a head
+# dimension's configuration (fa2's or fa3's tiles, the rungs), so that their configs count.
+MAIN = {
+    "01_naive": [
+        ("steps/01_naive/naive.cu", ["scores_kernel", "softmax_kernel", "pv_kernel", "dv_kernel", "dp_kernel",
+                                     "rowdot_kernel", "ds_kernel", "dq_kernel", "dk_kernel",
+                                     "naive_forward", "naive_backward"]),
+    ],
+    "02_fused": [
+        ("steps/02_fused/fused.cu", ["scores_softmax_kernel", "ds_fused_kernel", "fused_forward", "fused_backward"]),
+    ],
+    "03_tiled": [
+        ("steps/03_tiled/tiled.cu", ["tiled_forward_kernel", "tiled_forward"]),
+    ],
+    "04_online_softmax": [
+        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"]),
+        ("steps/04_online_softmax/flash.cu", ["flash_forward"]),
+    ],
+    "05_recompute_backward": [
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel", "bwd_dkdv_kernel", "bwd_dq_kernel"]),
+        ("steps/05_recompute_backward/backward.cu", ["recompute_backward"]),
+    ],
+    "06_block_sparse": [
+        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"]),
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel", "bwd_dkdv_kernel", "bwd_dq_kernel"]),
+        ("steps/06_block_sparse/block_sparse.cu", ["block_sparse_forward", "block_sparse_backward"]),
+    ],
+    "07_smyrf": [
+        ("steps/07_smyrf/hash.cuh", ["smyrf_norms_kernel", "smyrf_hash_kernel"]),
+        ("steps/07_smyrf/cluster_forward.cuh", ["smyrf_round_forward_kernel"]),
+        ("steps/07_smyrf/cluster_backward.cuh", ["smyrf_round_dkdv_kernel", "smyrf_round_dq_kernel"]),
+        ("steps/07_smyrf/smyrf.cu", ["smyrf_forward", "smyrf_backward"]),
+    ],
+    "08_tensor_cores": [
+        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["tc_forward_kernel"]),
+        ("steps/08_tensor_cores/forward_configs.cuh", ["tc_forward_dispatch"]),
+    ],
+    "09_hopper": [
+        ("steps/09_hopper/flash_hopper_forward.cuh", ["hopper_forward_kernel"]),
+        ("steps/09_hopper/configs.cuh", ["forward_dispatch"]),
+    ],
+}
+
+# The helpers of common/ in the index beside steps/ (its .cu, .cuh, .hpp and .cpp files): the
+# problem and its parameters, the device helpers (warp sums, cp.async, the tile machinery and its
+# policy objects, FlashAttention's features), Philox, the device side of tracing and the launch,
+# SMYRF's cluster geometry and FP8's constants. Not in it: the harness (host code: buffers, CLI,
+# timing, checks, the fp64 reference), the trace's record format (common/trace/) and the CPU
+# emulator (common/emulator/), none of which a reader opens to follow a kernel.
+COMMON = ["common/problem.hpp", "common/cuda_utils.cuh", "common/flash_tile.cuh", "common/tile_policies.cuh",
+          "common/flash_features.cuh", "common/philox.hpp", "common/recorder/device.cuh", "common/recorder/launch.cuh",
+          "common/smyrf.hpp", "common/e4m3.hpp"]
+INDEXED = (".cu", ".cuh", ".hpp", ".cpp")
 
 # lesson → [(title, before, after)], each side a list of (file, symbol): the symbols' text,
 # concatenated, diffed.
@@ -561,6 +626,199 @@ def ranges(path, names):
     return merged
 
 
+# ---------------------------------------------------------------------------------------------
+# What a lesson's kernels use, and how much of it the reading path covers
+# ---------------------------------------------------------------------------------------------
+
+class Index:
+    """The definitions of steps/ and of COMMON by name, and how a name in one resolves to others."""
+
+    def __init__(self):
+        files = []
+        for dirpath, _, names in os.walk(os.path.join(ROOT, "steps")):
+            files += [os.path.relpath(os.path.join(dirpath, n), ROOT) for n in names if n.endswith(INDEXED)]
+        self.by_name, self.namespaces, self._included = {}, {"fs"}, {}
+        for path in sorted(files) + [c for c in COMMON if os.path.isfile(os.path.join(ROOT, c))]:
+            for d in source(path).defs:
+                if not d.emu:
+                    self.by_name.setdefault(d.name, []).append(d)
+                    self.namespaces.update(p for p in d.namespace.split("::") if p)
+
+    def included(self, path):
+        """`path` and every file it includes, transitively."""
+        if path not in self._included:
+            seen, todo = set(), [path]
+            while todo:
+                p = todo.pop()
+                if p not in seen:
+                    seen.add(p)
+                    todo += source(p).includes
+            self._included[path] = seen
+        return self._included[path]
+
+    def names(self, d):
+        """The names d's code uses, as (name, qualifier): qualifier None for a plain name, the
+        namespace for `ns::name`. Left out: members (a.b, p->b, T::b of a type T), names d declares
+        itself (its parameters and locals, a class's members), namespaces outside the index (std::)."""
+        toks = TOKEN.findall(d.code)
+        declared = {t for i, t in enumerate(toks[1:-1], 1) if IDENT.match(t) and self.declares(toks, i)}
+        using = {toks[i + 2] for i in range(len(toks) - 2) if toks[i] == "using" and toks[i + 1] == "namespace"}
+        out = set()
+        for i, t in enumerate(toks):
+            if not IDENT.match(t):
+                continue
+            prev, nxt = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
+            if prev in (".", "->") or prev == "template" and toks[i - 2] in (".", "->", "::"):
+                continue
+            if nxt == "::" and t in self.namespaces:
+                continue
+            if prev == "::":
+                q = toks[i - 2] if i >= 2 and IDENT.match(toks[i - 2]) else ""
+                if q and q not in self.namespaces:
+                    continue
+                out.add((t, q))
+            elif t not in declared:
+                out.add((t, None))
+        return out, using
+
+    @staticmethod
+    def declares(toks, i):
+        """Whether toks[i] is a name being declared: `T x`, `T x = ...`, `int* x`, `const T& x`, `T* x = ...`."""
+        if toks[i + 1] not in ("=", ";", ",", "(", ")", "[", "{", ":"):
+            return False
+        j = i - 1
+        if toks[j] not in ("*", "&", "&&"):
+            return bool(IDENT.match(toks[j])) and toks[j] not in NOT_A_TYPE
+        while j > 0 and toks[j] in ("*", "&", "&&", "const"):
+            j -= 1
+        return (toks[i + 1] == "=" and (IDENT.match(toks[j]) or toks[j] == ">")) or toks[j] in BUILTIN_TYPES or \
+            j > 0 and toks[j - 1] == "const"
+
+    def resolve(self, d, name, qualifier, using, unit):
+        """The definitions a name in d's code stands for: those of its namespace (or one d's namespace
+        is inside) in a file d's translation unit includes; for a name only declared there (a
+        launcher in another .cu), the definitions in the files that include that declaration."""
+        def ns_of(c):
+            return [p for p in c.namespace.split("::") if p and p != "{anon}"]
+        here = [p for p in d.namespace.split("::") if p and p != "{anon}"]
+        cands = self.by_name.get(name, [])
+        if qualifier is not None:
+            cands = [c for c in cands if (ns_of(c) or [""])[-1] == qualifier]
+        else:
+            cands = [c for c in cands if c.kind == "macro" or ns_of(c) == here[:len(ns_of(c))] or
+                     ns_of(c) and ns_of(c)[-1] in using]
+        seen = self.included(d.path) | unit
+        found = [c for c in cands if not c.decl and c.path in seen]
+        if found:  # the innermost namespace that has the name hides the outer ones
+            inner = max(len(ns_of(c)) for c in found if c.kind != "macro") if qualifier is None and \
+                any(c.kind != "macro" for c in found) else 0
+            return [c for c in found if c.kind == "macro" or qualifier is not None or len(ns_of(c)) == inner or
+                    ns_of(c) and ns_of(c)[-1] in using]
+        declared = {c.path for c in cands if c.decl and c.path in seen}
+        return [c for c in cands if declared and not c.decl and "{anon}" not in c.namespace and
+                self.included(c.path) & declared]
+
+    def closure(self, roots):
+        """The definitions `roots` use, transitively. The kernels among the roots are the lesson's;
+        other kernels are left out, and so are the definitions that name one of them and lead to
+        none of the lesson's (the launchers of other variants). Declarations count for nothing."""
+        kernels = {r for r in roots if r.kernel}
+        unit = set().union(*(self.included(r.path) for r in roots))
+        edges, todo = {}, list(roots)
+        while todo:
+            d = todo.pop()
+            if d in edges:
+                continue
+            edges[d] = set()
+            if d.kernel and d not in kernels:
+                continue
+            names, using = self.names(d)
+            for name, qualifier in names:
+                for c in self.resolve(d, name, qualifier, using, unit):
+                    if c is not d:
+                        edges[d].add(c)
+                        todo.append(c)
+        leads = set(kernels)
+        while True:
+            more = {d for d, out in edges.items() if d not in leads and out & leads}
+            if not more:
+                break
+            leads |= more
+        others = {d for d in edges if d.kernel and d not in kernels}
+        left_out = others | {d for d, out in edges.items() if out & others and d not in leads}
+        used, todo = set(), list(roots)
+        while todo:
+            d = todo.pop()
+            if d not in used and d not in left_out:
+                used.add(d)
+                todo += edges[d]
+        return used
+
+
+_indexes = {}
+
+
+def index():
+    if ROOT not in _indexes:
+        _indexes[ROOT] = Index()
+    return _indexes[ROOT]
+
+
+def main_definitions(lesson):
+    out = []
+    for path, names in MAIN[lesson]:
+        if not os.path.isfile(os.path.join(ROOT, path)):
+            sys.exit(f"reading.py: MAIN[{lesson!r}] names {path}, which does not exist: update MAIN")
+        for name in names:
+            found = [d for d in source(path).defs if d.name == name and not d.emu and not d.decl]
+            if not found:
+                sys.exit(f"reading.py: MAIN[{lesson!r}] names {name}, which {path} does not define: update MAIN")
+            out += found
+    return out
+
+
+class Coverage:
+    """The lines of what a lesson's kernels use (`used`: file → set of lines), those of them its
+    reading path lists (`covered`), and the definitions not wholly listed (`missing`)."""
+
+    def __init__(self, lesson):
+        self.lesson = lesson
+        self.defs = index().closure(main_definitions(lesson))
+        self.used = {}
+        for d in self.defs:
+            self.used.setdefault(d.path, set()).update(range(d.first, d.last + 1))
+        listed = {}
+        for path, names, _ in READING.get(lesson, []):
+            for a, b in ranges(path, names):
+                listed.setdefault(path, set()).update(range(a, b + 1))
+        self.covered = {p: lines & listed.get(p, set()) for p, lines in self.used.items()}
+        self.missing = []
+        for d in sorted(self.defs, key=lambda d: (d.path, d.first)):
+            left = set(range(d.first, d.last + 1)) - listed.get(d.path, set())
+            if left:
+                self.missing.append((d, len(left)))
+        self.missing.sort(key=lambda m: -m[1])
+
+    def counts(self):
+        return sum(map(len, self.covered.values())), sum(map(len, self.used.values()))
+
+    def fraction(self):
+        covered, used = self.counts()
+        return covered / used if used else 1.0
+
+    def percent(self):
+        """The share in whole percent, rounded down: a path at 89.6% is not shown as 90%."""
+        covered, used = self.counts()
+        return f"{covered * 100 // used if used else 100}%"
+
+    def line(self):
+        covered, used = self.counts()
+        text = f"{self.lesson}: coverage {self.percent()} ({covered}/{used} lines in {len(self.used)} files)"
+        if self.missing:
+            text += ", missing: " + ", ".join(f"{d.name} ({d.where()})" for d, _ in self.missing)
+        return text
+
+
 def reading_block(lesson, lesson_dir):
     out = ["Read the code in this order (generated by `docs/reading.py` from the tree as it is; the line",
            "ranges follow the code):", ""]
@@ -600,10 +858,16 @@ def filled(marker, text, path, lesson, make):
     return marker.sub(sub, text)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="exit 1 if a generated block is out of date")
-    args = ap.parse_args()
+    ap.add_argument("--coverage", action="store_true",
+                    help="print each lesson's coverage and what its reading path leaves out; change nothing")
+    args = ap.parse_args(argv)
+    if args.coverage:
+        for lesson in sorted(MAIN):
+            print(Coverage(lesson).line())
+        return 0
     lessons = sorted(set(READING) | set(DIFFS))
     stale = []
     for lesson in lessons:
