@@ -10,9 +10,10 @@
     <!-- /diff -->                         changed where a step adds a policy object
 
 `python3 docs/reading.py` rewrites the blocks; `--check` exits 1 (and changes nothing) when one
-is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is a
-function, kernel, struct, enum, alias, constant or macro defined at namespace scope, found by its
-name (every overload and specialization of it in the file).
+is out of date, or when a lesson's reading path covers less than 90% of what its kernels use
+(THRESHOLD; FLOOR holds a lesson to less for a while): CI runs that. What each lesson lists is in
+READING and DIFFS below; a symbol is a function, kernel, struct, enum, alias, constant or macro
+defined at namespace scope, found by its name (every overload and specialization of it in the file).
 
 Coverage (`--coverage` prints it, with what a path leaves out): MAIN names each lesson's kernels
 and the launchers that launch them. From there the names their code uses are followed,
@@ -31,64 +32,183 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# What every launcher takes (common/problem.hpp): the shape, the tensors, the fields of every step.
+PARAMS = ["Shape", "Strides", "Packed", "Dropout", "BlockSparse", "SmyrfParams", "ScoreMods", "as", "FwdPart",
+          "FwdParams"]
+
 # lesson → [(file, [symbols], why)], in reading order: the kernel first, then what it calls.
 READING = {
     "01_naive": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what every launcher takes: the shape, the tensors (as<float> views them), scale, causal, stream, trace sink; "
+         "the fields of later steps (layouts, packed sequences, dropout, block masks, SMYRF, FlashAttention's "
+         "features) stay at their defaults here"),
+        ("steps/01_naive/naive.cu", ["kTile", "kWarp", "NaiveFwdWorkspace", "fwd_workspace", "NaiveBwdWorkspace",
+                                     "bwd_workspace", "extent"],
+         "the workspaces: S and P of the forward, dP (then dS) and D of the backward"),
         ("steps/01_naive/naive.cu", ["scores_kernel", "softmax_kernel", "pv_kernel"],
          "the forward: S = τQKᵀ, P = softmax(S), O = PV, one kernel each, every N×N matrix in HBM"),
         ("steps/01_naive/naive.cu", ["dv_kernel", "dp_kernel", "rowdot_kernel", "ds_kernel", "dq_kernel", "dk_kernel"],
          "the backward, one kernel per line of Algorithm 3"),
-        ("steps/01_naive/naive.cu", ["naive_forward", "naive_backward"], "the launchers: the order of the kernels"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "warp_max"], "the warp reductions of the softmax and of D"),
+        ("steps/01_naive/naive.cu", ["grid2d", "kRowsPerBlock", "row_blocks", "naive_pv", "naive_dv", "naive_dq_dk",
+                                     "naive_forward", "naive_backward"],
+         "the launchers: the grids and the order of the kernels (step 02 keeps naive_pv, naive_dv and naive_dq_dk)"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "for_each_tile",
+                                        "FS_TRACE_EVENT"],
+         "tracing: one thread per CTA records the end of each phase; CtaTracer<false> compiles every event to nothing"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"],
+         "a launch: the plain kernel, or with a trace sink its traced twin, in an NVTX range"),
         ("common/reference.cpp", ["reference_forward"], "the fp64 reference every step is checked against"),
     ],
     "02_fused": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers take, as in step 01"),
+        ("steps/02_fused/fused.cu", ["kThreads", "kWarps", "kSmemTarget", "scores_smem_bytes", "rows_per_cta"],
+         "how many rows of S fit in shared memory"),
         ("steps/02_fused/fused.cu", ["scores_softmax_kernel"], "S and its softmax in one kernel: S stays on chip"),
         ("steps/02_fused/fused.cu", ["ds_fused_kernel"], "dP, D and dS in one kernel: dP stays on chip"),
-        ("steps/02_fused/fused.cu", ["rows_per_cta", "fused_forward", "fused_backward"],
-         "how many rows of S fit in shared memory, and the launchers"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "warp_max"], "the warp reductions, as in step 01"),
+        ("steps/02_fused/fused.cu", ["launch_scores_softmax", "fused_forward", "fused_backward"],
+         "the launchers: R rows of S per CTA, and step 01's kernels for O = PV, dV, dQ and dK"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"],
+         "a launch, plain or traced; above 48 KiB of shared memory the kernel opts in to more"),
     ],
     "03_tiled": [
-        ("steps/03_tiled/tiled.cu", ["tiled_forward_kernel"], "the kernel: two passes over K, then V"),
-        ("common/flash_tile.cuh", ["RowTile", "load_q_rows", "row_scores", "mask_scores", "row_max", "accumulate_pv",
-                                   "store_row"],
-         "the tile helpers it calls (and steps 04-06 too): who holds which rows, S = qKᵀ, O += PV"),
+        ("common/problem.hpp", PARAMS,
+         "what the launcher takes, and the kernel too, by value (step 01's lesson says which fields are later steps')"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile"],
+         "the tile: a CTA's query rows, R rows × DC columns a thread, Bc keys a tile (measured, and step 04's too)"),
+        ("steps/03_tiled/tiled.cu", ["TiledTile", "tiled_forward_kernel"], "the kernel: two passes over K, then V"),
+        ("common/flash_tile.cuh", ["kLog2e", "kLn2", "load_q_rows", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv", "store_row"],
+         "the tile helpers it calls (and steps 04-06 too): q in log2 units, S = qKᵀ, the masks, O += PV, O, LSE out"),
         ("common/tile_policies.cuh", ["DenseWalk"], "which key tiles a CTA visits"),
-        ("common/cuda_utils.cuh", ["cp_async_16", "load_rows_async"], "tiles into shared memory with cp.async"),
+        ("common/cuda_utils.cuh", ["cp_async_16", "cp_async_commit", "cp_async_wait", "load_rows_async"],
+         "tiles into shared memory with cp.async"),
+        ("steps/03_tiled/tiled.cu", ["launch", "tiled_forward"],
+         "the launcher: the grid, two stages of K and V in shared memory, causal or not"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"],
+         "the head dimensions the kernels are compiled for, and the switch that picks one"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"], "a launch, plain or traced"),
     ],
     "04_online_softmax": [
-        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"],
+        ("common/problem.hpp", PARAMS,
+         "what the launcher and the kernel take (step 01's lesson says which fields are later steps')"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile"], "the tile, as in step 03"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["Flash2Tile", "flash2_forward_kernel"],
          "fa2: one pass, the running max and normaliser, O rescaled by α = e^(m − m_new)"),
-        ("common/flash_tile.cuh", ["row_scores", "mask_scores", "accumulate_pv", "store_row"],
+        ("common/flash_tile.cuh", ["kLog2e", "kLn2", "load_q_rows", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv", "store_row"],
          "the tile helpers, as in step 03"),
-        ("common/tile_policies.cuh", ["DenseWalk", "NoDropout", "NoFeatures"],
-         "the three policy objects it takes, plain here: steps 05 and 06 pass their own walks and "
-         "dropout, common/flash_features.cuh FlashAttention's softcap, ALiBi and window"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the three policy objects it takes, plain here (KeepAll and NoChain: what NoDropout and NoFeatures hand "
+         "back): steps 05 and 06 pass their own walks and dropout; SeqSpan, the CTA's queries and keys"),
+        ("common/flash_features.cuh", ["SoftcapChain", "FlashFeaturesOf", "FlashFeatures", "FlashFeaturesNoCap"],
+         "the Features a run with FlashAttention's interface gets: softcap, ALiBi, a window, K and V of their own "
+         "shape, packed sequences"),
+        ("common/problem.hpp", ["window_lo", "window_end", "TileRun", "clip_tiles"],
+         "a window's reach over tiles, which the IO models share"),
+        ("common/cuda_utils.cuh", ["cp_async_16", "cp_async_commit", "cp_async_wait", "load_rows_async"],
+         "tiles into shared memory with cp.async"),
+        ("steps/04_online_softmax/flash.cu", ["launch", "flash_forward"],
+         "the launchers: the variant, then the policies a run's features need, per head dimension"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["launch_flash2"],
+         "fa2's launch: grid (query tiles, B·H, sequences), two stages of K and V"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, checked and filled in before the launch; where a CTA's rows start"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"],
+         "the head dimensions compiled, and the switch that picks one"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT", "FS_TRACE_STATS"],
+         "tracing, with the sampled row's running m and ℓ"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"],
+         "a launch, plain or traced (traced twins at the traced runs' d only)"),
         ("steps/04_online_softmax/flash.cu", ["alg1_forward_kernel"],
          "alg1: Algorithm 1 as the paper writes it, O, ℓ, m in HBM"),
     ],
     "05_recompute_backward": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take (step 01's lesson says which fields are later steps')"),
+        ("steps/05_recompute_backward/backward.cuh", ["BwdTile", "kBwdStage", "kPreprocessRows", "lse_log2"],
+         "the backward's tile (2 rows × 16 columns a thread), its pipeline stage, and LSE in log2 units"),
+        ("common/flash_tile.cuh", ["RowTile"], "the tile, as in step 03"),
         ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel"], "D = rowsum(dO ∘ O), once per row"),
-        ("steps/05_recompute_backward/backward.cuh", ["bwd_dkdv_kernel"],
-         "dK, dV per key tile (and dQ by atomics), P recomputed from LSE"),
+        ("steps/05_recompute_backward/backward.cuh", ["mask_probs", "DkdvSmem", "QueryRows", "load_query_stage",
+                                                      "bwd_dkdv_kernel"],
+         "dK, dV per key tile (and dQ by atomics), P recomputed from LSE: its shared memory, masks, query stages"),
         ("steps/05_recompute_backward/backward.cuh", ["bwd_dq_kernel"], "the deterministic dQ, per query tile"),
+        ("common/flash_tile.cuh", ["kLog2e", "load_q_rows", "row_scores", "accumulate_pv"],
+         "the tile helpers, as in step 03"),
         ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"],
          "dropout as a policy object: Z regenerated from the seed wherever it is needed"),
+        ("common/philox.hpp", ["FS_HOST_DEVICE", "Philox4x32", "kM0", "kM1", "kW0", "kW1", "mulhilo", "philox4x32_10",
+                               "dropout_threshold", "dropout_bits"],
+         "the counter-based generator behind Z"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the plain policy objects, as in step 04"),
+        ("common/flash_features.cuh", ["SoftcapChain", "FlashFeaturesOf", "FlashFeatures", "FlashFeaturesNoCap"],
+         "FlashAttention's features, as in step 04; the softcap's derivative for the chain rule"),
+        ("common/problem.hpp", ["window_lo", "window_end", "TileRun", "clip_tiles"], "a window's reach over tiles"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "cp_async_16", "cp_async_commit", "cp_async_wait",
+                                   "load_rows_async"],
+         "warp sums and cp.async"),
         ("steps/05_recompute_backward/backward.cuh", ["launch_backward", "run_backward"], "the launchers"),
-        ("common/philox.hpp", ["philox4x32_10", "dropout_bits"], "the counter-based generator behind Z"),
+        ("steps/05_recompute_backward/backward.cu", ["recompute_backward"],
+         "the backward the step runs: the walk, the dropout and the features a run asks for"),
+        ("steps/05_recompute_backward/backward.hpp", ["Step05Variant"], "its variants: atomic or deterministic dQ"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"], "a launch, plain or traced"),
     ],
     "07_smyrf": [
-        ("common/smyrf.hpp", ["SmyrfGeometry"], "where a round's clusters lie in its sorted orders (host and GPU)"),
-        ("steps/07_smyrf/hash.cuh", ["smyrf_norms_kernel", "smyrf_hash_kernel"],
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take; SmyrfParams, the clustering (step 01's lesson says which other "
+         "fields are later steps')"),
+        ("common/smyrf.hpp", ["SmyrfGeometry", "smyrf_geometry", "kSmyrfMaxHashes", "SmyrfProjections"],
+         "where a round's clusters lie in its sorted orders (host and GPU), and the rounds' projections"),
+        ("steps/07_smyrf/hash.cuh", ["SmyrfProjParams", "kNormThreads", "kNormRows", "kNormSmemBytes", "kHashRows",
+                                    "kHashSmemBytes", "smyrf_norms_kernel", "smyrf_hash_kernel"],
          "the clustering: XBOX+ and E2LSH hashes of every round, in double, as sort keys"),
-        ("steps/07_smyrf/smyrf.cu", ["cluster_on_gpu"], "the clustering's launches and the sort (CUB's segmented radix sort): the orders"),
-        ("steps/07_smyrf/schedule.cuh", ["launch_forward_rounds_of", "launch_backward_rounds"],
+        ("steps/07_smyrf/smyrf.hpp", ["SmyrfWorkspace"], "the forward's workspace: the orders, and the sort's buffers"),
+        ("steps/07_smyrf/smyrf.cu", ["kAlign", "align_up", "sort_temp_bytes", "smyrf_workspace", "cluster_on_gpu"],
+         "the clustering's launches and the sort (CUB's segmented radix sort): the orders"),
+        ("steps/07_smyrf/schedule.cuh", ["launch_hashes", "launch_forward_rounds_of", "launch_forward_rounds",
+                                         "dispatch_bwd_rows", "launch_backward_rounds"],
          "the launches in order, with their grids (the GPU's and the CPU emulation's alike)"),
+        ("steps/07_smyrf/smyrf.cu", ["require_contiguous", "smyrf_forward", "smyrf_backward"],
+         "the forward and the backward the step runs"),
         ("steps/07_smyrf/gather.cuh", ["gather_rows_async", "gather_rows"],
          "the step's addition to the tile machinery: rows through an order"),
-        ("steps/07_smyrf/cluster_forward.cuh", ["smyrf_round_forward_kernel"],
+        ("steps/07_smyrf/cluster_forward.cuh", ["SmyrfRowShape", "SmyrfFwdTile", "smyrf_cta_rows",
+                                                "smyrf_round_forward_kernel"],
          "one round: step 04's fa2 over a cluster's gathered rows, merged into O and LSE by the LSE rule"),
-        ("steps/07_smyrf/cluster_backward.cuh", ["smyrf_round_dkdv_kernel", "smyrf_round_dq_kernel"],
+        ("steps/07_smyrf/cluster_backward.cuh", ["SmyrfBwdTile", "smyrf_bwd_rows", "gather_query_stage",
+                                                 "trace_query_rows", "smyrf_round_dkdv_kernel",
+                                                 "smyrf_round_dq_kernel"],
          "the backward of one round: step 05's kernels over the clusters, adding to dK, dV and dQ"),
+        ("steps/05_recompute_backward/backward.cuh", ["kBwdStage", "kPreprocessRows", "DkdvSmem"],
+         "step 05's pipeline stage and dK/dV shared memory, which the round kernels keep"),
+        ("common/flash_tile.cuh", ["RowTile", "kLog2e", "kLn2", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv"],
+         "the tile and its helpers, as in step 03"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "cp_async_16", "cp_async_commit", "cp_async_wait"],
+         "a warp's width, and cp.async"),
+        ("steps/04_online_softmax/flash_params.hpp", ["fp32_strides", "fill_forward_strides", "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT", "FS_TRACE_STATS"],
+         "tracing, as in step 04; a round's events name rows by their slots in the orders"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch", "launch_untraced"],
+         "a launch, plain or traced"),
         ("common/smyrf.cpp", ["forward_row", "smyrf_check_orders"],
          "the host reference of a query's rounds, and the check a GPU's clusters are held to"),
     ],
@@ -143,10 +263,41 @@ READING = {
          "the FP8 forward's own pieces: scores in base-2 units with P̃ up to 2⁸, P̃ rounded to e4m3 where it lies, the quantizer before the kernel"),
     ],
     "06_block_sparse": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take; BlockSparse, the mask's lists as the kernels walk them"),
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
          "the step's addition: a walk over the nonzero blocks of the mask"),
         ("steps/06_block_sparse/block_sparse.cu", ["block_sparse_forward", "block_sparse_backward"],
          "steps 04 and 05's kernels, instantiated with it"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["Flash2Tile", "flash2_forward_kernel", "launch_flash2"],
+         "step 04's forward and its launch: the walk decides which key tiles its loop visits"),
+        ("steps/05_recompute_backward/backward.cuh", ["BwdTile", "kBwdStage", "kPreprocessRows", "lse_log2",
+                                                      "bwd_preprocess_kernel", "mask_probs", "DkdvSmem", "QueryRows",
+                                                      "load_query_stage", "bwd_dkdv_kernel", "bwd_dq_kernel",
+                                                      "launch_backward", "run_backward"],
+         "step 05's backward and its launchers: the walk gives the dK/dV kernel its query tiles, the dQ kernel its "
+         "key tiles"),
+        ("steps/05_recompute_backward/backward.hpp", ["Step05Variant"], "atomic or deterministic dQ"),
+        ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"], "step 05's dropout"),
+        ("common/philox.hpp", ["FS_HOST_DEVICE", "Philox4x32", "kM0", "kM1", "kW0", "kW1", "mulhilo", "philox4x32_10",
+                               "dropout_threshold", "dropout_bits"],
+         "the generator behind the dropout mask"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile", "kLog2e", "kLn2", "load_q_rows", "row_scores",
+                                   "mask_scores", "row_max", "accumulate_pv", "store_row"],
+         "the tile and its helpers, as in step 03"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the plain policy objects, as in step 04 (DenseWalk is the walk BlockListWalk replaces)"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "cp_async_16", "cp_async_commit", "cp_async_wait",
+                                   "load_rows_async"],
+         "warp sums and cp.async"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "FS_TRACE_EVENT",
+                                        "FS_TRACE_STATS"],
+         "tracing, as in step 04; a walk's skipped blocks are events too"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"], "a launch, plain or traced"),
         ("common/block_mask.cpp", ["make_pattern", "to_lists"], "the masks, and their lists in CSR and CSC form"),
         ("steps/06_block_sparse/block_sparse.cu", ["mask_unsupported", "io_block_sparse_forward"],
          "which blocks the kernels' tiles allow; the IO model over the lists"),
@@ -208,6 +359,12 @@ COMMON = ["common/problem.hpp", "common/cuda_utils.cuh", "common/flash_tile.cuh"
           "common/flash_features.cuh", "common/philox.hpp", "common/recorder/device.cuh", "common/recorder/launch.cuh",
           "common/smyrf.hpp", "common/e4m3.hpp"]
 INDEXED = (".cu", ".cuh", ".hpp", ".cpp")
+
+# The share of what its kernels use that a lesson's reading path must list (--check), and lessons
+# held to less for now: steps 08 and 09 at what their paths covered before issue 45 restructures
+# them; the entry goes when that lands, and a path that covers less than its floor fails.
+THRESHOLD = 0.9
+FLOOR = {"08_tensor_cores": 0.48, "09_hopper": 0.56}
 
 # lesson → [(title, before, after)], each side a list of (file, symbol): the symbols' text,
 # concatenated, diffed.
@@ -806,6 +963,9 @@ class Coverage:
         covered, used = self.counts()
         return covered / used if used else 1.0
 
+    def floor(self):
+        return FLOOR.get(self.lesson, THRESHOLD)
+
     def percent(self):
         """The share in whole percent, rounded down: a path at 89.6% is not shown as 90%."""
         covered, used = self.counts()
@@ -860,7 +1020,8 @@ def filled(marker, text, path, lesson, make):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if a generated block is out of date")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a generated block is out of date or a reading path covers too little")
     ap.add_argument("--coverage", action="store_true",
                     help="print each lesson's coverage and what its reading path leaves out; change nothing")
     args = ap.parse_args(argv)
@@ -884,8 +1045,14 @@ def main(argv=None):
             if not args.check:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(new)
-    if args.check and stale:
-        print("out of date (run python3 docs/reading.py):", ", ".join(stale))
+    short = [c for c in map(Coverage, sorted(MAIN)) if c.fraction() < c.floor()] if args.check else []
+    if args.check and (stale or short):
+        if stale:
+            print("out of date (run python3 docs/reading.py):", ", ".join(stale))
+        for c in short:
+            covered, used = c.counts()
+            print(f"{c.lesson}: the reading path covers {c.percent()} ({covered}/{used} lines) of what its "
+                  f"kernels use, below {c.floor():.0%} (python3 docs/reading.py --coverage lists what it leaves out)")
         return 1
     verb = "checked" if args.check else "wrote"
     print(f"{verb} the reading path of {len(lessons)} lessons" + (f"; updated {', '.join(stale)}" if stale else ""))
