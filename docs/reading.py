@@ -10,8 +10,19 @@
     <!-- /diff -->                         changed where a step adds a policy object
 
 `python3 docs/reading.py` rewrites the blocks; `--check` exits 1 (and changes nothing) when one
-is out of date: CI runs that. What each lesson lists is in READING and DIFFS below; a symbol is
-a function, kernel, struct or alias defined at namespace scope, found by its name.
+is out of date, or when a lesson's reading path covers less than 90% of what its kernels use
+(THRESHOLD; FLOOR holds a lesson to less for a while): CI runs that. What each lesson lists is in
+READING and DIFFS below; a symbol is a function, kernel, struct, enum, alias, constant or macro
+defined at namespace scope, found by its name (every overload and specialization of it in the file).
+
+Coverage (`--coverage` prints it, with what a path leaves out): MAIN names each lesson's kernels
+and the launchers that launch them. From there the names their code uses are followed,
+transitively, to the definitions of steps/ and of the helpers of common/ in COMMON: a name resolves
+to a definition of its namespace in a file that the code's translation unit includes, or, for a
+function only declared there, in the file that defines it. Other kernels stop the walk (and the
+launchers that lead only to them: other variants). The lines of the definitions reached, each with
+its template header and the comment above it, are what a reader of the kernel reads; a lesson's
+coverage is the share of them inside its READING ranges.
 """
 import argparse
 import difflib
@@ -21,66 +32,185 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# What every launcher takes (common/problem.hpp): the shape, the tensors, the fields of every step.
+PARAMS = ["Shape", "Strides", "Packed", "Dropout", "BlockSparse", "SmyrfParams", "ScoreMods", "as", "FwdPart",
+          "FwdParams"]
+
 # lesson → [(file, [symbols], why)], in reading order: the kernel first, then what it calls.
 READING = {
     "01_naive": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what every launcher takes: the shape, the tensors (as<float> views them), scale, causal, stream, trace sink; "
+         "the fields of later steps (layouts, packed sequences, dropout, block masks, SMYRF, FlashAttention's "
+         "features) stay at their defaults here"),
+        ("steps/01_naive/naive.cu", ["kTile", "kWarp", "NaiveFwdWorkspace", "fwd_workspace", "NaiveBwdWorkspace",
+                                     "bwd_workspace", "extent"],
+         "the workspaces: S and P of the forward, dP (then dS) and D of the backward"),
         ("steps/01_naive/naive.cu", ["scores_kernel", "softmax_kernel", "pv_kernel"],
          "the forward: S = τQKᵀ, P = softmax(S), O = PV, one kernel each, every N×N matrix in HBM"),
         ("steps/01_naive/naive.cu", ["dv_kernel", "dp_kernel", "rowdot_kernel", "ds_kernel", "dq_kernel", "dk_kernel"],
          "the backward, one kernel per line of Algorithm 3"),
-        ("steps/01_naive/naive.cu", ["naive_forward", "naive_backward"], "the launchers: the order of the kernels"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "warp_max"], "the warp reductions of the softmax and of D"),
+        ("steps/01_naive/naive.cu", ["grid2d", "kRowsPerBlock", "row_blocks", "naive_pv", "naive_dv", "naive_dq_dk",
+                                     "naive_forward", "naive_backward"],
+         "the launchers: the grids and the order of the kernels (step 02 keeps naive_pv, naive_dv and naive_dq_dk)"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "for_each_tile",
+                                        "FS_TRACE_EVENT"],
+         "tracing: one thread per CTA records the end of each phase; CtaTracer<false> compiles every event to nothing"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"],
+         "a launch: the plain kernel, or with a trace sink its traced twin, in an NVTX range"),
         ("common/reference.cpp", ["reference_forward"], "the fp64 reference every step is checked against"),
     ],
     "02_fused": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers take, as in step 01"),
+        ("steps/02_fused/fused.cu", ["kThreads", "kWarps", "kSmemTarget", "scores_smem_bytes", "rows_per_cta"],
+         "how many rows of S fit in shared memory"),
         ("steps/02_fused/fused.cu", ["scores_softmax_kernel"], "S and its softmax in one kernel: S stays on chip"),
         ("steps/02_fused/fused.cu", ["ds_fused_kernel"], "dP, D and dS in one kernel: dP stays on chip"),
-        ("steps/02_fused/fused.cu", ["rows_per_cta", "fused_forward", "fused_backward"],
-         "how many rows of S fit in shared memory, and the launchers"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "warp_max"], "the warp reductions, as in step 01"),
+        ("steps/02_fused/fused.cu", ["launch_scores_softmax", "fused_forward", "fused_backward"],
+         "the launchers: R rows of S per CTA, and step 01's kernels for O = PV, dV, dQ and dK"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"],
+         "a launch, plain or traced; above 48 KiB of shared memory the kernel opts in to more"),
     ],
     "03_tiled": [
-        ("steps/03_tiled/tiled.cu", ["tiled_forward_kernel"], "the kernel: two passes over K, then V"),
-        ("common/flash_tile.cuh", ["RowTile", "load_q_rows", "row_scores", "mask_scores", "row_max", "accumulate_pv",
-                                   "store_row"],
-         "the tile helpers it calls (and steps 04-06 too): who holds which rows, S = qKᵀ, O += PV"),
+        ("common/problem.hpp", PARAMS,
+         "what the launcher takes, and the kernel too, by value (step 01's lesson says which fields are later steps')"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile"],
+         "the tile: a CTA's query rows, R rows × DC columns a thread, Bc keys a tile (measured, and step 04's too)"),
+        ("steps/03_tiled/tiled.cu", ["TiledTile", "tiled_forward_kernel"], "the kernel: two passes over K, then V"),
+        ("common/flash_tile.cuh", ["kLog2e", "kLn2", "load_q_rows", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv", "store_row"],
+         "the tile helpers it calls (and steps 04-06 too): q in log2 units, S = qKᵀ, the masks, O += PV, O, LSE out"),
         ("common/tile_policies.cuh", ["DenseWalk"], "which key tiles a CTA visits"),
-        ("common/cuda_utils.cuh", ["cp_async_16", "load_rows_async"], "tiles into shared memory with cp.async"),
+        ("common/cuda_utils.cuh", ["cp_async_16", "cp_async_commit", "cp_async_wait", "load_rows_async"],
+         "tiles into shared memory with cp.async"),
+        ("steps/03_tiled/tiled.cu", ["launch", "tiled_forward"],
+         "the launcher: the grid, two stages of K and V in shared memory, causal or not"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"],
+         "the head dimensions the kernels are compiled for, and the switch that picks one"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch"], "a launch, plain or traced"),
     ],
     "04_online_softmax": [
-        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"],
+        ("common/problem.hpp", PARAMS,
+         "what the launcher and the kernel take (step 01's lesson says which fields are later steps')"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile"], "the tile, as in step 03"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["Flash2Tile", "flash2_forward_kernel"],
          "fa2: one pass, the running max and normaliser, O rescaled by α = e^(m − m_new)"),
-        ("common/flash_tile.cuh", ["row_scores", "mask_scores", "accumulate_pv", "store_row"],
+        ("common/flash_tile.cuh", ["kLog2e", "kLn2", "load_q_rows", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv", "store_row"],
          "the tile helpers, as in step 03"),
-        ("common/tile_policies.cuh", ["DenseWalk", "NoDropout", "NoFeatures"],
-         "the three policy objects it takes, plain here: steps 05 and 06 pass their own walks and "
-         "dropout, common/flash_features.cuh FlashAttention's softcap, ALiBi and window"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the three policy objects it takes, plain here (KeepAll and NoChain: what NoDropout and NoFeatures hand "
+         "back): steps 05 and 06 pass their own walks and dropout; SeqSpan, the CTA's queries and keys"),
+        ("common/flash_features.cuh", ["SoftcapChain", "FlashFeaturesOf", "FlashFeatures", "FlashFeaturesNoCap"],
+         "the Features a run with FlashAttention's interface gets: softcap, ALiBi, a window, K and V of their own "
+         "shape, packed sequences"),
+        ("common/problem.hpp", ["window_lo", "window_end", "TileRun", "clip_tiles"],
+         "a window's reach over tiles, which the IO models share"),
+        ("common/cuda_utils.cuh", ["cp_async_16", "cp_async_commit", "cp_async_wait", "load_rows_async"],
+         "tiles into shared memory with cp.async"),
+        ("steps/04_online_softmax/flash.cu", ["launch", "flash_forward"],
+         "the launchers: the variant, then the policies a run's features need, per head dimension"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["launch_flash2"],
+         "fa2's launch: grid (query tiles, B·H, sequences), two stages of K and V"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, checked and filled in before the launch; where a CTA's rows start"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"],
+         "the head dimensions compiled, and the switch that picks one"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT", "FS_TRACE_STATS"],
+         "tracing, with the sampled row's running m and ℓ"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"],
+         "a launch, plain or traced (traced twins at the traced runs' d only)"),
         ("steps/04_online_softmax/flash.cu", ["alg1_forward_kernel"],
          "alg1: Algorithm 1 as the paper writes it, O, ℓ, m in HBM"),
     ],
     "05_recompute_backward": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take (step 01's lesson says which fields are later steps')"),
+        ("steps/05_recompute_backward/backward.cuh", ["BwdTile", "kBwdStage", "kPreprocessRows", "lse_log2"],
+         "the backward's tile (2 rows × 16 columns a thread), its pipeline stage, and LSE in log2 units"),
+        ("common/flash_tile.cuh", ["RowTile"], "the tile, as in step 03"),
         ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel"], "D = rowsum(dO ∘ O), once per row"),
-        ("steps/05_recompute_backward/backward.cuh", ["bwd_dkdv_kernel"],
-         "dK, dV per key tile (and dQ by atomics), P recomputed from LSE"),
+        ("steps/05_recompute_backward/backward.cuh", ["mask_probs", "DkdvSmem", "QueryRows", "load_query_stage",
+                                                      "bwd_dkdv_kernel"],
+         "dK, dV per key tile (and dQ by atomics), P recomputed from LSE: its shared memory, masks, query stages"),
         ("steps/05_recompute_backward/backward.cuh", ["bwd_dq_kernel"], "the deterministic dQ, per query tile"),
+        ("common/flash_tile.cuh", ["kLog2e", "load_q_rows", "row_scores", "accumulate_pv"],
+         "the tile helpers, as in step 03"),
         ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"],
          "dropout as a policy object: Z regenerated from the seed wherever it is needed"),
+        ("common/philox.hpp", ["FS_HOST_DEVICE", "Philox4x32", "kM0", "kM1", "kW0", "kW1", "mulhilo", "philox4x32_10",
+                               "dropout_threshold", "dropout_bits"],
+         "the counter-based generator behind Z"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the plain policy objects, as in step 04"),
+        ("common/flash_features.cuh", ["SoftcapChain", "FlashFeaturesOf", "FlashFeatures", "FlashFeaturesNoCap"],
+         "FlashAttention's features, as in step 04; the softcap's derivative for the chain rule"),
+        ("common/problem.hpp", ["window_lo", "window_end", "TileRun", "clip_tiles"], "a window's reach over tiles"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "cp_async_16", "cp_async_commit", "cp_async_wait",
+                                   "load_rows_async"],
+         "warp sums and cp.async"),
         ("steps/05_recompute_backward/backward.cuh", ["launch_backward", "run_backward"], "the launchers"),
-        ("steps/05_recompute_backward/launch.cuh", ["recompute_forward_at", "recompute_backward_at"],
-         "which instantiation each pass runs at one head dimension (dropout, the features)"),
-        ("common/philox.hpp", ["philox4x32_10", "dropout_bits"], "the counter-based generator behind Z"),
+        ("steps/05_recompute_backward/backward.cu", ["recompute_backward"],
+         "the backward the step runs, at the head dimension of the run"),
+        ("steps/05_recompute_backward/launch.cuh", ["recompute_backward_at"],
+         "at one head dimension (a translation unit each): the dropout and the features a run asks for"),
+        ("steps/05_recompute_backward/backward.hpp", ["Step05Variant"], "its variants: atomic or deterministic dQ"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "FS_TRACE_EVENT"],
+         "tracing, as in step 01"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"], "a launch, plain or traced"),
     ],
     "07_smyrf": [
-        ("common/smyrf.hpp", ["SmyrfGeometry"], "where a round's clusters lie in its sorted orders (host and GPU)"),
-        ("steps/07_smyrf/hash.cuh", ["smyrf_norms_kernel", "smyrf_hash_kernel"],
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take; SmyrfParams, the clustering (step 01's lesson says which other "
+         "fields are later steps')"),
+        ("common/smyrf.hpp", ["SmyrfGeometry", "smyrf_geometry", "kSmyrfMaxHashes", "SmyrfProjections"],
+         "where a round's clusters lie in its sorted orders (host and GPU), and the rounds' projections"),
+        ("steps/07_smyrf/hash.cuh", ["SmyrfProjParams", "kNormThreads", "kNormRows", "kNormSmemBytes", "kHashRows",
+                                    "kHashSmemBytes", "smyrf_norms_kernel", "smyrf_hash_kernel"],
          "the clustering: XBOX+ and E2LSH hashes of every round, in double, as sort keys"),
-        ("steps/07_smyrf/smyrf.cu", ["cluster_on_gpu"], "the clustering's launches and the sort (CUB's segmented radix sort): the orders"),
-        ("steps/07_smyrf/schedule.cuh", ["launch_forward_rounds_of", "launch_backward_rounds"],
+        ("steps/07_smyrf/smyrf.hpp", ["SmyrfWorkspace"], "the forward's workspace: the orders, and the sort's buffers"),
+        ("steps/07_smyrf/smyrf.cu", ["kAlign", "align_up", "sort_temp_bytes", "smyrf_workspace", "cluster_on_gpu"],
+         "the clustering's launches and the sort (CUB's segmented radix sort): the orders"),
+        ("steps/07_smyrf/schedule.cuh", ["launch_hashes", "launch_forward_rounds_of", "launch_forward_rounds",
+                                         "dispatch_bwd_rows", "launch_backward_rounds"],
          "the launches in order, with their grids (the GPU's and the CPU emulation's alike)"),
+        ("steps/07_smyrf/smyrf.cu", ["require_contiguous", "smyrf_forward", "smyrf_backward"],
+         "the forward and the backward the step runs"),
         ("steps/07_smyrf/gather.cuh", ["gather_rows_async", "gather_rows"],
          "the step's addition to the tile machinery: rows through an order"),
-        ("steps/07_smyrf/cluster_forward.cuh", ["smyrf_round_forward_kernel"],
+        ("steps/07_smyrf/cluster_forward.cuh", ["SmyrfRowShape", "SmyrfFwdTile", "smyrf_cta_rows",
+                                                "smyrf_round_forward_kernel"],
          "one round: step 04's fa2 over a cluster's gathered rows, merged into O and LSE by the LSE rule"),
-        ("steps/07_smyrf/cluster_backward.cuh", ["smyrf_round_dkdv_kernel", "smyrf_round_dq_kernel"],
+        ("steps/07_smyrf/cluster_backward.cuh", ["SmyrfBwdTile", "smyrf_bwd_rows", "gather_query_stage",
+                                                 "trace_query_rows", "smyrf_round_dkdv_kernel",
+                                                 "smyrf_round_dq_kernel"],
          "the backward of one round: step 05's kernels over the clusters, adding to dK, dV and dQ"),
+        ("steps/05_recompute_backward/backward.cuh", ["kBwdStage", "kPreprocessRows", "DkdvSmem"],
+         "step 05's pipeline stage and dK/dV shared memory, which the round kernels keep"),
+        ("common/flash_tile.cuh", ["RowTile", "kLog2e", "kLn2", "row_scores", "mask_scores", "row_max",
+                                   "accumulate_pv"],
+         "the tile and its helpers, as in step 03"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "cp_async_16", "cp_async_commit", "cp_async_wait"],
+         "a warp's width, and cp.async"),
+        ("steps/04_online_softmax/flash_params.hpp", ["fp32_strides", "fill_forward_strides", "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT", "FS_TRACE_STATS"],
+         "tracing, as in step 04; a round's events name rows by their slots in the orders"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch", "launch_untraced"],
+         "a launch, plain or traced"),
         ("common/smyrf.cpp", ["forward_row", "smyrf_check_orders"],
          "the host reference of a query's rounds, and the check a GPU's clusters are held to"),
     ],
@@ -135,15 +265,108 @@ READING = {
          "the FP8 forward's own pieces: scores in base-2 units with P̃ up to 2⁸, P̃ rounded to e4m3 where it lies, the quantizer before the kernel"),
     ],
     "06_block_sparse": [
+        ("common/problem.hpp", PARAMS + ["BwdParams"],
+         "what the launchers and the kernels take; BlockSparse, the mask's lists as the kernels walk them"),
         ("steps/06_block_sparse/block_list_walk.cuh", ["BlockListWalk"],
          "the step's addition: a walk over the nonzero blocks of the mask"),
         ("steps/06_block_sparse/block_sparse.cu", ["block_sparse_forward", "block_sparse_backward"],
          "steps 04 and 05's kernels, instantiated with it"),
+        ("steps/04_online_softmax/flash2_forward.cuh", ["Flash2Tile", "flash2_forward_kernel", "launch_flash2"],
+         "step 04's forward and its launch: the walk decides which key tiles its loop visits"),
+        ("steps/05_recompute_backward/backward.cuh", ["BwdTile", "kBwdStage", "kPreprocessRows", "lse_log2",
+                                                      "bwd_preprocess_kernel", "mask_probs", "DkdvSmem", "QueryRows",
+                                                      "load_query_stage", "bwd_dkdv_kernel", "bwd_dq_kernel",
+                                                      "launch_backward", "run_backward"],
+         "step 05's backward and its launchers: the walk gives the dK/dV kernel its query tiles, the dQ kernel its "
+         "key tiles"),
+        ("steps/05_recompute_backward/backward.hpp", ["Step05Variant"], "atomic or deterministic dQ"),
+        ("steps/05_recompute_backward/dropout.cuh", ["KeepBits", "PhiloxDropout"], "step 05's dropout"),
+        ("common/philox.hpp", ["FS_HOST_DEVICE", "Philox4x32", "kM0", "kM1", "kW0", "kW1", "mulhilo", "philox4x32_10",
+                               "dropout_threshold", "dropout_bits"],
+         "the generator behind the dropout mask"),
+        ("common/flash_tile.cuh", ["RowTile", "DefaultRowTile", "kLog2e", "kLn2", "load_q_rows", "row_scores",
+                                   "mask_scores", "row_max", "accumulate_pv", "store_row"],
+         "the tile and its helpers, as in step 03"),
+        ("common/tile_policies.cuh", ["DenseWalk", "KeepAll", "NoDropout", "NoChain", "SeqSpan", "NoFeatures"],
+         "the plain policy objects, as in step 04 (DenseWalk is the walk BlockListWalk replaces)"),
+        ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "cp_async_16", "cp_async_commit", "cp_async_wait",
+                                   "load_rows_async"],
+         "warp sums and cp.async"),
+        ("steps/04_online_softmax/flash_params.hpp", ["span_rows", "fp32_strides", "fill_forward_strides",
+                                                      "with_strides"],
+         "the tensors' layouts, as in step 04"),
+        ("common/flash_tile.cuh", ["is_compiled_head_dim", "dispatch_head_dim"], "the head dimensions compiled"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "for_each_head", "FS_TRACE_EVENT",
+                                        "FS_TRACE_STATS"],
+         "tracing, as in step 04; a walk's skipped blocks are events too"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"], "a launch, plain or traced"),
         ("common/block_mask.cpp", ["make_pattern", "to_lists"], "the masks, and their lists in CSR and CSC form"),
         ("steps/06_block_sparse/block_sparse.cu", ["mask_unsupported", "io_block_sparse_forward"],
          "which blocks the kernels' tiles allow; the IO model over the lists"),
     ],
 }
+
+# lesson → [(file, [symbols])]: the lesson's kernels (its __global__ functions) and the launchers
+# that launch them, where its coverage is measured from (see above). Step 06 adds a walk to steps 04
+# and 05's kernels: those are its kernels. Steps 08 and 09 start at the dispatch that picks a head
+# dimension's configuration (fa2's or fa3's tiles, the rungs), so that their configs count.
+MAIN = {
+    "01_naive": [
+        ("steps/01_naive/naive.cu", ["scores_kernel", "softmax_kernel", "pv_kernel", "dv_kernel", "dp_kernel",
+                                     "rowdot_kernel", "ds_kernel", "dq_kernel", "dk_kernel",
+                                     "naive_forward", "naive_backward"]),
+    ],
+    "02_fused": [
+        ("steps/02_fused/fused.cu", ["scores_softmax_kernel", "ds_fused_kernel", "fused_forward", "fused_backward"]),
+    ],
+    "03_tiled": [
+        ("steps/03_tiled/tiled.cu", ["tiled_forward_kernel", "tiled_forward"]),
+    ],
+    "04_online_softmax": [
+        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"]),
+        ("steps/04_online_softmax/flash.cu", ["flash_forward"]),
+    ],
+    "05_recompute_backward": [
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel", "bwd_dkdv_kernel", "bwd_dq_kernel"]),
+        ("steps/05_recompute_backward/backward.cu", ["recompute_backward"]),
+    ],
+    "06_block_sparse": [
+        ("steps/04_online_softmax/flash2_forward.cuh", ["flash2_forward_kernel"]),
+        ("steps/05_recompute_backward/backward.cuh", ["bwd_preprocess_kernel", "bwd_dkdv_kernel", "bwd_dq_kernel"]),
+        ("steps/06_block_sparse/block_sparse.cu", ["block_sparse_forward", "block_sparse_backward"]),
+    ],
+    "07_smyrf": [
+        ("steps/07_smyrf/hash.cuh", ["smyrf_norms_kernel", "smyrf_hash_kernel"]),
+        ("steps/07_smyrf/cluster_forward.cuh", ["smyrf_round_forward_kernel"]),
+        ("steps/07_smyrf/cluster_backward.cuh", ["smyrf_round_dkdv_kernel", "smyrf_round_dq_kernel"]),
+        ("steps/07_smyrf/smyrf.cu", ["smyrf_forward", "smyrf_backward"]),
+    ],
+    "08_tensor_cores": [
+        ("steps/08_tensor_cores/flash_tc_forward.cuh", ["tc_forward_kernel"]),
+        ("steps/08_tensor_cores/forward_configs.cuh", ["tc_forward_dispatch"]),
+    ],
+    "09_hopper": [
+        ("steps/09_hopper/flash_hopper_forward.cuh", ["hopper_forward_kernel"]),
+        ("steps/09_hopper/configs.cuh", ["forward_dispatch"]),
+    ],
+}
+
+# The helpers of common/ in the index beside steps/ (its .cu, .cuh, .hpp and .cpp files): the
+# problem and its parameters, the device helpers (warp sums, cp.async, the tile machinery and its
+# policy objects, FlashAttention's features), Philox, the device side of tracing and the launch,
+# SMYRF's cluster geometry and FP8's constants. Not in it: the harness (host code: buffers, CLI,
+# timing, checks, the fp64 reference), the trace's record format (common/trace/) and the CPU
+# emulator (common/emulator/), none of which a reader opens to follow a kernel.
+COMMON = ["common/problem.hpp", "common/cuda_utils.cuh", "common/flash_tile.cuh", "common/tile_policies.cuh",
+          "common/flash_features.cuh", "common/philox.hpp", "common/recorder/device.cuh", "common/recorder/launch.cuh",
+          "common/smyrf.hpp", "common/e4m3.hpp"]
+INDEXED = (".cu", ".cuh", ".hpp", ".cpp")
+
+# The share of what its kernels use that a lesson's reading path must list (--check), and lessons
+# held to less for now: steps 08 and 09 at what their paths covered before issue 45 restructures
+# them; the entry goes when that lands, and a path that covers less than its floor fails.
+THRESHOLD = 0.9
+FLOOR = {"08_tensor_cores": 0.48, "09_hopper": 0.56}
 
 # lesson → [(title, before, after)], each side a list of (file, symbol): the symbols' text,
 # concatenated, diffed.
@@ -211,51 +434,338 @@ def read_lines(path):
         return f.read().split("\n")
 
 
-def find_symbol(path, name):
-    """(first, last) lines, 1-based and inclusive, of the definition of `name` in `path`: its
-    template and attribute lines and the comment right above it, through its closing brace at
-    column 0 (or the `;` of a one-line definition)."""
-    lines = read_lines(path)
-    call = re.compile(r"\b" + re.escape(name) + r"\s*(<[^;{}]*>)?\s*\(")
-    typedef = re.compile(r"^(struct|class|union)\s+" + re.escape(name) + r"\b|^using\s+" + re.escape(name) + r"\b")
-    start = None
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("//"):
-            continue
-        if typedef.search(line):
-            start = i
-            break
-        at_column_0 = not line[:1].isspace() and line.strip()
-        continuation = line.startswith("    ") and not line.startswith("     ") and i > 0 and \
-            lines[i - 1].startswith("__global__")
-        if call.search(line) and (at_column_0 or continuation) and not line.rstrip().endswith(";"):
-            start = i
-            break
-    if start is None:
-        sys.exit(f"reading.py: {path}: no definition of {name}")
-    first = start
-    while first > 0 and re.match(r"^(template\b|__global__|__device__|__host__|inline\b|static\b|constexpr\b)",
-                                 lines[first - 1]):
-        first -= 1
-    while first > 0 and lines[first - 1].startswith("//"):
-        first -= 1
-    last = start
-    if not re.search(r"\{", "\n".join(lines[start:start + 8])) or lines[start].rstrip().endswith(";"):
-        while not lines[last].rstrip().endswith(";"):
-            last += 1
-    else:
-        opened = False
-        depth = 0
-        for j in range(start, len(lines)):
-            code = lines[j].split("//")[0]
-            depth += code.count("{") - code.count("}")
-            opened = opened or "{" in code
-            if opened and depth == 0:
-                last = j
+# ---------------------------------------------------------------------------------------------
+# The definitions of a source file
+# ---------------------------------------------------------------------------------------------
+#
+# Not a C++ parser: a scan of the tokens at namespace scope, enough for this tree's style. Comments,
+# string and character literals are blanked first (asm strings hold braces), preprocessor lines are
+# read apart (#define is a definition, #include an edge), and a statement at namespace scope is what
+# runs to its `;` or, for a function, to the `}` that closes its body. What the CPU emulation alone
+# compiles (#ifdef FS_EMULATION, the #else of #ifndef FS_EMULATION) is left out: a reader of the
+# GPU's code does not read it.
+
+TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.']*|::|->|==|!=|<=|>=|&&|\|\||[-+*/%&|^]=|\S")
+IDENT = re.compile(r"[A-Za-z_]\w*$")
+# Words before a `(` that are not the name of the function being defined.
+NOT_A_NAME = {"__launch_bounds__", "__align__", "alignas", "__attribute__", "decltype", "__declspec", "noexcept",
+              "sizeof", "alignof", "static_assert", "__grid_constant__"}
+# Words after which a name is not being declared (`return x;`, `case k:`, `const T x`).
+NOT_A_TYPE = {"return", "else", "case", "throw", "new", "delete", "sizeof", "typename", "struct", "class", "enum",
+              "union", "using", "namespace", "goto", "co_return", "co_await", "co_yield", "operator", "template",
+              "public", "private", "protected", "default", "do", "const", "constexpr", "static", "inline", "volatile",
+              "extern", "mutable", "virtual", "explicit", "friend", "__device__", "__host__", "__global__",
+              "__forceinline__", "register", "typedef", "if", "while", "for", "switch",
+              "decltype", "alignof", "noexcept", "requires", "consteval", "constinit"}
+CLASS_KEYS = {"struct", "class", "union", "enum"}
+BUILTIN_TYPES = {"void", "bool", "char", "short", "int", "long", "float", "double", "unsigned", "signed", "auto"}
+
+
+class Definition:
+    """One definition (or declaration) at namespace scope: lines first..last, 1-based and inclusive,
+    with its template header and the comment right above it."""
+
+    def __init__(self, name, kind, path, first, last, namespace, decl, kernel, code, emu):
+        self.name, self.kind, self.path, self.first, self.last = name, kind, path, first, last
+        self.namespace = namespace  # "fs::tc", "fs::{anon}", "" (macros, the global namespace)
+        self.decl = decl            # a declaration only: `void f();`, `struct S;`
+        self.kernel = kernel        # a __global__ function
+        self.code = code            # its code: comments, literals, preprocessor and emulation lines left out
+        self.emu = emu              # compiled in the CPU emulation only
+
+    def lines(self):
+        return self.last - self.first + 1
+
+    def where(self):
+        return f"{self.path}:{self.first}-{self.last}"
+
+    def __repr__(self):
+        return f"{'declaration ' if self.decl else ''}{self.kind} {self.name} ({self.where()})"
+
+
+def strip_code(lines):
+    """The lines with comments and the insides of string and character literals blanked."""
+    out, in_block = [], False
+    for line in lines:
+        res, i, n = [], 0, len(line)
+        while i < n:
+            if in_block:
+                end = line.find("*/", i)
+                in_block, i = (True, n) if end < 0 else (False, end + 2)
+                continue
+            if line.startswith("//", i):
                 break
-        else:
-            sys.exit(f"reading.py: {path}: {name} is never closed")
-    return first + 1, last + 1
+            if line.startswith("/*", i):
+                in_block, i = True, i + 2
+                continue
+            c = line[i]
+            if c in "\"'":
+                j = i + 1
+                while j < n and line[j] != c:
+                    j += 2 if line[j] == "\\" else 1
+                res.append(c + c)
+                i = j + 1
+                continue
+            res.append(c)
+            i += 1
+        out.append("".join(res))
+    return out
+
+
+def emulation_lines(lines):
+    """For each line, whether only the CPU emulation compiles it (FS_EMULATION defined)."""
+    stack, out = [], []  # per open #if: True (emulation only), False (never in the emulation), None
+    for line in lines:
+        m = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", line)
+        if m:
+            what, cond = m.group(1), m.group(2).split("//")[0].strip()
+            if what in ("if", "ifdef", "ifndef"):
+                on = (what, cond) in (("ifdef", "FS_EMULATION"), ("if", "defined(FS_EMULATION)"))
+                off = (what, cond) in (("ifndef", "FS_EMULATION"), ("if", "!defined(FS_EMULATION)"))
+                stack.append(True if on else False if off else None)
+            elif what == "elif" and stack:
+                stack[-1] = None
+            elif what == "else" and stack and stack[-1] is not None:
+                stack[-1] = not stack[-1]
+            elif what == "endif" and stack:
+                stack.pop()
+        out.append(True in stack)
+    return out
+
+
+class Source:
+    """A file's definitions at namespace scope and the files it includes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lines = read_lines(path)
+        self.code = strip_code(self.lines)
+        self.emu = emulation_lines(self.lines)
+        self.preproc, continued = [], False
+        for c in self.code:
+            self.preproc.append(continued or c.lstrip().startswith("#"))
+            continued = self.preproc[-1] and c.rstrip().endswith("\\")
+        self.includes = []
+        for i, line in enumerate(self.lines):
+            m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if m and not self.emu[i]:
+                self.includes += [p for p in [self.resolve_include(m.group(1))] if p]
+        self.defs = []
+        self.parse_macros()
+        self.parse()
+
+    def resolve_include(self, name):
+        for base in (ROOT, os.path.join(ROOT, os.path.dirname(self.path))):
+            p = os.path.normpath(os.path.join(base, name))
+            if os.path.isfile(p):
+                return os.path.relpath(p, ROOT)
+        return None
+
+    def first_line(self, line):
+        """The first line (0-based) of a definition whose code starts at `line`: the comment right
+        above it, read across an #if that opens between the comment and the definition."""
+        first, j = line, line - 1
+        while j >= 0:
+            s = self.lines[j].strip()
+            if s.startswith("//"):
+                first = j
+            elif not (re.match(r"#\s*if", s) and j > 0 and self.lines[j - 1].strip().startswith("//")):
+                break
+            j -= 1
+        return first
+
+    def code_of(self, a, b):
+        return "\n".join(self.code[i] for i in range(a, b + 1) if not self.emu[i] and not self.preproc[i])
+
+    def add(self, name, kind, first, last, namespace, decl=False, kernel=False, code=None):
+        code = self.code_of(first, last) if code is None else code
+        self.defs.append(Definition(name, kind, self.path, self.first_line(first) + 1, last + 1, namespace, decl,
+                                    kernel, code, self.emu[first]))
+
+    def parse_macros(self):
+        for i, c in enumerate(self.code):
+            m = re.match(r"\s*#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?", c)
+            if m and not (i and self.preproc[i - 1] and self.code[i - 1].rstrip().endswith("\\")):
+                j = i
+                while self.code[j].rstrip().endswith("\\") and j + 1 < len(self.code):
+                    j += 1
+                body = "\n".join([c[m.end():]] + self.code[i + 1:j + 1])
+                self.add(m.group(1), "macro", i, j, "", code=body)
+
+    def parse(self):
+        toks = [(m.group(0), i) for i, c in enumerate(self.code) if not self.preproc[i] for m in TOKEN.finditer(c)]
+        ns, scopes = [], []   # the namespaces we are in; what each open `{` at namespace scope is
+        stmt = []             # the tokens of the statement at namespace scope being read
+        depth = paren = 0     # braces inside the statement's body; parentheses and brackets in its head
+        body_closed = False   # a class's or an initialiser's body has closed: the statement ends at its `;`
+        for k, (t, line) in enumerate(toks):
+            if depth:
+                depth += (t == "{") - (t == "}")
+                if depth == 0:
+                    stmt.append((t, line))
+                    if self.ends_at_brace(stmt):
+                        self.finish(stmt, ns, True)
+                        stmt = []
+                    else:
+                        body_closed = True
+                continue
+            paren += (t in "([") - (t in ")]")
+            if paren or t in ")]":
+                stmt.append((t, line))
+                nxt = toks[k + 1] if k + 1 < len(toks) else (";", -1)
+                if not paren and self.macro_call(stmt) and nxt[1] > line and nxt[0] != ";":
+                    stmt = []  # FS_SOMETHING(x) on a line of its own: a macro's use, not a definition
+                continue
+            words = [w for w, _ in stmt]
+            if t == "{" and words[:1] == ["namespace"]:
+                ns.append("::".join(w for w in words[1:] if IDENT.match(w)) or "{anon}")
+                scopes.append("namespace")
+                stmt = []
+            elif t == "{" and words[:1] == ["extern"] and set(words) <= {"extern", '"'}:
+                scopes.append("extern")
+                stmt = []
+            elif t == "{":
+                depth = 1
+                stmt.append((t, line))
+            elif t == "}":  # closes a namespace or an extern "C" block
+                if scopes and scopes.pop() == "namespace":
+                    ns.pop()
+                stmt, body_closed = [], False
+            elif t == ";":
+                stmt.append((t, line))
+                self.finish(stmt, ns, body_closed)
+                stmt, body_closed = [], False
+            else:
+                stmt.append((t, line))
+
+    @staticmethod
+    def macro_call(stmt):
+        return len(stmt) >= 3 and re.match(r"[A-Z][A-Z0-9_]*$", stmt[0][0]) and stmt[1][0] == "("
+
+    @staticmethod
+    def head(stmt):
+        """A statement's words before its body, its template headers left out; None for an explicit
+        instantiation."""
+        w = [x for x, _ in stmt]
+        i = 0
+        while i < len(w) and w[i] == "template":
+            if w[i + 1:i + 2] != ["<"]:
+                return None
+            level, par, i = 0, 0, i + 1
+            while i < len(w):
+                par += (w[i] in "([") - (w[i] in ")]")
+                if not par:
+                    level += (w[i] == "<") - (w[i] == ">")
+                    if level == 0:
+                        break
+                i += 1
+            i += 1
+        return w[i:w.index("{")] if "{" in w[i:] else w[i:]
+
+    def ends_at_brace(self, stmt):
+        """Whether a statement ends with its body's `}`: a function does; a class, an enum and a
+        braced initialiser (`= {...};`) run on to their `;`."""
+        h = self.head(stmt)
+        if h is None:
+            return True
+        if any(x in CLASS_KEYS for x in h[:4]) and "(" not in h:
+            return False
+        par = 0
+        for x in h:
+            par += (x in "([") - (x in ")]")
+            if x == "=" and not par:
+                return False
+        return True
+
+    def finish(self, stmt, ns, has_body):
+        words = self.head(stmt)
+        if not words or words[0] in ("static_assert", ";") or words[0] == "using" and "=" not in words:
+            return
+        first, last = stmt[0][1], stmt[-1][1]
+        namespace = "::".join(ns)
+        kernel = "__global__" in words
+        if words[0] == "using":
+            return self.add(words[1], "alias", first, last, namespace)
+        if words[0] == "typedef":
+            return self.add([x for x in words if IDENT.match(x)][-1], "alias", first, last, namespace)
+        ck = next((j for j, x in enumerate(words[:4]) if x in CLASS_KEYS), None)
+        if ck is not None and "(" not in words[:ck]:
+            j = ck + 1 + (words[ck] == "enum" and words[ck + 1:ck + 2] in (["class"], ["struct"]))
+            while j < len(words) and words[j] in ("alignas", "__align__"):  # alignas(16): skip to its `)`
+                j = words.index(")", j) + 1
+            rest = words[j + 1:]
+            if j < len(words) and IDENT.match(words[j]) and (has_body or rest[:1] in ([";"], [":"], ["final"], ["<"])):
+                decl = not has_body
+                self.add(words[j], "type", first, last, namespace, decl=decl)
+                if words[ck] == "enum" and words[ck + 1] not in ("class", "struct") and not decl:
+                    text = " ".join(self.code[first:last + 1])  # an unscoped enum's enumerators are names too
+                    for part in text[text.find("{") + 1:text.rfind("}")].split(","):
+                        m = re.match(r"\s*([A-Za-z_]\w*)", part)
+                        if m:
+                            self.add(m.group(1), "enumerator", first, last, namespace)
+                return
+        par, call, eq = 0, None, None
+        for j, x in enumerate(words):
+            if x == "(" and not par and call is None and j and IDENT.match(words[j - 1]) and \
+                    words[j - 1] not in NOT_A_NAME:
+                call = j - 1
+            par += (x in "([") - (x in ")]")
+            if x == "=" and not par and eq is None:
+                eq = j
+        if "operator" in words and (eq is None or words.index("operator") < eq):
+            o = words.index("operator")
+            end = words.index("(", o + 2) if "(" in words[o + 2:] else o + 2
+            return self.add("operator" + "".join(words[o + 1:end]), "function", first, last, namespace,
+                            decl=not has_body)
+        if call is not None and (eq is None or call < eq):
+            return self.add(words[call], "function", first, last, namespace, decl=not has_body, kernel=kernel)
+        cut = words[:eq] if eq is not None else words
+        cut = cut[:cut.index("[")] if "[" in cut else cut
+        names = [x for x in cut if IDENT.match(x)]
+        if not names:
+            return
+        names = names[-1:] + self.more_declarators(words)
+        for n in names:
+            self.add(n, "variable", first, last, namespace, decl="extern" in words)
+
+    @staticmethod
+    def more_declarators(words):
+        """The names after the first in `constexpr int a = 1, b = 2;`."""
+        out, par, seen_eq = [], 0, False
+        for j, x in enumerate(words):
+            par += (x in "([{<") - (x in ")]}>")
+            if x == "=" and not par:
+                seen_eq = True
+            elif x == "," and not par and seen_eq and j + 1 < len(words) and IDENT.match(words[j + 1]):
+                out.append(words[j + 1])
+        return out
+
+
+_sources = {}
+
+
+def source(path):
+    key = os.path.join(ROOT, path)
+    if key not in _sources:
+        _sources[key] = Source(path)
+    return _sources[key]
+
+
+def definitions(path, name):
+    """Every definition of `name` in `path` the GPU build compiles (overloads, specializations),
+    with the declarations beside them; the declarations alone where it has no definition."""
+    found = [d for d in source(path).defs if d.name == name and not d.emu]
+    if not found:
+        sys.exit(f"reading.py: {path}: no definition of {name}")
+    return found
+
+
+def find_symbol(path, name):
+    """(first, last) lines, 1-based and inclusive, of the first definition of `name` in `path`: its
+    template header and the comment right above it, through its closing brace (or its `;`)."""
+    found = definitions(path, name)
+    d = next((d for d in found if not d.decl), found[0])
+    return d.first, d.last
 
 
 def symbol_text(path, name):
@@ -265,7 +775,7 @@ def symbol_text(path, name):
 
 def ranges(path, names):
     """Line ranges of the symbols, adjacent ones merged (a blank line apart counts as adjacent)."""
-    spans = sorted(find_symbol(path, n) for n in names)
+    spans = sorted((d.first, d.last) for n in names for d in definitions(path, n))
     merged = []
     for a, b in spans:
         if merged and a <= merged[-1][1] + 2:
@@ -273,6 +783,202 @@ def ranges(path, names):
         else:
             merged.append((a, b))
     return merged
+
+
+# ---------------------------------------------------------------------------------------------
+# What a lesson's kernels use, and how much of it the reading path covers
+# ---------------------------------------------------------------------------------------------
+
+class Index:
+    """The definitions of steps/ and of COMMON by name, and how a name in one resolves to others."""
+
+    def __init__(self):
+        files = []
+        for dirpath, _, names in os.walk(os.path.join(ROOT, "steps")):
+            files += [os.path.relpath(os.path.join(dirpath, n), ROOT) for n in names if n.endswith(INDEXED)]
+        self.by_name, self.namespaces, self._included = {}, {"fs"}, {}
+        for path in sorted(files) + [c for c in COMMON if os.path.isfile(os.path.join(ROOT, c))]:
+            for d in source(path).defs:
+                if not d.emu:
+                    self.by_name.setdefault(d.name, []).append(d)
+                    self.namespaces.update(p for p in d.namespace.split("::") if p)
+
+    def included(self, path):
+        """`path` and every file it includes, transitively."""
+        if path not in self._included:
+            seen, todo = set(), [path]
+            while todo:
+                p = todo.pop()
+                if p not in seen:
+                    seen.add(p)
+                    todo += source(p).includes
+            self._included[path] = seen
+        return self._included[path]
+
+    def names(self, d):
+        """The names d's code uses, as (name, qualifier): qualifier None for a plain name, the
+        namespace for `ns::name`. Left out: members (a.b, p->b, T::b of a type T), names d declares
+        itself (its parameters and locals, a class's members), namespaces outside the index (std::)."""
+        toks = TOKEN.findall(d.code)
+        declared = {t for i, t in enumerate(toks[1:-1], 1) if IDENT.match(t) and self.declares(toks, i)}
+        using = {toks[i + 2] for i in range(len(toks) - 2) if toks[i] == "using" and toks[i + 1] == "namespace"}
+        out = set()
+        for i, t in enumerate(toks):
+            if not IDENT.match(t):
+                continue
+            prev, nxt = toks[i - 1] if i else "", toks[i + 1] if i + 1 < len(toks) else ""
+            if prev in (".", "->") or prev == "template" and toks[i - 2] in (".", "->", "::"):
+                continue
+            if nxt == "::" and t in self.namespaces:
+                continue
+            if prev == "::":
+                q = toks[i - 2] if i >= 2 and IDENT.match(toks[i - 2]) else ""
+                if q and q not in self.namespaces:
+                    continue
+                out.add((t, q))
+            elif t not in declared:
+                out.add((t, None))
+        return out, using
+
+    @staticmethod
+    def declares(toks, i):
+        """Whether toks[i] is a name being declared: `T x`, `T x = ...`, `int* x`, `const T& x`, `T* x = ...`."""
+        if toks[i + 1] not in ("=", ";", ",", "(", ")", "[", "{", ":"):
+            return False
+        j = i - 1
+        if toks[j] not in ("*", "&", "&&"):
+            return bool(IDENT.match(toks[j])) and toks[j] not in NOT_A_TYPE
+        while j > 0 and toks[j] in ("*", "&", "&&", "const"):
+            j -= 1
+        return (toks[i + 1] == "=" and (IDENT.match(toks[j]) or toks[j] == ">")) or toks[j] in BUILTIN_TYPES or \
+            j > 0 and toks[j - 1] == "const"
+
+    def resolve(self, d, name, qualifier, using, unit):
+        """The definitions a name in d's code stands for: those of its namespace (or one d's namespace
+        is inside) in a file d's translation unit includes; for a name only declared there (a
+        launcher in another .cu), the definitions in the files that include that declaration."""
+        def ns_of(c):
+            return [p for p in c.namespace.split("::") if p and p != "{anon}"]
+        here = [p for p in d.namespace.split("::") if p and p != "{anon}"]
+        cands = self.by_name.get(name, [])
+        if qualifier is not None:
+            cands = [c for c in cands if (ns_of(c) or [""])[-1] == qualifier]
+        else:
+            cands = [c for c in cands if c.kind == "macro" or ns_of(c) == here[:len(ns_of(c))] or
+                     ns_of(c) and ns_of(c)[-1] in using]
+        seen = self.included(d.path) | unit
+        found = [c for c in cands if not c.decl and c.path in seen]
+        if found:  # the innermost namespace that has the name hides the outer ones
+            inner = max(len(ns_of(c)) for c in found if c.kind != "macro") if qualifier is None and \
+                any(c.kind != "macro" for c in found) else 0
+            return [c for c in found if c.kind == "macro" or qualifier is not None or len(ns_of(c)) == inner or
+                    ns_of(c) and ns_of(c)[-1] in using]
+        declared = {c.path for c in cands if c.decl and c.path in seen}
+        return [c for c in cands if declared and not c.decl and "{anon}" not in c.namespace and
+                self.included(c.path) & declared]
+
+    def closure(self, roots):
+        """The definitions `roots` use, transitively. The kernels among the roots are the lesson's;
+        other kernels are left out, and so are the definitions that name one of them and lead to
+        none of the lesson's (the launchers of other variants). Declarations count for nothing."""
+        kernels = {r for r in roots if r.kernel}
+        unit = set().union(*(self.included(r.path) for r in roots))
+        edges, todo = {}, list(roots)
+        while todo:
+            d = todo.pop()
+            if d in edges:
+                continue
+            edges[d] = set()
+            if d.kernel and d not in kernels:
+                continue
+            names, using = self.names(d)
+            for name, qualifier in names:
+                for c in self.resolve(d, name, qualifier, using, unit):
+                    if c is not d:
+                        edges[d].add(c)
+                        todo.append(c)
+        leads = set(kernels)
+        while True:
+            more = {d for d, out in edges.items() if d not in leads and out & leads}
+            if not more:
+                break
+            leads |= more
+        others = {d for d in edges if d.kernel and d not in kernels}
+        left_out = others | {d for d, out in edges.items() if out & others and d not in leads}
+        used, todo = set(), list(roots)
+        while todo:
+            d = todo.pop()
+            if d not in used and d not in left_out:
+                used.add(d)
+                todo += edges[d]
+        return used
+
+
+_indexes = {}
+
+
+def index():
+    if ROOT not in _indexes:
+        _indexes[ROOT] = Index()
+    return _indexes[ROOT]
+
+
+def main_definitions(lesson):
+    out = []
+    for path, names in MAIN[lesson]:
+        if not os.path.isfile(os.path.join(ROOT, path)):
+            sys.exit(f"reading.py: MAIN[{lesson!r}] names {path}, which does not exist: update MAIN")
+        for name in names:
+            found = [d for d in source(path).defs if d.name == name and not d.emu and not d.decl]
+            if not found:
+                sys.exit(f"reading.py: MAIN[{lesson!r}] names {name}, which {path} does not define: update MAIN")
+            out += found
+    return out
+
+
+class Coverage:
+    """The lines of what a lesson's kernels use (`used`: file → set of lines), those of them its
+    reading path lists (`covered`), and the definitions not wholly listed (`missing`)."""
+
+    def __init__(self, lesson):
+        self.lesson = lesson
+        self.defs = index().closure(main_definitions(lesson))
+        self.used = {}
+        for d in self.defs:
+            self.used.setdefault(d.path, set()).update(range(d.first, d.last + 1))
+        listed = {}
+        for path, names, _ in READING.get(lesson, []):
+            for a, b in ranges(path, names):
+                listed.setdefault(path, set()).update(range(a, b + 1))
+        self.covered = {p: lines & listed.get(p, set()) for p, lines in self.used.items()}
+        self.missing = []
+        for d in sorted(self.defs, key=lambda d: (d.path, d.first)):
+            left = set(range(d.first, d.last + 1)) - listed.get(d.path, set())
+            if left:
+                self.missing.append((d, len(left)))
+        self.missing.sort(key=lambda m: -m[1])
+
+    def counts(self):
+        return sum(map(len, self.covered.values())), sum(map(len, self.used.values()))
+
+    def fraction(self):
+        covered, used = self.counts()
+        return covered / used if used else 1.0
+
+    def floor(self):
+        return FLOOR.get(self.lesson, THRESHOLD)
+
+    def percent(self):
+        """The share in whole percent, rounded down: a path at 89.6% is not shown as 90%."""
+        covered, used = self.counts()
+        return f"{covered * 100 // used if used else 100}%"
+
+    def line(self):
+        covered, used = self.counts()
+        text = f"{self.lesson}: coverage {self.percent()} ({covered}/{used} lines in {len(self.used)} files)"
+        if self.missing:
+            text += ", missing: " + ", ".join(f"{d.name} ({d.where()})" for d, _ in self.missing)
+        return text
 
 
 def reading_block(lesson, lesson_dir):
@@ -314,10 +1020,17 @@ def filled(marker, text, path, lesson, make):
     return marker.sub(sub, text)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if a generated block is out of date")
-    args = ap.parse_args()
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if a generated block is out of date or a reading path covers too little")
+    ap.add_argument("--coverage", action="store_true",
+                    help="print each lesson's coverage and what its reading path leaves out; change nothing")
+    args = ap.parse_args(argv)
+    if args.coverage:
+        for lesson in sorted(MAIN):
+            print(Coverage(lesson).line())
+        return 0
     lessons = sorted(set(READING) | set(DIFFS))
     stale = []
     for lesson in lessons:
@@ -334,8 +1047,14 @@ def main():
             if not args.check:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(new)
-    if args.check and stale:
-        print("out of date (run python3 docs/reading.py):", ", ".join(stale))
+    short = [c for c in map(Coverage, sorted(MAIN)) if c.fraction() < c.floor()] if args.check else []
+    if args.check and (stale or short):
+        if stale:
+            print("out of date (run python3 docs/reading.py):", ", ".join(stale))
+        for c in short:
+            covered, used = c.counts()
+            print(f"{c.lesson}: the reading path covers {c.percent()} ({covered}/{used} lines) of what its "
+                  f"kernels use, below {c.floor():.0%} (python3 docs/reading.py --coverage lists what it leaves out)")
         return 1
     verb = "checked" if args.check else "wrote"
     print(f"{verb} the reading path of {len(lessons)} lessons" + (f"; updated {', '.join(stale)}" if stale else ""))
