@@ -11,11 +11,12 @@
                                            written whole into steps/NN_*/DIFF.md beside the lesson
 
 `python3 docs/reading.py` rewrites the blocks and the DIFF.md files; `--check` exits 1 (and changes
-nothing) when one is out of date, or when a lesson's reading path covers less than 90% of what its
-kernels use (THRESHOLD; FLOOR holds a lesson to less for a while): CI runs that. What each lesson
-lists is in READING and DIFFS below; a symbol is a function, kernel, struct, enum, alias, constant
-or macro defined at namespace scope, found by its name (every overload and specialization of it in
-the file).
+nothing) when one is out of date, when a lesson's reading path covers less than 90% of what its
+kernels use (THRESHOLD; FLOOR holds a lesson to less for a while), or when a lesson is longer than
+one sitting or lacks a section of the lessons' outline (OUTLINE, below; `--lessons` prints each
+lesson's size and what it lacks): CI runs that. What each lesson lists is in READING and DIFFS
+below; a symbol is a function, kernel, struct, enum, alias, constant or macro defined at namespace
+scope, found by its name (every overload and specialization of it in the file).
 
 Coverage (`--coverage` prints it, with what a path leaves out): MAIN names each lesson's kernels
 and the launchers that launch them. From there the names their code uses are followed,
@@ -1007,7 +1008,8 @@ def lessons_on_disk():
 
 
 def heading_anchor(heading):
-    """The anchor GitHub gives a heading (as docs/benchmarks/prose_check.py's slug)."""
+    """The anchor GitHub gives a heading, from its text as rendered (as docs/benchmarks/prose_check.py's slug)."""
+    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
     return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
 
 
@@ -1055,6 +1057,191 @@ def filled(marker, text, path, lesson, make):
     return marker.sub(sub, text)
 
 
+# ---------------------------------------------------------------------------------------------
+# A lesson's shape: what a learner reads in one sitting, in the lessons' outline
+# ---------------------------------------------------------------------------------------------
+#
+# A lesson (steps/NN_*/README.md) holds at most MAX_WORDS words of its own prose and MAX_LINES
+# lines as a file, and has every section of OUTLINE. Its own prose is what a reader reads as text:
+# not the generated blocks (<!-- reading -->, <!-- diff -->, <!-- results -->, <!-- figure -->,
+# <!-- ncu -->, <!-- quality -->, whatever the kind), tables, code (fenced or indented), HTML
+# comments (the numbers blocks), images, or the targets of links; a number held by a
+# <!-- n:... --> marker is prose. A word is a run of non-blanks with a letter or a digit in it.
+# What was tried, measured and not kept goes to the step's lab notebook (docs/lab/), linked in one
+# line; the notebook is not held to this.
+
+MAX_WORDS = 4500
+MAX_LINES = 800
+
+# The outline: (section, what a heading or a paragraph's bold lead-in says (a regular expression,
+# case-insensitive), what the section must hold (a regular expression over its text, None: anything),
+# and what that is). Every lesson has every section, but the ladder only in LADDERS.
+OUTLINE = [
+    ("what it assumes", r"\bassum", None, None),
+    ("the idea", r"\bidea\b", None, None),
+    ("the math", r"\bmath", None, None),
+    ("paper → code", r"\bpaper\s*(→|->|to)\s*code", None, None),
+    ("the IO model (HBM traffic, predicted and measured)", r"\bhbm traffic|\bio model|\bi/o\b",
+     r"<!-- (ncu:|n:)", "bytes measured (an <!-- ncu --> block, or numbers held to data by <!-- n --> markers)"),
+    ("the reading path (Read the code)", r"\bread the code|\breading path", r"<!-- reading:",
+     "the generated <!-- reading --> block"),
+    ("the ladder (what each rung bought)", r"\bladder|\bwhat each \w+ bought", None, None),
+    ("how to run it", r"\brun it\b|\bhow to run", None, None),
+    ("results on a named GPU (generated)", r"\bresults\b", r"<!-- (results|figure):",
+     "a generated <!-- results --> or <!-- figure --> block"),
+    ("pitfalls", r"\bpitfall", None, None),
+    ("what comes next", r"\bnext\b|\bwhat step \d+ (adds|fixes)", None, None),
+    ("check yourself", r"\bcheck yourself", None, None),
+]
+# The steps whose variants are the rungs of a ladder (their programs' --variant), each measured.
+LADDERS = {"08_tensor_cores", "09_hopper"}
+# "Check yourself": at least this many questions, each a list item that opens with the question in
+# bold (ending in "?") and goes on with its answer, which links to the section of the lesson it
+# is answered from (`[...](#heading)`).
+MIN_QUESTIONS = 3
+
+# Lessons not held to the shape for now, and why. An entry goes when its lesson is rewritten; an
+# exempt lesson that passes fails the check until its entry is removed.
+EXEMPT = {
+    "08_tensor_cores": "rewritten under issue 46 after issue 45's restructure",
+    "09_hopper": "rewritten under issue 46 after issue 45's restructure",
+}
+
+# A generated block or a number's marker (<!-- kind:args -->...<!-- /kind -->), or another HTML comment.
+MARKUP = re.compile(r"(?P<open><!-- (?P<kind>\w+):[^>]*-->)(?P<inner>.*?)<!-- /(?P=kind) -->|<!--.*?-->", re.S)
+LIST_ITEM = re.compile(r"^(?:\d+\.|[-*+])\s+")
+
+
+def text_lines(text, markers=False):
+    """(line number, line) of a lesson's text outside code and HTML comments, the generated blocks
+    emptied (their opening markers kept with `markers`: what a section holds) and the numbers'
+    markers replaced by their numbers (kept as they are with `markers`). Tables stay."""
+    def mask(m):
+        blank = re.sub(r"[^\n]", "", m.group(0))
+        if m.group("open") is None:
+            return blank
+        if m.group("kind") == "n":
+            return m.group(0) if markers else m.group("inner")
+        return m.group("open") + blank if markers else blank
+    out, fence, code, blank = [], False, False, True
+    for n, line in enumerate(MARKUP.sub(mask, text).split("\n"), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if line.startswith(("    ", "\t")) and (blank or code):  # an indented code block
+            code = True
+            continue
+        if line.strip():
+            code = False
+        blank = not line.strip()
+        out.append((n, line))
+    return out
+
+
+def own_prose(text):
+    """The lesson's own prose (see above), as text."""
+    lines = [line for _, line in text_lines(text) if not line.lstrip().startswith("|")]
+    prose = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", "\n".join(lines))
+    return re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", prose)
+
+
+def word_count(text):
+    return sum(1 for w in own_prose(text).split() if re.search(r"\w", w))
+
+
+def lesson_sections(text):
+    """[(title, anchor, body)]: every heading with the text under it up to the next heading of its
+    level or above, and every paragraph's bold lead-in (`**The idea in three lines.** ...`) with
+    the text up to the next heading; bodies keep the markers of generated blocks and numbers."""
+    lines = text_lines(text, markers=True)
+    heads = []
+    for i, (n, line) in enumerate(lines):
+        m = re.match(r"(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if m:
+            heads.append((i, len(m.group(1)), m.group(2)))
+    out = []
+    for k, (i, level, title) in enumerate(heads):
+        end = next((j for j, lv, _ in heads[k + 1:] if lv <= level), len(lines))
+        out.append((title, heading_anchor(title), "\n".join(line for _, line in lines[i + 1:end])))
+    for i, (n, line) in enumerate(lines):
+        m = re.match(r"\*\*(.+?)\*\*", line)
+        if m and (i == 0 or not lines[i - 1][1].strip()):
+            end = next((j for j, _, _ in heads if j > i), len(lines))
+            out.append((m.group(1), None, "\n".join(line for _, line in lines[i:end])))
+    return out
+
+
+def check_yourself_problems(body, anchors):
+    """What is wrong with a "Check yourself" section's questions (see MIN_QUESTIONS)."""
+    items, out = [], []
+    for line in body.split("\n"):
+        if LIST_ITEM.match(line):
+            items.append(LIST_ITEM.sub("", line))
+        elif items and line.strip():
+            items[-1] += " " + line.strip()
+    questions = 0
+    for n, item in enumerate(items, 1):
+        m = re.match(r"\*\*(.+?\?)\*\*(.*)", item)
+        if not m:
+            continue
+        questions += 1
+        answer = m.group(2)
+        if sum(1 for w in re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", answer).split() if re.search(r"\w", w)) < 3:
+            out.append(f"check yourself: question {n} ({m.group(1)[:60]!r}) has no answer")
+        elif not any(a in anchors for a in re.findall(r"\]\(#([^)\s]+)\)", answer)):
+            out.append(f"check yourself: the answer to question {n} ({m.group(1)[:60]!r}) links to no section of "
+                       "the lesson it is answered from ([...](#heading))")
+    if questions < MIN_QUESTIONS:
+        out.append(f"check yourself: {questions} questions, at least {MIN_QUESTIONS} (a list item each: "
+                   "**the question?** and its answer)")
+    return out
+
+
+def lesson_shape(lesson, text):
+    """(own words, lines, problems) of a lesson's text."""
+    words, lines = word_count(text), len(text.rstrip("\n").split("\n"))
+    problems = []
+    if words > MAX_WORDS:
+        problems.append(f"{words:,} words of own prose, over {MAX_WORDS:,}")
+    if lines > MAX_LINES:
+        problems.append(f"{lines:,} lines, over {MAX_LINES:,}")
+    sections = lesson_sections(text)
+    anchors = {a for _, a, _ in sections if a}
+    missing = []
+    for name, says, holds, what in OUTLINE:
+        if name.startswith("the ladder") and lesson not in LADDERS:
+            continue
+        found = [body for title, _, body in sections if re.search(says, title, re.I)]
+        if not found:
+            missing.append(name)
+        elif holds and not any(re.search(holds, body) for body in found):
+            problems.append(f"{name}: the section holds no {what}")
+        if name == "check yourself" and found:
+            problems += check_yourself_problems(found[0], anchors)
+    if missing:
+        problems.append("no section for " + "; ".join(missing))
+    return words, lines, problems
+
+
+def shape_report(lessons):
+    """(lines to print, whether the check fails): each lesson's problems, those of exempt lessons
+    only when they have none (their entry must go)."""
+    out, failed = [], False
+    for lesson in lessons:
+        with open(os.path.join(ROOT, "steps", lesson, "README.md"), encoding="utf-8") as f:
+            words, lines, problems = lesson_shape(lesson, f.read())
+        where = f"steps/{lesson}/README.md"
+        if lesson in EXEMPT and not problems:
+            out.append(f"{where}: passes the lesson check: remove its entry from EXEMPT in docs/reading.py")
+            failed = True
+        elif lesson not in EXEMPT:
+            out += [f"{where}: {p}" for p in problems]
+            failed |= bool(problems)
+    return out, failed
+
+
 def write_or_compare(path, new, check, stale):
     """Writes `new` to `path` unless it holds it already (with `check`, only notes it in `stale`)."""
     old = None
@@ -1071,14 +1258,24 @@ def write_or_compare(path, new, check, stale):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true",
-                    help="exit 1 if a generated block or step diff is out of date or a reading path covers "
-                         "too little")
+                    help="exit 1 if a generated block or step diff is out of date, a reading path covers too "
+                         "little, or a lesson is too long or lacks a section of the outline")
     ap.add_argument("--coverage", action="store_true",
                     help="print each lesson's coverage and what its reading path leaves out; change nothing")
+    ap.add_argument("--lessons", action="store_true",
+                    help="print each lesson's words of own prose, lines and what the outline misses; change nothing")
     args = ap.parse_args(argv)
     if args.coverage:
         for lesson in sorted(MAIN):
             print(Coverage(lesson).line())
+        return 0
+    if args.lessons:
+        for lesson in lessons_on_disk():
+            with open(os.path.join(ROOT, "steps", lesson, "README.md"), encoding="utf-8") as f:
+                words, lines, problems = lesson_shape(lesson, f.read())
+            note = f" (exempt: {EXEMPT[lesson]})" if lesson in EXEMPT else ""
+            print(f"{lesson}: {words:,} words of own prose, {lines:,} lines{note}" +
+                  "".join(f"\n  {p}" for p in problems))
         return 0
     lessons = sorted(set(READING) | set(DIFFS))
     stale = []
@@ -1101,7 +1298,8 @@ def main(argv=None):
             stale.append(p + " (removed: no diff of DIFFS)")
         orphans = []
     short = [c for c in map(Coverage, sorted(MAIN)) if c.fraction() < c.floor()] if args.check else []
-    if args.check and (stale or orphans or short):
+    shape, misshapen = shape_report(lessons_on_disk()) if args.check else ([], False)
+    if args.check and (stale or orphans or short or misshapen):
         if stale:
             print("out of date (run python3 docs/reading.py):", ", ".join(stale))
         if orphans:
@@ -1110,9 +1308,15 @@ def main(argv=None):
             covered, used = c.counts()
             print(f"{c.lesson}: the reading path covers {c.percent()} ({covered}/{used} lines) of what its "
                   f"kernels use, below {c.floor():.0%} (python3 docs/reading.py --coverage lists what it leaves out)")
+        for line in shape:
+            print(line)
         return 1
     verb = "checked" if args.check else "wrote"
     print(f"{verb} the reading path of {len(lessons)} lessons" + (f"; updated {', '.join(stale)}" if stale else ""))
+    if args.check:
+        exempt = [d for d in lessons_on_disk() if d in EXEMPT]
+        print(f"checked the size and outline of {len(lessons_on_disk())} lessons" +
+              (f" ({', '.join(exempt)} exempt for now: python3 docs/reading.py --lessons)" if exempt else ""))
     return 0
 
 
