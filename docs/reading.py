@@ -1009,7 +1009,7 @@ def lessons_on_disk():
 
 def heading_anchor(heading):
     """The anchor GitHub gives a heading, from its text as rendered (as docs/benchmarks/prose_check.py's slug)."""
-    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    heading = re.sub(r"\[([^][]*)\]\([^)]*\)", r"\1", heading)
     return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
 
 
@@ -1144,7 +1144,7 @@ def own_prose(text):
     """The lesson's own prose (see above), as text."""
     lines = [line for _, line in text_lines(text) if not line.lstrip().startswith("|")]
     prose = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", "\n".join(lines))
-    return re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", prose)
+    return re.sub(r"\[([^][]*)\]\([^)\s]*\)", r"\1", prose)
 
 
 def word_count(text):
@@ -1188,7 +1188,7 @@ def check_yourself_problems(body, anchors):
             continue
         questions += 1
         answer = m.group(2)
-        if sum(1 for w in re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", answer).split() if re.search(r"\w", w)) < 3:
+        if sum(1 for w in re.sub(r"\[([^][]*)\]\([^)]*\)", r"\1", answer).split() if re.search(r"\w", w)) < 3:
             out.append(f"check yourself: question {n} ({m.group(1)[:60]!r}) has no answer")
         elif not any(a in anchors for a in re.findall(r"\]\(#([^)\s]+)\)", answer)):
             out.append(f"check yourself: the answer to question {n} ({m.group(1)[:60]!r}) links to no section of "

@@ -171,8 +171,9 @@ class Shape(Tree):
             f"\n    {many}\n    {many}\n",
             f"<!-- numbers\n# {many}\nx = 1\n-->",
             "[two words](../../a/very/long/path/that/is/no/word.md)",
+            "inside [0, N) ([`toy.cu`](toy.cu))",  # a link's text, not its target: 4 words
             "", "## Pitfalls", ""]))
-        self.assertEqual(reading.word_count(text), OWN_WORDS + 2)
+        self.assertEqual(reading.word_count(text), OWN_WORDS + 2 + 4)
 
     def test_a_lesson_without_a_section_fails_naming_what_is_missing(self):
         text = without(GOOD, "## Run it")
