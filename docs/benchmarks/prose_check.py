@@ -326,7 +326,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def slug(heading):
-    """The anchor GitHub gives a heading."""
+    """The anchor GitHub gives a heading: from its text as rendered (a link's text, not its target)."""
+    heading = re.sub(r"\[([^][]*)\]\([^)]*\)", r"\1", heading)
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
     return text.replace(" ", "-")
 

@@ -971,9 +971,11 @@ def matplotlib_version():
 
 
 def doc_paths():
-    """The README, the lessons and the docs pages: where generated blocks and quoted numbers are."""
+    """The README, the lessons, the docs pages and the lab notebooks: where generated blocks and
+    quoted numbers are."""
     return ([os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "steps", "*", "README.md")))
-            + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))))
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "lab", "*.md"))))
 
 
 def render_all():

@@ -90,6 +90,14 @@ class ProseCheck(unittest.TestCase):
         self.assertIn("no such file", problems[1])
         self.assertIn("no heading", problems[2])
 
+    def test_an_anchor_is_a_headings_text_as_rendered(self):
+        # a link in a heading renders as its text: GitHub's anchor has no trace of the target
+        problems, _, _ = self.run_on("## Paper → code ([`backward.cuh`](../../steps/05_recompute_backward/"
+                                     "backward.cuh))\n\n[here](#paper--code-backwardcuh), "
+                                     "[not here](#paper--code-backwardcuhstepsbackwardcuh)\n")
+        self.assertEqual(len(problems), 1)
+        self.assertIn("#paper--code-backwardcuhstepsbackwardcuh: no heading with that anchor", problems[0])
+
     @unittest.skipUnless(os.access(os.environ.get("FS_IO_MODEL", ""), os.X_OK), "FS_IO_MODEL: no io_model")
     def test_model_figures_are_held_to_io_model(self):
         ok, _, _ = self.run_on("B_r = <!-- n:tiles step=04_online_softmax/alg1 d=128 name=Br -->94<!-- /n -->")
