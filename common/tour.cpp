@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,7 @@ namespace fs {
 
 namespace {
 
-void print_rule() { std::printf("%s\n", std::string(108, '-').c_str()); }
+void print_rule() { std::printf("%s\n", std::string(112, '-').c_str()); }
 
 // No GPU: the CPU reference at a small size, fp64 and the plain fp32 version, with the fp32
 // version's error (the quantity every GPU tolerance is built from).
@@ -98,7 +99,8 @@ bool record_traces(const std::string& dir, const std::vector<const StepInfo*>& s
 
 int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* const* argv, const std::string& prog) {
   CLI::App app{"flashsteps tour: " + std::string(all.size() == 1 ? "step " + all.front()->id : "every step") +
-               " at one size, checked against the fp64 reference and timed"};
+                   " at one size, checked against the fp64 reference and timed",
+               prog};
   Options opt;
   opt.shape = {2, 16, 2048, 64};
   opt.check = opt.bench = opt.backward = true;
@@ -111,9 +113,10 @@ int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* con
   app.add_option("-d,--dim", opt.shape.d, "head dimension")->transform(decimal<int>())->capture_default_str();
   app.add_flag("--causal", opt.causal, "causal mask");
   std::string dtype = "fp32";
-  app.add_option("--dtype", dtype, "element type: fp32, or bf16 / fp16 (the steps with tensor-core kernels)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
-      ->capture_default_str();
+  app.add_option("--dtype", dtype,
+                 "element type: fp32, or bf16 / fp16 (the steps with tensor-core kernels); without it a variant "
+                 "without fp32 kernels runs in its step's first type (step 08's fa2, step 09: bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--reps", opt.reps, "timed runs per pass")->transform(decimal<int>())->capture_default_str();
   app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
   if (all.size() > 1) app.add_option("--step", only, "run only this step (e.g. 01)");
@@ -154,45 +157,71 @@ int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* con
     const DeviceInfo dev = query_device();
     const Shape& s = opt.shape;
     if (!no_header) {
-      std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, %s, median of %d runs, L2 flushed\n",
-                  dev.name.c_str(), s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", dtype_name(opt.dtype), opt.reps);
+      std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, median of %d runs, L2 flushed\n", dev.name.c_str(),
+                  s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", opt.reps);
       print_rule();
-      std::printf("%-26s %-4s %-5s %10s %9s %12s %12s %10s\n", "step", "pass", "check", "time ms", "TFLOP/s",
-                  "device mem", "HBM model", "max err");
+      std::printf("%-30s %-5s %-4s %-5s %10s %9s %12s %12s %10s\n", "step", "type", "pass", "check", "time ms",
+                  "TFLOP/s", "device mem", "HBM model", "max err");
       print_rule();
     }
-    const HostProblem problem = random_problem(s, opt.seed, true, opt.dtype);
+    // Without --dtype a variant runs in fp32 where it has fp32 kernels, else in the first element type
+    // its step plans it in (step 08's fa2 and step 09 in bf16): every variant gets its rows.
+    const bool dtype_given = app.count("--dtype") > 0;
+    std::map<DType, HostProblem> problems;  // the inputs in each element type, made when first needed
+    auto problem_of = [&](DType t) -> const HostProblem& {
+      auto it = problems.find(t);
+      if (it == problems.end()) it = problems.emplace(t, random_problem(s, opt.seed, true, t)).first;
+      return it->second;
+    };
     bool all_pass = true;
     for (const StepInfo* each : steps) {
       const StepInfo& step = *each;
-      if (!step.takes(opt.dtype)) continue;
+      std::vector<DType> types{opt.dtype};
+      if (!dtype_given) types.insert(types.end(), step.dtypes.begin(), step.dtypes.end());
       for (std::size_t v = 0; v < step.variants.size(); ++v) {
         Options o = opt;
         o.variant = static_cast<int>(v);
         o.backward = opt.backward && step.backward;
         if (step.clustered) o.smyrf = kSmyrfDefault;  // the paper's 8 rounds of clusters of 32
         const std::string name = step.label(static_cast<int>(v)) + (step.clustered ? " " + smyrf_spec(o.smyrf) : "");
+        std::optional<RunPlan> plan;
+        std::string why;  // the first type's refusal, when none plans
+        for (DType t : types) {
+          if (!step.takes(t)) continue;
+          o.dtype = t;
+          try {
+            plan.emplace(step, o);
+            break;
+          } catch (const InputError& e) {
+            if (why.empty()) why = e.what();
+          }
+        }
+        if (!plan) {
+          if (dtype_given && !step.takes(opt.dtype)) continue;  // a step without kernels of the type asked for
+          std::printf("%-30s skipped: %s\n", name.c_str(),
+                      why.empty() ? ("no " + std::string(dtype_name(opt.dtype)) + " kernel").c_str() : why.c_str());
+          continue;
+        }
         try {
-          const RunPlan plan(step, o);
-          const CaseReport r = run_case(plan, problem, dev);
+          const CaseReport r = run_case(*plan, problem_of(o.dtype), dev);
           for (const auto& p : r.passes) {
             const bool ok = !p.check || p.check->pass();
             all_pass = all_pass && ok;
-            std::printf("%-26s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), p.pass.c_str(),
-                        ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
+            std::printf("%-30s %-5s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), dtype_name(o.dtype),
+                        p.pass.c_str(), ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
                         format_bytes(double(p.peak_mem_bytes)).c_str(), format_bytes(double(p.io.total())).c_str(),
                         p.check ? p.check->max_err() : NAN);
             if (!ok) std::printf("%s", p.check->summary().c_str());
-            if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(plan, p, dev));
+            if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(*plan, p, dev));
           }
         } catch (const ResourceError& e) {
-          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+          std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
         } catch (const InputError& e) {
-          std::printf("%-26s skipped: %s\n", name.c_str(), e.what());
+          std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
         }
       }
     }
-    if (!no_header) print_rule();
+    if (all.size() > 1) print_rule();  // the tour program's table ends here; a step's rows go on
     std::fflush(stdout);
     if (!trace_dir.empty()) all_pass = record_traces(trace_dir, steps, dev) && all_pass;
     return all_pass ? kExitOk : kExitCheckFailed;
