@@ -22,14 +22,15 @@ Sources (key=value filters match a column exactly, or as a glob with * ?; quote 
 spaces; agg=one|sum|min|max|mean combines matching rows, `one` (the default, `sum` for ncu)
 requires exactly one):
 
-    csv         docs/benchmarks/<gpu>.csv (gpu=h200), any column as a filter, field=COLUMN.
+    csv         docs/benchmarks/<gpu>.csv (gpu=h200; gpu=experiments/NAME reads the file of an
+                experiment, docs/benchmarks/experiments/NAME.csv), any column as a filter, field=COLUMN.
                 Without dropout= and mask= filters: rows without dropout and without a mask.
                 A later row of the same configuration replaces an earlier one, as in the tables;
                 with commit=, the rows that commit recorded, even where later ones replace them
                 (the figures of an earlier run, quoted beside the latest).
     ncu         docs/benchmarks/<gpu>_ncu.csv: step= pass= kernel= field=dram_read_bytes|
                 dram_write_bytes|time_ns, summed over the matching launches
-    ncu_metric  an Nsight Compute CSV export: file= (in docs/benchmarks) metric="Metric Name"
+    ncu_metric  an Nsight Compute CSV export: file= (a path in docs/benchmarks) metric="Metric Name"
     model       build/bin/io_model B= H= N= d= causal= pattern= block= seed= smyrf= (defaults 1 8
                 2048 64 0, no pattern, smyrf 8x32): step= pass= field=read_bytes|write_bytes|total
     tiles       build/bin/io_model --tiles N= d=: step= name= (the value)

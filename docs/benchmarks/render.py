@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates the benchmark tables and figures from the committed CSVs: docs/benchmarks/<gpu>.md
-beside each <gpu>.csv, the figures in docs/benchmarks/figures/, and every block between markers
-in the README, the lessons and docs/*.md:
+beside each <gpu>.csv (and beside each CSV of docs/benchmarks/experiments/), the figures in
+docs/benchmarks/figures/, and every block between markers in the README, the lessons, docs/*.md
+and the lab notebooks (docs/lab/*.md):
 
     <!-- results:STEP_PREFIX gpu=h200 [pass=fwd] [d=64] [causal=0] [layout=pivot] -->
     ...generated table...
@@ -18,6 +19,10 @@ in the README, the lessons and docs/*.md:
     <!-- quality:attention|embeddings file=steps/07_smyrf/quality/minilm_*.csv -->
     ...SMYRF on a real model's attention (steps/07_smyrf/quality/run.sh writes the CSVs)...
     <!-- /quality -->
+
+A marker's gpu= names a CSV of docs/benchmarks without its .csv (gpu=h200), or one in a folder of
+it (gpu=experiments/h200_tc_tiles: docs/benchmarks/experiments/h200_tc_tiles.csv, where the files
+of one-off experiments live); a figure is named after the CSV's own name, without the folder.
 
 Layouts of a results block: pivot (N by implementation), table (one line per row), fwdbwd
 (forward + backward time), density (block-sparse time against density), smyrf (step 07 against
@@ -43,6 +48,8 @@ import prose_check  # numbers quoted in the prose, held to the same data
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "docs", "benchmarks")
 FIGURES = os.path.join(BENCH, "figures")
+# Folders of docs/benchmarks whose CSVs are rendered too (a slug then names the folder: gpu=experiments/NAME).
+CSV_FOLDERS = ("", "experiments")
 VERSION_FILE = os.path.join(FIGURES, "matplotlib_version.txt")
 DEBIAN_PYTHON = "/usr/bin/python3"
 MAX_COLUMNS = 8
@@ -64,6 +71,32 @@ FIRST_SEEN = {}
 
 
 # --- Rows --------------------------------------------------------------------------------------
+
+def csv_slugs(bench=None):
+    """The slugs of the CSVs render.py renders, each a path under docs/benchmarks without .csv
+    ("h200", "experiments/h200_tc_tiles"), in the order of their names whatever their folder (the
+    order in which a step's variants are first seen, FIRST_SEEN, follows it): not the Nsight Compute
+    and IO model files, which only markers read. Two CSVs may not share a name in different folders:
+    a figure is named after it."""
+    bench = bench or BENCH
+    slugs = []
+    for folder in CSV_FOLDERS:
+        for path in sorted(glob.glob(os.path.join(bench, folder, "*.csv"))):
+            slug = os.path.relpath(os.path.splitext(path)[0], bench).replace(os.sep, "/")
+            if not slug.endswith(("_ncu", "_model")):
+                slugs.append(slug)
+    names = [os.path.basename(s) for s in slugs]
+    twice = sorted({s for s in slugs if names.count(os.path.basename(s)) > 1})
+    if twice:
+        raise SystemExit(f"two CSVs of one name in docs/benchmarks: {', '.join(twice)} (figures are named after it)")
+    return sorted(slugs, key=os.path.basename)
+
+
+def gpu_of(slug):
+    """The GPU's short name that a slug starts with (h200 of experiments/h200_tc_tiles): its ceilings
+    are docs/benchmarks/<gpu>_ceilings.txt."""
+    return os.path.basename(slug).split("_")[0]
+
 
 def load(slug):
     with open(os.path.join(BENCH, slug + ".csv"), newline="") as f:
@@ -458,7 +491,7 @@ class Figures:
                 filters[key] = values.pop()
         prefixes = tuple(sorted(p.rstrip("/") for p in prefixes))
         rest = {k: v for k, v in filters.items() if k not in ("dtype", "d")}
-        name = "_".join([slug, kind] + (["-".join(prefixes).replace("/", ".")] if prefixes else [])
+        name = "_".join([os.path.basename(slug), kind] + (["-".join(prefixes).replace("/", ".")] if prefixes else [])
                         + ([filters["dtype"]] if "dtype" in filters else [])
                         + ([f"d{filters['d']}"] if "d" in filters else [])
                         + [f"{k}{v.replace(',', '-').replace(':', '')}" for k, v in sorted(rest.items())])
@@ -501,7 +534,7 @@ def gpu_name(rows):
 def ceilings(slug):
     """The measured ceilings of the slug's GPU (<gpu>_ceilings.txt, from ceilings.py):
     {'hbm': GB/s, <dtype>: TFLOP/s of its GEMM}."""
-    path = os.path.join(BENCH, slug.split("_")[0] + "_ceilings.txt")
+    path = os.path.join(BENCH, gpu_of(slug) + "_ceilings.txt")
     out = {}
     if os.path.exists(path):
         for line in open(path):
@@ -744,7 +777,7 @@ def ceilings_section(img, rows, slug, dtype):
         return []
     modelled = [r for r in select(rows, (), {"causal": "0", "pass": "fwd,bwd"}) if r["hbm_bytes_model"]]
     return ["### Against the measured ceilings\n",
-            f"Measured ceilings ({slug.split('_')[0]}_ceilings.txt): {c['hbm']:g} GB/s for an HBM copy, {c[dtype]:g} "
+            f"Measured ceilings ({gpu_of(slug)}_ceilings.txt): {c['hbm']:g} GB/s for an HBM copy, {c[dtype]:g} "
             f"TFLOP/s for cuBLAS's {dtype} GEMM. Each point's intensity is its FLOPs over the bytes its IO model "
             "counts (PyTorch has no model).\n", img("roofline", ()),
             by_n(drop_repeated_forward(modelled), lambda r: fmt_bytes(r["hbm_bytes_model"]) if r else "",
@@ -759,8 +792,9 @@ def gpu_md(slug, rows, figures):
     """docs/benchmarks/<slug>.md: per dtype and d, speed, memory, the ceilings and each step's
     variants; then dropout and block-sparse density. Each table answers one question."""
     dense = plain(rows)
+    here = os.path.dirname(os.path.join(BENCH, slug))  # the folder of the CSV and of its .md
     out = [f"# Benchmarks on {gpu_name(rows)}\n",
-           f"Generated by `docs/benchmarks/render.py` from `{slug}.csv` (recorded by `docs/benchmarks/record.sh`; "
+           f"Generated by `docs/benchmarks/render.py` from `{os.path.basename(slug)}.csv` (recorded by `docs/benchmarks/record.sh`; "
            f"commits {', '.join(sorted({r['commit'] for r in rows}))}; {min(r['date'] for r in rows)} to "
            f"{max(r['date'] for r in rows)}), which holds every row and column; each table here answers one "
            f"question. Element types {', '.join(v for (v,) in groups(rows, 'dtype'))}; "
@@ -776,7 +810,7 @@ def gpu_md(slug, rows, figures):
         sub = select(dense, (), f)
 
         def img(kind, prefixes):
-            return figures.image(kind, slug, prefixes, f, BENCH)
+            return figures.image(kind, slug, prefixes, f, here)
         steps = {r["step"].split("/")[0] for r in sub if not r["step"].startswith("torch_")}
         out.append(f"## {dtype}, d = {d}\n")
         # A CSV of one step's variants and nothing else is that step's ladder.
@@ -798,7 +832,7 @@ def gpu_md(slug, rows, figures):
         out += ["## Block-sparse: time against density\n",
                 "Dense is step 04's forward and step 05's backward at the same shape; the target is a time of at "
                 "most 1.3 × density × dense.\n",
-                figures.image("density", slug, (), {}, BENCH), density_table(masked, rows)]
+                figures.image("density", slug, (), {}, here), density_table(masked, rows)]
     windowed = [r for r in rows if is_window(r)]
     if windowed:
         out += ["## Sliding window: time against the fraction of scores kept\n",
@@ -806,7 +840,7 @@ def gpu_md(slug, rows, figures):
                 "its time should follow the fraction of scores it keeps (the density column), as a block mask's "
                 "does; the reference is the same step without a window at the same shape (its forward step 04's, "
                 "its backward step 05's).\n",
-                figures.image("window", slug, (), {}, BENCH), density_table(windowed, rows)]
+                figures.image("window", slug, (), {}, here), density_table(windowed, rows)]
     featured = [r for r in rows if is_feature(r) and not is_window(r)]
     if featured:
         out += ["## Other interface features: time against the same run without them\n",
@@ -983,10 +1017,7 @@ def render_all():
     sys.path.insert(0, BENCH)
     cache, texts = {}, {}
     figures = Figures(cache)
-    for path in sorted(glob.glob(os.path.join(BENCH, "*.csv"))):
-        slug = os.path.splitext(os.path.basename(path))[0]
-        if slug.endswith(("_ncu", "_model")):
-            continue
+    for slug in csv_slugs():
         cache[slug] = load(slug)
         texts[os.path.join(BENCH, slug + ".md")] = gpu_md(slug, cache[slug], figures)
     for path in doc_paths():
@@ -1001,7 +1032,7 @@ def render_all():
 
 def generated_parts(path, text):
     """What render.py wrote in a file: all of a <gpu>.md, the marker blocks elsewhere."""
-    if os.path.dirname(path) == BENCH:
+    if os.path.dirname(path) in [os.path.normpath(os.path.join(BENCH, f)) for f in CSV_FOLDERS]:
         return [text]
     return [m.group("body") for marker in (MARKER, NCU_MARKER, QUALITY_MARKER) for m in marker.finditer(text)]
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of prose_check.py: a number that disagrees with its data, an unmarked measurement, a
-link out of the repository and a stale model CSV each fail; the fix mode rewrites the number.
+link out of the repository and a stale model CSV each fail; the fix mode rewrites the number; a
+source may name a CSV in a folder of docs/benchmarks (experiments/).
 Run by CTest (label cpu) with FS_IO_MODEL set to the built io_model."""
 import os
 import shutil
@@ -71,6 +72,23 @@ class ProseCheck(unittest.TestCase):
         ok, _, _ = self.run_on(f"<!-- n:{src} field=median_ms -->44.94<!-- /n --> ms, "
                                f"<!-- n:{src} commit=fae8b16ebb field=median_ms -->44.72<!-- /n --> ms")
         self.assertEqual(ok, [])
+
+    def test_gpu_names_a_csv_in_a_folder_of_docs_benchmarks(self):
+        # gpu=experiments/NAME reads docs/benchmarks/experiments/NAME.csv: here a folder of the test's own.
+        bench = os.path.join(self.dir, "bench")
+        os.makedirs(os.path.join(bench, "experiments"))
+        with open(os.path.join(bench, "experiments", "x_run.csv"), "w") as f:
+            f.write("gpu,step,pass,dtype,B,H,N,d,causal,median_ms,commit,date\n"
+                    "G,08_tensor_cores/fa2,fwd,bf16,1,16,16384,128,0,5.61,abc,2026-12-03\n")
+        saved, prose_check.BENCH = prose_check.BENCH, bench
+        try:
+            src = "csv gpu=experiments/x_run step=08_tensor_cores/fa2 pass=fwd field=median_ms"
+            ok, _, _ = self.run_on(f"<!-- n:{src} -->5.61<!-- /n --> ms")
+            bad, _, _ = self.run_on("<!-- n:csv gpu=x_run step=08_tensor_cores/fa2 field=median_ms -->5.61<!-- /n --> ms")
+        finally:
+            prose_check.BENCH = saved
+        self.assertEqual(ok, [])
+        self.assertIn("x_run.csv does not exist", bad[0])
 
     def test_an_unmarked_measurement_fails_but_code_and_tables_do_not(self):
         problems, _, _ = self.run_on("Step 03 takes 29.0 ms and is 1.46× slower.\n\n"
