@@ -18,6 +18,7 @@
 #include "common/harness.hpp"
 #include "common/verify.hpp"
 #include "steps/08_tensor_cores/tensor_cores.hpp"
+#include "steps/08_tensor_cores/variants.hpp"
 #include "tests/flash_checks.hpp"
 #include "tests/gpu_cases.hpp"
 
@@ -61,7 +62,9 @@ BothReports run_both(const Case& c, const fs::HostProblem& p, fs::Dropout drop =
 // fa2 (dQ by atomics), deterministic, and key_warps (the other dK/dV kernel) where it is compiled;
 // step 09's fa3 and deterministic. The rungs' backward is fa2's (fa3's), so they add nothing here.
 bool own_backward(const std::string& v) {
-  return v == "fa2" || v == "fa3" || v == "deterministic" || v == "key_warps";
+  using fs::tc::tc_variant_name;
+  return v == tc_variant_name(fs::tc::kFa2) || v == "fa3" || v == tc_variant_name(fs::tc::kDeterministic) ||
+         v == tc_variant_name(fs::tc::kKeyWarps);
 }
 std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   std::vector<Case> out;
@@ -210,7 +213,7 @@ TEST_CASE("16-bit dropout drops exactly the entries step 05's fp32 kernels drop"
   const float p_drop = GENERATE(0.1f, 0.5f);
   const fs::Shape s{4, 64, 64, 64};
   for (const Case& c : backward_cases(s, false, dtype)) {
-    if (c.step->variants[c.variant] != "fa2") continue;  // one forward for both
+    if (c.step->variants[c.variant] != fs::tc::tc_variant_name(fs::tc::kFa2)) continue;  // one forward for both
     DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
       fs::HostProblem p = fs::random_problem(s, 3, false, dtype);
       std::fill(p.q.begin(), p.q.end(), 0.f);
@@ -288,7 +291,7 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   const auto cases = step08_only(backward_cases(s, causal, dtype));
   const Case* fa2 = nullptr;
   for (const Case& c : cases)
-    if (c.step->variants[c.variant] == "fa2") fa2 = &c;
+    if (c.step->variants[c.variant] == fs::tc::tc_variant_name(fs::tc::kFa2)) fa2 = &c;
   if (!fa2 && fs::testing::test_steps_filter()) return;  // FS_TEST_STEPS has left step 08 out
   REQUIRE(fa2 != nullptr);
   const auto seed_of = GENERATE(range(0, 3));  // the inputs of each variant's own cases
@@ -307,7 +310,7 @@ TEST_CASE("16-bit backward: the warp layouts' dK and dV are bit-identical", "[gp
   const auto want = grads(*fa2);
   int compared = 0;
   for (const Case& c : cases) {
-    if (c.step->variants[c.variant] != "key_warps") continue;
+    if (c.step->variants[c.variant] != fs::tc::tc_variant_name(fs::tc::kKeyWarps)) continue;
     DYNAMIC_SECTION(c.name()) {
       const auto got = grads(c);
       REQUIRE(same_bits(got[0], want[0]));
@@ -374,7 +377,7 @@ TEST_CASE("16-bit kernels on tensors in other layouts give the contiguous layout
   }
   const int H = s.H, Hk = s.kv_heads(), N = s.N, Nk = s.keys();
   for (const Case& c : backward_cases(s, causal, dtype)) {
-    if (c.step->variants[c.variant] == "key_warps" && !packed) continue;  // takes no K/V shapes
+    if (c.step->variants[c.variant] == fs::tc::tc_variant_name(fs::tc::kKeyWarps) && !packed) continue;  // takes no K/V shapes
     // Step 09 takes neither dropout nor K/V shapes: its layouts are tested in test_hopper_gpu.
     if (!c.step->dropout || !c.step->kv_shapes) continue;
     DYNAMIC_SECTION(c.name() << (packed ? " packed QKV" : " Nk=333 Hkv=2") << ", (B, N, H, d) with padded outputs") {
@@ -484,7 +487,7 @@ TEST_CASE("16-bit kernels on packed sequences (cu_seqlens) match the fp64 refere
   for (const float p_drop : {0.f, 0.1f})
     for (const Case& c : backward_cases(s, causal, dtype)) {
       const std::string& v = c.step->variants[c.variant];
-      if (v != "fa2" && v != "deterministic") continue;  // key_warps takes the plain problem only
+      if (v != fs::tc::tc_variant_name(fs::tc::kFa2) && v != fs::tc::tc_variant_name(fs::tc::kDeterministic)) continue;  // key_warps takes the plain problem only
       DYNAMIC_SECTION(c.name() << " packed " << packed.count << " sequences, N=" << N << " Nk=" << Nk << " H=" << H
                                << " Hkv=" << Hk << " dropout " << p_drop) {
         const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
@@ -549,7 +552,7 @@ TEST_CASE("step 08 refuses packed sequences where its kernels do not take them",
     fs::DeviceRun run(*c.step, p, c.settings(), true);
     fs::FwdParams f = run.fwd_params();
     f.packed = {dcu.get(), dcu.get(), 2, 44, 44};
-    if (v == "fa2" || v == "deterministic") {
+    if (v == fs::tc::tc_variant_name(fs::tc::kFa2) || v == fs::tc::tc_variant_name(fs::tc::kDeterministic)) {
       CHECK_NOTHROW(c.step->forward(f));
       CHECK_NOTHROW(run.sync());  // and it ran
       f.shape.B = 2;

@@ -3,7 +3,7 @@
 // its accumulators into dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i — with fp32 tensors and every
 // product as 3×TF32 (mma.cuh, Tf32), as the fp32 forward (flash_tc_forward_f32.cuh) takes them. dQ
 // goes by fp32 atomics into dQacc; the preprocess (D_i, 3×TF32 in dPᵀ's order) and dQ = τ·dQacc are
-// flash_tc_backward.cuh's, in fp32.
+// preprocess_convert.cuh's, in fp32. The schedule is key_tile.cuh's, as the 16-bit dK/dV kernels'.
 //
 // The operands reach the products by the forward's three paths, on fp32 rows of d + 4 floats:
 //
@@ -22,19 +22,44 @@
 // added by the atomics. No running sum takes more than one stage's truncations.
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
 
-#include "steps/08_tensor_cores/flash_tc_backward.cuh"
-#include "steps/08_tensor_cores/flash_tc_forward_f32.cuh"
+#include "steps/08_tensor_cores/key_tile.cuh"
+#include "steps/08_tensor_cores/launchers.cuh"
+#include "steps/08_tensor_cores/tf32.cuh"
 
 namespace fs::tc {
 
-template <typename Cfg, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
-__global__ void __launch_bounds__(Cfg::kThreads)
+struct TcDkdvF32;
+
+// 3xtf32's dK/dV tiles: kWarps warps of 16 keys, kQueries queries per stage, and dQ's share split
+// over the warps as kDqRowTiles 16-row tiles × the rest of the columns each (a configuration's
+// fields: backward_configs.cuh). A lane holds d floats of dK and dV, kQueries / 2 of Sᵀ and dPᵀ and
+// as many words of their TF32 heads and rests: at d = 128 and 32 queries, 224 registers of the 255.
+template <int D_, class Cfg>
+struct DkdvF32Traits : KernelTraits<float, D_, Cfg, TcDkdvF32> {
+  static constexpr int kSplit = 1, kCols = D_;
+  static constexpr int kKeys = 16 * Cfg::kWarps;
+  static constexpr int kStride = D_ + 4;                // floats per row of K, V, Q, dO (tf32.cuh)
+  static constexpr int kDsStride = Cfg::kQueries + 4;  // of dSᵀ: rows 4 banks apart, its transposed reads spread
+  static constexpr bool kExactScalePath = tc_exact_scale_path(D_);
+  static constexpr int kDqRowGroups = Cfg::kQueries / (16 * Cfg::kDqRowTiles);
+  static constexpr int kDqColTiles = D_ / 8 / (Cfg::kWarps / kDqRowGroups);
+  static_assert(Cfg::kQueries % 32 == 0 && D_ % 32 == 0, "rows of d + 4 and kQueries + 4 floats: 4 banks apart");
+  static_assert(Cfg::kQueries % (16 * Cfg::kDqRowTiles) == 0 && Cfg::kWarps % kDqRowGroups == 0 &&
+                    kDqColTiles * 8 * (Cfg::kWarps / kDqRowGroups) == D_,
+                "every warp takes whole 16-row tiles × whole 8-column tiles of dQ's share");
+  static constexpr std::size_t smem_bytes(bool) {
+    return sizeof(float) * (2 * kKeys * kStride + 4 * Cfg::kQueries * kStride + kKeys * kDsStride + 4 * Cfg::kQueries);
+  }
+};
+
+template <typename Kt, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
+__global__ void __launch_bounds__(Kt::kThreads)
     tc_dkdv_f32_kernel(const BwdParams p, const float* __restrict__ gDelta, float* __restrict__ dq_acc,
                        trace::Slices slices) {
   static_assert(kAtomicDQ, "3xtf32's dQ goes by atomics");
-  constexpr int D = Cfg::D, BN = Cfg::kKeys, BM = Cfg::kQueries, S = Cfg::kStride, SD = Cfg::kDsStride;
+  constexpr int D = Kt::D, BN = Kt::kKeys, BM = Kt::kQueries, S = Kt::kStride, SD = Kt::kDsStride;
   constexpr int NT = BM / 8;  // 8-query tiles of a warp's Sᵀ; 8-query steps of dV, dK
   constexpr int KD = D / 8;   // 8-wide steps over d (Sᵀ, dPᵀ)
   constexpr int CT = D / 8;   // 8-column tiles of the warp's dK, dV
@@ -49,21 +74,19 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* sL = sdS + BN * SD;                   // 2 stages × BM: LSE
   float* sD = sL + 2 * BM;                     // 2 stages × BM: D
 
-  // The CTA's keys and its span of queries, as in tc_dkdv_kernel.
-  const SeqSpan seq = Features::sequence(p.packed, p.shape);
-  const int N = seq.n, Nk = seq.nk, shift = seq.shift();
-  const std::int64_t kv_bh = blockIdx.y;
-  const int key0 = blockIdx.x * BN;
-  if (Features::kSequences && key0 >= Nk) return;  // packed: past this sequence's keys
-  const int n_keys = min(BN, Nk - key0);
+  const DkdvCta<BN, Kt::kSplit, D, Features> cta(p);
+  if (cta.idle()) return;
+  const SeqSpan& seq = cta.seq;
+  const int N = cta.N, Nk = cta.Nk, shift = cta.shift, key0 = cta.key0;
+  const std::int64_t kv_bh = cta.kv_bh;
+  const int n_keys = cta.n_keys();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int wkey = 16 * warp;  // the warp's first key in the tile
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
   const int Hkv = p.shape.kv_heads();
-
-  load_f32_tile<Cfg, BN>(sK, as<float>(p.k) + p.k_strides.of_head(kv_bh, Hkv) + seq.k0 * p.k_strides.row,
+  load_f32_tile<Kt, BN>(sK, as<float>(p.k) + p.k_strides.of_head(kv_bh, Hkv) + seq.k0 * p.k_strides.row,
                          p.k_strides.row, key0, Nk);
-  load_f32_tile<Cfg, BN>(sV, as<float>(p.v) + p.v_strides.of_head(kv_bh, Hkv) + seq.k0 * p.v_strides.row,
+  load_f32_tile<Kt, BN>(sV, as<float>(p.v) + p.v_strides.of_head(kv_bh, Hkv) + seq.k0 * p.v_strides.row,
                          p.v_strides.row, key0, Nk);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::K, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
@@ -82,8 +105,8 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   float* const ds_st = sdS + (wkey + g) * SD + 2 * t4;
 
   // dQ's share: warp w adds rows qr .. qr + 16·MQ of the query tile × DQT 8-column tiles from cq.
-  constexpr int MQ = Cfg::kDqRowTiles, DQT = Cfg::kDqColTiles;
-  const int qr = 16 * MQ * (warp % Cfg::kDqRowGroups), cq = 8 * DQT * (warp / Cfg::kDqRowGroups);
+  constexpr int MQ = Kt::kDqRowTiles, DQT = Kt::kDqColTiles;
+  const int qr = 16 * MQ * (warp % Kt::kDqRowGroups), cq = 8 * DQT * (warp / Kt::kDqRowGroups);
 
   for (int gq = 0; gq < Features::group(p.shape); ++gq) {
     const std::int64_t bh = Features::query_head(p.shape, kv_bh, gq), head = bh * p.shape.N + seq.q0;
@@ -95,9 +118,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int n_tiles = walk.size();
     // Q_i, dO_i, LSE_i, D_i of a stage under one commit; rows past N zero-filled (tc_load_bwd_stage).
     auto load_stage = [&](int s, int i0) {
-      load_f32_tile<Cfg, BM>(sQ + s * BM * S, gQ, p.q_strides.row, i0, N);
-      load_f32_tile<Cfg, BM>(sdO + s * BM * S, gdO, p.dout_strides.row, i0, N);
-      for (int i = threadIdx.x; i < BM; i += Cfg::kThreads) {
+      load_f32_tile<Kt, BM>(sQ + s * BM * S, gQ, p.q_strides.row, i0, N);
+      load_f32_tile<Kt, BM>(sdO + s * BM * S, gdO, p.dout_strides.row, i0, N);
+      for (int i = threadIdx.x; i < BM; i += Kt::kThreads) {
         const bool valid = i0 + i < N;
         cp_async_4(sL + s * BM + i, gLse + head + (valid ? i0 + i : 0), valid);
         cp_async_4(sD + s * BM + i, gDelta + head + (valid ? i0 + i : 0), valid);
@@ -153,10 +176,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
 
       // P and dS, as tc_dkdv_kernel computes them (tc_p_ds_pair); element e of tile nt: key
       // g + 8(e/2) of the warp, query 8nt + 2t4 + e%2.
-      const auto chain = tc_scores<true>(features, st, key0 + wkey, i0);
-      const bool edge = (p.causal && key0 + BN - 1 > i0 + shift) || key0 + BN > Nk;
-      const bool pow2_scale = Cfg::kExactScalePath && (__float_as_uint(p.scale) & 0x7fffffu) == 0;
-      with_flags(pow2_scale, edge, [&](auto exact_scale, auto masked) {
+      const auto chain = tc_scores<Rows::kKeys>(features, st, key0 + wkey, i0);
+      const bool edge = cta.edge(p, i0);
+      with_flags(tc_pow2_scale<Kt::kExactScalePath>(p.scale), edge, [&](auto exact_scale, auto masked) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const float2 lse = *reinterpret_cast<const float2*>(sL + s * BM + 8 * nt + 2 * t4);
@@ -209,8 +231,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
           dk[ct][e] += tk[e];
         }
       }
-      FS_TRACE_EVENT(tr, Kind::AccumulateDV, Tensor::dV, kv_bh, key0, n_keys, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDK, Tensor::dK, kv_bh, key0, n_keys, 0, D, 0);
+      trace_dkdv_accumulated(tr, kv_bh, key0, n_keys, 0, D);
 
       // dQ_i += dS_ij K_j (τ in the convert kernel), once every warp's dSᵀ is in: summed from zero
       // over the CTA's keys, then added to dQacc by fp32 atomics.
@@ -239,27 +260,9 @@ __global__ void __launch_bounds__(Cfg::kThreads)
               mma_3x_in_place<3>(dq[mq][ct], a_hi[mq], a_lo[mq], b_hi[0], b_hi[1], b_lo[0], b_lo[1]);
           }
         }
-#pragma unroll
-        for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = i0 + qr + 16 * mq + g + 8 * h;
-            if (row >= N) continue;
-            float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
-#pragma unroll
-            for (int ct = 0; ct < DQT; ++ct) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
-#else
-              atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
-              atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
-#endif
-            }
-          }
+        tc_atomic_add_dq<D>(dq, dq_acc, head, i0, qr, N, cq);
       }
-      FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
-      FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQacc, bh, i0, n_q, 0, D, 0);
-      FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQacc, bh, i0, n_q, 0, D, n_q * D * kF);
+      trace_dq_share(tr, bh, i0, n_q, 0, D);
     }
     if constexpr (kTrace)
       walk.for_each_skipped(N, [&](int i, int n) { FS_TRACE_EVENT(tr, Kind::Skip, Tensor::S, bh, i, n, key0, n_keys, 0); });
@@ -281,36 +284,14 @@ __global__ void __launch_bounds__(Cfg::kThreads)
       *reinterpret_cast<float2*>(dst_v + 8 * ct) = make_float2(dv[ct][2 * h], dv[ct][2 * h + 1]);
     }
   }
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dK, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
-  FS_TRACE_EVENT(tr, Kind::Store, Tensor::dV, kv_bh, key0, n_keys, 0, D, n_keys * D * kE);
+  trace_dkdv_stored(tr, kv_bh, key0, n_keys, 0, D, kE);
 }
 
-// 3xtf32's dK/dV tiles: kWarps warps of 16 keys, kQueries queries per stage, and dQ's share split
-// over the warps as kDqRowTiles 16-row tiles × the rest of the columns each. A lane holds d floats
-// of dK and dV, kQueries / 2 of Sᵀ and dPᵀ and as many words of their TF32 heads and rests: at
-// d = 128 and 32 queries, 224 registers of the 255.
-template <int D_, int kWarps_, int kQueries_, int kDqRowTiles_>
-struct DkdvF32Config {
-  using E = float;
-  static constexpr int D = D_, kWarps = kWarps_, kQueries = kQueries_, kSplit = 1, kCols = D;
-  static constexpr bool kSmemPds = false;
-  static constexpr int kThreads = 32 * kWarps, kKeys = 16 * kWarps;
-  static constexpr int kStride = D + 4;           // floats per row of K, V, Q, dO (flash_tc_forward_f32.cuh)
-  static constexpr int kDsStride = kQueries + 4;  // of dSᵀ: rows 4 banks apart, its transposed reads spread
-  static constexpr bool kExactScalePath = (D & (D - 1)) == 0 && (D & 0x55555555) != 0;
-  static constexpr int kDqRowTiles = kDqRowTiles_, kDqRowGroups = kQueries / (16 * kDqRowTiles);
-  static constexpr int kDqColTiles = D / 8 / (kWarps / kDqRowGroups);
-  static_assert(kQueries % 32 == 0 && D % 32 == 0, "rows of d + 4 and kQueries + 4 floats: 4 banks apart");
-  static_assert(kQueries % (16 * kDqRowTiles) == 0 && kWarps % kDqRowGroups == 0 &&
-                    kDqColTiles * 8 * (kWarps / kDqRowGroups) == D,
-                "every warp takes whole 16-row tiles × whole 8-column tiles of dQ's share");
-  static constexpr std::size_t smem_bytes(bool) {
-    return sizeof(float) * (2 * kKeys * kStride + 4 * kQueries * kStride + kKeys * kDsStride + 4 * kQueries);
-  }
-  template <bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
-  static constexpr auto kernel() {
-    return tc_dkdv_f32_kernel<DkdvF32Config, kDropout, kAtomicDQ, Features, kTrace>;
-  }
+// The kernel as a family the launcher takes (backward_launch.cuh).
+struct TcDkdvF32 {
+  static constexpr const char* kName = "tc_dkdv_f32_kernel";
+  template <class Kt, bool kDropout, bool kAtomicDQ, class Features, bool kTrace>
+  static constexpr auto kernel = tc_dkdv_f32_kernel<Kt, kDropout, kAtomicDQ, Features, kTrace>;
 };
 
 }  // namespace fs::tc

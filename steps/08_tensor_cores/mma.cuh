@@ -57,13 +57,19 @@ float element(std::uint32_t r, int i) {
     return x;
   }
 }
+// Every lane's registers of an mma's A (4) and B (2), gathered from the warp.
+struct Operands {
+  std::uint32_t a[4], b[2];
+};
+inline void gather_operands(const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1, Operands (&all)[32]) {
+  const Operands mine{{a[0], a[1], a[2], a[3]}, {b0, b1}};
+  fs::emu::warp_gather(&mine, sizeof mine, all);
+}
 // d += A·B for this lane's fragment of D, from every lane's fragments of A and B.
 template <typename E>
 void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  struct Frag {
-    std::uint32_t a[4], b[2];
-  } mine{{a[0], a[1], a[2], a[3]}, {b0, b1}}, all[32];
-  fs::emu::warp_gather(&mine, sizeof mine, all);
+  Operands all[32];
+  gather_operands(a, b0, b1, all);
   float A[16][16], B[16][8];
   for (int l = 0; l < 32; ++l) {
     const int g = l / 4, t = l % 4;
@@ -101,10 +107,8 @@ inline float tf32_element(std::uint32_t r) {
 // Truncation, unlike rounding to nearest, errs the same way every time, so its error grows
 // with the number of products accumulated in one register (flash_tc_forward_f32.cuh, mma_3x).
 inline void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  struct Frag {
-    std::uint32_t a[4], b[2];
-  } mine{{a[0], a[1], a[2], a[3]}, {b0, b1}}, all[32];
-  fs::emu::warp_gather(&mine, sizeof mine, all);
+  Operands all[32];
+  gather_operands(a, b0, b1, all);
   float A[16][8], B[8][8];
   for (int l = 0; l < 32; ++l) {
     const int g = l / 4, t = l % 4;
@@ -148,58 +152,66 @@ inline void ldmatrix(std::uint32_t (&r)[4], const void* row, bool trans) {
 }  // namespace emu_mma
 #endif
 
-// What differs between bf16 and fp16: the instruction's type suffix and the conversion.
-template <typename E>
-struct Element;
+// d += a·b by one mma.sync instruction `op` (its shape and types), D in the accumulator C: every
+// product of step 08 has this operand list, A in 4 registers, B in 2, C and D 4 floats.
+#define FS_TC_MMA_ASM(op)                                                                                  \
+  asm volatile(op " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                    \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 
+// What differs between bf16 and fp16: the conversions (below) and the instruction's type suffix.
+template <typename E>
+struct ElementPair;
 template <>
-struct Element<__nv_bfloat16> {
+struct ElementPair<__nv_bfloat16> {
+  using Pair = __nv_bfloat162;
+  static __device__ __forceinline__ Pair of(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
+  static __device__ __forceinline__ float2 floats(Pair v) { return __bfloat1622float2(v); }
+};
+template <>
+struct ElementPair<__half> {
+  using Pair = __half2;
+  static __device__ __forceinline__ Pair of(float lo, float hi) { return __floats2half2_rn(lo, hi); }
+  static __device__ __forceinline__ float2 floats(Pair v) { return __half22float2(v); }
+};
+
+// A 16-bit element type E (bf16 or fp16) on the tensor cores.
+template <typename E>
+struct Element {
+  using Pair = typename ElementPair<E>::Pair;
   // Two floats rounded to one register: lo in the low half (the smaller column).
   static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    const Pair v = ElementPair<E>::of(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
   // The two elements of a register, as floats (exact).
   static __device__ __forceinline__ float2 unpack(std::uint32_t r) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+    return ElementPair<E>::floats(*reinterpret_cast<const Pair*>(&r));
   }
   // d += a · b on the tensor cores.
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
 #ifndef FS_EMULATION
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (std::is_same_v<E, __half>)
+      FS_TC_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
+    else
+      FS_TC_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
 #else
-    emu_mma::mma<__nv_bfloat16>(d, a, b0, b1);
+    emu_mma::mma<E>(d, a, b0, b1);
 #endif
   }
 };
 
-template <>
-struct Element<__half> {
-  static __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ float2 unpack(std::uint32_t r) {
-    return __half22float2(*reinterpret_cast<const __half2*>(&r));
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                             std::uint32_t b1) {
-#ifndef FS_EMULATION
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    emu_mma::mma<__half>(d, a, b0, b1);
-#endif
-  }
-};
+// The A fragment of columns [16k, 16k + 16) from the accumulators of its two 8-column tiles, lo
+// (columns 16k..) and hi (16k + 8..), rounded to E: D's pattern is A's (above), so no data moves.
+// FlashAttention-2's "P stays in registers", and the backward's dS likewise.
+template <typename E>
+__device__ __forceinline__ void pack_a(std::uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+  a[0] = Element<E>::pack(lo[0], lo[1]);  // row g,   columns 2t, 2t + 1
+  a[1] = Element<E>::pack(lo[2], lo[3]);  // row g + 8
+  a[2] = Element<E>::pack(hi[0], hi[1]);  // row g,   columns 8 + 2t, 8 + 2t + 1
+  a[3] = Element<E>::pack(hi[2], hi[3]);  // row g + 8
+}
 
 // fp32 on the tensor cores, as TF32 (sign, 8 exponent bits, 10 of mantissa: fp32's range, 11
 // significant bits against fp32's 24). mma.sync.m16n8k8 with TF32 inputs and fp32 accumulate:
@@ -240,16 +252,14 @@ struct Tf32 {
   static __device__ __forceinline__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                              std::uint32_t b1) {
 #ifndef FS_EMULATION
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    FS_TC_MMA_ASM("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
 #else
     emu_mma::mma_tf32(d, a, b0, b1);
 #endif
   }
 };
+
+#undef FS_TC_MMA_ASM
 
 // 2^x in one special-function instruction (MUFU.EX2; inputs below -126 give 0). exp2f without
 // --use_fast_math compiles (sm_90, nvcc 13.0) to a compare and two predicated multiplies around
@@ -343,6 +353,9 @@ struct SmemTile {
       return r * kCols + 8 * ((c & ~3) | ((c & 3) ^ ((r >> 1) & 3)));
   }
 };
+
+// SmemTile's kSwizzle, named where a tile's layout is fixed: the backward's tiles are all swizzled.
+inline constexpr bool kSwizzled = true;
 
 // A lane's shared-memory address in a tile, computed once instead of at every load. In a warp's
 // run of loads (ldmatrix; or stores of P and dS), a lane points at row rl + R and chunk cl + C of

@@ -41,13 +41,17 @@ struct TcNoChain {
   __device__ __forceinline__ void apply(float&, float&, int, int) const {}
 };
 
+// What a tile's rows are: queries (S, as the forwards and the dQ kernel hold it), or keys and the
+// columns queries (Sᵀ, in the dK/dV kernels).
+enum class Rows { kQueries, kKeys };
+
 // The scores of one 16-row accumulator tile, modified by the features in place: rows row0 + g,
-// row0 + g + 8, columns col0 + 8nt + 2·t4 (+1). kKeyRows: the rows are keys and the columns queries
-// (Sᵀ, in the dK/dV kernels). Returns what the backward's chain rule needs.
-template <bool kKeyRows, bool kSoftcap, int NT>
+// row0 + g + 8, columns col0 + 8nt + 2·t4 (+1). Returns what the backward's chain rule needs.
+template <Rows kRows, bool kSoftcap, int NT>
 __device__ __forceinline__ std::conditional_t<kSoftcap, TcSoftcapChain<NT>, TcNoChain> tc_scores(
     const FlashFeaturesOf<kSoftcap>& f, float (&s)[NT][4], int row0, int col0) {
   std::conditional_t<kSoftcap, TcSoftcapChain<NT>, TcNoChain> chain;
+  constexpr bool kKeyRows = kRows == Rows::kKeys;
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
@@ -63,13 +67,26 @@ __device__ __forceinline__ std::conditional_t<kSoftcap, TcSoftcapChain<NT>, TcNo
   return chain;
 }
 // NoFeatures: nothing.
-template <bool kKeyRows, int NT>
+template <Rows kRows, int NT>
 __device__ __forceinline__ TcNoChain tc_scores(const NoFeatures&, float (&)[NT][4], int /*row0*/, int /*col0*/) {
   return {};
 }
 
+// The problem a CTA's tile belongs to (SeqSpan): the head, or with packed sequences sequence
+// blockIdx.z's tokens — N queries and Nk keys, counted within it, δ = Nk − N (Features: the head's
+// N, N and 0 but for FlashFeatures).
+template <class Features>
+struct CtaSpan {
+  SeqSpan seq;
+  int N, Nk, shift;
+
+  template <class Params>
+  __device__ __forceinline__ explicit CtaSpan(const Params& p)
+      : seq(Features::sequence(p.packed, p.shape)), N(seq.n), Nk(seq.nk), shift(seq.shift()) {}
+};
+
 // The chain rule's type for a tile of NT 8-column tiles under Features.
 template <class Features, int NT>
-using TcChain = decltype(tc_scores<false>(std::declval<const Features&>(), std::declval<float (&)[NT][4]>(), 0, 0));
+using TcChain = decltype(tc_scores<Rows::kQueries>(std::declval<const Features&>(), std::declval<float (&)[NT][4]>(), 0, 0));
 
 }  // namespace fs::tc

@@ -12,6 +12,20 @@
 
 namespace fs::tc {
 
+// f(mt, nt, x) over a lane's part of a warp's accumulator tiles (mma.cuh), 16-row tile mt, 8-column
+// tile nt: by element (kPer = 4: x = e, row 16mt + g + 8(e / 2) of the warp's, column 8nt + 2·t4 +
+// e mod 2), or by pair (kPer = 2: x = h, elements 2h and 2h + 1, row 16mt + g + 8h, columns 8nt +
+// 2·t4 and one more).
+template <int MT, int NT, int kPer, typename F>
+__device__ __forceinline__ void tc_for_each(F&& f) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < kPer; ++x) f(mt, nt, x);
+}
+
 // Keys past Nk, and (causal) keys after the query's diagonal key row + δ, get -inf: only in the
 // tiles that need it (the CTA's rows row0.., the warp's from row0 + wrow0, keys j0 .. j0 + BN).
 template <bool kCausal, int BN, int MT, int NT>
@@ -28,6 +42,18 @@ __device__ __forceinline__ void tc_mask_tile(float (&s)[MT][NT][4], int row0, in
           if (col >= Nk || (kCausal && col > row + shift)) s[mt][nt][e] = -INFINITY;
         }
   }
+}
+
+// Before the first key tile: every row's running max m = −∞ and its part of ℓ 0.
+template <int MT>
+__device__ __forceinline__ void tc_softmax_start(float (&m)[MT][2], float (&l)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[mt][h] = -INFINITY;
+      l[mt][h] = 0.f;
+    }
 }
 
 // One key tile of the online softmax (h: row g or g + 8 of the row tile): m and ℓ updated, O
@@ -116,16 +142,11 @@ __device__ __forceinline__ void tc_online_softmax(float (&s)[MT][NT][4], float (
 template <int MT, int NT>
 __device__ __forceinline__ void tc_dropout_tile(float (&s)[MT][NT][4], const TcDropout& dropout, int row_base, int j0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const Z2 z = dropout.along_keys(row_base + 16 * mt + g + 8 * h, j0 + 8 * nt + 2 * t4);
-        s[mt][nt][2 * h] *= z.z0;
-        s[mt][nt][2 * h + 1] *= z.z1;
-      }
+  tc_for_each<MT, NT, 2>([&](int mt, int nt, int h) {
+    const Z2 z = dropout.along_keys(row_base + 16 * mt + g + 8 * h, j0 + 8 * nt + 2 * t4);
+    s[mt][nt][2 * h] *= z.z0;
+    s[mt][nt][2 * h + 1] *= z.z1;
+  });
 }
 
 // The end of the forward: O = O / ℓ (ℓ summed over the row's 4 lanes) and LSE = fl(τ m) + ln ℓ,

@@ -2,22 +2,33 @@
 // with their matrix products on the tensor cores (mma.sync m16n8k16: bf16 or fp16 in, fp32
 // accumulate), as FlashAttention-2 itself runs on A100 and H100. The algorithms, the tiling and
 // the HBM traffic are those steps' (Θ(N²d²/M), now in 2-byte elements); what changes is who
-// computes the products and how the tiles reach them: flash_tc_forward.cuh has the forward and
-// its ladder of variants, flash_tc_backward.cuh the backward, mma.cuh the instructions,
-// forward_configs.cuh and backward_configs.cuh the tiles.
+// computes the products and how the tiles reach them. variants.hpp names the variants;
+// forward_configs.cuh and backward_configs.cuh hold their tiles and the dispatch; each kernel has
+// a file of its own (flash_tc_forward.cuh, flash_tc_forward_f32.cuh, tc_dkdv_kernel.cuh,
+// flash_tc_backward.cuh, tc_dq_kernel.cuh, flash_tc_backward_f32.cuh, preprocess_convert.cuh),
+// mma.cuh the instructions. This file decides what a run may ask for and calls the dispatch; the
+// kernels compile in the units CMakeLists.txt generates (instances.cu.in).
 #include "steps/08_tensor_cores/tensor_cores.hpp"
 
 #include <string>
+#include <type_traits>
 
 #include "common/check.hpp"
 #include "common/flash_features.cuh"
+#include "common/io_model.hpp"
 #include "common/packed_check.hpp"
 #include "common/strides_check.hpp"
-#include "common/io_model.hpp"
-#include <algorithm>
-
+// The configurations and the dispatch; the kernels' headers for their traits (the tiles), none of
+// their kernels instantiated here.
 #include "steps/08_tensor_cores/backward_configs.cuh"
+#include "steps/08_tensor_cores/flash_tc_backward.cuh"
+#include "steps/08_tensor_cores/flash_tc_backward_f32.cuh"
+#include "steps/08_tensor_cores/flash_tc_forward.cuh"
+#include "steps/08_tensor_cores/flash_tc_forward_f32.cuh"
 #include "steps/08_tensor_cores/forward_configs.cuh"
+#include "steps/08_tensor_cores/tc_dkdv_kernel.cuh"
+#include "steps/08_tensor_cores/tc_dq_kernel.cuh"
+#include "steps/08_tensor_cores/variants.hpp"
 
 namespace fs {
 
@@ -25,25 +36,33 @@ namespace {
 
 bool is_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; }
 
+// A variant's name (variants.hpp), for the refusals.
+std::string name(int variant) { return tc::tc_variant_name(variant); }
+// fa2 and deterministic: the variants compiled with dropout and FlashAttention's features.
+std::string full_variants() { return name(tc::kFa2) + " and " + name(tc::kDeterministic); }
+
 std::string unsupported(const Shape& s, const PassSettings& settings) {
+  const tc::TcVariantRow& v = tc::tc_variant(settings.variant);
   const bool fp32 = settings.dtype == DType::fp32;
-  if (fp32 && settings.variant != tc::k3xTf32)
-    return "fp32 runs in variant 3xtf32 (each product as three TF32 ones); fa2 and the others take bf16 or fp16";
-  if (!fp32 && settings.variant == tc::k3xTf32) return "3xtf32 is the fp32 variant (--dtype fp32)";
-  if (fp32 && !tc::is_f32_head_dim(s.d))
-    return "3xtf32 is compiled for d = 32, 64 and 128; got " + std::to_string(s.d);
+  const std::string f32 = name(tc::k3xTf32);
+  if (fp32 && !v.fp32)
+    return "fp32 runs in variant " + f32 + " (each product as three TF32 ones); " + name(tc::kFa2) +
+           " and the others take bf16 or fp16";
+  if (!fp32 && v.fp32) return f32 + " is the fp32 variant (--dtype fp32)";
+  if (fp32 && !tc::is_f32_head_dim(s.d)) return f32 + " is compiled for d = 32, 64 and 128; got " + std::to_string(s.d);
   if (!is_tc_head_dim(s.d))
     return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
-  if (tc::is_rung(settings.variant) && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
-    return "the ladder's rungs (r1_mma ... r4_p_in_regs) are compiled for bf16 at d = 64 and 128";
-  if (settings.variant == tc::kKeyWarps && !tc::is_ladder_head_dim(s.d))
-    return "key_warps is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
-  if (tc::is_rung(settings.variant) && settings.dropout.on())
-    return "dropout is compiled into fa2 and deterministic; the ladder's rungs are the forward without it";
-  if ((tc::is_rung(settings.variant) || settings.variant == tc::kKeyWarps) &&
-      (settings.features.on() || !s.square() || settings.packed.on()))
-    return "--window, --softcap, --alibi, --seq-k, --heads-kv and --varlen are compiled into fa2 and deterministic; the "
-           "ladder's rungs and key_warps are the plain problem";
+  if (v.rung && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
+    return "the ladder's rungs (" + name(tc::kR1Mma) + " ... " + name(tc::kR4PInRegs) +
+           ") are compiled for bf16 at d = 64 and 128";
+  if (v.ladder_only && !tc::is_ladder_head_dim(s.d))
+    return name(settings.variant) +
+           " is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
+  if (v.rung && settings.dropout.on())
+    return "dropout is compiled into " + full_variants() + "; the ladder's rungs are the forward without it";
+  if (v.plain_only && (settings.features.on() || !s.square() || settings.packed.on()))
+    return "--window, --softcap, --alibi, --seq-k, --heads-kv and --varlen are compiled into " + full_variants() +
+           "; the ladder's rungs and " + name(tc::kKeyWarps) + " are the plain problem";
   if (s.heads() > 65535) return "B·H must be at most 65535 (grid y)";
   if (!(settings.scale > 0.f)) return "the tensor-core kernels take a positive softmax scale";
   return {};
@@ -56,6 +75,7 @@ IoCount io_forward(const Shape& s, const PassSettings& settings) {
                            clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
 
+// A forward configuration's tiles (its named fields, forward_configs.cuh).
 template <typename Cfg>
 TcTiles tiles_of() {
   return {Cfg::kBlockM, Cfg::kBlockN};
@@ -69,6 +89,7 @@ IoCount io_backward(const Shape& s, const PassSettings& settings) {
                         clamp_reach(f.window_left, s.N, s.keys()), clamp_reach(f.window_right, s.N, s.keys()));
 }
 
+// The backward's tiles, from the kernels' traits.
 template <typename Dkdv, typename Dq>
 TcBwdTiles bwd_tiles_of() {
   return {Dkdv::kKeys, Dkdv::kQueries, Dkdv::kSplit, Dq::kRows, Dq::kKeys};
@@ -78,20 +99,24 @@ TcBwdTiles bwd_tiles_of(int variant) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
   using B = tc::Bwd<E, D>;
   if constexpr (tc::is_ladder_head_dim(D)) {
-    if (variant == tc::kKeyWarps) return bwd_tiles_of<tc::KeyWarps<E, D>, typename B::Dq>();
+    if (variant == tc::kKeyWarps) return bwd_tiles_of<tc::DkdvTraits<E, D, tc::KeyWarps<D>>, typename B::Dq>();
   }
   return bwd_tiles_of<typename B::Dkdv, typename B::Dq>();
+}
+template <int D>
+TcBwdTiles f32_bwd_tiles() {
+  using Kt = tc::DkdvF32Traits<D, tc::F32Dkdv<D>>;
+  return {Kt::kKeys, Kt::kQueries, 1, 0, 0};
 }
 
 }  // namespace
 
 TcBwdTiles tc_backward_tiles(int d, int variant) {
-  if (variant == tc::k3xTf32) {
-    auto f32 = [](auto cfg) { return TcBwdTiles{decltype(cfg)::kKeys, decltype(cfg)::kQueries, 1, 0, 0}; };
+  if (tc::tc_variant(variant).fp32) {
     switch (d) {
-      case 32: return f32(tc::BwdF32<32>::Dkdv{});
-      case 64: return f32(tc::BwdF32<64>::Dkdv{});
-      case 128: return f32(tc::BwdF32<128>::Dkdv{});
+      case 32: return f32_bwd_tiles<32>();
+      case 64: return f32_bwd_tiles<64>();
+      case 128: return f32_bwd_tiles<128>();
       default: return {};
     }
   }
@@ -106,25 +131,24 @@ TcBwdTiles tc_backward_tiles(int d, int variant) {
 }
 
 IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes, int window_left, int window_right) {
-  return io_flash2_backward(s, causal, tc_backward_tiles(s.d, variant), variant != tc::kDeterministic, elem_bytes,
+  return io_flash2_backward(s, causal, tc_backward_tiles(s.d, variant), tc::tc_variant(variant).atomic_dq, elem_bytes,
                             window_left, window_right);
 }
 
 TcTiles tc_forward_tiles(int d, int variant) {
-  using E = __nv_bfloat16;  // the tiles do not depend on the element type
-  if (tc::is_rung(variant)) return tiles_of<tc::R4PInRegs<E, 64>>();  // the rungs share FA2's tile
-  if (variant == tc::k3xTf32) switch (d) {
-      case 32: return tiles_of<tc::F32<32, 3>::Cfg>();
-      case 64: return tiles_of<tc::F32<64, 3>::Cfg>();
-      case 128: return tiles_of<tc::F32<128, 3>::Cfg>();
+  if (tc::is_rung(variant)) return tiles_of<tc::R4PInRegs>();  // the rungs share FA2's tile
+  if (tc::tc_variant(variant).fp32) switch (d) {
+      case 32: return tiles_of<tc::F32Fwd<32>>();
+      case 64: return tiles_of<tc::F32Fwd<64>>();
+      case 128: return tiles_of<tc::F32Fwd<128>>();
       default: return {};
     }
   switch (d) {
-    case 32: return tiles_of<tc::Fa2<E, 32>::Cfg>();
-    case 64: return tiles_of<tc::Fa2<E, 64>::Cfg>();
-    case 96: return tiles_of<tc::Fa2<E, 96>::Cfg>();
-    case 128: return tiles_of<tc::Fa2<E, 128>::Cfg>();
-    case 256: return tiles_of<tc::Fa2<E, 256>::Cfg>();
+    case 32: return tiles_of<tc::Fa2<32>>();
+    case 64: return tiles_of<tc::Fa2<64>>();
+    case 96: return tiles_of<tc::Fa2<96>>();
+    case 128: return tiles_of<tc::Fa2<128>>();
+    case 256: return tiles_of<tc::Fa2<256>>();
     default: return {};
   }
 }
@@ -152,8 +176,8 @@ void with_strides(Params& p) {
 // recorded for them yet.
 template <class Params>
 void check_packed(const Params& p) {
-  if (p.packed.on() && (tc::is_rung(p.variant) || p.variant == tc::kKeyWarps))
-    throw CudaError(cudaErrorInvalidValue, "step 08: packed sequences run in fa2 and deterministic");
+  if (p.packed.on() && tc::tc_variant(p.variant).plain_only)
+    throw CudaError(cudaErrorInvalidValue, "step 08: packed sequences run in " + full_variants());
   require_packable<FlashFeatures>(p, "step 08");
 }
 
@@ -168,37 +192,33 @@ void tc_forward_tf32(const FwdParams& params, int passes) {
   FwdParams p = params;
   with_strides(p);
   switch (p.shape.d) {
-    case 32: return tc::forward_fp32_d32(p, passes);
-    case 64: return tc::forward_fp32_d64(p, passes);
-    default: return tc::forward_fp32_d128(p, passes);
+    case 32: return tc::tc_forward_f32_dispatch<32>(p, passes);
+    case 64: return tc::tc_forward_f32_dispatch<64>(p, passes);
+    default: return tc::tc_forward_f32_dispatch<128>(p, passes);
   }
 }
 
 void tc_forward(const FwdParams& params) {
   if (params.dtype == DType::fp32) {
-    if (params.variant != tc::k3xTf32) throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant 3xtf32");
+    if (!tc::tc_variant(params.variant).fp32)
+      throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant " + name(tc::k3xTf32));
     return tc_forward_tf32(params, 3);
   }
-  const bool bf16 = params.dtype == DType::bf16;
   if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
     throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
   check_packed(params);
   FwdParams p = params;
   with_strides(p);
-  switch (p.shape.d) {
-    case 32: return bf16 ? tc::forward_bf16_d32(p) : tc::forward_fp16_d32(p);
-    case 64: return bf16 ? tc::forward_bf16_d64(p) : tc::forward_fp16_d64(p);
-    case 96: return bf16 ? tc::forward_bf16_d96(p) : tc::forward_fp16_d96(p);
-    case 128: return bf16 ? tc::forward_bf16_d128(p) : tc::forward_fp16_d128(p);
-    default: return bf16 ? tc::forward_bf16_d256(p) : tc::forward_fp16_d256(p);
-  }
+  tc::with_element_and_dim(p, [&](auto* e, auto d) {
+    using E = std::remove_pointer_t<decltype(e)>;
+    if constexpr (!std::is_same_v<E, float>) tc::tc_forward_dispatch<E, decltype(d)::value>(p);  // fp32: above
+  });
 }
 
 void tc_backward(const BwdParams& params) {
   const bool fp32 = params.dtype == DType::fp32;
-  if (fp32 && (params.variant != tc::k3xTf32 || !tc::is_f32_head_dim(params.shape.d)))
-    throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant 3xtf32 at d = 32, 64 or 128");
-  const bool bf16 = params.dtype == DType::bf16;
+  if (fp32 && (!tc::tc_variant(params.variant).fp32 || !tc::is_f32_head_dim(params.shape.d)))
+    throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant " + name(tc::k3xTf32) + " at d = 32, 64 or 128");
   if (!is_tc_head_dim(params.shape.d) || !(fp32 || is_16bit(params.dtype)))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
   if (!params.workspace)  // D, LSE's copy and dQacc live there: without it the kernels write through null
@@ -211,25 +231,21 @@ void tc_backward(const BwdParams& params) {
   p.dq_strides = tc_strides("dq", p.dq, p.dq_strides, s.H, s.N, s.d, p.dtype);
   p.dk_strides = tc_strides("dk", p.dk, p.dk_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
   p.dv_strides = tc_strides("dv", p.dv, p.dv_strides, s.kv_heads(), s.keys(), s.d, p.dtype);
-  if (fp32) switch (p.shape.d) {
-      case 32: return tc::backward_fp32_d32(p);
-      case 64: return tc::backward_fp32_d64(p);
-      default: return tc::backward_fp32_d128(p);
-    }
-  switch (p.shape.d) {
-    case 32: return bf16 ? tc::backward_bf16_d32(p) : tc::backward_fp16_d32(p);
-    case 64: return bf16 ? tc::backward_bf16_d64(p) : tc::backward_fp16_d64(p);
-    case 96: return bf16 ? tc::backward_bf16_d96(p) : tc::backward_fp16_d96(p);
-    case 128: return bf16 ? tc::backward_bf16_d128(p) : tc::backward_fp16_d128(p);
-    default: return bf16 ? tc::backward_bf16_d256(p) : tc::backward_fp16_d256(p);
-  }
+  tc::with_element_and_dim(p, [&](auto* e, auto d) {
+    using E = std::remove_pointer_t<decltype(e)>;
+    constexpr int D = decltype(d)::value;
+    if constexpr (!std::is_same_v<E, float>)
+      tc::tc_backward_dispatch<E, D>(p);
+    else if constexpr (tc::is_f32_head_dim(D))
+      tc::tc_backward_f32_dispatch<D>(p);
+  });
 }
 
 StepInfo step08_info() {
   StepInfo s;
   s.id = "08_tensor_cores";
   s.title = "tensor cores: FlashAttention-2 forward and backward on mma.sync, bf16/fp16 in, fp32 accumulate; fp32 as 3xTF32";
-  s.variants = {"fa2", "deterministic", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
+  for (const tc::TcVariantRow& v : tc::kTcVariants) s.variants.push_back(v.name);
   s.forward = tc_forward;
   s.backward = tc_backward;
   s.bwd_workspace_bytes = bwd_ws_bytes;
@@ -243,7 +259,8 @@ StepInfo step08_info() {
   s.strides = true;     // every variant's
   s.packed = true;      // fa2's and deterministic's (tc_forward and tc_backward refuse the others)
   s.dtypes = {DType::bf16, DType::fp16, DType::fp32};  // fp32: variant 3xtf32
-  s.order_dependent = {"fa2", "r1_mma", "r2_swizzle", "r3_pipeline", "r4_p_in_regs", "key_warps", "3xtf32"};
+  for (const tc::TcVariantRow& v : tc::kTcVariants)
+    if (v.atomic_dq) s.order_dependent.push_back(v.name);  // dQ by atomics: repeats are not bit-identical
   return s;
 }
 

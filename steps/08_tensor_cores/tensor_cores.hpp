@@ -32,32 +32,4 @@ IoCount io_tc_backward(const Shape& s, bool causal, int variant, int elem_bytes,
 
 StepInfo step08_info();
 
-namespace tc {
-// One per element type and head dimension (forward_instance.cu.in).
-#define FS_TC_FORWARD(type)                       \
-  void forward_##type##_d32(const FwdParams& p);  \
-  void forward_##type##_d64(const FwdParams& p);  \
-  void forward_##type##_d96(const FwdParams& p);  \
-  void forward_##type##_d128(const FwdParams& p); \
-  void forward_##type##_d256(const FwdParams& p);
-FS_TC_FORWARD(bf16)
-FS_TC_FORWARD(fp16)
-#undef FS_TC_FORWARD
-void forward_fp32_d32(const FwdParams& p, int passes);
-void forward_fp32_d64(const FwdParams& p, int passes);
-void forward_fp32_d128(const FwdParams& p, int passes);
-void backward_fp32_d32(const BwdParams& p);
-void backward_fp32_d64(const BwdParams& p);
-void backward_fp32_d128(const BwdParams& p);
-#define FS_TC_BACKWARD(type)                       \
-  void backward_##type##_d32(const BwdParams& p);  \
-  void backward_##type##_d64(const BwdParams& p);  \
-  void backward_##type##_d96(const BwdParams& p);  \
-  void backward_##type##_d128(const BwdParams& p); \
-  void backward_##type##_d256(const BwdParams& p);
-FS_TC_BACKWARD(bf16)
-FS_TC_BACKWARD(fp16)
-#undef FS_TC_BACKWARD
-}  // namespace tc
-
 }  // namespace fs

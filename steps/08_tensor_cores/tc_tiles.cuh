@@ -1,0 +1,111 @@
+// Tiles into shared memory (cp.async) and fragments out of it (ldmatrix), for every 16-bit kernel of
+// step 08, and the two-stage pipeline they all stream their tiles through.
+#pragma once
+
+#include <cstdint>
+
+#include "common/cuda_utils.cuh"
+#include "steps/08_tensor_cores/mma.cuh"
+
+namespace fs::tc {
+
+// Where load_tile checks that a row lies before n_rows: once per tile, in a branch of its own for
+// the tile that runs past n_rows (the forward's K and V); or at every chunk (the backward's tiles).
+enum class RowChecks { kPerTile, kPerChunk };
+
+// Rows [row0, row0 + kRows) of an (n_rows, kCols) matrix whose rows are `ld` elements apart
+// (kCols when the tensor is (B, H, N, d) contiguous; FwdParams::q_strides and the others say) into
+// a tile, 16 bytes per cp.async, all threads; rows at or past n_rows are zero-filled. Commit and
+// wait before use. Thread i copies chunks i, i + kThreads, ... of the tile: chunk i is chunk
+// i mod kChunks of the tile's row i / kChunks.
+//
+// kPerTile (the forward's K and V): when kThreads is a multiple of a row's chunks, a thread's
+// chunks are chunk c = i mod kChunks of rows r0 = i / kChunks, r0 + kStep, ..., so its addresses,
+// global and (the swizzle repeating every 8 rows) shared, are one of each plus constants; and only
+// a tile that runs past n_rows (the last, when N is not a multiple of the tile) checks rows, in a
+// branch of its own. Written as one index i per chunk with a check in every copy, the same loop
+// made ptxas keep a pointer per chunk across the key loop and spill them (the lesson, "Against
+// PyTorch on the same GPU", has the profiles). kPerChunk (the backward's tiles): that form, which
+// measured faster there (docs/benchmarks/h200_tc_bwd_candidates.csv).
+template <typename Tile, int kThreads, RowChecks kChecks = RowChecks::kPerTile, typename E>
+__device__ __forceinline__ void load_tile(E* s, const E* g, std::int64_t ld, int row0, int n_rows) {
+  constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
+  static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
+  if constexpr (kChecks == RowChecks::kPerChunk || kThreads % kChunks != 0) {
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
+      const bool valid = row0 + r < n_rows;
+      cp_async_16(s + Tile::offset(r, c), g + (valid ? row0 + r : 0) * ld + 8 * c, valid);
+    }
+  } else {
+    constexpr int kStep = kThreads / kChunks;  // rows between a thread's chunks
+    const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
+    const E* src = g + (row0 + r0) * ld + 8 * c;
+    const std::int64_t step = kStep * ld;  // between a thread's chunks
+    if (row0 + Tile::kRows <= n_rows) {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) cp_async_16(s + Tile::offset(r0 + k * kStep, c), src + k * step, true);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k) {
+        const bool valid = row0 + r0 + k * kStep < n_rows;  // else zero-filled, from an address that is valid
+        cp_async_16(s + Tile::offset(r0 + k * kStep, c), valid ? src + k * step : g, valid);
+      }
+    }
+  }
+}
+
+// The fragment reads of step 08, each in two parts: the lane's address in a tile, made once
+// (mma.cuh, LaneAddress), and the loads, each that address with a constant. The HMMA instruction
+// takes an A operand as 4 consecutive registers and a B operand as 2, so the four matrices of an
+// ldmatrix.x4 must come in the order the products use them: A fragments and V's B fragments
+// (transposed) in one lane pattern, K's B fragments in another.
+//
+// A fragments, and V's: lane l points at row l mod 16, chunk c0 + l / 16 of a 16-row block, the
+// matrices (rows 0-7, chunk 0), (rows 8-15, 0), (rows 0-7, 1), (rows 8-15, 1).
+template <typename Tile, bool kH = true>
+__device__ __forceinline__ LaneAddress<Tile, kH> a_address(const void* tile, int c0 = 0) {
+  const int lane = threadIdx.x % 32;
+  return LaneAddress<Tile, kH>(tile, lane & 15, c0 + (lane >> 4));
+}
+// K's B fragments: lane l points at row l mod 8 + 8·(l / 16), chunk (l / 8) mod 2, the matrices
+// (keys 0-7, chunk 0), (keys 0-7, 1), (keys 8-15, 0), (keys 8-15, 1).
+template <typename Tile, bool kH = true>
+__device__ __forceinline__ LaneAddress<Tile, kH> b_k_address(const void* tile, int c0 = 0) {
+  const int lane = threadIdx.x % 32;
+  return LaneAddress<Tile, kH>(tile, (lane & 7) + ((lane >> 4) << 3), c0 + ((lane >> 3) & 1));
+}
+
+// The A fragment of rows [R, R + 16) × columns [16kk, 16kk + 16) of a tile (Q, or P); at: a_address.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const LaneAddress<Tile, kH>& at, int R, int kk) {
+  ldmatrix_x4(a, at.at(R, 2 * kk));
+}
+
+// B fragments of two 8-key tiles of K, keys [R, R + 16), × columns [16kk, 16kk + 16): b[0], b[1]
+// for keys R.., b[2], b[3] for keys R + 8...; at: b_k_address.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_b_k(std::uint32_t (&b)[4], const LaneAddress<Tile, kH>& at, int R, int kk) {
+  ldmatrix_x4(b, at.at(R, 2 * kk));
+}
+
+// B fragments of V for keys [16kk, 16kk + 16) × two 8-column tiles of d from c (a multiple of 16
+// past a_address' c0): b[0], b[1] for the first 8 columns, b[2], b[3] for the next 8, transposed
+// on the way in.
+template <typename Tile, bool kH>
+__device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const LaneAddress<Tile, kH>& at, int kk, int c) {
+  ldmatrix_x4_trans(b, at.at(16 * kk, c / 8));
+}
+
+// The top of tile t of a walk streamed through two stages: every kernel of step 08 (the 16-bit
+// forward's one-stage rungs aside) keeps tile t in stage t mod 2 while tile t + 1 arrives in the
+// other. load(stage, start) issues a tile's copies, and commits them.
+template <typename Walk, typename Load>
+__device__ __forceinline__ void tc_next_stage(int t, int n_tiles, const Walk& walk, Load&& load) {
+  cp_async_wait<0>();  // tile t (issued one tile ago, with what was committed before it) has landed for this thread,
+  __syncthreads();     // for every warp; and every warp is done with tile t − 1's stage (and what went with it)
+  if (t + 1 < n_tiles) load((t & 1) ^ 1, walk.start(t + 1));  // so tile t + 1 can go there, in flight while t is computed
+}
+
+}  // namespace fs::tc

@@ -1,0 +1,87 @@
+// Step 08 on the CPU (tests/tc_emulated.hpp) with FlashAttention's interface features, in fa2 and
+// deterministic (tc_features.cuh), against the fp64 reference.
+#include "common/emulator/emulator.hpp"  // first: it defines threadIdx, __syncthreads, ... for the kernels
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <vector>
+
+#include "common/harness.hpp"
+#include "common/reference.hpp"
+#include "common/verify.hpp"
+#include "steps/08_tensor_cores/variants.hpp"
+#include "tests/flash_checks.hpp"
+#include "tests/tc_emulated.hpp"
+
+// FlashAttention's interface features in fa2 and deterministic (tc_features.cuh): a window — inside
+// one tile, across tiles (N = 300 leaves whole tiles out of every walk), one wider than N —,
+// softcapping with its derivative, ALiBi, all three; K and V of their own length, fewer and more
+// keys than queries (causal aligned to the bottom-right corner: the first rows see no key when
+// Nk < N), one query; grouped-query and multi-query heads, whose dK/dV CTAs sum their group. d = 64
+// runs tc_dkdv_smem_kernel, d = 32 and 96 tc_dkdv_kernel (with and without K, V in registers), d =
+// 256 its column split; bf16 and fp16 alternate; dropout where it softcaps or caps and windows.
+namespace {
+
+using fs::DType;
+using fs::testing::FeatureCase;
+
+template <typename E, int D>
+void check_features(DType dtype, const FeatureCase& f, bool causal, int variant) {
+  fs::Shape s{1, f.H, f.N, D};
+  s.Nk = f.Nk;
+  s.Hkv = f.Hkv;
+  const std::vector<float> slopes = fs::alibi_slopes(f.H);
+  const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr);
+  const fs::Dropout dropout{f.p_drop, 23};
+  const fs::HostProblem p = fs::random_problem(s, 77ull * f.N + 5ull * f.Nk + f.Hkv + 3ull * (f.left + 2), true, dtype);
+  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << D << " N=" << f.N << " Nk=" << f.Nk << " H=" << f.H
+                                        << " Hkv=" << f.Hkv << (causal ? " causal " : " ") << fs::tc::tc_variant_name(variant)
+                                        << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
+                                        << (f.alibi ? " alibi" : "") << " dropout " << f.p_drop) {
+    const auto out = fs::testing::tc_run<E>(s, p, variant, causal, dropout, mods);
+    const fs::AttnOptions attn =
+        fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, dtype}, mods,
+                                     slopes.data());
+    fs::testing::require_reference(s, attn, p, out.o.data(), out.lse.data(), out.dq.data(), out.dk.data(),
+                                   out.dv.data());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("step 08 on the CPU with FlashAttention's interface features: windows, softcap, ALiBi, Nk != N and "
+          "grouped K/V heads match the fp64 reference, forward and both backwards",
+          "[emulated][tc][features]") {
+  const FeatureCase cases[] = {
+      {300, 300, 2, 2, 8, 0, 0.f, false, 0.f},      // a window of whole tiles left out
+      {130, 130, 2, 2, 3, 40, 0.f, false, 0.f},     // both sides
+      {130, 130, 2, 2, 500, 300, 0.f, false, 0.f},  // wider than N: every key
+      {130, 130, 2, 2, -1, -1, 2.f, false, 0.15f},  // softcap, with dropout
+      {130, 130, 2, 2, -1, -1, 0.f, true, 0.f},     // ALiBi
+      {100, 170, 4, 2, -1, -1, 0.f, false, 0.f},    // more keys than queries, GQA
+      {170, 37, 2, 1, -1, -1, 0.f, false, 0.f},     // fewer keys, MQA: causal leaves rows keyless
+      {1, 70, 2, 1, -1, -1, 0.f, false, 0.f},       // one query
+      {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f},     // everything, with dropout
+  };
+  for (bool causal : {false, true})
+    for (int variant : {fs::tc::kFa2, fs::tc::kDeterministic})
+      for (std::size_t c = 0; c < std::size(cases); ++c) {
+        if (c % 2 == 0)
+          check_features<__nv_bfloat16, 64>(DType::bf16, cases[c], causal, variant);
+        else
+          check_features<__half, 64>(DType::fp16, cases[c], causal, variant);
+      }
+}
+
+TEST_CASE("step 08 on the CPU with the interface features at the other head dimensions", "[emulated][tc][features]") {
+  for (bool causal : {false, true}) {
+    check_features<__nv_bfloat16, 32>(DType::bf16, {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f}, causal, fs::tc::kFa2);
+    check_features<__half, 32>(DType::fp16, {200, 250, 2, 1, 70, -1, 0.f, false, 0.f}, causal,
+                               fs::tc::kDeterministic);
+    check_features<__half, 96>(DType::fp16, {90, 130, 4, 1, 10, 10, 0.f, true, 0.f}, causal, fs::tc::kFa2);
+    check_features<__half, 128>(DType::fp16, {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f}, causal, fs::tc::kFa2);
+    check_features<__nv_bfloat16, 256>(DType::bf16, {40, 57, 2, 1, 5, 9, 3.f, true, 0.f}, causal,
+                                       fs::tc::kDeterministic);
+  }
+}
