@@ -1,5 +1,6 @@
-// Step 09 on the CPU: the Hopper forward (hopper_forward_kernel) and backward
-// (hopper_backward_kernel), their own source compiled by the host compiler and run by the emulator
+// Step 09 on the CPU: the Hopper forwards (hopper_forward_kernel, and fp8's
+// hopper_fp8_forward_kernel) and backward (hopper_backward_kernel), their own source compiled by
+// the host compiler and run by the emulator
 // (common/emulator), with the mbarriers, TMA copies and reduce-adds and wgmma of
 // steps/09_hopper/hopper_emu.hpp. The forward: each variant's configuration against the fp64
 // reference under the 16-bit rule (as tests/test_hopper_gpu.cpp holds the GPU's outputs), and the

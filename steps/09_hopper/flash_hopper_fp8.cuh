@@ -1,7 +1,7 @@
 // Step 09's fp8 forward: fa3's forward on Q, K and V quantized to e4m3, a kernel of its own over
 // the 16-bit forward's roles (flash_hopper_forward.cuh) with two pieces of its own:
 //   Vᵀ          VTransposed below: wgmma reads 8-bit operands K-major only, so V arrives transposed
-//               (the quantizer writes Vᵀ, fp8_quantize.cuh) and P̃V reads it like K;
+//               (the quantizer writes Vᵀ, fp8.cuh) and P̃V reads it like K;
 //   the softmax Fp8Softmax (fp8_softmax.cuh): S times its blocks' scales, P̃ up to 2⁸ rounded to
 //               e4m3 (products by wgmma k32), O kept in units of a V block's scale.
 // O is written in EO (the problem's bf16 or fp16), as the 16-bit forward writes it.
@@ -17,7 +17,7 @@
 #include "common/recorder/device.cuh"
 #include "common/recorder/launch.cuh"
 #include "steps/09_hopper/configs.cuh"
-#include "steps/09_hopper/fp8_quantize.cuh"
+#include "steps/09_hopper/fp8.cuh"
 #include "steps/09_hopper/fp8_softmax.cuh"
 
 namespace fs::hopper {
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(ForwardTraits<Cfg>::kThreads, 1)
 // swizzled by 128 bytes (hopper.cu).
 CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads, int batches, int box_rows);
 
-// The scales of the maps, where the quantizer wrote them (fp8_layout), and the quantizer's grid.
+// The scales of the maps, where the quantizer wrote them (fp8_layout).
 inline void set_fp8_scales(TmaMaps& maps, const Fp8Layout& l, const unsigned char* ws, std::int64_t heads) {
   const float* scales = reinterpret_cast<const float*>(ws + l.scales);
   maps.scale_q = scales + l.scale_offset(0, heads);
@@ -89,11 +89,8 @@ inline void set_fp8_scales(TmaMaps& maps, const Fp8Layout& l, const unsigned cha
   maps.blocks_q = l.blocks_q;
   maps.blocks_kv = l.blocks_kv;
 }
-inline dim3 fp8_quantize_grid(const Fp8Layout& l, int heads) {
-  return dim3(unsigned(std::max(l.blocks_q, l.blocks_kv)), unsigned(heads), 3);
-}
 
-// The quantizer (fp8_quantize.cuh) writes Q, K, Vᵀ and their scales into the workspace, then the
+// The quantizer (fp8.cuh) writes Q, K, Vᵀ and their scales into the workspace, then the
 // kernel reads them; O and LSE as the 16-bit forward writes them. p.part: both, or the quantizer
 // alone, or the kernel alone on what the quantizer last wrote.
 template <typename Cfg>

@@ -19,7 +19,7 @@
 #include "common/problem.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/09_hopper/forward_consumer.cuh"
-#include "steps/09_hopper/fp8_quantize.cuh"
+#include "steps/09_hopper/fp8.cuh"
 #include "steps/09_hopper/softmax.cuh"
 #include "steps/09_hopper/tile_scheduler.cuh"
 #include "steps/09_hopper/traits.cuh"
@@ -95,7 +95,7 @@ __device__ __forceinline__ float fp8_lse_m(float m, float off = kFp8Offset) { re
 // P̃ rounded to e4m3 as wgmma's 8-bit A operand (hopper.cuh): k-step kk covers keys
 // [32kk, 32kk + 32), S's chunks 4kk .. 4kk + 3. Register 0 gets row g's keys 2t, 2t + 1 of
 // chunks 4kk and 4kk + 1, register 1 row g + 8's, registers 2 and 3 the same of chunks 4kk + 2
-// and 4kk + 3: the slots fp8_slot gave those keys in Vᵀ (fp8_quantize.cuh).
+// and 4kk + 3: the slots fp8_slot gave those keys in Vᵀ (fp8.cuh).
 template <int NT>
 __device__ __forceinline__ void pack_p_fp8(const float (&s)[NT][4], std::uint32_t (&pf)[NT / 4][4]) {
   auto pack = [](float a, float b, float c, float d) {

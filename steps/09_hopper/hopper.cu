@@ -264,7 +264,7 @@ StepInfo step09_info() {
     s.variants.push_back(v.name);
     // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
     if (v.backward == hopper::HopperBackward::kAtomicDq) s.order_dependent.push_back(v.name);
-    if (v.e4m3) s.e4m3.push_back(v.name);  // Q, K, V rounded to e4m3 (fp8_quantize.cuh): the FP8 rule
+    if (v.e4m3) s.e4m3.push_back(v.name);  // Q, K, V rounded to e4m3 (fp8.cuh): the FP8 rule
   }
   s.forward = hopper_forward;
   s.backward = hopper_backward;

@@ -73,7 +73,7 @@ struct ForwardTraits {
 // row (64 16-bit columns, 128 e4m3 ones); the fp8 forward's V is Vᵀ (keys, d, heads, batches).
 struct TmaMaps {
   CUtensorMap q, k, v, o;  // o: boxes of 64 rows (a consumer warpgroup's), for kTmaStore
-  // The fp8 forward's block scales (fp8_quantize.cuh), (B·H, blocks_q) for Q, (B·H, blocks_kv) for
+  // The fp8 forward's block scales (fp8.cuh), (B·H, blocks_q) for Q, (B·H, blocks_kv) for
   // K and V; null in the 16-bit forward, which reads none of them.
   const float *scale_q = nullptr, *scale_k = nullptr, *scale_v = nullptr;
   int blocks_q = 0, blocks_kv = 0;
