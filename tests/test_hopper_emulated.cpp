@@ -34,6 +34,7 @@
 #include "steps/09_hopper/backward_configs.cuh"
 #include "steps/09_hopper/configs.cuh"
 #include "steps/09_hopper/flash_hopper_fp8.cuh"
+#include "steps/09_hopper/rung_wgmma.cuh"
 #include "tests/flash_checks.hpp"
 #include "tests/fp8_problems.hpp"
 #include "tests/host_convert.hpp"

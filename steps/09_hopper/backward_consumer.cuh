@@ -75,7 +75,8 @@ struct BackwardConsumer {
   const KeyTile<kCausal, BM, BN>& kt;
 
   // Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ: the warpgroup's 64 keys × BM queries, landed.
-  __device__ __forceinline__ void scores(float (&s)[NT][4], float (&dp)[NT][4], const E* q_tile, const E* do_tile) const {
+  __device__ __forceinline__ void scores(float (&s)[NT][4], float (&dp)[NT][4], const E* q_tile,
+                                         const E* do_tile) const {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk)
@@ -91,8 +92,8 @@ struct BackwardConsumer {
 
   // P = exp(τ S − LSE) and dS = P ∘ (dP − D), step 08's tc_p_ds_pair: element e of chunk i is key
   // wkey + g + 8(e / 2), query 8i + 2t4 + e mod 2. The mask (causal, keys past N) only on the tiles
-  // that need it (edge: backward_tile_masked). pow2_scale: τ a power of 2, where one FMA rounds τs − LSE as tc_prob's two
-  // roundings do (step 08's fast path).
+  // that need it (edge, the kernel's). pow2_scale: τ a power of 2, where one FMA rounds τs − LSE as
+  // tc_prob's two roundings do (step 08's fast path).
   __device__ __forceinline__ void p_and_ds(float (&s)[NT][4], float (&dp)[NT][4], const BwdParams& p,
                                            const SeqSpan& seq, const tc::TcDropout& no_dropout, bool pow2_scale,
                                            bool edge, int stage, int q0) const {

@@ -28,7 +28,8 @@ struct BackwardTraits {
   using E = typename Cfg::E;
   static constexpr int D = Cfg::D, kBlockN = Cfg::kBlockN, kBlockM = Cfg::kBlockM, kStages = Cfg::kStages;
   static_assert(D == 64 || D == 128, "the backward's warpgroups hold dK and dV of 64 keys × d: d = 64 or 128");
-  static_assert(kBlockN == 128 && (kBlockM == 64 || kBlockM == 128), "two warpgroups of 64 keys; Sᵀ of m64n64 or m64n128");
+  static_assert(kBlockN == 128 && (kBlockM == 64 || kBlockM == 128),
+                "two warpgroups of 64 keys; Sᵀ of m64n64 or m64n128");
   static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
   static constexpr int kColBlocks = D / 64;  // 64-column boxes (128 bytes of 16-bit elements)
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;

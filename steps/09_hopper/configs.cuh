@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "steps/09_hopper/flash_hopper_forward.cuh"
+#include "steps/09_hopper/forward_consumer.cuh"
 #include "steps/09_hopper/variants.hpp"
 
 namespace fs::hopper {
@@ -32,9 +33,12 @@ struct Fa3Config {
   static constexpr bool kPingPong = true;              // the consumers take turns at the tensor cores
   static constexpr bool kPersistent = true;            // one CTA per SM walks the work tiles (not causal)
   static constexpr bool kTmaStore = D <= 128;          // O out by TMA store, where its tile fits
+  template <typename Cfg, bool kTrace>
+  using Copies = ProducerCopies<Cfg, kTrace>;  // nothing for the consumers to copy (forward_consumer.cuh)
 };
 
-// ws_pingpong: fa3 on one CTA per work tile.
+// ws_pingpong: fa3 on one CTA per work tile, the next work tile's copies waiting for a CTA of
+// their own.
 template <typename E, int D>
 struct WsPingPongConfig : Fa3Config<E, D> {
   static constexpr bool kPersistent = false;
@@ -46,17 +50,17 @@ struct WsOverlapConfig : WsPingPongConfig<E, D> {
   static constexpr bool kPingPong = false;
 };
 
-// ws: one product at a time (S_t, its softmax, P̃_tV_t), the producer warpgroup beside.
+// ws: one product at a time (S_t, its softmax, P̃_tV_t: the tensor cores idle while the
+// exponentials run), the producer warpgroup beside.
 template <typename E, int D>
 struct WsConfig : WsOverlapConfig<E, D> {
   static constexpr bool kOverlap = false;
 };
 
-// wgmma: no producer warpgroup, consumer 0's first thread issues the copies (rung_wgmma.cuh).
+// wgmma: ws without the producer warpgroup — in a file of its own with the copies it moves into a
+// consumer (rung_wgmma.cuh, which the translation units that dispatch include).
 template <typename E, int D>
-struct WgmmaConfig : WsConfig<E, D> {
-  static constexpr bool kProducer = false;
-};
+struct WgmmaConfig;
 
 // f(Cfg{}) with the forward config of `variant` at (E, D): the one place a variant meets its
 // config. The rungs are compiled for bf16 at d = 128 only (elsewhere the step refuses them); fp8 has

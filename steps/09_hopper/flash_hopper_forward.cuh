@@ -12,8 +12,8 @@
 //
 // The kernel below only sets up shared memory and the barriers and hands each warpgroup its role.
 // The ladder's rungs are configs of this kernel (configs.cuh), the wgmma rung's copies in a consumer
-// a policy of its own (rung_wgmma.cuh); the fp8 forward is a kernel of its own over the same roles
-// (flash_hopper_fp8.cuh).
+// a policy its config names (rung_wgmma.cuh); the fp8 forward is a kernel of its own over the same
+// roles (flash_hopper_fp8.cuh).
 //
 // The tiles a CTA reads and the HBM bytes are step 08's (io_flash2_forward with these tiles);
 // what changes is who moves them (TMA, not 384 threads' cp.async) and how the products are
@@ -33,7 +33,6 @@
 #include "steps/09_hopper/forward_producer.cuh"
 #include "steps/09_hopper/hopper.cuh"
 #include "steps/09_hopper/mask.cuh"
-#include "steps/09_hopper/rung_wgmma.cuh"
 #include "steps/09_hopper/softmax.cuh"
 #include "steps/09_hopper/tile_scheduler.cuh"
 #include "steps/09_hopper/traits.cuh"
@@ -72,14 +71,13 @@ __device__ __forceinline__ void forward_cta(const TmaMaps& maps, const FwdParams
     const int cw = wg - (Cfg::kProducer ? 1 : 0);  // consumer warpgroup 0 or 1
     trace::CtaTracer<kTrace> ctr(slices, 1 + cw, threadIdx.x % 128 == 0);
     // The copies: the producer's, or (the wgmma rung) consumer 0's first thread's.
-    using Copies = std::conditional_t<Cfg::kProducer, ProducerCopies, ConsumerCopies<Cfg, kTrace>>;
-    Copies copies(maps, sm, p.shape, N, tr);
+    typename Cfg::template Copies<Cfg, kTrace> copies(maps, sm, p.shape, N, tr);
     const ConsumerThread th(cw);
-    float m[1][2], l[1][2];  // the softmax's running max and sum of the thread's two rows
-    Softmax softmax(m, l, maps, p, th);
     const ForwardEpilogue<Cfg, kTrace> epilogue{maps, sm, p, th, N, H};
     const Consumer mma(sm, th);
-    float o[1][D / 8][4];  // [1]: one 16-row tile per warp, in tc_finish_rows' shape
+    float o[1][D / 8][4];    // [1]: one 16-row tile per warp, in tc_finish_rows' shape
+    float m[1][2], l[1][2];  // the softmax's running max and sum of the thread's two rows
+    Softmax softmax(m, l, maps, p, th);
     int g = 0, k = 0;      // the ring's position (tile_scheduler.cuh)
     for (int w = blockIdx.x; w < sched.n_work; w += gridDim.x, ++k) {
       const Work wk = sched.work(w);
@@ -87,9 +85,10 @@ __device__ __forceinline__ void forward_cta(const TmaMaps& maps, const FwdParams
       const ForwardMask<kCausal, BN> mask{wk.row0, th.wrow0, N};
       const ConsumerNotes<kTrace, BN, D> notes(ctr, wk, cw, N);
       mma.begin(o, softmax, copies, wk, g, k);
-      // The loops over the key tiles are the kernel's, and each key tile's registers are declared
-      // in its iteration (Consumer::Tile): where a role's function held them, the compiler
-      // arranged the same instructions otherwise (common/recorder/same_ptx.py).
+      // The loops over the key tiles are the kernel's, each key tile's registers declared in its
+      // iteration (Consumer::Tile), as O, m and ℓ are above, in this order: held in a role's
+      // function, or declared in another order, the same code compiled to other PTX than the kernel
+      // had before it was split into roles (common/recorder/same_ptx.py).
       if constexpr (Cfg::kOverlap) {
         std::uint32_t pf[KN][4];  // P̃_{t−1}, whose product is issued beside S_t's
         {

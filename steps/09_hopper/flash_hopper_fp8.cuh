@@ -30,7 +30,8 @@ struct VTransposed {
                                               const Work& wk) {
     static_assert(T::kVTransposed);
 #pragma unroll
-    for (int c = 0; c < T::kVBoxes; ++c) tma_load_4d(dst + c * T::D * 128, map, bar, t * T::kBlockN + 128 * c, 0, wk.h_kv, wk.b);
+    for (int c = 0; c < T::kVBoxes; ++c)
+      tma_load_4d(dst + c * T::D * 128, map, bar, t * T::kBlockN + 128 * c, 0, wk.h_kv, wk.b);
   }
   // K-major like K: d its rows, 32 keys per k-step.
   template <typename T>

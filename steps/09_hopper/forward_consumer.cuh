@@ -53,9 +53,11 @@ struct ConsumerNotes {
   __device__ __forceinline__ void o(trace::Kind kind) const { note(kind, trace::Tensor::O, 0, D, 0); }
 };
 
-// The copies when a producer warpgroup issues them: nothing for a consumer to do (the wgmma rung's
-// consumer 0 issues them itself: ConsumerCopies, rung_wgmma.cuh).
+// The copies when a producer warpgroup issues them (a config's Copies, configs.cuh): nothing for a
+// consumer to do. The wgmma rung's consumer 0 issues them itself (ConsumerCopies, rung_wgmma.cuh).
+template <typename Cfg, bool kTrace>
 struct ProducerCopies {
+  static_assert(Cfg::kProducer, "the copies are the producer warpgroup's");
   template <typename... Any>
   __device__ __forceinline__ explicit ProducerCopies(const Any&...) {}
   __device__ __forceinline__ void begin(const Work&, int, int) {}
@@ -83,11 +85,14 @@ struct ForwardConsumer {
   static constexpr int NT = BN / 8, DT = D / 8, KD = D / T::kStepK, KN = BN / T::kStepK;
   static constexpr std::int64_t kE = sizeof(E);
   using Notes = ConsumerNotes<kTrace, BN, D>;
-  // A key tile's scores: S_t, then P̃_t. The kernel declares them in each iteration of its loop
-  // over the key tiles (see there).
+  // A key tile's registers: S_t (then P̃_t), α_t, and (the sequential schedule's) P̃_t rounded for
+  // its product; the overlap carries that from one tile to the next in the kernel's pf instead. The
+  // kernel declares a Tile in each iteration of its loop over the key tiles (see there).
   struct Tile {
-    const int t;     // its index in the work tile
-    float s[NT][4];  // left uninitialised: the first product writes it
+    const int t;               // its index in the work tile
+    float s[NT][4];            // left uninitialised: the first product writes it
+    float alpha[2];            // the softmax's α
+    std::uint32_t pf[KN][4];  // sequential: P̃_t as P̃V's A operand
     __device__ __forceinline__ explicit Tile(int index) : t(index) {}
   };
   const ForwardSmem<Cfg>& sm;
@@ -139,12 +144,12 @@ struct ForwardConsumer {
     release(sm.empty_k, stage);
     notes.keys(trace::Kind::ComputeS, trace::Tensor::S, t);
     if (t == n_tiles - 1) release(sm.empty_q, 0);  // the work tile's last S: Q can be refilled
-    float alpha[2];
+    auto& alpha = tile.alpha;
     mask(s, t);
     softmax.step(s, t, scales, alpha);
     notes.keys(trace::Kind::Softmax, trace::Tensor::P, t);
     softmax.rescale(o[0], alpha);
-    std::uint32_t pf[KN][4];
+    auto& pf = tile.pf;
     softmax.pack(s, pf);
     notes.o(trace::Kind::Rescale);
     mbar_wait(&sm.full_v[stage], parity);
@@ -166,7 +171,7 @@ struct ForwardConsumer {
   __device__ __forceinline__ void overlap_first(Tile& tile, std::uint32_t (&pf)[KN][4], Softmax& softmax,
                                                 const Mask& mask, const Work& wk, int g, const Notes& notes) const {
     auto& s = tile.s;
-    float alpha[2];
+    auto& alpha = tile.alpha;
     if constexpr (Cfg::kPingPong)
       if (th.cw == 1) named_arrive(1, 256);
     const Ring ring{g};
@@ -192,7 +197,7 @@ struct ForwardConsumer {
                                           const Notes& notes) const {
     auto& s = tile.s;
     const int t = tile.t;
-    float alpha[2];
+    auto& alpha = tile.alpha;
     const Ring ring{g};
     const int stage = ring.stage(t), prev = ring.stage(t - 1);
     const auto scales = softmax.tile_scales(wk, t);

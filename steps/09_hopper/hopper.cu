@@ -18,6 +18,7 @@
 #include "steps/09_hopper/backward_configs.cuh"
 #include "steps/09_hopper/configs.cuh"
 #include "steps/09_hopper/flash_hopper_fp8.cuh"
+#include "steps/09_hopper/rung_wgmma.cuh"
 #include "steps/09_hopper/variants.hpp"
 
 namespace fs {
@@ -133,8 +134,12 @@ std::string gpu_refusal() {
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
-  if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
-    return "the ladder's rungs (wgmma, ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
+  if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16)) {
+    std::string rungs;
+    for (const hopper::HopperVariantRow& v : hopper::kHopperVariantTable)
+      if (v.rung) rungs += (rungs.empty() ? "" : ", ") + std::string(v.name);
+    return "the ladder's rungs (" + rungs + ") are compiled for bf16 at d = 128";
+  }
   if (settings.variant == hopper::kFp8 && s.d != hopper::kFp8HeadDim)
     return "fp8 is compiled for d = 128 (a row of Q or K is one 128-byte box of e4m3); got " + std::to_string(s.d);
   if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";

@@ -287,19 +287,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 
-// The 64 accumulators of m64n128: d[i][e] is element e of 8-column chunk i.
+// The 64 accumulators of m64n128: m64n64's, then chunks 8 .. 15.
 #define FS_WGMMA_D128 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+    FS_WGMMA_D64, \
     "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
     "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
     "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
     "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 #define FS_WGMMA_R128 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    FS_WGMMA_R64 ", " \
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 
@@ -341,12 +337,12 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
                "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1;\n}\n"                        \
                : FS_WGMMA_D##N                                                                              \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-#define FS_WGMMA_RS8(N, IA, IB, IS)                                                                           \
+#define FS_WGMMA_RS8(N, IA, IA1, IA2, IA3, IB, IS)                                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N            \
                "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1;\n}\n" \
                : FS_WGMMA_D##N                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
-#define FS_WGMMA_RS(N, T, IA, IB, IS)                                                                      \
+#define FS_WGMMA_RS(N, T, IA, IA1, IA2, IA3, IB, IS)                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
                "." T " {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1, 1;\n}\n"  \
                : FS_WGMMA_D##N                                                                              \
@@ -393,26 +389,15 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
   emu_hopper::wgmma_rs<E, N>(d, a, desc_b, accumulate);
 #else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+  // The operands' numbers: D's N / 2 accumulators first, then A's four registers, B, accumulate.
   if constexpr (N == 64) {
-#define IA1 "33"
-#define IA2 "34"
-#define IA3 "35"
-    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(64, "32", "36", "37");
-    else if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "36", "37");
-    else FS_WGMMA_RS(64, "f16", "32", "36", "37");
-#undef IA1
-#undef IA2
-#undef IA3
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(64, "32", "33", "34", "35", "36", "37");
+    else if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "33", "34", "35", "36", "37");
+    else FS_WGMMA_RS(64, "f16", "32", "33", "34", "35", "36", "37");
   } else {
-#define IA1 "65"
-#define IA2 "66"
-#define IA3 "67"
-    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(128, "64", "68", "69");
-    else if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "68", "69");
-    else FS_WGMMA_RS(128, "f16", "64", "68", "69");
-#undef IA1
-#undef IA2
-#undef IA3
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(128, "64", "65", "66", "67", "68", "69");
+    else if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "65", "66", "67", "68", "69");
+    else FS_WGMMA_RS(128, "f16", "64", "65", "66", "67", "68", "69");
   }
 #endif
 }

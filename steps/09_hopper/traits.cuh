@@ -12,6 +12,8 @@
 //   kPingPong   the two consumer warpgroups take turns at the tensor cores
 //   kPersistent one CTA per SM walking the work tiles (tile_scheduler.cuh; not causal)
 //   kTmaStore   O leaves through shared memory and a TMA store (forward_epilogue.cuh)
+//   Copies      who issues the copies, as the consumers see it: ProducerCopies, or the wgmma rung's
+//               ConsumerCopies
 //
 // and the parameters every role of the kernel reads: the tensor maps (TmaMaps) and the CTA's
 // shared memory (ForwardSmem).
