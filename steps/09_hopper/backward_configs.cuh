@@ -29,7 +29,7 @@ struct DeterministicBwdConfig : Fa3BwdConfig<E, D> {
 
 template <typename E, int D>
 void backward_dispatch(const BwdParams& p) {
-  if (kHopperVariantTable[p.variant].backward == HopperBackward::kOrderedDq)
+  if (hopper_variant(p.variant).backward == HopperBackward::kOrderedDq)
     launch_hopper_backward<DeterministicBwdConfig<E, D>>(p);
   else
     launch_hopper_backward<Fa3BwdConfig<E, D>>(p);

@@ -2,15 +2,15 @@
 // variant that runs it; traits.cuh derives what each implies (threads, shared memory, boxes).
 //
 // fa3 is the production config; each rung of the ladder is the one above it less one technique,
-// so that a rung's struct is what it changes (and the lesson diffs them):
+// so that a rung's struct is what it changes:
 //   fa3 → ws_pingpong (not persistent) → ws_overlap (no ping-pong) → ws (no overlap)
-//       → wgmma (no producer warpgroup).
+//       → wgmma (no producer warpgroup: rung_wgmma.cuh, beside the copies it moves into a consumer).
 #pragma once
 
 #include <type_traits>
 
 #include "steps/09_hopper/flash_hopper_forward.cuh"
-#include "steps/09_hopper/forward_consumer.cuh"
+#include "steps/09_hopper/forward_producer.cuh"
 #include "steps/09_hopper/variants.hpp"
 
 namespace fs::hopper {
@@ -34,7 +34,7 @@ struct Fa3Config {
   static constexpr bool kPersistent = true;            // one CTA per SM walks the work tiles (not causal)
   static constexpr bool kTmaStore = D <= 128;          // O out by TMA store, where its tile fits
   template <typename Cfg, bool kTrace>
-  using Copies = ProducerCopies<Cfg, kTrace>;  // nothing for the consumers to copy (forward_consumer.cuh)
+  using Copies = ProducerCopies<Cfg, kTrace>;  // nothing for the consumers to copy (forward_producer.cuh)
 };
 
 // ws_pingpong: fa3 on one CTA per work tile, the next work tile's copies waiting for a CTA of

@@ -78,7 +78,7 @@ __device__ __forceinline__ void forward_cta(const TmaMaps& maps, const FwdParams
     float o[1][D / 8][4];    // [1]: one 16-row tile per warp, in tc_finish_rows' shape
     float m[1][2], l[1][2];  // the softmax's running max and sum of the thread's two rows
     Softmax softmax(m, l, maps, p, th);
-    int g = 0, k = 0;      // the ring's position (tile_scheduler.cuh)
+    int g = 0, k = 0;        // the ring's position (tile_scheduler.cuh)
     for (int w = blockIdx.x; w < sched.n_work; w += gridDim.x, ++k) {
       const Work wk = sched.work(w);
       const int n_tiles = wk.n_tiles;

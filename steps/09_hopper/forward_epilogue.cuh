@@ -12,7 +12,6 @@
 #include "common/problem.hpp"
 #include "common/recorder/device.cuh"
 #include "steps/08_tensor_cores/tc_softmax.cuh"
-#include "steps/09_hopper/forward_consumer.cuh"
 #include "steps/09_hopper/hopper.cuh"
 #include "steps/09_hopper/traits.cuh"
 

@@ -138,4 +138,15 @@ struct ForwardProducer {
   }
 };
 
+// The copies when a producer warpgroup issues them (a config's Copies, configs.cuh): nothing for a
+// consumer to do. The wgmma rung's consumer 0 issues them itself (ConsumerCopies, rung_wgmma.cuh).
+template <typename Cfg, bool kTrace>
+struct ProducerCopies {
+  static_assert(Cfg::kProducer, "the copies are the producer warpgroup's");
+  template <typename... Any>
+  __device__ __forceinline__ explicit ProducerCopies(const Any&...) {}
+  __device__ __forceinline__ void begin(const Work&, int, int) {}
+  __device__ __forceinline__ void before_tile(const Work&, int, int) {}
+};
+
 }  // namespace fs::hopper

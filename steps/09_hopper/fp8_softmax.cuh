@@ -18,7 +18,6 @@
 #include "common/flash_tile.cuh"
 #include "common/problem.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
-#include "steps/09_hopper/forward_consumer.cuh"
 #include "steps/09_hopper/fp8.cuh"
 #include "steps/09_hopper/softmax.cuh"
 #include "steps/09_hopper/tile_scheduler.cuh"

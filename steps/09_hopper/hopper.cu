@@ -135,9 +135,9 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
   if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16)) {
-    std::string rungs;
-    for (const hopper::HopperVariantRow& v : hopper::kHopperVariantTable)
-      if (v.rung) rungs += (rungs.empty() ? "" : ", ") + std::string(v.name);
+    std::string rungs;  // their names, from the table
+    for (int v = 0; v < hopper::kHopperVariants; ++v)
+      if (hopper::is_rung(v)) rungs += std::string(rungs.empty() ? "" : ", ") + hopper::hopper_variant(v).name;
     return "the ladder's rungs (" + rungs + ") are compiled for bf16 at d = 128";
   }
   if (settings.variant == hopper::kFp8 && s.d != hopper::kFp8HeadDim)
@@ -265,11 +265,13 @@ StepInfo step09_info() {
   s.id = "09_hopper";
   s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; "
             "bf16/fp16, and an FP8 (e4m3) forward";
-  for (const hopper::HopperVariantRow& v : hopper::kHopperVariantTable) {
+  for (int i = 0; i < hopper::kHopperVariants; ++i) {
+    const hopper::HopperVariantRow v = hopper::hopper_variant(i);
     s.variants.push_back(v.name);
     // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
     if (v.backward == hopper::HopperBackward::kAtomicDq) s.order_dependent.push_back(v.name);
-    if (v.e4m3) s.e4m3.push_back(v.name);  // Q, K, V rounded to e4m3 (fp8.cuh): the FP8 rule
+    // Q, K, V rounded to e4m3 (fp8.cuh): checked under the FP8 rule.
+    if (v.inputs == hopper::HopperInputs::kE4m3) s.e4m3.push_back(v.name);
   }
   s.forward = hopper_forward;
   s.backward = hopper_backward;

@@ -21,7 +21,6 @@
 #include "common/flash_tile.cuh"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "common/problem.hpp"
-#include "steps/09_hopper/forward_consumer.cuh"
 #include "steps/09_hopper/tile_scheduler.cuh"
 #include "steps/09_hopper/traits.cuh"
 

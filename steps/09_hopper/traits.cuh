@@ -15,8 +15,9 @@
 //   Copies      who issues the copies, as the consumers see it: ProducerCopies, or the wgmma rung's
 //               ConsumerCopies
 //
-// and the parameters every role of the kernel reads: the tensor maps (TmaMaps) and the CTA's
-// shared memory (ForwardSmem).
+// and what the kernel's roles share: the tensor maps (TmaMaps), the CTA's shared memory
+// (ForwardSmem), a consumer thread's place (ConsumerThread) and its warpgroup's trace events
+// (ConsumerNotes).
 #pragma once
 
 #include <cuda.h>
@@ -25,7 +26,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/recorder/device.cuh"
 #include "steps/09_hopper/hopper.cuh"
+#include "steps/09_hopper/tile_scheduler.cuh"
 
 namespace fs::hopper {
 
@@ -126,6 +129,33 @@ struct ForwardSmem {
     }
     fence_barrier_init();
   }
+};
+
+// A consumer thread: its warpgroup cw (rows [64 cw, 64 cw + 64) of the work tile), its warp's
+// first row in the work tile, its lane (g = lane / 4 and t4 = lane mod 4 in the fragments).
+struct ConsumerThread {
+  const int cw, warp, lane, t4, wrow0;
+  __device__ __forceinline__ explicit ConsumerThread(int cw_)
+      : cw(cw_), warp((threadIdx.x % 128) / 32), lane(threadIdx.x % 32), t4(lane % 4), wrow0(64 * cw + 16 * warp) {}
+};
+
+// A consumer warpgroup's trace events (kTrace, lanes 1 and 2): its 64 rows of the work tile (none
+// in a short last tile), their waits, products, softmax and stores.
+template <bool kTrace, int BN, int D>
+struct ConsumerNotes {
+  trace::CtaTracer<kTrace>& ctr;
+  const int bh, row0, rows, N;
+  __device__ __forceinline__ ConsumerNotes(trace::CtaTracer<kTrace>& tracer, const Work& wk, int cw, int n)
+      : ctr(tracer), bh(wk.bh), row0(wk.row0 + 64 * cw), rows(max(0, min(64, n - row0))), N(n) {}
+  __device__ __forceinline__ void note(trace::Kind kind, trace::Tensor tensor, int col0, int cols,
+                                       std::int64_t bytes) const {
+    if (rows > 0) ctr.event(kind, tensor, bh, row0, rows, col0, cols, bytes);
+  }
+  __device__ __forceinline__ void wait() const { note(trace::Kind::Wait, trace::Tensor::None, 0, 0, 0); }
+  __device__ __forceinline__ void keys(trace::Kind kind, trace::Tensor tensor, int t) const {
+    note(kind, tensor, t * BN, min(BN, N - t * BN), 0);
+  }
+  __device__ __forceinline__ void o(trace::Kind kind) const { note(kind, trace::Tensor::O, 0, D, 0); }
 };
 
 }  // namespace fs::hopper

@@ -13,41 +13,43 @@ namespace fs::hopper {
 
 enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kFp8, kWgmma, kHopperVariants };
 
-// Which backward a variant runs (backward_configs.cuh).
+// What a variant is for, what its kernels read, and which backward it runs (backward_configs.cuh).
+enum class HopperRole { kProduction, kRung };  // a rung: compiled for bf16 at d = 128 only
+enum class HopperInputs { k16Bit, kE4m3 };     // e4m3: checked under the FP8 rule
 enum class HopperBackward { kAtomicDq, kOrderedDq, kNone };
 
 struct HopperVariantRow {
   HopperVariant id;
-  const char* name;         // --variant
-  bool rung;                // a rung of the ladder: compiled for bf16 at d = 128 only
-  bool e4m3;                // Q, K, V rounded to e4m3 (checked under the FP8 rule)
+  const char* name;  // --variant
+  HopperRole role;
+  HopperInputs inputs;
   HopperBackward backward;  // kAtomicDq: dQ's adds in whatever order they land
-  const char* what;
 };
 
-inline constexpr HopperVariantRow kHopperVariantTable[kHopperVariants] = {
-    {kFa3, "fa3", false, false, HopperBackward::kAtomicDq,
-     "FlashAttention-3: the producer warpgroup, the overlap, ping-pong, persistent (configs.cuh, Fa3Config)"},
-    {kWs, "ws", true, false, HopperBackward::kAtomicDq,
-     "the producer warpgroup (warp specialisation), one product at a time"},
-    {kWsOverlap, "ws_overlap", true, false, HopperBackward::kAtomicDq,
-     "ws with the intra-warpgroup overlap: S_{t+1} issued with P̃_t V_t"},
-    {kWsPingPong, "ws_pingpong", true, false, HopperBackward::kAtomicDq,
-     "ws_overlap with the consumer warpgroups taking turns at the tensor cores"},
-    {kDeterministic, "deterministic", false, false, HopperBackward::kOrderedDq,
-     "fa3's forward; its backward adds dQ in the order of the key tiles (bit-identical runs)"},
-    {kFp8, "fp8", false, true, HopperBackward::kNone,
-     "fa3's forward on Q, K and V quantized to e4m3 (flash_hopper_fp8.cuh), d = 128; no backward"},
-    {kWgmma, "wgmma", true, false, HopperBackward::kAtomicDq,
-     "TMA and wgmma, the copies issued by a consumer's thread between its products (rung_wgmma.cuh)"},
-};
-
-constexpr bool table_in_id_order(int i = 0) {
-  return i == kHopperVariants || (kHopperVariantTable[i].id == i && table_in_id_order(i + 1));
+// Variant v's row: the table, in --variant's order. Each variant's forward config: configs.cuh's
+// with_forward_config (fp8's, flash_hopper_fp8.cuh).
+constexpr HopperVariantRow hopper_variant(int v) {
+  constexpr HopperVariantRow rows[kHopperVariants] = {
+      // FlashAttention-3: the producer warpgroup, the overlap, ping-pong, persistent (Fa3Config)
+      {kFa3, "fa3", HopperRole::kProduction, HopperInputs::k16Bit, HopperBackward::kAtomicDq},
+      // the ladder's rungs: fa3 not persistent, then without ping-pong, then without the overlap
+      {kWs, "ws", HopperRole::kRung, HopperInputs::k16Bit, HopperBackward::kAtomicDq},
+      {kWsOverlap, "ws_overlap", HopperRole::kRung, HopperInputs::k16Bit, HopperBackward::kAtomicDq},
+      {kWsPingPong, "ws_pingpong", HopperRole::kRung, HopperInputs::k16Bit, HopperBackward::kAtomicDq},
+      // fa3's forward, its backward's dQ added in a fixed order; fa3's forward on e4m3 Q, K and V
+      {kDeterministic, "deterministic", HopperRole::kProduction, HopperInputs::k16Bit, HopperBackward::kOrderedDq},
+      {kFp8, "fp8", HopperRole::kProduction, HopperInputs::kE4m3, HopperBackward::kNone},
+      // the ladder's first rung, ws without the producer warpgroup (rung_wgmma.cuh); last, as it came
+      {kWgmma, "wgmma", HopperRole::kRung, HopperInputs::k16Bit, HopperBackward::kAtomicDq},
+  };
+  return rows[v];
 }
-static_assert(table_in_id_order(), "row i of the table is variant i");
+constexpr bool rows_in_id_order(int v = 0) {
+  return v == kHopperVariants || (hopper_variant(v).id == v && rows_in_id_order(v + 1));
+}
+static_assert(rows_in_id_order(), "row v of the table is variant v");
 
-constexpr bool is_rung(int variant) { return kHopperVariantTable[variant].rung; }
+constexpr bool is_rung(int variant) { return hopper_variant(variant).role == HopperRole::kRung; }
 constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
