@@ -68,6 +68,7 @@ struct BackwardConsumer {
   static constexpr int KN = BN / 16;  // over the keys (dQ)
   static constexpr int NT = BM / 8;   // 8-query chunks of Sᵀ
   static constexpr int DT = D / 8;    // 8-column chunks of dK, dV
+  static constexpr bool kDropout = false;  // step 09's backward: no dropout (tc_p_ds_pair's flag)
   static constexpr std::int64_t kE = sizeof(E);
   using Thread = BackwardThread<BM, D>;
   const BackwardSmem<Cfg>& sm;
@@ -104,7 +105,7 @@ struct BackwardConsumer {
         const float2 dd = *reinterpret_cast<const float2*>(sm.sDelta + stage * BM + 8 * i + 2 * th.t4);
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh)
-          tc::tc_p_ds_pair<decltype(exact_scale)::value, false, NoFeatures>(
+          tc::tc_p_ds_pair<decltype(exact_scale)::value, kDropout, NoFeatures>(
               s[i][2 * hh], s[i][2 * hh + 1], dp[i][2 * hh], dp[i][2 * hh + 1], lse, dd,
               kt.key0 + th.wkey + th.g + 8 * hh, q0 + 8 * i + 2 * th.t4, decltype(masked)::value, p, seq, no_dropout);
       }
@@ -148,7 +149,7 @@ struct BackwardConsumer {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < KN; ++kk)
-      wgmma_ss<E, 64, true, true>(dq, mnmaj(ds_tile, BN, th.dq_row / 64, kk), mnmaj(sm.sK, BN, th.dq_col / 64, kk),
+      wgmma_ss<E, 64, Major::kMN>(dq, mnmaj(ds_tile, BN, th.dq_row / 64, kk), mnmaj(sm.sK, BN, th.dq_col / 64, kk),
                                   kk > 0);
     wgmma_commit();
     wgmma_wait<0>();

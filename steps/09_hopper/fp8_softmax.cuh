@@ -163,7 +163,7 @@ struct Fp8Softmax {
       const bool zero = !(ts.v > 0.f);
       const float r = zero ? 1.f : fast_div(ts.v, sv), inv_r = zero ? 1.f : fast_div(sv, ts.v);
       const Fp8Lazy lz{fast_log2(r), inv_r, Cfg::kSlack, fp8_offset<Cfg>()};
-      softmax_tile_fp8<NT, Cfg::kSumParts, true>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
+      softmax_tile_fp8<NT, Cfg::kSumParts, Cfg::kLazy>(s, m[0], l[0], alpha, sq * ts.k * scale_log2, lz);
     } else {
       const float sv_t = ts.v > 0.f ? ts.v : sv;  // a V block of zeros (scale 0): O keeps its units
       softmax_tile_fp8<NT, Cfg::kSumParts>(s, m[0], l[0], alpha, sq * ts.k * scale_log2);

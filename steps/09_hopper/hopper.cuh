@@ -325,11 +325,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
 template <typename E>
 inline constexpr bool kIsFp8 = std::is_same_v<E, __nv_fp8_e4m3>;
 
-// kTransA, kTransB: the operand is MN-major (the backward's dQ = dS K reads dSᵀ and K so).
-template <typename E, int N, bool kTransA = false, bool kTransB = false>
+// Major::kK: both operands K-major (the forward's and the backward's Sᵀ, dPᵀ); Major::kMN: both
+// MN-major (the backward's dQ = dS K reads dSᵀ and K so).
+enum class Major { kK, kMN };
+
+template <typename E, int N, Major kMajor = Major::kK>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(N == 64 || N == 128 || (N == 224 && kIsFp8<E>), "m64n64, m64n128 and (e4m3) m64n224: step 09's shapes");
+  constexpr bool kTransA = kMajor == Major::kMN, kTransB = kMajor == Major::kMN;
 #ifdef FS_EMULATION
   emu_hopper::wgmma_ss<E, N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
 #else
@@ -344,8 +348,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t des
   if constexpr (kBf16) FS_WGMMA_SS(N, "bf16", IA, IB, IS, TA, TB); \
   else FS_WGMMA_SS(N, "f16", IA, IB, IS, TA, TB);
     if constexpr (!kTransA && !kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "0", "0") }
-    else if constexpr (kTransA && kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
-    else static_assert(kTransA == kTransB, "K-major both, or MN-major both");
+    else { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
   } else {
     static_assert(!kTransA && !kTransB, "m64n128 from shared memory: K-major operands");
     FS_WGMMA_SS_T(128, "64", "65", "66", "0", "0")
