@@ -1,5 +1,6 @@
-// Step 09 on the CPU: the Hopper forward (hopper_forward_kernel) and backward
-// (hopper_backward_kernel), their own source compiled by the host compiler and run by the emulator
+// Step 09 on the CPU: the Hopper forwards (hopper_forward_kernel, and fp8's
+// hopper_fp8_forward_kernel) and backward (hopper_backward_kernel), their own source compiled by
+// the host compiler and run by the emulator
 // (common/emulator), with the mbarriers, TMA copies and reduce-adds and wgmma of
 // steps/09_hopper/hopper_emu.hpp. The forward: each variant's configuration against the fp64
 // reference under the 16-bit rule (as tests/test_hopper_gpu.cpp holds the GPU's outputs), and the
@@ -30,8 +31,10 @@
 #include "common/io_model.hpp"
 #include "common/reference.hpp"
 #include "common/verify.hpp"
+#include "steps/09_hopper/backward_configs.cuh"
 #include "steps/09_hopper/configs.cuh"
-#include "steps/09_hopper/flash_hopper_backward.cuh"
+#include "steps/09_hopper/flash_hopper_fp8.cuh"
+#include "steps/09_hopper/rung_wgmma.cuh"
 #include "tests/flash_checks.hpp"
 #include "tests/fp8_problems.hpp"
 #include "tests/host_convert.hpp"
@@ -59,6 +62,7 @@ template <typename Cfg>
 Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas,
             const fs::trace::Slices* slices = nullptr) {
   using E = typename Cfg::E;
+  using T = hp::ForwardTraits<Cfg>;
   const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v);
   std::vector<E> o(s.elems(), E(NAN));
   std::vector<float> lse(s.rows(), NAN);
@@ -73,7 +77,7 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas,
   const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
   const auto kernel = slices ? (causal ? hp::hopper_forward_kernel<Cfg, true, true> : hp::hopper_forward_kernel<Cfg, false, true>)
                              : (causal ? hp::hopper_forward_kernel<Cfg, true, false> : hp::hopper_forward_kernel<Cfg, false, false>);
-  fs::emu::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, fp, slices ? *slices : fs::trace::Slices{});
+  fs::emu::launch(kernel, grid, dim3(T::kThreads), T::kSmemBytes, maps, fp, slices ? *slices : fs::trace::Slices{});
   return {to_float(o), lse};
 }
 
@@ -111,30 +115,37 @@ TEST_CASE("step 09 on the CPU: the ladder at d = 128 matches the reference and f
   using E = __nv_bfloat16;
   for (bool causal : {false, true})
     for (int N : {1, 97, 200, 300})
-      check<hp::Fa3<E, 128>::Cfg, hp::Wgmma<E, 128>, hp::Ws<E, 128>, hp::WsOverlap<E, 128>, hp::WsPingPong<E, 128>>(
+      check<hp::Fa3Config<E, 128>, hp::WgmmaConfig<E, 128>, hp::WsConfig<E, 128>, hp::WsOverlapConfig<E, 128>,
+            hp::WsPingPongConfig<E, 128>>(
           DType::bf16, fs::Shape{1, 2, N, 128}, causal, 2);
   // wgmma's copies in line, a ring of 2 stages over a work tile of 5 key tiles, and 3 work tiles
   // per CTA (the ring runs on across them).
-  check<hp::Fa3<E, 128>::Cfg, hp::Wgmma<E, 128>>(DType::bf16, fs::Shape{1, 3, 600, 128}, false, 2);
+  check<hp::Fa3Config<E, 128>, hp::WgmmaConfig<E, 128>>(DType::bf16, fs::Shape{1, 3, 600, 128}, false, 2);
 }
 
-// d = 64: fa3's 4 stages (the ring wraps within a work tile at N = 300), ws's 2, O through TMA
+// ws at d = 64 on a ring of 2 stages (fa3's has 4 there): a configuration of the tests'.
+template <typename E>
+struct WsTwoStages : hp::WsConfig<E, 64> {
+  static constexpr int kStages = 2;
+};
+
+// d = 64: fa3's 4 stages (the ring wraps within a work tile at N = 300), ws on 2, O through TMA
 // stores of one box; three heads over two batches on three CTAs.
 TEST_CASE("step 09 on the CPU: d = 64 matches the reference and fa3's bits", "[emulated][hopper]") {
   using E = __nv_bfloat16;
   for (bool causal : {false, true})
     for (int N : {1, 97, 300})
-      check<hp::Fa3<E, 64>::Cfg, hp::Ws<E, 64>>(DType::bf16, fs::Shape{1, 3, N, 64}, causal, 3);
-  check<hp::Fa3<E, 64>::Cfg, hp::Ws<E, 64>>(DType::bf16, fs::Shape{2, 1, 200, 64}, true, 3);
+      check<hp::Fa3Config<E, 64>, WsTwoStages<E>>(DType::bf16, fs::Shape{1, 3, N, 64}, causal, 3);
+  check<hp::Fa3Config<E, 64>, WsTwoStages<E>>(DType::bf16, fs::Shape{2, 1, 200, 64}, true, 3);
 }
 
 // d = 256: 64-key tiles, O stored by the threads (no room for a TMA store's tile); and fp16.
 TEST_CASE("step 09 on the CPU: d = 256, and fp16", "[emulated][hopper]") {
   for (bool causal : {false, true}) {
-    check<hp::Fa3<__nv_bfloat16, 256>::Cfg>(DType::bf16, fs::Shape{1, 2, 200, 256}, causal, 2);
-    check<hp::Fa3<__half, 128>::Cfg>(DType::fp16, fs::Shape{1, 2, 300, 128}, causal, 2);
+    check<hp::Fa3Config<__nv_bfloat16, 256>>(DType::bf16, fs::Shape{1, 2, 200, 256}, causal, 2);
+    check<hp::Fa3Config<__half, 128>>(DType::fp16, fs::Shape{1, 2, 300, 128}, causal, 2);
   }
-  check<hp::Fa3<__half, 64>::Cfg>(DType::fp16, fs::Shape{1, 2, 97, 64}, true, 2);
+  check<hp::Fa3Config<__half, 64>>(DType::fp16, fs::Shape{1, 2, 97, 64}, true, 2);
 }
 
 // The emulator's waits: a phase that can never complete (two arrivals expected, one made) is a
@@ -165,7 +176,7 @@ struct Grads {
   std::vector<float> dq, dk, dv;
 };
 
-// Configuration Cfg's backward (HopperBwdConfig) on host memory, given the forward's O and LSE:
+// Configuration Cfg's backward (Fa3BwdConfig or DeterministicBwdConfig) on host memory, given the forward's O and LSE:
 // launch_hopper_backward's three kernels (step 08's preprocess, hopper_backward_kernel, step 08's
 // convert) with the emulation's tensor maps, the gradients and the workspace poisoned with NaN
 // first (the counters zeroed, as launch_hopper_backward does). With `slices`, the traced
@@ -204,7 +215,8 @@ Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, co
   const float* cdelta = delta;
   const auto kernel = slices ? (causal ? hp::hopper_backward_kernel<Cfg, true, true> : hp::hopper_backward_kernel<Cfg, false, true>)
                              : (causal ? hp::hopper_backward_kernel<Cfg, true, false> : hp::hopper_backward_kernel<Cfg, false, false>);
-  fs::emu::launch(kernel, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, bp, cdelta, order,
+  fs::emu::launch(kernel, grid, dim3(hp::BackwardTraits<Cfg>::kThreads), hp::BackwardTraits<Cfg>::kSmemBytes, maps, bp,
+                  cdelta, order,
                   slices ? *slices : fs::trace::Slices{});
   const auto cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
   fs::emu::launch(tc::tc_dq_convert_kernel<E, false>, dim3(cvt_grid), dim3(256), 0, bp,
@@ -221,9 +233,9 @@ void check_backward(DType dtype, const fs::Shape& s, bool causal) {
   const fs::HostProblem p = fs::random_problem(s, 919 + s.N + s.d + s.B * s.H + causal, true, dtype);
   DYNAMIC_SECTION("backward " << fs::dtype_name(dtype) << " d=" << s.d << " N=" << s.N << " B=" << s.B
                               << " H=" << s.H << (causal ? " causal" : "")) {
-    const Outputs fwd = run<typename hp::Fa3<E, D>::Cfg>(s, p, causal, 0);
-    const Grads fa3 = run_backward<hp::HopperBwdConfig<E, D, false>>(s, p, causal, fwd);
-    const Grads det = run_backward<hp::HopperBwdConfig<E, D, true>>(s, p, causal, fwd);
+    const Outputs fwd = run<hp::Fa3Config<E, D>>(s, p, causal, 0);
+    const Grads fa3 = run_backward<hp::Fa3BwdConfig<E, D>>(s, p, causal, fwd);
+    const Grads det = run_backward<hp::DeterministicBwdConfig<E, D>>(s, p, causal, fwd);
     const fs::AttnOptions attn{fs::default_scale(s.d), causal, {}, nullptr, dtype};
     for (const Grads* g : {&fa3, &det}) {
       const auto report = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g->dq.data(),
@@ -340,7 +352,7 @@ namespace {
 // launches them but with the emulation's tensor maps, on `ctas` CTAs (0: one per work tile). The
 // workspace is poisoned first, so that bytes the quantizer leaves unwritten (Vᵀ's padding) show.
 // `tamper`, if given, changes the quantizer's output before the kernel reads it.
-template <typename EO, typename Cfg = hp::Fp8Cfg<EO>>
+template <typename EO, typename Cfg = hp::Fp8Config<EO>>
 Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas, float scale,
                 const std::function<void(const hp::Fp8Layout&, unsigned char*)>& tamper = {}) {
   const auto q = to_16bit<EO>(p.q), k = to_16bit<EO>(p.k), v = to_16bit<EO>(p.v);
@@ -363,13 +375,14 @@ Outputs run_fp8(const fs::Shape& s, const fs::HostProblem& p, bool causal, int c
                    em::make_tensor_map_fp8(ws.data() + l.vt, int(l.n_pad), s.d, s.H, s.B, s.d),
                    em::make_tensor_map(fp.o, fp.dtype, fp.o_strides, s.d, s.N, s.H, s.B, 64)};
   hp::set_fp8_scales(maps, l, ws.data(), heads);
+  using T = hp::ForwardTraits<Cfg>;
   const int work = (s.N + Cfg::kBlockM - 1) / Cfg::kBlockM * heads;
   const dim3 grid(static_cast<unsigned>(ctas > 0 ? std::min(ctas, work) : work));
   if (causal)
-    fs::emu::launch(hp::hopper_forward_kernel<Cfg, true, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps, fp,
+    fs::emu::launch(hp::hopper_fp8_forward_kernel<Cfg, true, false>, grid, dim3(T::kThreads), T::kSmemBytes, maps, fp,
                     fs::trace::Slices{});
   else
-    fs::emu::launch(hp::hopper_forward_kernel<Cfg, false, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes, maps,
+    fs::emu::launch(hp::hopper_fp8_forward_kernel<Cfg, false, false>, grid, dim3(T::kThreads), T::kSmemBytes, maps,
                     fp, fs::trace::Slices{});
   return {to_float(o), lse};
 }
@@ -448,10 +461,20 @@ TEST_CASE("step 09 on the CPU: fp8's check fails a kernel that mixes up two keys
 // skipped where no max moved) on its two problems (tests/fp8_problems.hpp), causal and not:
 // against the reference, beside the same tiles without it (Eager), which must pass too; and, on
 // the climbing maxima, one CTA per work tile against a persistent grid, bit for bit.
+// fp8's tiles without the lazy max, with ℓ in one sum, and with ping-pong: a configuration of the
+// tests', which the softmax's eager path and the turns run under.
+template <typename EO>
+struct EagerFp8 : hp::Fp8Config<EO> {
+  static constexpr bool kPingPong = true;
+  static constexpr int kSumParts = 1;
+  static constexpr bool kLazy = false;
+  static constexpr float kSlack = 0.f;
+};
+
 static void check_lazy_fp8(const fs::Shape& s, std::uint64_t seed, fs::testing::Fp8Problem kind) {
   using EO = __nv_bfloat16;
-  using Eager = hp::HopperConfig<__nv_fp8_e4m3, 128, hp::kFp8BlockKV, 2, true, true, true, EO>;
-  static_assert(hp::Fp8Cfg<EO>::kLazy && !Eager::kLazy);
+  using Eager = EagerFp8<EO>;
+  static_assert(hp::Fp8Config<EO>::kLazy && !Eager::kLazy);
   fs::HostProblem p = fs::random_problem(s, seed, false, DType::bf16);
   fs::testing::shape_fp8_problem(p, kind);
   const float scale = fs::default_scale(s.d);
@@ -494,7 +517,7 @@ TEST_CASE("step 09 on the CPU: fp8 with blocks of zeros in Q, K and V", "[emulat
 TEST_CASE("step 09 on the CPU: a traced forward records the producer and each consumer in a lane",
           "[emulated][hopper][trace]") {
   namespace tr = fs::trace;
-  using Cfg = hp::Fa3<__nv_bfloat16, 128>::Cfg;
+  using Cfg = hp::Fa3Config<__nv_bfloat16, 128>;
   const fs::Shape s{1, 2, 300, 128};
   const int ctas = 2, lanes = 3;
   for (bool causal : {false, true}) {
@@ -596,12 +619,12 @@ TEST_CASE("step 09 on the CPU: a traced backward records the producer and each c
       DYNAMIC_SECTION((deterministic ? "deterministic" : "fa3") << (causal ? " causal" : "")) {
         const fs::Shape s{1, 2, 200, 128};
         const fs::HostProblem p = fs::random_problem(s, 949 + causal, true, DType::bf16);
-        const Outputs fwd = run<hp::Fa3<E, 128>::Cfg>(s, p, causal, 0);
+        const Outputs fwd = run<hp::Fa3Config<E, 128>>(s, p, causal, 0);
         auto both = [&](const tr::Slices* slices) {
-          return deterministic ? run_backward<hp::HopperBwdConfig<E, 128, true>>(s, p, causal, fwd, slices)
-                               : run_backward<hp::HopperBwdConfig<E, 128, false>>(s, p, causal, fwd, slices);
+          return deterministic ? run_backward<hp::DeterministicBwdConfig<E, 128>>(s, p, causal, fwd, slices)
+                               : run_backward<hp::Fa3BwdConfig<E, 128>>(s, p, causal, fwd, slices);
         };
-        using Cfg = hp::HopperBwdConfig<E, 128, false>;
+        using Cfg = hp::Fa3BwdConfig<E, 128>;
         const Grads plain = both(nullptr);
         const int key_tiles = (s.N + Cfg::kBlockN - 1) / Cfg::kBlockN, ctas = key_tiles * s.heads(), lanes = 3;
         const std::uint32_t cap = 256;

@@ -21,6 +21,7 @@
 #include "common/traced_run.hpp"
 #include "common/verify.hpp"
 #include "steps/09_hopper/hopper.hpp"
+#include "steps/09_hopper/variants.hpp"
 #include "tests/flash_checks.hpp"
 #include "tests/fp8_problems.hpp"
 #include "tests/gpu_cases.hpp"
@@ -49,7 +50,7 @@ Outputs forward(const Case& c, const fs::HostProblem& p) {
 bool runs_here(const Case& c) { return c.step->refusal(c.shape, c.settings()).empty(); }
 bool backward_runs_here(const Case& c) { return c.step->backward_refusal(c.shape, c.settings()).empty(); }
 
-constexpr int kDeterministic = 4;  // step09_info().variants
+using fs::hopper::kDeterministic;  // the variants' ids (variants.hpp), in step09_info().variants' order
 
 struct Grads {
   std::vector<float> o, lse, dq, dk, dv;
@@ -116,8 +117,7 @@ TEST_CASE("step 09: fp8 at its key tiles' edges matches the fp64 reference", "[g
   const int N = fs::kE4m3BlockKV + GENERATE(-1, 0, 1, 96, fs::kE4m3BlockKV, fs::kE4m3BlockKV + 1);
   const bool causal = GENERATE(false, true);
   const fs::Shape s{1, 2, N, 128};
-  const auto& names = step09().variants;
-  const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
+  const int v = fs::hopper::kFp8;
   REQUIRE(step09().rounds_to_e4m3(v));
   const Case c{&step09(), v, s, causal, dtype};
   if (!runs_here(c)) return;
@@ -140,8 +140,7 @@ TEST_CASE("step 09: fp8's lazy softmax on climbing maxima and blocks of zeros", 
   const Fp8Problem kind = GENERATE(Fp8Problem::climbing, Fp8Problem::zeros);
   const bool causal = GENERATE(false, true);
   const fs::Shape s{1, 2, 800, 128};
-  const auto& names = step09().variants;
-  const int v = int(std::find(names.begin(), names.end(), "fp8") - names.begin());
+  const int v = fs::hopper::kFp8;
   const Case c{&step09(), v, s, causal, DType::bf16};
   if (!runs_here(c)) return;
   fs::HostProblem p = fs::random_problem(s, c.seed() + int(kind), false, DType::bf16);
@@ -229,7 +228,7 @@ TEST_CASE("step 09 refuses what its kernels do not take, in words", "[gpu][hoppe
   other_keys.Nk = 100;
   CHECK(s.refusal(other_keys, bf16).find("--seq-k") != std::string::npos);
   fs::PassSettings rung = bf16;
-  rung.variant = 1;
+  rung.variant = fs::hopper::kWs;
   CHECK(s.refusal({1, 1, 128, 64}, rung).find("compiled for bf16 at d = 128") != std::string::npos);
 }
 
@@ -239,7 +238,7 @@ TEST_CASE("step 09's backward at the tiles' edges matches the fp64 reference", "
   const int N = GENERATE(1, 63, 64, 65, 127, 128, 129, 200);
   const bool causal = GENERATE(false, true);
   const fs::Shape s{1, 2, N, d};
-  for (int v : {0, kDeterministic}) {
+  for (int v : {int(fs::hopper::kFa3), int(kDeterministic)}) {
     const Case c{&step09(), v, s, causal, dtype};
     if (!backward_runs_here(c)) {
       WARN(c.step->backward_refusal(s, c.settings()));

@@ -1,102 +1,87 @@
-// Which tiles and techniques each variant of step 09's forward uses at each head dimension.
+// The forward's configurations, one named struct per variant (variants.hpp), each next to the
+// variant that runs it; traits.cuh derives what each implies (threads, shared memory, boxes).
 //
-//   HopperConfig<E, D, kBlockN, kStages, kOverlap, kPingPong, kPersistent, EO, kProducer>
-//   (flash_hopper_forward.cuh)
-//
-// Every variant has TMA and wgmma, and all but the wgmma rung the producer warpgroup; the ladder
-// adds the producer, then FlashAttention-3's two schedules, one at a time. 128 query rows per CTA
-// (two consumer warpgroups of 64).
+// fa3 is the production config; each rung of the ladder is the one above it less one technique,
+// so that a rung's struct is what it changes:
+//   fa3 → ws_pingpong (not persistent) → ws_overlap (no ping-pong) → ws (no overlap)
+//       → wgmma (no producer warpgroup: rung_wgmma.cuh, beside the copies it moves into a consumer).
 #pragma once
 
+#include <type_traits>
+
 #include "steps/09_hopper/flash_hopper_forward.cuh"
+#include "steps/09_hopper/forward_producer.cuh"
+#include "steps/09_hopper/variants.hpp"
 
 namespace fs::hopper {
 
-// StepInfo::variants of step 09, in this order: variant 0, fa3, is the default. The ladder (bf16,
-// d = 128): wgmma is TMA + wgmma, one CTA per work tile, the copies issued by a consumer thread
-// between its products; ws adds the producer warpgroup; ws_overlap adds
-// the intra-warpgroup overlap; ws_pingpong the ping-pong of the two consumer warpgroups; fa3 is
-// that, persistent (one CTA per SM walking the work tiles, so that the producer loads the next
-// tile's Q and K while the consumers store the last one's O).
-// deterministic: fa3's forward; its backward adds dQ in a fixed order (bit-identical runs).
-// fp8: fa3's forward on Q, K and V quantized to e4m3 (fp8.cuh), d = 128; no backward.
-enum HopperVariant : int { kFa3 = 0, kWs, kWsOverlap, kWsPingPong, kDeterministic, kFp8, kWgmma, kHopperVariants };
-constexpr bool is_rung(int variant) {
-  return variant == kWgmma || variant == kWs || variant == kWsOverlap || variant == kWsPingPong;
-}
-constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
-constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
-constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
-constexpr int kFp8HeadDim = 128;     // and fp8 at d = 128 (bf16 or fp16 in and out)
-
-// fa3's tiles per d: keys per tile and stages, as shared memory allows (227 KiB a CTA).
+// fa3 (variant 0; deterministic's forward too): every technique, tiles per d, as shared memory
+// allows (227 KiB a CTA):
 //   d = 64:  Q 16 KiB + 4 stages × (K, V: 16 + 16 KiB)
-//   d = 128: Q 32 KiB + 2 stages × (32 + 32 KiB)
-//   d = 256: Q 64 KiB + 2 stages × 64 keys × (32 + 32 KiB)
-template <typename E, int D>
-struct Fa3;
-template <typename E>
-struct Fa3<E, 64> { using Cfg = HopperConfig<E, 64, 128, 4, true, true, true>; };
-template <typename E>
-struct Fa3<E, 128> { using Cfg = HopperConfig<E, 128, 128, 2, true, true, true>; };
-template <typename E>
-struct Fa3<E, 256> { using Cfg = HopperConfig<E, 256, 64, 2, true, true, true>; };
-
-template <typename E, int D>
-using Wgmma = HopperConfig<E, D, 128, 2, false, false, false, E, false>;
-template <typename E, int D>
-using Ws = HopperConfig<E, D, 128, 2, false, false, false>;
-template <typename E, int D>
-using WsOverlap = HopperConfig<E, D, 128, 2, true, false, false>;
-template <typename E, int D>
-using WsPingPong = HopperConfig<E, D, 128, 2, true, true, false>;
-static_assert(Wgmma<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
-                  WsOverlap<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN &&
-                  WsPingPong<__nv_bfloat16, 128>::kBlockN == Ws<__nv_bfloat16, 128>::kBlockN,
-              "block_n: the rungs share ws's tile");
-
-// fp8: e4m3 Q, K and Vᵀ, O in EO (compiled in translation units of their own, fp8_instance.cu.in).
-// Tiles of 224 keys, the quantizer's K and V blocks: Q 16 KiB + 2 stages × (K, Vᵀ: 28 + 32 KiB) +
-// O 32 KiB (a third stage would not fit).
-// Its softmax: ℓ in 4 partial sums, and the lazy max with a slack of 0.8 (P̃ = 2^(x − m + 8) ≤
-// 2^8.8 < 448, O's rescale skipped where no row's max moved: kLazy). A larger slack needs a
-// smaller offset (fp8_offset), and then ℓ ≥ 2^off no longer bounds the error of P̃'s subnormals
-// as the FP8 rule assumes (common/verify.hpp: ℓ ≥ 2⁸). Every exponential is the MUFU unit's:
-// moving 1 in 8 to a polynomial on the FMA units (FlashAttention-4's trick; the experiment patches
-// in docs/benchmarks have it) was 11 % slower on the H200 (docs/benchmarks/h200_hopper_fp8_sweep2.txt).
-// No ping-pong: the two consumer warpgroups issue their products without taking turns, which was
-// as fast or faster at 224 keys on the H200 (docs/benchmarks/h200_hopper_fp8_224.txt).
-template <typename EO>
-struct Fp8Cfg : HopperConfig<__nv_fp8_e4m3, kFp8HeadDim, kFp8BlockKV, 2, true, false, true, EO> {
-  static constexpr int kSumParts = 4;
-  static constexpr bool kLazy = true;
-  static constexpr float kSlack = 0.8f;
+//   d = 128: Q 32 KiB + 2 stages × (32 + 32 KiB) + O 32 KiB
+//   d = 256: Q 64 KiB + 2 stages × 64 keys × (32 + 32 KiB), O stored by the threads
+template <typename E_, int D_>
+struct Fa3Config {
+  using E = E_;
+  using EO = E_;  // O's elements
+  static constexpr int D = D_;
+  static constexpr int kBlockM = 128;                  // query rows per CTA
+  static constexpr int kBlockN = D == 256 ? 64 : 128;  // keys per tile
+  static constexpr int kStages = D == 64 ? 4 : 2;      // the ring's stages of K and V
+  static constexpr bool kProducer = true;              // a producer warpgroup issues the copies
+  static constexpr bool kOverlap = true;               // S_{t+1} issued with P̃_t V_t
+  static constexpr bool kPingPong = true;              // the consumers take turns at the tensor cores
+  static constexpr bool kPersistent = true;            // one CTA per SM walks the work tiles (not causal)
+  static constexpr bool kTmaStore = D <= 128;          // O out by TMA store, where its tile fits
+  template <typename Cfg, bool kTrace>
+  using Copies = ProducerCopies<Cfg, kTrace>;  // nothing for the consumers to copy (forward_producer.cuh)
 };
 
+// ws_pingpong: fa3 on one CTA per work tile, the next work tile's copies waiting for a CTA of
+// their own.
 template <typename E, int D>
-void forward_dispatch(const FwdParams& p) {
+struct WsPingPongConfig : Fa3Config<E, D> {
+  static constexpr bool kPersistent = false;
+};
+
+// ws_overlap: the consumer warpgroups issue their products without taking turns.
+template <typename E, int D>
+struct WsOverlapConfig : WsPingPongConfig<E, D> {
+  static constexpr bool kPingPong = false;
+};
+
+// ws: one product at a time (S_t, its softmax, P̃_tV_t: the tensor cores idle while the
+// exponentials run), the producer warpgroup beside.
+template <typename E, int D>
+struct WsConfig : WsOverlapConfig<E, D> {
+  static constexpr bool kOverlap = false;
+};
+
+// wgmma: ws without the producer warpgroup — in a file of its own with the copies it moves into a
+// consumer (rung_wgmma.cuh, which the translation units that dispatch include).
+template <typename E, int D>
+struct WgmmaConfig;
+
+// f(Cfg{}) with the forward config of `variant` at (E, D): the one place a variant meets its
+// config. The rungs are compiled for bf16 at d = 128 only (elsewhere the step refuses them); fp8 has
+// a translation unit of its own (fp8_instance.cu.in).
+template <typename E, int D, typename F>
+decltype(auto) with_forward_config(int variant, F&& f) {
   if constexpr (D == kLadderHeadDim && std::is_same_v<E, __nv_bfloat16>) {
-    switch (p.variant) {
-      case kWgmma: return launch_hopper_forward<Wgmma<E, D>>(p);
-      case kWs: return launch_hopper_forward<Ws<E, D>>(p);
-      case kWsOverlap: return launch_hopper_forward<WsOverlap<E, D>>(p);
-      case kWsPingPong: return launch_hopper_forward<WsPingPong<E, D>>(p);
+    switch (variant) {
+      case kWgmma: return f(WgmmaConfig<E, D>{});
+      case kWs: return f(WsConfig<E, D>{});
+      case kWsOverlap: return f(WsOverlapConfig<E, D>{});
+      case kWsPingPong: return f(WsPingPongConfig<E, D>{});
       default: break;
     }
   }
-  launch_hopper_forward<typename Fa3<E, D>::Cfg>(p);
+  return f(Fa3Config<E, D>{});  // fa3, deterministic
 }
 
-// The keys per tile of a variant at d (the IO model's Bc), from the configurations themselves.
-inline int block_n(int d, int variant) {
-  using E = __nv_bfloat16;  // the tiles do not depend on the element type
-  if (is_rung(variant)) return Ws<E, kLadderHeadDim>::kBlockN;  // every rung's tile is ws's
-  if (variant == kFp8) return Fp8Cfg<E>::kBlockN;
-  switch (d) {
-    case 64: return Fa3<E, 64>::Cfg::kBlockN;
-    case 128: return Fa3<E, 128>::Cfg::kBlockN;
-    default: return Fa3<E, 256>::Cfg::kBlockN;
-  }
+template <typename E, int D>
+void forward_dispatch(const FwdParams& p) {
+  with_forward_config<E, D>(p.variant, [&](auto cfg) { launch_hopper_forward<decltype(cfg)>(p); });
 }
 
 }  // namespace fs::hopper

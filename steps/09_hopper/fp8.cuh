@@ -20,6 +20,7 @@
 // blocks_q), K's and V's (B·H, blocks_kv) each.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -80,6 +81,9 @@ static_assert(kFp8BlockKV % 32 == 0 && kFp8BlockKV <= kQuantizeRow && kFp8BlockQ
               "Vᵀ's block: whole groups of 32 keys (fp8_slot), in a row of shared memory");
 static_assert(kFp8BlockQ <= kFp8BlockKV, "a thread holds at most a K or V block's share of chunks");
 constexpr std::size_t kQuantizeSmem = 128 * kQuantizeRow + sizeof(float) * (kQuantizeThreads / 32);
+inline dim3 fp8_quantize_grid(const Fp8Layout& l, int heads) {
+  return dim3(unsigned(std::max(l.blocks_q, l.blocks_kv)), unsigned(heads), 3);
+}
 template <typename E>
 __global__ void __launch_bounds__(kQuantizeThreads) quantize_fp8_kernel(const FwdParams p, unsigned char* ws,
                                                                         Fp8Layout l) {

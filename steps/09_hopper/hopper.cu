@@ -1,7 +1,8 @@
 // Step 09 — Hopper: the host side. Checks what the kernels take, builds the TMA tensor maps
 // (cuTensorMapEncodeTiled, found in the driver at run time so that nothing links libcuda), and
-// dispatches to the forward of the element type and head dimension (configs.cuh has the tiles,
-// flash_hopper_forward.cuh the kernel, hopper.cuh the instructions).
+// dispatches to the forward of the element type and head dimension (variants.hpp names the
+// variants, configs.cuh has their configs, flash_hopper_forward.cuh the kernel, hopper.cuh the
+// instructions).
 #include "steps/09_hopper/hopper.hpp"
 
 #include <cuda.h>
@@ -15,6 +16,10 @@
 #include "common/io_model.hpp"
 #include "common/strides_check.hpp"
 #include "steps/09_hopper/backward_configs.cuh"
+#include "steps/09_hopper/configs.cuh"
+#include "steps/09_hopper/flash_hopper_fp8.cuh"
+#include "steps/09_hopper/rung_wgmma.cuh"
+#include "steps/09_hopper/variants.hpp"
 
 namespace fs {
 
@@ -90,6 +95,18 @@ CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
   return map;
 }
 
+int block_n(int d, int variant) {
+  using E = __nv_bfloat16;  // the tiles do not depend on the element type
+  if (variant == kFp8) return Fp8Config<E>::kBlockN;
+  if (is_rung(variant)) d = kLadderHeadDim;  // the rungs are compiled there only
+  auto keys = [](auto cfg) { return decltype(cfg)::kBlockN; };
+  switch (d) {
+    case 64: return with_forward_config<E, 64>(variant, keys);
+    case 128: return with_forward_config<E, 128>(variant, keys);
+    default: return with_forward_config<E, 256>(variant, keys);
+  }
+}
+
 int sm_count() {
   int device = 0, count = 0;
   FS_CUDA_CHECK(cudaGetDevice(&device));
@@ -117,8 +134,12 @@ std::string gpu_refusal() {
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
   if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
-  if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16))
-    return "the ladder's rungs (wgmma, ws, ws_overlap, ws_pingpong) are compiled for bf16 at d = 128";
+  if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16)) {
+    std::string rungs;  // their names, from the table
+    for (int v = 0; v < hopper::kHopperVariants; ++v)
+      if (hopper::is_rung(v)) rungs += std::string(rungs.empty() ? "" : ", ") + hopper::hopper_variant(v).name;
+    return "the ladder's rungs (" + rungs + ") are compiled for bf16 at d = 128";
+  }
   if (settings.variant == hopper::kFp8 && s.d != hopper::kFp8HeadDim)
     return "fp8 is compiled for d = 128 (a row of Q or K is one 128-byte box of e4m3); got " + std::to_string(s.d);
   if (!s.square() || s.kv_heads() != s.H) return "step 09 takes N keys and H heads of K and V (--seq-k, --heads-kv: step 08)";
@@ -244,7 +265,14 @@ StepInfo step09_info() {
   s.id = "09_hopper";
   s.title = "Hopper: forward and backward on TMA, wgmma and a producer warpgroup, FlashAttention-3's schedules; "
             "bf16/fp16, and an FP8 (e4m3) forward";
-  s.variants = {"fa3", "ws", "ws_overlap", "ws_pingpong", "deterministic", "fp8", "wgmma"};
+  for (int i = 0; i < hopper::kHopperVariants; ++i) {
+    const hopper::HopperVariantRow v = hopper::hopper_variant(i);
+    s.variants.push_back(v.name);
+    // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
+    if (v.backward == hopper::HopperBackward::kAtomicDq) s.order_dependent.push_back(v.name);
+    // Q, K, V rounded to e4m3 (fp8.cuh): checked under the FP8 rule.
+    if (v.inputs == hopper::HopperInputs::kE4m3) s.e4m3.push_back(v.name);
+  }
   s.forward = hopper_forward;
   s.backward = hopper_backward;
   s.fwd_workspace_bytes = fwd_ws_bytes;
@@ -254,9 +282,6 @@ StepInfo step09_info() {
   s.unsupported_backward = unsupported_backward;
   s.io_forward = io_forward;
   s.io_backward = io_backward;
-  // dQ is added up by TMA reduce-adds in the order they land; deterministic orders them.
-  s.order_dependent = {"fa3", "ws", "ws_overlap", "ws_pingpong", "wgmma"};
-  s.e4m3 = {"fp8"};  // Q, K, V rounded to e4m3 (fp8.cuh): checked under the FP8 rule
   s.strides = true;
   s.dtypes = {DType::bf16, DType::fp16};
   return s;

@@ -277,54 +277,23 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
 
 // ---- the wgmma shapes (operand lists written out, as inline PTX needs them) ----
 
-// The 32 accumulators of m64n64: d[i][e] is element e of 8-column chunk i.
+// The accumulators of m64nN, d[i][e] being element e of 8-column chunk i (FS_WGMMA_C(i), chunk i's
+// four), and their operand numbers (FS_WGMMA_R##N); each N after the first adds chunks to the last.
+#define FS_WGMMA_C(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define FS_WGMMA_D64 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define FS_WGMMA_R64 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-
-// The 64 accumulators of m64n128: d[i][e] is element e of 8-column chunk i.
+    FS_WGMMA_C(0), FS_WGMMA_C(1), FS_WGMMA_C(2), FS_WGMMA_C(3), FS_WGMMA_C(4), FS_WGMMA_C(5), FS_WGMMA_C(6), FS_WGMMA_C(7)
+#define FS_WGMMA_R64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define FS_WGMMA_D128 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-#define FS_WGMMA_R128 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-
-// The 96 accumulators of m64n192: m64n128's, then chunks 16 .. 23.
+    FS_WGMMA_D64, FS_WGMMA_C(8), FS_WGMMA_C(9), FS_WGMMA_C(10), FS_WGMMA_C(11), FS_WGMMA_C(12), FS_WGMMA_C(13), \
+    FS_WGMMA_C(14), FS_WGMMA_C(15)
+#define FS_WGMMA_R128 FS_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+// m64n192 and m64n224 (the fp8 forward's S).
 #define FS_WGMMA_D192 \
-    FS_WGMMA_D128, \
-    "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
-    "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
-    "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
-    "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
-#define FS_WGMMA_R192 \
-    FS_WGMMA_R128 ", " \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-
-// The 112 accumulators of m64n224 (the fp8 forward's S): m64n192's, then chunks 24 .. 27.
-#define FS_WGMMA_D224 \
-    FS_WGMMA_D192, \
-    "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), \
-    "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), \
-    "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), \
-    "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3])
-#define FS_WGMMA_R224 \
-    FS_WGMMA_R192 ", " \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
+    FS_WGMMA_D128, FS_WGMMA_C(16), FS_WGMMA_C(17), FS_WGMMA_C(18), FS_WGMMA_C(19), FS_WGMMA_C(20), FS_WGMMA_C(21), \
+    FS_WGMMA_C(22), FS_WGMMA_C(23)
+#define FS_WGMMA_R192 FS_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define FS_WGMMA_D224 FS_WGMMA_D192, FS_WGMMA_C(24), FS_WGMMA_C(25), FS_WGMMA_C(26), FS_WGMMA_C(27)
+#define FS_WGMMA_R224 FS_WGMMA_R192 ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 
 // D (64 × N) = A·B + (accumulate ? D : 0), A and B from shared memory: K-major, or MN-major
 // where TR ("1") says so (TA: A's m index along the rows, TB: B's n index).
@@ -341,12 +310,12 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
                "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, %" IA ", %" IB ", p, 1, 1;\n}\n"                        \
                : FS_WGMMA_D##N                                                                              \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-#define FS_WGMMA_RS8(N, IA, IB, IS)                                                                           \
+#define FS_WGMMA_RS8(N, IA, IA1, IA2, IA3, IB, IS)                                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N            \
                "k32.f32.e4m3.e4m3 {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1;\n}\n" \
                : FS_WGMMA_D##N                                                                              \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
-#define FS_WGMMA_RS(N, T, IA, IB, IS)                                                                      \
+#define FS_WGMMA_RS(N, T, IA, IA1, IA2, IA3, IB, IS)                                                       \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" IS ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T \
                "." T " {" FS_WGMMA_R##N "}, {%" IA ", %" IA1 ", %" IA2 ", %" IA3 "}, %" IB ", p, 1, 1, 1;\n}\n"  \
                : FS_WGMMA_D##N                                                                              \
@@ -356,11 +325,15 @@ __device__ __forceinline__ void fence_operands(float (&d)[NT][4]) {
 template <typename E>
 inline constexpr bool kIsFp8 = std::is_same_v<E, __nv_fp8_e4m3>;
 
-// kTransA, kTransB: the operand is MN-major (the backward's dQ = dS K reads dSᵀ and K so).
-template <typename E, int N, bool kTransA = false, bool kTransB = false>
+// Major::kK: both operands K-major (the forward's and the backward's Sᵀ, dPᵀ); Major::kMN: both
+// MN-major (the backward's dQ = dS K reads dSᵀ and K so).
+enum class Major { kK, kMN };
+
+template <typename E, int N, Major kMajor = Major::kK>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                          int accumulate) {
   static_assert(N == 64 || N == 128 || (N == 224 && kIsFp8<E>), "m64n64, m64n128 and (e4m3) m64n224: step 09's shapes");
+  constexpr bool kTransA = kMajor == Major::kMN, kTransB = kMajor == Major::kMN;
 #ifdef FS_EMULATION
   emu_hopper::wgmma_ss<E, N, kTransA, kTransB>(d, desc_a, desc_b, accumulate);
 #else
@@ -375,8 +348,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], std::uint64_t des
   if constexpr (kBf16) FS_WGMMA_SS(N, "bf16", IA, IB, IS, TA, TB); \
   else FS_WGMMA_SS(N, "f16", IA, IB, IS, TA, TB);
     if constexpr (!kTransA && !kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "0", "0") }
-    else if constexpr (kTransA && kTransB) { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
-    else static_assert(kTransA == kTransB, "K-major both, or MN-major both");
+    else { FS_WGMMA_SS_T(64, "32", "33", "34", "1", "1") }
   } else {
     static_assert(!kTransA && !kTransB, "m64n128 from shared memory: K-major operands");
     FS_WGMMA_SS_T(128, "64", "65", "66", "0", "0")
@@ -393,26 +365,15 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
   emu_hopper::wgmma_rs<E, N>(d, a, desc_b, accumulate);
 #else
   constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+  // The operands' numbers: D's N / 2 accumulators first, then A's four registers, B, accumulate.
   if constexpr (N == 64) {
-#define IA1 "33"
-#define IA2 "34"
-#define IA3 "35"
-    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(64, "32", "36", "37");
-    else if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "36", "37");
-    else FS_WGMMA_RS(64, "f16", "32", "36", "37");
-#undef IA1
-#undef IA2
-#undef IA3
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(64, "32", "33", "34", "35", "36", "37");
+    else if constexpr (kBf16) FS_WGMMA_RS(64, "bf16", "32", "33", "34", "35", "36", "37");
+    else FS_WGMMA_RS(64, "f16", "32", "33", "34", "35", "36", "37");
   } else {
-#define IA1 "65"
-#define IA2 "66"
-#define IA3 "67"
-    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(128, "64", "68", "69");
-    else if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "68", "69");
-    else FS_WGMMA_RS(128, "f16", "64", "68", "69");
-#undef IA1
-#undef IA2
-#undef IA3
+    if constexpr (kIsFp8<E>) FS_WGMMA_RS8(128, "64", "65", "66", "67", "68", "69");
+    else if constexpr (kBf16) FS_WGMMA_RS(128, "bf16", "64", "65", "66", "67", "68", "69");
+    else FS_WGMMA_RS(128, "f16", "64", "65", "66", "67", "68", "69");
   }
 #endif
 }
@@ -429,5 +390,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 8][4], const std::uint32
 #undef FS_WGMMA_R192
 #undef FS_WGMMA_D224
 #undef FS_WGMMA_R224
+#undef FS_WGMMA_C
 
 }  // namespace fs::hopper

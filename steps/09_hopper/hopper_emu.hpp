@@ -23,8 +23,8 @@
 //     raised by the CTAs before it, or never will be; a thread that keeps reading one value is
 //     made to wait for it to change (ld_acquire below), and the emulator reports the deadlock.
 //
-// Covers step 09's forward (hopper_forward_kernel, its fp8 configuration and the quantizer too) and
-// backward (hopper_backward_kernel).
+// Covers step 09's forwards (hopper_forward_kernel, hopper_fp8_forward_kernel and fp8's quantizer)
+// and backward (hopper_backward_kernel).
 #pragma once
 
 #ifndef FS_EMULATION
