@@ -15,6 +15,19 @@
 
 namespace fs {
 
+DType default_dtype(const StepInfo& step, int variant) {
+  if (step.dtypes.size() == 1) return step.dtypes.front();
+  std::vector<DType> order;  // fp32 first, where the step has it; then the step's own order
+  if (step.takes(DType::fp32)) order.push_back(DType::fp32);
+  for (DType t : step.dtypes)
+    if (t != DType::fp32) order.push_back(t);
+  for (DType t : order) {
+    const PassSettings settings(default_scale(kTraceShape.d), false, variant, {}, nullptr, t);
+    if (step.refusal(kTraceShape, settings).empty()) return t;
+  }
+  return order.front();
+}
+
 std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv) {
   Options o;
   CLI::App app{"flashsteps step " + step.id + ": " + step.title};
@@ -23,7 +36,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   // than wrapped around.
   long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d;
   float scale = 0;
-  std::string variant, dtype = dtype_name(o.dtype);
+  std::string variant, dtype;  // empty: default_dtype for the variant
   app.add_option("-b,--batch", B, "batch size B")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--heads", H, "heads H")->transform(decimal<long long>())->capture_default_str();
   app.add_option("-n,--seq", N, "sequence length N")->transform(decimal<long long>())->capture_default_str();
@@ -42,9 +55,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   if (step.backward) app.add_flag("--backward", o.backward, "run the backward pass too");
   app.add_option("--dtype", dtype,
                  "element type of Q, K, V, O and the gradients: fp32, or bf16 / fp16 where the step has tensor-core "
-                 "kernels (LSE is fp32 always)")
+                 "kernels (LSE is fp32 always); without it, fp32 where the variant has fp32 kernels, else bf16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
-      ->capture_default_str();
+      ->default_str(dtype_name(default_dtype(step, 0)));
   app.add_option("--load", o.load_dir, "read q.npy, k.npy, v.npy (and do.npy) from DIR; the shape comes from them")->type_name("DIR");
   app.add_option("--save", o.save_dir, "write o.npy, lse.npy (and dq, dk, dv .npy) to DIR")->type_name("DIR");
   app.add_option("--csv", o.csv_path, "append one result row per pass to FILE (with --bench)")->type_name("FILE");
@@ -205,7 +218,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     throw InputError("--dropout must be in [0, 1) (got " + std::to_string(o.dropout) + ")");
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);
-  o.dtype = *parse_dtype(dtype);
+  o.dtype = dtype.empty() ? default_dtype(step, o.variant) : *parse_dtype(dtype);
   if (step.clustered) {
     if (app.count("--cluster") && (app.count("--q-cluster") || app.count("--k-cluster")))
       throw InputError("--cluster sets both cluster sizes: give it or --q-cluster/--k-cluster, not both");
