@@ -435,52 +435,58 @@ def python_child(calls, seed):
         return a
 
     for i in range(calls):
-        rank = rng.choice([4, 4, 4, 3, 2, 5])
-        B, N, H, d = (rng.choice(dims_pool) if rng.random() < 0.15 else rng.choice([1, 2, 3, 17, 33])
+        clean = rng.random() < 0.4  # a call the module runs, or one it must refuse (the rest)
+        rank = rng.choice([4, 3] if clean else [4, 4, 4, 3, 2, 5])
+        B, N, H, d = (rng.choice(dims_pool) if rng.random() < (0 if clean else 0.15) else rng.choice([1, 2, 3, 17, 33])
                       for _ in range(4))
         d = rng.choice([1, 8, 16, 64]) if rng.random() < 0.7 else d
-        Hk = rng.choice([H, 1, 0, 3, H * 2])
-        Nk = rng.choice([N, N + 3, 1, 0])
-        dt = rng.choice([np.float32, np.float32, np.float16, np.float64, np.int32])
+        Hk = rng.choice([H, 1] if clean else [H, 1, 0, 3, H * 2])
+        Nk = rng.choice([N, N + 3, 1] if clean else [N, N + 3, 1, 0])
+        dt = rng.choice([np.float32, np.float16] if clean else [np.float32, np.float32, np.float16, np.float64, np.int32])
         qs = ([B, N, H, d] if rank == 4 else [N, H, d] if rank == 3 else [rng.choice(dims_pool) for _ in range(rank)])
         ks = ([B, Nk, Hk, d] if rank == 4 else [Nk, Hk, d] if rank == 3 else qs)
         kw = {}
-        for key, pool in (("causal", [True, False]), ("dropout_p", [0.0, 0.1, 1.0, -0.5, float("nan")]),
-                          ("softmax_scale", [None, 0.5, 0.0, -1.0, float("inf"), float("nan")]),
-                          ("softcap", [0.0, 5.0, float("inf"), float("nan"), -1.0]),
-                          ("window_size", [(-1, -1), (2, 0), (-2, 3), (2 ** 31 - 1, 0)]),
-                          ("seed", [0, 1, 2 ** 63])):
+        for key, good, bad in (("causal", [True, False], ["yes", None]), ("dropout_p", [0.0, 0.1], [1.0, -0.5, float("nan")]),
+                               ("softmax_scale", [None, 0.5], [0.0, -1.0, float("inf"), float("nan"), 1e300]),
+                               ("softcap", [0.0, 5.0], [float("inf"), float("nan"), -1.0, "5"]),
+                               ("window_size", [(-1, -1), (2, 0), (0, 3)], [(-2, 3), (2 ** 40, 0), 5, (1, 2, 3)]),
+                               ("seed", [0, 1, 2 ** 63], [-1, 2 ** 64, 1.5])):
             if rng.random() < 0.3:
-                kw[key] = rng.choice(pool)
-        if rng.random() < 0.15:
-            kw["alibi_slopes"] = rng.choice([np.ones(max(H, 0), np.float32), np.ones(3, np.float32),
-                                             np.full(max(H, 0), np.nan, np.float32), np.ones(max(H, 0), np.float64)])
-        if rank == 3 and rng.random() < 0.7:
-            kw["cu_seqlens_q"] = np.array(rng.choice([[0, N], [0, N // 2, N], [0, N + 1], [1, N], [0]]), np.int32)
-            kw["cu_seqlens_k"] = np.array(rng.choice([[0, Nk], [0, Nk // 2, Nk], [0, -1]]), np.int32)
+                kw[key] = rng.choice(good if clean or rng.random() < 0.5 else bad)
         fn = rng.choice(["reference", "reference", "check", "reference_backward", "check_backward", "alibi_slopes",
                          "attention_into"])
         print(f"call {i}: {fn} q{qs} k{ks} {np.dtype(dt).name} {sorted(kw)}", flush=True)
         start = time.monotonic()
-        try:
-            q, k, v = tensor(qs, dt), tensor(ks, dt), tensor(ks, dt)
-        except (ValueError, MemoryError):
+        try:  # the arguments, made here: NumPy's own refusals (a shape past memory) are not the module's
+            q, k, v, other = tensor(qs, dt), tensor(ks, dt), tensor(ks, dt), tensor(qs, dt)
+            if rng.random() < 0.15:
+                n = min(max(H, 0), 1 << 20)
+                kw["alibi_slopes"] = (np.ones(n, np.float32) / 8 if clean else
+                                      rng.choice([np.ones(n, np.float32), np.ones(3, np.float32),
+                                                  np.full(n, np.nan, np.float32), np.ones(n, np.float64)]))
+            if rank == 3 and rng.random() < 0.7:
+                kw["cu_seqlens_q"] = np.array(rng.choice([[0, N], [0, N // 2, N]] if clean else [[0, N + 1], [1, N], [0]]),
+                                              np.int64 if not clean and rng.random() < 0.2 else np.int32)
+                kw["cu_seqlens_k"] = np.array(rng.choice([[0, Nk], [0, Nk // 2, Nk]] if clean else [[0, -1], [0, Nk]]),
+                                              np.int32)
+                if clean and len(kw["cu_seqlens_q"]) != len(kw["cu_seqlens_k"]):
+                    kw["cu_seqlens_k"] = np.array([0, Nk // 2, Nk][: len(kw["cu_seqlens_q"])][:-1] + [Nk], np.int32)
+        except (ValueError, MemoryError, OverflowError):
             print(f"done {i}: shape not made", flush=True)
             continue
         try:
             if fn == "reference":
                 flashsteps.reference(q, k, v, **kw)
             elif fn == "check":
-                flashsteps.check(tensor(qs, dt), q, k, v, **kw)
+                flashsteps.check(other, q, k, v, **kw)
             elif fn == "reference_backward":
-                flashsteps.reference_backward(q, k, v, tensor(qs, dt), **kw)
+                flashsteps.reference_backward(q, k, v, other, **kw)
             elif fn == "check_backward":
-                flashsteps.check_backward(q, k, v, q, k, v, tensor(qs, dt), **kw)
+                flashsteps.check_backward(q, k, v, q, k, v, other, **kw)
             elif fn == "alibi_slopes":
-                flashsteps.alibi_slopes(rng.choice([0, -1, 1, 3, 2 ** 20, 2 ** 30, 2 ** 31, 2 ** 64]))
+                flashsteps.alibi_slopes(rng.choice([0, -1, 1, 3, 2 ** 20, 2 ** 30, 2 ** 31, 2 ** 64, 2.5, "8"]))
             else:
-                flashsteps.attention_into(q, k, v, q, np.zeros(1, np.float32), **{x: y for x, y in kw.items()
-                                                                                  if x not in ("seed",)})
+                flashsteps.attention_into(q, k, v, other, np.zeros(1, np.float32), **kw)
             result = "returned"
         except (ValueError, TypeError) as e:
             if "\n" in str(e).strip():
