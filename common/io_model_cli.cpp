@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/block_mask.hpp"
+#include "common/cli.hpp"
 #include "common/cli_numbers.hpp"
 #include "common/errors.hpp"
 #include "common/harness.hpp"
@@ -89,7 +90,7 @@ std::vector<std::string> io_model_rows(const std::vector<const StepInfo*>& steps
     }
     for (std::size_t v = 0; v < step.variants.size(); ++v) {
       PassSettings settings{default_scale(s.d), o.causal, static_cast<int>(v), {}, masked ? &grid : nullptr,
-                            step.dtypes.front(), step.clustered ? o.clustering : SmyrfParams{}};
+                            default_dtype(step, static_cast<int>(v)), step.clustered ? o.clustering : SmyrfParams{}};
       if (std::string why = step.refusal(s, settings); !why.empty()) {
         if (first_refusal.empty()) first_refusal = "step " + step.label(static_cast<int>(v)) + ": " + why;
         continue;  // no kernel runs this problem: no model of it

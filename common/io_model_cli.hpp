@@ -36,9 +36,9 @@ struct IoModelOptions {
 std::optional<IoModelOptions> parse_io_model(int argc, const char* const* argv);
 
 // The CSV lines (without the header, "step,pass,B,H,N,d,causal,read_bytes,write_bytes,mask,dtype")
-// of every variant of `steps` whose kernels run the shape, each step in its first dtype (08 in
-// bf16; 07 at --smyrf's clusters, not causal). Throws InputError when none does, or for a bad
-// --pattern.
+// of every variant of `steps` whose kernels run the shape, each in the dtype it runs without
+// --dtype (default_dtype: 08's fa2 in bf16, its 3xtf32 in fp32; 07 at --smyrf's clusters, not
+// causal). Throws InputError when none does, or for a bad --pattern.
 std::vector<std::string> io_model_rows(const std::vector<const StepInfo*>& steps, const IoModelOptions& o);
 
 }  // namespace fs

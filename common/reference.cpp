@@ -159,7 +159,8 @@ std::vector<float> alibi_slopes(int H) {
   std::vector<float> out;
   out.reserve(std::size_t(std::max(H, 0)));
   for (std::int64_t h = 0; h < below && h < H; ++h) out.push_back(slope(h, below));
-  for (std::int64_t h = 0; std::int64_t(out.size()) < H; h += 2) out.push_back(slope(h, 2 * below));  // every other of 2·below's
+  // Then every other slope of 2·below heads.
+  for (std::int64_t h = 0; std::int64_t(out.size()) < H; h += 2) out.push_back(slope(h, 2 * below));
   return out;
 }
 

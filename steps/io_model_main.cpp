@@ -2,8 +2,9 @@
 // that depend on shared memory use this GPU's, or the H200's 227 KiB without one). CSV out.
 //   io_model [shape] [--causal] [--pattern SPEC] [--smyrf SPEC]
 //                                                  step,pass,...,read_bytes,write_bytes,mask,dtype
-//                                                  (each step in its first dtype: 08 in bf16; 07 at
-//                                                  --smyrf's clusters, mask smyrf:SPEC, not causal)
+//                                                  (each variant in its default dtype: 08's fa2 in
+//                                                  bf16; 07 at --smyrf's clusters, mask smyrf:SPEC,
+//                                                  not causal)
 //   io_model --tiles [--seq N] [--dim d]           step,N,d,name,value: the tiles each kernel uses
 // The docs quote both; docs/benchmarks/prose_check.py holds the quotes to this program's output.
 // The options, their limits and the rows: common/io_model_cli.hpp. Bad input is one line, exit 2.
