@@ -183,6 +183,14 @@ def fixtures(folder):
     f["deep_json"] = os.path.join(folder, "deep.json")
     with open(f["deep_json"], "w") as out:
         out.write("[" * 100000)
+    # cu_seqlens of 70000 sequences (more than a grid's 65535), as an .npy file of int32.
+    f["many_seqs"] = os.path.join(folder, "many_seqs.npy")
+    count = 70001
+    header = "{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }" % count
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(f["many_seqs"], "wb") as out:
+        out.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        out.write(b"".join(i.to_bytes(4, "little") for i in range(count)))
     return f
 
 
@@ -305,7 +313,8 @@ WORDS = ["", " ", "abc", "bogus", "-", "--", "--help-not", "x" * 5000, "\u00e9\u
          "butterfly:99", "butterfly@0.25", "causal", "dense", "fp32", "bf16", "fp16", "fp8", "fa2", "atomic",
          "deterministic", "3xtf32", "all", "memory,scores", "frac:0.5", "seq:5", "t:-1", "frac:nan", "1600x1000",
          "0x0", "01 04", "512 0", "64 abc", "none 4096,0"]
-PATH_KEYS = ["fifo", "dangling", "missing", "file", "folder", "good_trace", "dq_trace", "cut_trace", "deep_json"]
+PATH_KEYS = ["fifo", "dangling", "missing", "file", "folder", "good_trace", "dq_trace", "cut_trace", "deep_json",
+             "many_seqs"]
 
 
 def help_options(exe, folder):
@@ -332,7 +341,8 @@ def adversarial(name, f):
          ["--trace", f["fifo"]], ["--trace", f["dangling"]], ["--bench", "--csv", f["fifo"]],
          ["--csv", f["fifo"]], ["--csv", f["dangling"]], ["--csv", f["missing"]], ["--csv", f["folder"]],
          ["--load", f["folder"]], ["--load", f["fifo"]], ["--mask", f["fifo"]], ["--alibi=" + f["fifo"]],
-         ["--varlen", f["fifo"]], ["--varlen", "1000000000,1000000000,1000000000"], ["--varlen", ",".join(["1"] * 70000)],
+         ["--varlen", f["fifo"]], ["--varlen", "1000000000,1000000000,1000000000"], ["--varlen", f["many_seqs"]],
+         ["--varlen", ",".join(["1"] * 30000)],
          ["--window", "2147483647,2147483647"], ["--softcap", "inf"], ["--softcap", "nan"], ["--scale", "nan"],
          ["--scale", "0"], ["--dropout", "1"], ["--dropout", "nan"], ["--reps", "0"], ["--reps", "2147483648"],
          ["--trace-cap", "0"], ["--trace", "t.json", "--trace-cap", "2147483647"], ["--seqs", "abc"], ["--seqs", "0"],
@@ -384,8 +394,9 @@ def cmd_vectors(args):
             vectors = adversarial(name, f)[: args.vectors]
             while len(vectors) < args.vectors:
                 vectors.append(random_vector(rng, options, f))
-            if name == "flashsteps_viz":  # one frame, then exit (without it: a window, open until closed)
-                vectors = [v + ["--screenshot", os.path.join(folder, "shot.png")] for v in vectors]
+            if name == "flashsteps_viz":  # one frame, then exit (without it: a window, open until closed);
+                # first, where no option before it can take it as its value and no "--" make it a file
+                vectors = [["--screenshot", os.path.join(folder, "shot.png")] + v for v in vectors]
             jobs += [(exe, v) for v in vectors]
         failures, worst = [], 0.0
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
