@@ -51,8 +51,11 @@ std::optional<IoModelOptions> parse_io_model(int argc, const char* const* argv) 
     return static_cast<int>(value);
   };
   constexpr long long kMaxInt = 0x7fffffff;
-  o.shape = {size("--batch", B, kMaxInt), size("--heads", H, kMaxInt), size("--seq", N, kMaxInt), size("--dim", d, kMaxInt)};
-  if (o.tiles) return o;  // the tile functions take any N and d
+  // --tiles: the kernels' tile functions, whose sums of N and d (and 4·d) are ints: no head
+  // dimension past any kernel's by far, no N near int's end (4·2^30 divided by zero in alg1_tiles).
+  o.shape = {size("--batch", B, kMaxInt), size("--heads", H, kMaxInt), size("--seq", N, o.tiles ? 1 << 30 : kMaxInt),
+             size("--dim", d, o.tiles ? 1 << 16 : kMaxInt)};
+  if (o.tiles) return o;
   if (N > kIoModelMaxSeq)
     throw InputError("--seq must be at most " + std::to_string(kIoModelMaxSeq) + " (the IO models count tile by tile; got " +
                      std::to_string(N) + ")");

@@ -6,9 +6,10 @@ Three parts, each a CTest of its own (tests/CMakeLists.txt) and each a command h
   reproducers --bin DIR    the issue's reproducers, one by one: each must end as the issue says it
                            should (exit 2 and one line naming the problem; or, where the input is
                            good, an exit of 0 or 3) in under a second
-  vectors --bin DIR        every program with --vectors argument vectors each (the table of
-                           adversarial ones below, then random ones from the options its --help
-                           lists, with values from the pool below), each under --timeout seconds
+  vectors --bin DIR        every program with at least --vectors argument vectors each (the table
+                           of adversarial ones below, every option its --help lists with each of
+                           EXTREMES, then random ones from those options with values from the pool
+                           below), each under --timeout seconds
                            and an address-space limit of --memory-mb: exit 0, 1, 2 or 3, never a
                            signal, a hang or an exception that escapes
   python PYTHONPATH        the Python module on random shapes, strides, dtypes and keywords: each
@@ -231,6 +232,7 @@ def reproducers(paths, f, folder):
     case("io_model --seq 2^31-1 --pattern butterfly", "io_model", ["--seq", "2147483647", "--pattern", "butterfly"], {2},
          "--seq")
     case("io_model --heads -3", "io_model", ["--heads", "-3"], {2}, "--heads must be at least 1")
+    case("io_model --tiles --dim 2^30", "io_model", ["--tiles", "--dim", "1073741824"], {2}, "--dim must be at most")
     case("io_model: a parse error is one line", "io_model", ["--frobnicate"], {2}, "frobnicate")
     # The visualizer's memory panel on a dQ kernel of one warp and 2^50 bytes of shared memory:
     # the trace is valid as far as the reader goes; rendering it must end.
@@ -338,6 +340,7 @@ def adversarial(name, f):
          ["--batch", "65536", "--heads", "65536", "--seq", "65536", "--dim", "128"],
          ["--heads", "1073741824", "--seq", "1", "--dim", "1", "--alibi"],
          ["--seq", "2147483647", "--pattern", "butterfly"], ["--dim", "0", "--tiles"], ["--tiles", "--seq", "2147483647"],
+         ["--tiles", "--dim", "1073741824"], ["--tiles", "--dim", "65536", "--seq", "1073741824"],
          ["--save", f["dangling"]], ["--save", f["fifo"]], ["--save", f["file"]], ["--save", f["missing"]],
          ["--trace", f["fifo"]], ["--trace", f["dangling"]], ["--bench", "--csv", f["fifo"]],
          ["--csv", f["fifo"]], ["--csv", f["dangling"]], ["--csv", f["missing"]], ["--csv", f["folder"]],
@@ -357,6 +360,16 @@ def adversarial(name, f):
         v += [["--at", "seq:99999999999", "--screenshot", "s.png"], ["--size", "99999x99999"], ["--panels", "bogus"],
               ["--synthetic", "flash", "--N", "1048576", "--screenshot", "s.png"], ["--round", "-1"], ["--cta", "-5"]]
     return v
+
+
+# Every option alone with each of these (and with each of the flags that change what a program
+# does: io_model's --tiles, a step's --backward): the edges one option can reach.
+EXTREMES = ["0", "-1", "1073741824", "2147483647", "2147483648", "99999999999999999999", "nan", ""]
+
+
+def systematic(options):
+    modes = [[]] + [[m] for m in ("--tiles", "--backward") if m in options]
+    return [mode + [o, x] for mode in modes for o in options if o not in mode for x in EXTREMES]
 
 
 def random_vector(rng, options, f):
@@ -392,8 +405,8 @@ def cmd_vectors(args):
             options = help_options(exe, folder)
             if name == "flashsteps_viz":  # long by design: a benchmark, an animation
                 options = [o for o in options if not o.startswith(("--bench", "--frame"))]
-            vectors = adversarial(name, f)[: args.vectors]
-            while len(vectors) < args.vectors:
+            vectors = adversarial(name, f) + systematic(options)
+            while len(vectors) < args.vectors + len(options):
                 vectors.append(random_vector(rng, options, f))
             if name == "flashsteps_viz":  # one frame, then exit (without it: a window, open until closed);
                 # first, where no option before it can take it as its value and no "--" make it a file
@@ -415,7 +428,7 @@ def cmd_vectors(args):
             print(f"{name}: " + ", ".join(f"exit {c}: {n}" for c, n in sorted(codes[name].items())))
         for r in failures[:30]:
             print("FAILED: " + r.describe())
-        print(f"{len(programs)} programs x {args.vectors} vectors = {len(jobs)} runs, {len(failures)} failed; "
+        print(f"{len(programs)} programs, {len(jobs)} argument vectors (at least {args.vectors} each), {len(failures)} failed; "
               f"slowest {worst:.2f} s (limit {args.timeout} s, {args.memory_mb} MiB of address space)")
         return 1 if failures or not jobs else 0
     finally:
