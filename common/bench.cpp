@@ -110,14 +110,7 @@ std::optional<BenchPlan> plan_bench(const std::vector<const StepInfo*>& all, int
   app.add_flag("--backward", b.backward, "time the backward pass too (steps that have one)");
   app.add_flag("--check", b.check, "also check against the fp64 reference (sampled at large sizes)");
   app.add_option("--csv", b.csv, "append rows to FILE")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
 
   if (std::string why = output_file_problem(b.csv); !why.empty()) throw InputError("--csv " + b.csv + ": " + why);
   if (app.count("--batch") && (b.batch < 1 || b.batch > kMaxInt)) throw InputError("--batch must be at least 1");

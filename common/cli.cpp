@@ -141,22 +141,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                "this step's rows of the tour at its size, checked and timed (first option; --tour --help lists "
                "the tour's)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
   if (tour) throw InputError("--tour comes first, before the tour's own options (--tour --help lists them)");
 
-  auto positive = [](const char* name, long long value, long long max) {
-    if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");
-    if (value > max)
-      throw InputError(std::string(name) + " must be at most " + std::to_string(max) + " (got " + std::to_string(value) + ")");
-    return static_cast<int>(value);
-  };
   constexpr long long kMaxInt = 0x7fffffff;
   if (!o.load_dir.empty()) {
     for (const char* opt : {"--batch", "--heads", "--seq", "--dim", "--seq-k", "--heads-kv"})
@@ -172,11 +159,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     if (!app.count("--seq")) N = kTraceShape.N;
     if (!app.count("--dim")) d = kTraceShape.d;
   }
-  o.shape = {positive("--batch", B, kMaxInt), positive("--heads", H, kMaxInt),
-             positive("--seq", N, kMaxInt), positive("--dim", d, kMaxInt)};
-  if (app.count("--seq-k")) o.shape.Nk = positive("--seq-k", Nk, kMaxInt);
+  o.shape = {size_option("--batch", B, kMaxInt), size_option("--heads", H, kMaxInt),
+             size_option("--seq", N, kMaxInt), size_option("--dim", d, kMaxInt)};
+  if (app.count("--seq-k")) o.shape.Nk = size_option("--seq-k", Nk, kMaxInt);
   if (app.count("--heads-kv")) {
-    o.shape.Hkv = positive("--heads-kv", Hkv, kMaxInt);
+    o.shape.Hkv = size_option("--heads-kv", Hkv, kMaxInt);
     if (o.shape.H % o.shape.Hkv != 0)
       throw InputError("--heads " + std::to_string(o.shape.H) + " must be a multiple of --heads-kv " +
                        std::to_string(o.shape.Hkv));
@@ -202,11 +189,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
       throw InputError("--scale must be a finite, non-zero number");
     o.scale = scale;
   }
-  o.reps = positive("--reps", o.reps, 100000);
-  if (step.block_sparse && app.count("--block")) o.block = positive("--block", block, kMaxInt);
+  o.reps = size_option("--reps", o.reps, 100000);
+  if (step.block_sparse && app.count("--block")) o.block = size_option("--block", block, kMaxInt);
   if (step.block_sparse && app.count("--mask") && app.count("--pattern"))
     throw InputError("--mask and --pattern both give the block mask: choose one");
-  o.trace_cap = positive("--trace-cap", o.trace_cap, kMaxInt);
+  o.trace_cap = size_option("--trace-cap", o.trace_cap, kMaxInt);
   if (app.count("--trace-cap") && o.trace_path.empty()) throw InputError("--trace-cap is for traced runs: add --trace FILE");
   if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");
   if (deterministic) {
@@ -223,9 +210,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     if (app.count("--cluster") && (app.count("--q-cluster") || app.count("--k-cluster")))
       throw InputError("--cluster sets both cluster sizes: give it or --q-cluster/--k-cluster, not both");
     const bool split = app.count("--q-cluster") || app.count("--k-cluster");
-    o.smyrf.hashes = positive("--hashes", hashes, kMaxInt);
-    o.smyrf.q_cluster = positive(split ? "--q-cluster" : "--cluster", split ? q_cluster : cluster, kMaxInt);
-    o.smyrf.k_cluster = positive(split ? "--k-cluster" : "--cluster", split ? k_cluster : cluster, kMaxInt);
+    o.smyrf.hashes = size_option("--hashes", hashes, kMaxInt);
+    o.smyrf.q_cluster = size_option(split ? "--q-cluster" : "--cluster", split ? q_cluster : cluster, kMaxInt);
+    o.smyrf.k_cluster = size_option(split ? "--k-cluster" : "--cluster", split ? k_cluster : cluster, kMaxInt);
     o.smyrf.r = lsh_r;
     o.smyrf_given = app.count("--hashes") || app.count("--cluster") || split;
   }

@@ -3,7 +3,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
 
 #include "common/block_mask.hpp"
 #include "common/cli.hpp"
@@ -19,7 +18,7 @@ namespace fs {
 std::optional<IoModelOptions> parse_io_model(int argc, const char* const* argv) {
   CLI::App app{"io_model: HBM bytes of every step's IO model for one shape, or the tile sizes, as CSV"};
   IoModelOptions o;
-  // Sizes are read as 64-bit, so that one past int is refused rather than wrapped around.
+  // Sizes are read as 64-bit (size_option).
   long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d, block = 0;
   app.add_option("-b,--batch", B, "batch size")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--heads", H, "heads")->transform(decimal<long long>())->capture_default_str();
@@ -36,25 +35,12 @@ std::optional<IoModelOptions> parse_io_model(int argc, const char* const* argv) 
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of --pattern random")->transform(decimal<std::uint64_t>())->capture_default_str();
   app.add_flag("--tiles", o.tiles, "print the tile sizes of every tiled kernel at --seq, --dim instead");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
-  }
-  auto size = [](const char* name, long long value, long long max) {
-    if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");
-    if (value > max)
-      throw InputError(std::string(name) + " must be at most " + std::to_string(max) + " (got " + std::to_string(value) + ")");
-    return static_cast<int>(value);
-  };
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
   constexpr long long kMaxInt = 0x7fffffff;
   // --tiles: the kernels' tile functions, whose sums of N and d (and 4·d) are ints: no head
   // dimension past any kernel's by far, no N near int's end (4·2^30 divided by zero in alg1_tiles).
-  o.shape = {size("--batch", B, kMaxInt), size("--heads", H, kMaxInt), size("--seq", N, o.tiles ? 1 << 30 : kMaxInt),
-             size("--dim", d, o.tiles ? 1 << 16 : kMaxInt)};
+  o.shape = {size_option("--batch", B, kMaxInt), size_option("--heads", H, kMaxInt),
+             size_option("--seq", N, o.tiles ? 1 << 30 : kMaxInt), size_option("--dim", d, o.tiles ? 1 << 16 : kMaxInt)};
   if (o.tiles) return o;
   if (N > kIoModelMaxSeq)
     throw InputError("--seq must be at most " + std::to_string(kIoModelMaxSeq) + " (the IO models count tile by tile; got " +
@@ -63,7 +49,7 @@ std::optional<IoModelOptions> parse_io_model(int argc, const char* const* argv) 
   if (o.shape.heads() > kMaxHeads)
     throw InputError("B·H must be at most " + std::to_string(kMaxHeads) + " (every step's grid holds B·H CTAs in one "
                      "dimension); got " + std::to_string(o.shape.heads()));
-  if (app.count("--block")) o.block = size("--block", block, kMaxInt);
+  if (app.count("--block")) o.block = size_option("--block", block, kMaxInt);
   const std::optional<SmyrfParams> clustering = parse_smyrf_spec(smyrf);
   if (!clustering) throw InputError("--smyrf " + smyrf + " is not HASHESxCLUSTER or HASHESxQxK");
   o.clustering = *clustering;

@@ -127,14 +127,7 @@ std::optional<TourPlan> plan_tour(const std::vector<const StepInfo*>& all, int a
   app.add_flag("--no-header", t.no_header,
                "the rows alone, under the header of an earlier run (bash cmake/quickstart.sh runs each step so); "
                "without a GPU, nothing");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
   opt.dtype = *parse_dtype(dtype);
 
   validate_shape(opt.shape);
