@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <iostream>
+#include <vector>
 
 #include "common/block_mask.hpp"
 #include "common/cli_numbers.hpp"

@@ -171,9 +171,12 @@ std::optional<TourPlan> plan_tour(const std::vector<const StepInfo*>& all, int a
     if (!runs)
       throw InputError(first_refusal + (all.size() > 1 ? " (--step runs one step alone)" : ""));
   }
-  if (t.cases.empty())
-    throw InputError(std::string("no step ") + (only.empty() ? "of this build" : only) + " has " + dtype_name(opt.dtype) +
-                     " kernels; steps with them: " + (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
+  // A --dtype no chosen step has is refused; without one, a step that has no fp32 kernels has no
+  // rows (step 09's --tour records its traces alone, in its own dtype: record_traces).
+  if (t.cases.empty() && app.count("--dtype"))
+    throw InputError((all.size() == 1 ? "step " + all.front()->id + " has no " : "no step" + (only.empty() ? "" : " " + only) +
+                      " of this build has ") + dtype_name(opt.dtype) + " kernels; steps with them: " +
+                     (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
   return t;
 }
 

@@ -32,13 +32,14 @@ struct TourCase {
 
 // The tour's options and its rows, decided before any GPU is looked for, so that every bad input
 // is one line and exit code 2 on any machine: numbers, --csv and --trace-dir (checked as the step
-// programs check their outputs), --step, the dtype (some step must have kernels for it), and the
-// shape — refused where some chosen step has no variant that runs it (tour --dim 3: step 03 has
-// kernels for d = 16, 32, 64 and 128 only; --step runs one step alone).
+// programs check their outputs), --step, --dtype (some chosen step must have kernels for it; by
+// default fp32, whose steps have rows), and the shape — refused where some chosen step has no
+// variant that runs it (tour --dim 3: step 03 has kernels for d = 16, 32, 64 and 128 only; --step
+// runs one step alone).
 struct TourPlan {
   Options opt;
   std::vector<const StepInfo*> steps;  // those --step chose, in the table's order
-  std::vector<TourCase> cases;         // theirs that take opt.dtype, every variant
+  std::vector<TourCase> cases;         // theirs that take opt.dtype, every variant (none: traces alone)
   std::string trace_dir;
   bool no_header = false;
 };

@@ -120,8 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const fs::StepInfo& step = table[program];
       const auto opt = fs::parse_options(step, argc, argv.data());
       if (!opt) return 0;
-      invariant(step.takes(opt->dtype));
       const fs::RunPlan plan(step, *opt);
+      invariant(step.takes(opt->dtype));
       check_shape(plan.shape());
       invariant(plan.shape().heads() <= fs::kMaxHeads && plan.shape().elems() <= (std::int64_t(1) << 40));
       (void)plan.label();
@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto t = fs::plan_tour(all, argc, argv.data());
       if (!t) return 0;
       check_shape(t->opt.shape);
-      invariant(!t->cases.empty() && t->opt.reps >= 1);
+      invariant(t->opt.reps >= 1 && !t->steps.empty());
     } else if (program == table.size() + 1) {  // bench
       const auto b = fs::plan_bench(all, argc, argv.data());
       if (!b) return 0;
