@@ -379,8 +379,8 @@ struct JsonScan {
 // 48 (the std::string) and, past 15 characters, its text; a key, its text. Then the lexer's buffers
 // (five times the longest string), and the Trace built from the DOM while it lives: for every
 // object, three Events (a vector's growth), its track id, and every string again. The text of a
-// string counts its escapes, so it bounds the string. A JSON of empty objects needs about 50 times
-// its size; a trace, 6 to 12. A linear scan: nlohmann's parser callback would check the depth too
+// string counts its escapes, so it bounds the string. A JSON of empty objects needs about 130 times
+// its size; a step program's trace about 15 (plus 1 MiB). A linear scan: nlohmann's parser callback would check the depth too
 // but re-walks the parent array at every closed object, which made a 1M-event trace take minutes.
 JsonScan scan_json(std::string_view text, int depth_limit) {
   JsonScan out;

@@ -57,8 +57,8 @@ constexpr int kMaxLanes = 32;
 // The largest trace file read_trace accepts: far above any trace a step writes at a shape a
 // person can follow, low enough that a corrupt size cannot exhaust memory.
 constexpr std::int64_t kMaxTraceFileBytes = std::int64_t(2) << 30;
-// What reading costs beside the text depends on the JSON's shape: a trace's DOM is 6 to 12 times
-// its text, a JSON of empty objects about 50 times. parse_trace (and so read_trace) scans the text
+// What reading costs beside the text depends on the JSON's shape: a step program's trace needs
+// about 15 times its text, a JSON of empty objects about 130 times. parse_trace (and so read_trace) scans the text
 // first and refuses, with "needs X GiB" (TraceUnreadable, exit code 2), a text whose parse would
 // take more than the memory available; if memory still runs out while parsing (the machine's other
 // processes), that is a TraceUnreadable too, never an exception that escapes.
