@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <iostream>
+#include <vector>
 
 #include "common/block_mask.hpp"
 #include "common/cli_numbers.hpp"
@@ -15,6 +16,19 @@
 
 namespace fs {
 
+DType default_dtype(const StepInfo& step, int variant) {
+  if (step.dtypes.size() == 1) return step.dtypes.front();
+  std::vector<DType> order;  // fp32 first, where the step has it; then the step's own order
+  if (step.takes(DType::fp32)) order.push_back(DType::fp32);
+  for (DType t : step.dtypes)
+    if (t != DType::fp32) order.push_back(t);
+  for (DType t : order) {
+    const PassSettings settings(default_scale(kTraceShape.d), false, variant, {}, nullptr, t);
+    if (step.refusal(kTraceShape, settings).empty()) return t;
+  }
+  return order.front();
+}
+
 std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv) {
   Options o;
   CLI::App app{"flashsteps step " + step.id + ": " + step.title};
@@ -23,7 +37,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   // than wrapped around.
   long long B = o.shape.B, H = o.shape.H, N = o.shape.N, d = o.shape.d;
   float scale = 0;
-  std::string variant, dtype = dtype_name(o.dtype);
+  std::string variant, dtype;  // empty: default_dtype for the variant
   app.add_option("-b,--batch", B, "batch size B")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--heads", H, "heads H")->transform(decimal<long long>())->capture_default_str();
   app.add_option("-n,--seq", N, "sequence length N")->transform(decimal<long long>())->capture_default_str();
@@ -42,9 +56,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
   if (step.backward) app.add_flag("--backward", o.backward, "run the backward pass too");
   app.add_option("--dtype", dtype,
                  "element type of Q, K, V, O and the gradients: fp32, or bf16 / fp16 where the step has tensor-core "
-                 "kernels (LSE is fp32 always)")
+                 "kernels (LSE is fp32 always); without it, fp32 where the variant has fp32 kernels, else bf16")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
-      ->capture_default_str();
+      ->default_str(dtype_name(default_dtype(step, 0)));
   app.add_option("--load", o.load_dir, "read q.npy, k.npy, v.npy (and do.npy) from DIR; the shape comes from them")->type_name("DIR");
   app.add_option("--save", o.save_dir, "write o.npy, lse.npy (and dq, dk, dv .npy) to DIR")->type_name("DIR");
   app.add_option("--csv", o.csv_path, "append one result row per pass to FILE (with --bench)")->type_name("FILE");
@@ -128,22 +142,9 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
                "this step's rows of the tour at its size, checked and timed (first option; --tour --help lists "
                "the tour's)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw InputError(e.what());
-  }
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
   if (tour) throw InputError("--tour comes first, before the tour's own options (--tour --help lists them)");
 
-  auto positive = [](const char* name, long long value, long long max) {
-    if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");
-    if (value > max)
-      throw InputError(std::string(name) + " must be at most " + std::to_string(max) + " (got " + std::to_string(value) + ")");
-    return static_cast<int>(value);
-  };
   constexpr long long kMaxInt = 0x7fffffff;
   if (!o.load_dir.empty()) {
     for (const char* opt : {"--batch", "--heads", "--seq", "--dim", "--seq-k", "--heads-kv"})
@@ -159,11 +160,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     if (!app.count("--seq")) N = kTraceShape.N;
     if (!app.count("--dim")) d = kTraceShape.d;
   }
-  o.shape = {positive("--batch", B, kMaxInt), positive("--heads", H, kMaxInt),
-             positive("--seq", N, kMaxInt), positive("--dim", d, kMaxInt)};
-  if (app.count("--seq-k")) o.shape.Nk = positive("--seq-k", Nk, kMaxInt);
+  o.shape = {size_option("--batch", B, kMaxInt), size_option("--heads", H, kMaxInt),
+             size_option("--seq", N, kMaxInt), size_option("--dim", d, kMaxInt)};
+  if (app.count("--seq-k")) o.shape.Nk = size_option("--seq-k", Nk, kMaxInt);
   if (app.count("--heads-kv")) {
-    o.shape.Hkv = positive("--heads-kv", Hkv, kMaxInt);
+    o.shape.Hkv = size_option("--heads-kv", Hkv, kMaxInt);
     if (o.shape.H % o.shape.Hkv != 0)
       throw InputError("--heads " + std::to_string(o.shape.H) + " must be a multiple of --heads-kv " +
                        std::to_string(o.shape.Hkv));
@@ -189,11 +190,11 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
       throw InputError("--scale must be a finite, non-zero number");
     o.scale = scale;
   }
-  o.reps = positive("--reps", o.reps, 100000);
-  if (step.block_sparse && app.count("--block")) o.block = positive("--block", block, kMaxInt);
+  o.reps = size_option("--reps", o.reps, 100000);
+  if (step.block_sparse && app.count("--block")) o.block = size_option("--block", block, kMaxInt);
   if (step.block_sparse && app.count("--mask") && app.count("--pattern"))
     throw InputError("--mask and --pattern both give the block mask: choose one");
-  o.trace_cap = positive("--trace-cap", o.trace_cap, kMaxInt);
+  o.trace_cap = size_option("--trace-cap", o.trace_cap, kMaxInt);
   if (app.count("--trace-cap") && o.trace_path.empty()) throw InputError("--trace-cap is for traced runs: add --trace FILE");
   if (!o.csv_path.empty() && !o.bench) throw InputError("--csv records benchmark rows: add --bench");
   if (deterministic) {
@@ -205,14 +206,14 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     throw InputError("--dropout must be in [0, 1) (got " + std::to_string(o.dropout) + ")");
   for (std::size_t i = 0; i < step.variants.size(); ++i)
     if (step.variants[i] == variant) o.variant = static_cast<int>(i);
-  o.dtype = *parse_dtype(dtype);
+  o.dtype = dtype.empty() ? default_dtype(step, o.variant) : *parse_dtype(dtype);
   if (step.clustered) {
     if (app.count("--cluster") && (app.count("--q-cluster") || app.count("--k-cluster")))
       throw InputError("--cluster sets both cluster sizes: give it or --q-cluster/--k-cluster, not both");
     const bool split = app.count("--q-cluster") || app.count("--k-cluster");
-    o.smyrf.hashes = positive("--hashes", hashes, kMaxInt);
-    o.smyrf.q_cluster = positive(split ? "--q-cluster" : "--cluster", split ? q_cluster : cluster, kMaxInt);
-    o.smyrf.k_cluster = positive(split ? "--k-cluster" : "--cluster", split ? k_cluster : cluster, kMaxInt);
+    o.smyrf.hashes = size_option("--hashes", hashes, kMaxInt);
+    o.smyrf.q_cluster = size_option(split ? "--q-cluster" : "--cluster", split ? q_cluster : cluster, kMaxInt);
+    o.smyrf.k_cluster = size_option(split ? "--k-cluster" : "--cluster", split ? k_cluster : cluster, kMaxInt);
     o.smyrf.r = lsh_r;
     o.smyrf_given = app.count("--hashes") || app.count("--cluster") || split;
   }

@@ -32,7 +32,7 @@ struct Options {
   int reps = 20;
   int warmup = 3;
   int variant = 0;
-  DType dtype = DType::fp32;       // --dtype: the tensors' element type
+  DType dtype = DType::fp32;       // --dtype: the tensors' element type (without it, default_dtype)
   float dropout = 0.f;             // --dropout P: probability of dropping each P_ij (seeded by --seed)
   // Block-sparse steps: the mask is --mask FILE (.npy, 0/1, ⌈N/block⌉ × ⌈N/block⌉) or else
   // --pattern SPEC (common/block_mask.hpp, make_pattern), over blocks of --block elements.
@@ -68,6 +68,11 @@ struct Options {
     return p;
   }
 };
+
+// The element type of a run without --dtype: fp32 where `variant` of `step` has fp32 kernels,
+// else the first of StepInfo::dtypes it has kernels for (step 08's fa2 and step 09: bf16), as the
+// step's own check (StepInfo::refusal) judges it at the traced runs' shape, which every step runs.
+DType default_dtype(const StepInfo& step, int variant);
 
 // Parses and validates argv for `step`'s program. Returns std::nullopt when --help was
 // asked for (and printed). Throws InputError with one line on any bad input. Numbers are

@@ -12,11 +12,38 @@
 #include <CLI/CLI.hpp>
 
 #include <charconv>
+#include <iostream>
 #include <limits>
 #include <string>
 #include <type_traits>
 
+#include "common/errors.hpp"
+
 namespace fs {
+
+// Parses argv into `app`, as every program does: false when --help was asked for (the help is
+// printed), and InputError, one line, for anything CLI11 refuses (exit code 2, not CLI11's
+// 105-109 and a second line).
+inline bool parse_command_line(CLI::App& app, int argc, const char* const* argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return false;
+  } catch (const CLI::ParseError& e) {
+    throw InputError(e.what());
+  }
+  return true;
+}
+
+// A size read as 64 bits (so that one past int is refused rather than wrapped around): at least
+// 1 and at most `max`, or an InputError naming the option.
+inline int size_option(const char* name, long long value, long long max) {
+  if (value < 1) throw InputError(std::string(name) + " must be at least 1 (got " + std::to_string(value) + ")");
+  if (value > max)
+    throw InputError(std::string(name) + " must be at most " + std::to_string(max) + " (got " + std::to_string(value) + ")");
+  return static_cast<int>(value);
+}
 
 // Integers of type T: [-]digits, the sign only where T is signed, within T's range.
 template <typename T>

@@ -105,7 +105,10 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
 
   if (!opt.save_dir.empty()) {
     FS_NVTX_RANGE("save outputs");
-    std::filesystem::create_directories(opt.save_dir);
+    // The plan checked the folder; what changed since (or a check cannot see) is one line too.
+    std::error_code ec;
+    std::filesystem::create_directories(opt.save_dir, ec);
+    if (ec) throw InputError("--save " + opt.save_dir + ": cannot create the folder (" + ec.message() + ")");
     const std::vector<std::int64_t> t{s.B, s.H, s.N, s.d}, r{s.B, s.H, s.N}, kv{s.B, s.kv_heads(), s.keys(), s.d};
     write_npy_as(opt.save_dir + "/o.npy", opt.dtype, run.o().data(), t);
     write_npy(opt.save_dir + "/lse.npy", run.lse().data(), r);
@@ -306,6 +309,9 @@ int step_main(const StepInfo& step, int argc, char** argv) {
   } catch (const std::bad_alloc&) {  // the plan checks host memory first; this is the rest
     std::cerr << prog << ": error: not enough host memory for this problem\n";
     return kExitBadInput;
+  } catch (const std::exception& e) {  // none is expected here; one line rather than an abort
+    std::cerr << prog << ": internal error: " << e.what() << "\n";
+    return kExitCheckFailed;
   }
 }
 

@@ -9,7 +9,8 @@ namespace fs {
 // Exit codes of every step program (and the tour).
 enum ExitCode : int {
   kExitOk = 0,
-  kExitCheckFailed = 1,  // a check against the reference failed (or an unexpected CUDA error)
+  kExitCheckFailed = 1,  // a check against the reference failed (or an unexpected CUDA error or
+                         // exception: one line, never an abort)
   kExitBadInput = 2,     // bad options, sizes, input files or output paths; a write that fails;
                          // more host memory than is available
   kExitNoGpu = 3,        // no usable GPU, or not enough GPU memory for this problem

@@ -34,6 +34,24 @@ std::string writable_folder_problem(const std::string& dir) {
   return {};
 }
 
+// Why `p`, which stat(2) cannot find, is missing: its nearest part that exists (lstat(2)) is a
+// symbolic link whose target does not — create_directories would throw on it, after the work.
+// Empty when no such link is on the way.
+std::string dangling_link_problem(const stdfs::path& p) {
+  for (stdfs::path part = p; !part.empty(); part = part.parent_path()) {
+    struct stat st {};
+    if (::lstat(part.c_str(), &st) == 0) {
+      if (!S_ISLNK(st.st_mode) || ::stat(part.c_str(), &st) == 0) return {};
+      std::error_code ec;
+      const stdfs::path target = stdfs::read_symlink(part, ec);
+      return part.string() + " is a symbolic link to " + (ec ? std::string("a missing path") : target.string()) +
+             ", which does not exist";
+    }
+    if (part == part.root_path()) break;
+  }
+  return {};
+}
+
 // write(2) until all of [data, data + size) is written; false with errno set on failure.
 bool write_all(int fd, const void* data, std::size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -75,7 +93,15 @@ std::uint64_t require_input_file(const std::string& path) {
 
 std::string output_file_problem(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return path + " is a folder, not a file";
+  if (::stat(path.c_str(), &st) == 0) {
+    // An existing output is replaced (a temporary file renamed over it) or appended to: only a
+    // regular file can be. A FIFO would block the append; a rename would replace a device.
+    if (S_ISDIR(st.st_mode)) return path + " is a folder, not a file";
+    if (S_ISFIFO(st.st_mode)) return path + " is a pipe or FIFO, not a regular file: name a file to write";
+    if (!S_ISREG(st.st_mode)) return path + " is not a regular file: name a file to write";
+  } else if (std::string why = dangling_link_problem(path); !why.empty()) {
+    return why;
+  }
   const std::string dir = folder_of(path);
   if (::stat(dir.c_str(), &st) != 0) return "the folder " + dir + " does not exist";
   return writable_folder_problem(dir);
@@ -85,6 +111,7 @@ std::string output_dir_problem(const std::string& dir) {
   stdfs::path p = stdfs::path(dir).lexically_normal();
   struct stat st {};
   if (::stat(p.c_str(), &st) == 0) return writable_folder_problem(p.string());
+  if (std::string why = dangling_link_problem(p); !why.empty()) return why;
   // Missing: the program creates it, so its nearest existing parent must take a new folder.
   for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
     if (::stat(p.c_str(), &st) == 0) return writable_folder_problem(p.string());

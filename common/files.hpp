@@ -25,13 +25,14 @@ std::string input_file_problem(const std::string& path);
 // size in bytes.
 std::uint64_t require_input_file(const std::string& path);
 
-// Why no file can be written at `path` (its folder is missing or not writable, or `path` is a
-// folder), or empty when one can. Checks without creating anything.
+// Why no file can be written at `path` (its folder is missing or not writable; `path` is a
+// folder, a FIFO or another file that is not regular, or a symbolic link to nothing), or empty
+// when one can. Checks without creating anything.
 std::string output_file_problem(const std::string& path);
 
 // Why `dir` cannot receive output files: it exists and is not a writable folder, or it does
 // not exist and its nearest existing parent is not a writable folder (the program would create
-// it). Empty when it can. Checks without creating anything.
+// it) or is a symbolic link to nothing. Empty when it can. Checks without creating anything.
 std::string output_dir_problem(const std::string& dir);
 
 struct ByteSpan {

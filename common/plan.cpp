@@ -80,6 +80,10 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
   const Shape& s = opt.shape;
   validate_shape(s);
   const std::string who = "step " + step.id;
+  // Before anything is built head by head (--alibi's slopes of H heads): no step runs more.
+  if (s.heads() > kMaxHeads)
+    throw InputError(who + ": B·H must be at most " + std::to_string(kMaxHeads) +
+                     " (the kernels' grids hold B·H CTAs in one dimension); got " + std::to_string(s.heads()));
   if (opt.backward && !step.backward) throw InputError(who + " has no backward pass");
   if (opt.dropout > 0.f && !step.dropout) throw InputError(who + " has no dropout");
   if (!step.takes(opt.dtype))

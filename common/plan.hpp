@@ -12,6 +12,7 @@
 // (T_r·T_c bytes, 1 GiB at N = 4194304) is built when a pass first asks for it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -33,12 +34,17 @@ constexpr const char* kStepsKvShapes = "04 (--variant fa2), 05, 08 (fa2, determi
 // ... and packed sequences (StepInfo::packed: --varlen).
 constexpr const char* kStepsPacked = "04 (--variant fa2), 05, 08 (fa2, deterministic)";
 
+// Every step's kernels put B·H in one dimension of their grid (y or z), where CUDA takes at most
+// 65535 CTAs: the most (batch, head) pairs any step runs (RunPlan refuses more for every step).
+constexpr std::int64_t kMaxHeads = 65535;
+
 class RunPlan {
  public:
   // Throws InputError, in one line, when `step` cannot run what `opt` asks for:
   //   outputs   --save DIR, --trace FILE (and its backward file), --csv FILE: a folder that
-  //             does not exist or cannot be written, checked without creating anything
-  //   shape     sizes whose byte counts overflow, features the step lacks (a backward pass,
+  //             does not exist or cannot be written, a FIFO or a dangling symbolic link, checked
+  //             without creating anything
+  //   shape     sizes whose byte counts overflow, B·H past kMaxHeads (any step), features the step lacks (a backward pass,
   //             dropout, the dtype), what its kernels cannot run (StepInfo::refusal: a head
   //             dimension without kernels, B·H past the grid, a mask's blocks off the tiles)
   //   memory    host memory for the inputs and the outputs read back

@@ -151,16 +151,16 @@ T rounded(const AttnOptions& opt, T x) {
 }  // namespace
 
 std::vector<float> alibi_slopes(int H) {
-  auto powers_of_2 = [](int n) {
-    std::vector<float> out(n);
-    for (int h = 0; h < n; ++h) out[h] = static_cast<float>(std::exp2(-8.0 * (h + 1) / n));
-    return out;
-  };
-  int below = 1;
+  // Slope h of n heads, n a power of 2. The powers of 2 in 64 bits: `below * 2` in int overflowed
+  // for H ≥ 2^30, and the loop never ended (issue 52).
+  auto slope = [](std::int64_t h, std::int64_t n) { return static_cast<float>(std::exp2(-8.0 * double(h + 1) / double(n))); };
+  std::int64_t below = 1;
   while (below * 2 <= H) below *= 2;
-  std::vector<float> out = powers_of_2(below);
-  const std::vector<float> above = powers_of_2(2 * below);
-  for (int h = 0; int(out.size()) < H; h += 2) out.push_back(above[h]);
+  std::vector<float> out;
+  out.reserve(std::size_t(std::max(H, 0)));
+  for (std::int64_t h = 0; h < below && h < H; ++h) out.push_back(slope(h, below));
+  // Then every other slope of 2·below heads.
+  for (std::int64_t h = 0; std::int64_t(out.size()) < H; h += 2) out.push_back(slope(h, 2 * below));
   return out;
 }
 

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 
 #include "common/cli_numbers.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
+#include "common/files.hpp"
 #include "common/reference.hpp"
 #include "common/smyrf.hpp"
 #include "common/traced_run.hpp"
@@ -21,7 +23,7 @@ namespace fs {
 
 namespace {
 
-void print_rule() { std::printf("%s\n", std::string(112, '-').c_str()); }
+void print_rule() { std::printf("%s\n", std::string(108, '-').c_str()); }
 
 // No GPU: the CPU reference at a small size, fp64 and the plain fp32 version, with the fp32
 // version's error (the quantity every GPU tolerance is built from).
@@ -54,7 +56,9 @@ void cpu_tour(const Shape& s, bool causal, std::uint64_t seed) {
 // A traced forward (and backward, where the step has one) of every step and variant at the
 // traced runs' small shape, written to `dir` and validated: what the visualizer opens next.
 bool record_traces(const std::string& dir, const std::vector<const StepInfo*>& steps, const DeviceInfo& dev) {
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // plan_tour checked the folder
+  if (ec) throw InputError("--trace-dir " + dir + ": cannot create the folder (" + ec.message() + ")");
   Options opt;
   opt.shape = kTraceShape;
   int files = 0, invalid = 0;
@@ -97,16 +101,17 @@ bool record_traces(const std::string& dir, const std::vector<const StepInfo*>& s
 
 }  // namespace
 
-int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* const* argv, const std::string& prog) {
+std::optional<TourPlan> plan_tour(const std::vector<const StepInfo*>& all, int argc, const char* const* argv,
+                                  const std::string& prog) {
   CLI::App app{"flashsteps tour: " + std::string(all.size() == 1 ? "step " + all.front()->id : "every step") +
                    " at one size, checked against the fp64 reference and timed",
                prog};
-  Options opt;
+  TourPlan t;
+  Options& opt = t.opt;
   opt.shape = {2, 16, 2048, 64};
   opt.check = opt.bench = opt.backward = true;
   opt.reps = 10;
-  std::string only, trace_dir;
-  bool no_header = false;
+  std::string only;
   app.add_option("-b,--batch", opt.shape.B, "batch size")->transform(decimal<int>())->capture_default_str();
   app.add_option("--heads", opt.shape.H, "heads")->transform(decimal<int>())->capture_default_str();
   app.add_option("-n,--seq", opt.shape.N, "sequence length")->transform(decimal<int>())->capture_default_str();
@@ -120,43 +125,89 @@ int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* con
   app.add_option("--reps", opt.reps, "timed runs per pass")->transform(decimal<int>())->capture_default_str();
   app.add_option("--csv", opt.csv_path, "append the result rows to FILE");
   if (all.size() > 1) app.add_option("--step", only, "run only this step (e.g. 01)");
-  app.add_option("--trace-dir", trace_dir,
+  app.add_option("--trace-dir", t.trace_dir,
                  "also record a traced run of every step (B=H=1, N=256, d=64) into DIR, for the visualizer")
       ->type_name("DIR");
-  app.add_flag("--no-header", no_header,
+  app.add_flag("--no-header", t.no_header,
                "the rows alone, under the header of an earlier run (bash cmake/quickstart.sh runs each step so); "
                "without a GPU, nothing");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {
-      app.exit(e);
-      return kExitOk;
-    }
-    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
-    return kExitBadInput;
-  }
+  if (!parse_command_line(app, argc, argv)) return std::nullopt;
   opt.dtype = *parse_dtype(dtype);
 
-  try {
-    validate_shape(opt.shape);
-    if (opt.reps < 1) throw InputError("--reps must be at least 1");
-    std::vector<const StepInfo*> steps;
-    for (const StepInfo* s : all) {
-      const std::string number = s->id.substr(0, s->id.find('_'));
-      if (only.empty() || s->id == only || number == only || (only.size() == 1 && number == "0" + only))
-        steps.push_back(s);
+  validate_shape(opt.shape);
+  if (opt.reps < 1 || opt.reps > 100000) throw InputError("--reps must be from 1 to 100000 (got " + std::to_string(opt.reps) + ")");
+  if (!opt.csv_path.empty())
+    if (std::string why = output_file_problem(opt.csv_path); !why.empty()) throw InputError("--csv " + opt.csv_path + ": " + why);
+  if (!t.trace_dir.empty())
+    if (std::string why = output_dir_problem(t.trace_dir); !why.empty())
+      throw InputError("--trace-dir " + t.trace_dir + ": " + why);
+  for (const StepInfo* s : all) {
+    const std::string number = s->id.substr(0, s->id.find('_'));
+    if (only.empty() || s->id == only || number == only || (only.size() == 1 && number == "0" + only))
+      t.steps.push_back(s);
+  }
+  if (t.steps.empty()) throw InputError("--step " + only + ": no such step in this build");
+  // Every variant of every chosen step: planned now (a refusal is its row's "skipped"); a step none
+  // of whose variants runs the problem is the input's error. With --dtype, the steps that have kernels
+  // of that type; without, each variant in fp32 where it has fp32 kernels, else in the first type
+  // its step plans it in (step 08's fa2 and step 09 in bf16), so that every variant gets its rows.
+  const bool dtype_given = app.count("--dtype") > 0;
+  for (const StepInfo* each : t.steps) {
+    const StepInfo& step = *each;
+    if (dtype_given && !step.takes(opt.dtype)) continue;
+    std::vector<DType> types{opt.dtype};
+    if (!dtype_given) types.insert(types.end(), step.dtypes.begin(), step.dtypes.end());
+    std::string first_refusal;
+    bool runs = false;
+    for (std::size_t v = 0; v < step.variants.size(); ++v) {
+      Options o = opt;
+      o.variant = static_cast<int>(v);
+      o.backward = opt.backward && step.backward;
+      if (step.clustered) o.smyrf = kSmyrfDefault;  // the paper's 8 rounds of clusters of 32
+      TourCase c;
+      c.step = each;
+      c.variant = o.variant;
+      c.name = step.label(o.variant) + (step.clustered ? " " + smyrf_spec(o.smyrf) : "");
+      for (DType type : types) {
+        if (!step.takes(type)) continue;
+        o.dtype = c.dtype = type;
+        try {
+          c.plan.emplace(step, o);
+          runs = true;
+          break;
+        } catch (const InputError& e) {
+          if (c.refused.empty()) c.refused = e.what();  // the first type's refusal, when none plans
+        }
+      }
+      if (!c.plan && first_refusal.empty()) first_refusal = c.refused;
+      t.cases.push_back(std::move(c));
     }
-    if (steps.empty()) throw InputError("--step " + only + ": no such step in this build");
+    if (!runs)
+      throw InputError(first_refusal + (all.size() > 1 ? " (--step runs one step alone)" : ""));
+  }
+  // A --dtype no chosen step has is refused.
+  if (t.cases.empty() && dtype_given)
+    throw InputError((all.size() == 1 ? "step " + all.front()->id + " has no " : "no step" + (only.empty() ? "" : " " + only) +
+                      " of this build has ") + dtype_name(opt.dtype) + " kernels; steps with them: " +
+                     (is_16bit(opt.dtype) ? kSteps16Bit : kStepsFp32));
+  return t;
+}
+
+int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* const* argv, const std::string& prog) {
+  try {
+    const std::optional<TourPlan> planned = plan_tour(all, argc, argv, prog);
+    if (!planned) return kExitOk;
+    const TourPlan& t = *planned;
+    const Options& opt = t.opt;
     if (std::string why = gpu_unavailable_reason(); !why.empty()) {
-      if (no_header) return kExitOk;
+      if (t.no_header) return kExitOk;
       std::printf("%s Skipping the GPU steps; running the CPU reference only.\n\n", why.c_str());
       cpu_tour({1, 2, 256, 64}, opt.causal, opt.seed);
       return kExitOk;
     }
     const DeviceInfo dev = query_device();
     const Shape& s = opt.shape;
-    if (!no_header) {
+    if (!t.no_header) {
       std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, median of %d runs, L2 flushed\n", dev.name.c_str(),
                   s.B, s.H, s.N, s.d, opt.causal ? " causal" : "", opt.reps);
       print_rule();
@@ -164,72 +215,50 @@ int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* con
                   "TFLOP/s", "device mem", "HBM model", "max err");
       print_rule();
     }
-    // Without --dtype a variant runs in fp32 where it has fp32 kernels, else in the first element type
-    // its step plans it in (step 08's fa2 and step 09 in bf16): every variant gets its rows.
-    const bool dtype_given = app.count("--dtype") > 0;
     std::map<DType, HostProblem> problems;  // the inputs in each element type, made when first needed
-    auto problem_of = [&](DType t) -> const HostProblem& {
-      auto it = problems.find(t);
-      if (it == problems.end()) it = problems.emplace(t, random_problem(s, opt.seed, true, t)).first;
+    auto problem_of = [&](DType type) -> const HostProblem& {
+      auto it = problems.find(type);
+      if (it == problems.end()) it = problems.emplace(type, random_problem(s, opt.seed, true, type)).first;
       return it->second;
     };
     bool all_pass = true;
-    for (const StepInfo* each : steps) {
-      const StepInfo& step = *each;
-      std::vector<DType> types{opt.dtype};
-      if (!dtype_given) types.insert(types.end(), step.dtypes.begin(), step.dtypes.end());
-      for (std::size_t v = 0; v < step.variants.size(); ++v) {
-        Options o = opt;
-        o.variant = static_cast<int>(v);
-        o.backward = opt.backward && step.backward;
-        if (step.clustered) o.smyrf = kSmyrfDefault;  // the paper's 8 rounds of clusters of 32
-        const std::string name = step.label(static_cast<int>(v)) + (step.clustered ? " " + smyrf_spec(o.smyrf) : "");
-        std::optional<RunPlan> plan;
-        std::string why;  // the first type's refusal, when none plans
-        for (DType t : types) {
-          if (!step.takes(t)) continue;
-          o.dtype = t;
-          try {
-            plan.emplace(step, o);
-            break;
-          } catch (const InputError& e) {
-            if (why.empty()) why = e.what();
-          }
+    for (const TourCase& c : t.cases) {
+      if (!c.plan) {
+        std::printf("%-30s skipped: %s\n", c.name.c_str(), c.refused.c_str());
+        continue;
+      }
+      const RunPlan& plan = *c.plan;
+      try {
+        const CaseReport r = run_case(plan, problem_of(c.dtype), dev);
+        for (const auto& p : r.passes) {
+          const bool ok = !p.check || p.check->pass();
+          all_pass = all_pass && ok;
+          std::printf("%-30s %-5s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", c.name.c_str(), dtype_name(c.dtype),
+                      p.pass.c_str(), ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
+                      format_bytes(double(p.peak_mem_bytes)).c_str(), format_bytes(double(p.io.total())).c_str(),
+                      p.check ? p.check->max_err() : NAN);
+          if (!ok) std::printf("%s", p.check->summary().c_str());
+          if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(plan, p, dev));
         }
-        if (!plan) {
-          if (dtype_given && !step.takes(opt.dtype)) continue;  // a step without kernels of the type asked for
-          std::printf("%-30s skipped: %s\n", name.c_str(),
-                      why.empty() ? ("no " + std::string(dtype_name(opt.dtype)) + " kernel").c_str() : why.c_str());
-          continue;
-        }
-        try {
-          const CaseReport r = run_case(*plan, problem_of(o.dtype), dev);
-          for (const auto& p : r.passes) {
-            const bool ok = !p.check || p.check->pass();
-            all_pass = all_pass && ok;
-            std::printf("%-30s %-5s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), dtype_name(o.dtype),
-                        p.pass.c_str(), ok ? "ok" : "FAIL", p.timing->median_ms, p.tflops,
-                        format_bytes(double(p.peak_mem_bytes)).c_str(), format_bytes(double(p.io.total())).c_str(),
-                        p.check ? p.check->max_err() : NAN);
-            if (!ok) std::printf("%s", p.check->summary().c_str());
-            if (!opt.csv_path.empty()) append_csv(opt.csv_path, result_row(*plan, p, dev));
-          }
-        } catch (const ResourceError& e) {
-          std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
-        } catch (const InputError& e) {
-          std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
-        }
+      } catch (const ResourceError& e) {
+        std::printf("%-30s skipped: %s\n", c.name.c_str(), e.what());
       }
     }
-    if (all.size() > 1) print_rule();  // the tour program's table ends here; a step's rows go on
+    if (!t.no_header && all.size() > 1) print_rule();  // the tour program's table ends here; a step's rows go on
     std::fflush(stdout);
-    if (!trace_dir.empty()) all_pass = record_traces(trace_dir, steps, dev) && all_pass;
+    if (!t.trace_dir.empty()) all_pass = record_traces(t.trace_dir, t.steps, dev) && all_pass;
     return all_pass ? kExitOk : kExitCheckFailed;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
     return kExitBadInput;
   } catch (const CudaError& e) {
     std::fprintf(stderr, "%s: CUDA error: %s\n", prog.c_str(), e.what());
+    return kExitCheckFailed;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: not enough host memory for this problem\n", prog.c_str());
+    return kExitBadInput;
+  } catch (const std::exception& e) {  // none is expected here; one line rather than an abort
+    std::fprintf(stderr, "%s: internal error: %s\n", prog.c_str(), e.what());
     return kExitCheckFailed;
   }
 }

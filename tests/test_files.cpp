@@ -73,6 +73,32 @@ TEST_CASE("output paths are checked without creating anything", "[files]") {
   REQUIRE(files_in(dir) == 1);
 }
 
+// Issue 52: `--save` to a dangling symbolic link passed the check and create_directories threw
+// after the GPU had run (abort, exit 134); a FIFO as `--trace` or `--csv` was taken, and the
+// append blocked. Both are refused before any work.
+TEST_CASE("outputs that are dangling links or FIFOs are refused with what they are", "[files]") {
+  const auto dir = fresh_dir("odd_outputs");
+  const auto link = dir / "dangling", fifo = dir / "fifo";
+  stdfs::create_symlink(dir / "no-such-target", link);
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string dangling = link.string() + " is a symbolic link to " + (dir / "no-such-target").string() +
+                               ", which does not exist";
+  REQUIRE(fs::output_dir_problem(link.string()) == dangling);
+  REQUIRE(fs::output_dir_problem((link / "sub").string()) == dangling);
+  REQUIRE(fs::output_file_problem(link.string()) == dangling);
+  REQUIRE(fs::output_file_problem((link / "t.json").string()) == dangling);
+  REQUIRE(fs::output_file_problem(fifo.string()) ==
+          fifo.string() + " is a pipe or FIFO, not a regular file: name a file to write");
+  REQUIRE(fs::output_dir_problem(fifo.string()) == fifo.string() + " is not a folder");
+  REQUIRE(fs::output_file_problem("/dev/null").find("is not a regular file") != std::string::npos);
+  // A link to a folder that exists is a folder to write in.
+  stdfs::create_directories(dir / "real");
+  stdfs::create_directory_symlink(dir / "real", dir / "to-real");
+  REQUIRE(fs::output_dir_problem((dir / "to-real").string()).empty());
+  REQUIRE(fs::output_file_problem((dir / "to-real" / "t.json").string()).empty());
+  REQUIRE(files_in(dir) == 4);
+}
+
 // Issue 14: a FIFO as q.npy hung the program in open(); `--mask <(...)` said "bad magic".
 TEST_CASE("inputs that are not regular files are refused with what they are", "[files]") {
   const auto dir = fresh_dir("inputs");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -37,6 +38,51 @@ TEST_CASE("a plan refuses what its step cannot do, naming the step", "[plan]") {
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("03"), options({1, 1, 256, 48})), Catch::Contains("d must be"));
   REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("03"), options({256, 256, 16, 64})), Catch::Contains("B·H"));
   REQUIRE_THROWS_AS(fs::RunPlan(*fs::find_step("01"), options({1, 0, 16, 64})), fs::InputError);
+}
+
+// Issue 52: every step's grid puts B·H in one dimension (step 09 had no check: an invalid launch
+// on a GPU), and --alibi's slopes of 2^30 heads hung in their power-of-two loop before any step
+// refused B·H. The plan refuses B·H first, for every step, before building anything of H.
+TEST_CASE("B·H past 65535 is refused by the plan of every step, before the slopes of H heads", "[plan]") {
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    INFO(step.id);
+    fs::Options opt = options({65536, 1, 16, 64});
+    opt.dtype = step.dtypes.front();
+    REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("B·H must be at most 65535"));
+    opt = options({1, 1 << 30, 1, 1});
+    opt.dtype = step.dtypes.front();
+    opt.alibi = true;
+    REQUIRE_THROWS_WITH(fs::RunPlan(step, opt), Catch::Contains("B·H must be at most 65535"));
+  }
+  // The slopes themselves, at any count: the standard ones where the counts are small, and no
+  // loop that overflows (2^30 heads is a vector of 4 GiB: not built here).
+  REQUIRE(fs::alibi_slopes(1) == std::vector<float>{std::exp2(-8.0f)});
+  const std::vector<float> six = fs::alibi_slopes(6);  // those of 4, then every other of 8's
+  REQUIRE(six == std::vector<float>{std::exp2(-2.0f), std::exp2(-4.0f), std::exp2(-6.0f), std::exp2(-8.0f),
+                                    std::exp2(-1.0f), std::exp2(-3.0f)});
+  REQUIRE(fs::alibi_slopes(65535).size() == 65535);
+}
+
+// Issue 52: step 08's and step 09's programs refused their own default (fp32 with variant 0,
+// which has no fp32 kernel): without --dtype a step runs in the first dtype its variant takes.
+TEST_CASE("without --dtype, a step runs in the first element type its variant has kernels for", "[plan][dtype]") {
+  for (const fs::StepInfo& step : fs::all_steps()) {
+    INFO(step.id);
+    for (std::size_t v = 0; v < step.variants.size(); ++v) {
+      INFO(step.variants[v]);
+      std::vector<std::string> args{"step"};
+      if (step.variants.size() > 1) args.insert(args.end(), {"--variant", step.variants[v]});
+      if (step.id.rfind("09", 0) == 0 && step.variants[v] != "fa3" && step.variants[v] != "deterministic")
+        args.insert(args.end(), {"--dim", "128"});  // the rungs and fp8 are compiled at d = 128
+      std::vector<const char*> argv;
+      for (const auto& a : args) argv.push_back(a.c_str());
+      const auto opt = fs::parse_options(step, int(argv.size()), argv.data());
+      REQUIRE(opt);
+      REQUIRE(step.takes(opt->dtype));
+      if (step.takes(fs::DType::fp32) && step.dtypes.size() == 1) REQUIRE(opt->dtype == fs::DType::fp32);
+      REQUIRE_NOTHROW(fs::RunPlan(step, *opt));
+    }
+  }
 }
 
 TEST_CASE("a mask whose blocks do not fit the kernels' tiles is refused, naming the tiles", "[plan][sparse]") {

@@ -1,37 +1,47 @@
-// A tensor handed over through DLPack, for the module's two halves: the fp64 reference
-// (flashsteps.cpp) and the kernels on CUDA tensors (flashsteps_gpu.cpp).
+// What the module's two halves share on pybind11's side — the fp64 reference (flashsteps.cpp) and
+// the kernels on CUDA tensors (flashsteps_gpu.cpp): a tensor borrowed through DLPack, and the
+// keywords read from their Python objects. The checks themselves are the plain layer's
+// (common/python/arguments.hpp), whose ArgError the module raises as ValueError or TypeError.
 #pragma once
 
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
-#include <vector>
+#include <tuple>
+#include <utility>
 
-#include "common/dtype.hpp"
+#include "common/python/arguments.hpp"
 
 namespace fs::python {
 
 namespace py = pybind11;
 
+inline std::string type_name(const py::handle& obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
 // A tensor borrowed through DLPack for the length of one call: `__dlpack__()` hands over a
 // capsule owning a DLManagedTensor, renamed "used_dltensor" once taken (the protocol's rule)
 // and released by its deleter when this goes away.
-class Borrowed {
+class Borrowed : public TensorArg {
  public:
-  Borrowed(const py::object& obj, const char* name, const std::int64_t* stream = nullptr) : name_(name) {
+  // stream: for a CUDA tensor, the stream its consumer runs on (the DLPack protocol; the producer
+  // orders its pending work before it). Asked only of a CUDA tensor, by __dlpack_device__ first:
+  // a CPU tensor takes no stream (NumPy refuses any but None, with its own error).
+  Borrowed(const py::object& obj, const char* name, const std::int64_t* stream = nullptr) : TensorArg(name) {
     if (!py::hasattr(obj, "__dlpack__"))
-      throw py::type_error(std::string(name) + ": expected a tensor with __dlpack__ (NumPy, PyTorch, CuPy, JAX), got " +
-                           std::string(py::str(py::type::of(obj).attr("__name__"))));
-    // stream: for a CUDA tensor, the stream its consumer runs on (the DLPack protocol; the
-    // producer orders its pending work before it); none for a CPU tensor.
+      type_error(std::string(name) + ": expected a tensor with __dlpack__ (NumPy, PyTorch, CuPy, JAX), got " + type_name(obj));
+    if (stream && device_type(obj, name) != kDLCUDA)
+      value_error(std::string(name) + ": the kernels run on the GPU; pass a CUDA tensor (the CPU reference is "
+                                      "flashsteps.reference)");
     py::capsule cap = stream ? obj.attr("__dlpack__")(py::arg("stream") = *stream) : obj.attr("__dlpack__")();
-    if (std::strcmp(cap.name(), "dltensor") != 0) throw py::type_error(std::string(name) + ": __dlpack__ gave no dltensor capsule");
+    if (std::strcmp(cap.name(), "dltensor") != 0) type_error(std::string(name) + ": __dlpack__ gave no dltensor capsule");
     managed_ = static_cast<DLManagedTensor*>(cap.get_pointer());
     PyCapsule_SetName(cap.ptr(), "used_dltensor");
+    reset(managed_->dl_tensor);
   }
   Borrowed(const Borrowed&) = delete;
   Borrowed& operator=(const Borrowed&) = delete;
@@ -39,99 +49,90 @@ class Borrowed {
     if (managed_ && managed_->deleter) managed_->deleter(managed_);
   }
 
-  const DLTensor& t() const { return managed_->dl_tensor; }
-  int ndim() const { return t().ndim; }
-  std::int64_t dim(int i) const { return t().shape[i]; }
-  // Stride of dimension i in elements (row-major when the producer gives none).
-  std::int64_t stride(int i) const {
-    if (t().strides) return t().strides[i];
-    std::int64_t s = 1;
-    for (int j = ndim() - 1; j > i; --j) s *= t().shape[j];
-    return s;
-  }
-  const char* name() const { return name_; }
-  std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(t().data) + t().byte_offset; }
-
-  // The reference reads the CPU's memory; a float tensor of 16 or 32 bits (one lane).
-  void require_cpu_float() const {
-    if (t().device.device_type != kDLCPU && t().device.device_type != kDLCUDAHost)
-      throw py::value_error(std::string(name_) + ": the reference runs on the CPU; pass a CPU tensor (e.g. x.cpu())");
-    const DLDataType d = t().dtype;
-    const bool ok = d.lanes == 1 && ((d.code == kDLFloat && (d.bits == 32 || d.bits == 16)) || (d.code == kDLBfloat && d.bits == 16));
-    if (!ok)
-      throw py::type_error(std::string(name_) + ": expected float32, float16 or bfloat16 (the kernels' inputs); got " +
-                           dtype_name(d) + (d.code == kDLFloat && d.bits == 64 ? " — convert with .astype(numpy.float32) or .float()" : ""));
-  }
-  // Element `offset` (in elements) as a float: float32 as is, 16-bit types widened exactly.
-  float at(std::int64_t offset) const {
-    const auto* base = reinterpret_cast<const unsigned char*>(address());
-    const DLDataType d = t().dtype;
-    if (d.bits == 32) {
-      float f;
-      std::memcpy(&f, base + 4 * offset, 4);
-      return f;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, base + 2 * offset, 2);
-    if (d.code == kDLBfloat) {
-      const std::uint32_t u = std::uint32_t(h) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    return half_to_float(h);
-  }
-
-  // The kernel dtype a float tensor of 16 or 32 bits stands for.
-  fs::DType kernel_dtype() const {
-    const DLDataType d = t().dtype;
-    return d.code == kDLBfloat ? fs::DType::bf16 : d.bits == 16 ? fs::DType::fp16 : fs::DType::fp32;
-  }
-
-  static std::string dtype_name(DLDataType d) {
-    const char* kind = d.code == kDLFloat ? "float" : d.code == kDLBfloat ? "bfloat" : d.code == kDLInt ? "int" : d.code == kDLUInt ? "uint" : "type";
-    return std::string(kind) + std::to_string(d.bits) + (d.lanes != 1 ? "x" + std::to_string(d.lanes) : "");
-  }
-
  private:
-  static float half_to_float(std::uint16_t h) {
-    const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
-    float v;
-    if (exp == 0) v = std::ldexp(float(mant), -24);                    // zero, subnormal
-    else if (exp == 31) v = mant ? NAN : INFINITY;                      // inf, NaN
-    else v = std::ldexp(float(mant | 1024), exp - 25);
-    return sign ? -v : v;
+  // The protocol's __dlpack_device__(): (device type, device id); none: a producer that predates it.
+  static int device_type(const py::object& obj, const char* name) {
+    if (!py::hasattr(obj, "__dlpack_device__")) return kDLCUDA;
+    try {
+      return py::tuple(obj.attr("__dlpack_device__")())[0].cast<int>();
+    } catch (const py::cast_error&) {
+      type_error(std::string(name) + ": __dlpack_device__ gave no (device type, id)");
+    }
   }
-  const char* name_;
   DLManagedTensor* managed_ = nullptr;
 };
 
-inline std::string shape_text(const std::vector<std::int64_t>& dims) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
+// Keywords from their Python objects, each refused in one line where its C++ type cannot hold it
+// (pybind11's own refusal lists every signature over several lines).
+inline double number(const py::handle& x, const char* name) {
+  const bool text_or_none = py::isinstance<py::str>(x) || x.is_none();
+  try {
+    if (!text_or_none) return x.cast<double>();  // float, int, NumPy's scalars: what has __float__
+  } catch (const py::cast_error&) {
   }
-  return s + (dims.size() == 1 ? ",)" : ")");
+  type_error(std::string(name) + ": expected a number, got " + type_name(x));
 }
 
-inline std::string shape_of(const Borrowed& b) {
-  std::vector<std::int64_t> dims;
-  for (int i = 0; i < b.ndim(); ++i) dims.push_back(b.dim(i));
-  return shape_text(dims);
+inline std::int64_t integer(const py::handle& x, const char* name, std::int64_t lo, std::int64_t hi) {
+  if (!PyIndex_Check(x.ptr()) || py::isinstance<py::bool_>(x))
+    type_error(std::string(name) + ": expected an integer, got " + type_name(x));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(x.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow || v < lo || v > hi)
+    value_error(std::string(name) + " must be from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got " +
+                std::string(py::str(index)) + ")");
+  return v;
 }
 
-// flash_attn_varlen_func's cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1), from 0,
-// non-decreasing, to the tokens of q (n_q) and of k (n_k). Throws ValueError (pybind11) otherwise.
-template <class ValueError>
-void require_prefix_sums(const std::vector<std::int32_t>& cu_q, const std::vector<std::int32_t>& cu_k, std::int64_t n_q,
-                         std::int64_t n_k) {
-  if (cu_q.size() != cu_k.size() || cu_q.size() < 2 || cu_q.front() != 0 || cu_k.front() != 0 || cu_q.back() != n_q ||
-      cu_k.back() != n_k)
-    throw ValueError("cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1) from 0 to the tokens of q (" +
-                     std::to_string(n_q) + ") and of k (" + std::to_string(n_k) + ")");
-  for (std::size_t i = 1; i < cu_q.size(); ++i)
-    if (cu_q[i] < cu_q[i - 1] || cu_k[i] < cu_k[i - 1]) throw ValueError("cu_seqlens: offsets must not decrease");
+inline std::optional<double> optional_number(const py::handle& x, const char* name) {
+  if (x.is_none()) return std::nullopt;
+  return number(x, name);
+}
+
+inline std::optional<int> optional_int(const py::handle& x, const char* name) {
+  if (x.is_none()) return std::nullopt;
+  return int(integer(x, name, 0, std::numeric_limits<int>::max()));
+}
+
+inline std::string text(const py::handle& x, const char* name) {
+  if (!py::isinstance<py::str>(x)) type_error(std::string(name) + ": expected a string, got " + type_name(x));
+  return x.cast<std::string>();
+}
+
+inline bool flag(const py::handle& x) { return py::bool_(py::reinterpret_borrow<py::object>(x)); }
+
+// window_size: (left, right), each an integer (check_keywords bounds them).
+inline std::pair<std::int64_t, std::int64_t> window(const py::handle& x) {
+  if (!py::isinstance<py::sequence>(x) || py::isinstance<py::str>(x) || py::len(x) != 2)
+    type_error("window_size: expected (left, right), two integers; got " + type_name(x));
+  const py::sequence seq = py::reinterpret_borrow<py::sequence>(x);
+  constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+  return {integer(seq[0], "window_size", lo, hi), integer(seq[1], "window_size", lo, hi)};
+}
+
+// The keywords every entry point takes (their defaults are the module's), checked.
+inline Keywords keywords(const py::handle& dropout_p, const py::handle& softmax_scale, const py::handle& causal,
+                         const py::handle& window_size, const py::handle& softcap, const py::handle& seed) {
+  Keywords kw;
+  kw.dropout_p = number(dropout_p, "dropout_p");
+  kw.softmax_scale = optional_number(softmax_scale, "softmax_scale");
+  kw.causal = flag(causal);
+  std::tie(kw.window_left, kw.window_right) = window(window_size);
+  kw.softcap = number(softcap, "softcap");
+  if (!PyIndex_Check(seed.ptr()) || py::isinstance<py::bool_>(seed))
+    type_error("seed: expected an integer, got " + type_name(seed));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(seed.ptr()));
+  if (!index) throw py::error_already_set();
+  const unsigned long long s = PyLong_AsUnsignedLongLong(index.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    value_error("seed must be from 0 to 2^64 - 1 (got " + std::string(py::str(index)) + ")");
+  }
+  kw.seed = s;
+  check_keywords(kw);
+  return kw;
 }
 
 }  // namespace fs::python

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -36,7 +37,6 @@ namespace py = pybind11;
 namespace {
 
 using fs::python::Borrowed;
-using fs::python::shape_of;
 
 // The addresses the last launch was given, by tensor name: the tests compare them with the
 // callers' tensors to show that nothing was copied. (Plain C++: a Python object here would be
@@ -59,7 +59,7 @@ struct Operand {
   void expect(const std::vector<std::int64_t>& dims) const {
     bool same = t.ndim() == int(dims.size());
     for (int i = 0; same && i < t.ndim(); ++i) same = t.dim(i) == dims[i];
-    if (!same) throw py::value_error(std::string(t.name()) + ": shape " + shape_of(t) + ", expected " + fs::python::shape_text(dims));
+    if (!same) throw py::value_error(std::string(t.name()) + ": shape " + t.shape() + ", expected " + fs::python::shape_text(dims));
     if (t.stride(t.ndim() - 1) != 1 && dims.back() > 1)
       throw py::value_error(std::string(t.name()) + ": the last dimension (head_dim) must be contiguous (stride 1)");
   }
@@ -140,7 +140,7 @@ std::vector<std::int32_t> offsets(const Operand& cu, int device, cudaStream_t st
   const DLDataType t = b.t().dtype;
   if (b.ndim() != 1 || t.code != kDLInt || t.bits != 32 || t.lanes != 1 || (b.dim(0) > 1 && b.stride(0) != 1))
     throw py::type_error(std::string(b.name()) + ": expected a contiguous 1-D int32 tensor, got " + Borrowed::dtype_name(t) +
-                         " " + shape_of(b));
+                         " " + b.shape());
   if (b.t().device.device_id != device) throw py::value_error(std::string(b.name()) + ": on q's GPU");
   std::vector<std::int32_t> host(b.dim(0));
   FS_CUDA_CHECK(cudaMemcpyAsync(host.data(), cu.data(), host.size() * 4, cudaMemcpyDeviceToHost, stream));
@@ -159,9 +159,8 @@ int longest(const std::vector<std::int32_t>& cu, std::optional<int> given, const
 }
 
 Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
-               const std::string& variant, bool causal, std::optional<double> softmax_scale, std::pair<int, int> window, double softcap,
-               const std::optional<Operand>& alibi, double dropout_p, std::uint64_t seed, const VarlenArgs& varlen,
-               std::int64_t stream) {
+               const std::string& variant, const fs::python::Keywords& kw, const std::optional<Operand>& alibi,
+               const VarlenArgs& varlen, std::int64_t stream) {
   Launch L;
   // The flash steps, whose kernels take these tensors in any layout; the others keep state
   // between passes or need inputs this interface has not.
@@ -170,21 +169,14 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   if (id != "04" && id != "05" && id != "08")
     throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05 and 08");
   if (!L.step->strides) throw std::logic_error("step " + L.step->id + " takes no strides, which this module passes");
-  const int rank = varlen.on() ? 3 : 4, at = varlen.on() ? -1 : 0;  // at: the dimension index offset
-  if (q.t.ndim() != rank || k.t.ndim() != rank)
-    throw py::value_error(std::string("q, k, v: expected ") +
-                          (varlen.on() ? "(total_tokens, heads, head_dim) with cu_seqlens" : "(batch, seqlen, heads, head_dim)") +
-                          ", got q " + shape_of(q.t) + ", k " + shape_of(k.t));
-  const std::int64_t B = varlen.on() ? 1 : q.t.dim(0), N = q.t.dim(at + 1), H = q.t.dim(at + 2), d = q.t.dim(at + 3);
-  const std::int64_t Nk = k.t.dim(at + 1), Hk = k.t.dim(at + 2);
-  L.shape = fs::Shape{int(B), int(H), int(N), int(d)};
+  // Every dimension at least 1 and an int, H a multiple of H_k (K/V of zero heads divided by 0).
+  const fs::Shape checked = fs::python::kernel_shape(q.t, k.t, varlen.on());
+  const std::int64_t N = checked.N, H = checked.H, d = checked.d, Nk = checked.keys(), Hk = checked.kv_heads();
+  L.shape = fs::Shape{checked.B, checked.H, checked.N, checked.d};
   L.varlen = varlen.on();
   q.expect(L.dims(N, H));
   k.expect(L.dims(Nk, Hk));
   v.expect(L.dims(Nk, Hk));
-  if (N < 1 || Nk < 1 || H < 1 || B < 1) throw py::value_error("q, k, v: every dimension must be at least 1");
-  if (H % Hk != 0)
-    throw py::value_error("q has " + std::to_string(H) + " heads, k and v " + std::to_string(Hk) + ": q's must be a multiple");
   const fs::DType dtype = q.t.kernel_dtype();
   for (const Operand* o : {&k, &v})
     if (o->t.kernel_dtype() != dtype || o->t.t().dtype.bits != q.t.t().dtype.bits)
@@ -205,24 +197,20 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
     for (const auto& n : L.step->variants) names += (names.empty() ? "" : ", ") + n;
     throw py::value_error("variant: '" + variant + "' is not one of step " + L.step->id + "'s (" + names + ")");
   }
-  if (!(dropout_p >= 0.0 && dropout_p < 1.0)) throw py::value_error("dropout_p must be in [0, 1)");
-  const double scale = softmax_scale ? *softmax_scale : double(fs::default_scale(int(d)));
-  if (!(scale > 0.0) || !std::isfinite(scale)) throw py::value_error("softmax_scale must be positive and finite");
-  if (window.first < -1 || window.second < -1) throw py::value_error("window_size: each side is -1 (unbounded) or at least 0");
-  if (!(softcap >= 0.0)) throw py::value_error("softcap must be 0 (off) or positive");
+  const double scale = kw.softmax_scale ? *kw.softmax_scale : double(fs::default_scale(int(d)));  // kw: checked
 
   if (Nk != N) L.shape.Nk = int(Nk);
   if (Hk != H) L.shape.Hkv = int(Hk);
-  L.settings = fs::PassSettings(float(scale), causal, variant_index, fs::Dropout{float(dropout_p), seed}, nullptr, dtype);
-  L.settings.features.window_left = L.mods.window_left = window.first;
-  L.settings.features.window_right = L.mods.window_right = window.second;
-  L.settings.features.softcap = L.mods.softcap = float(softcap);
+  L.settings = fs::PassSettings(float(scale), kw.causal, variant_index, fs::Dropout{float(kw.dropout_p), kw.seed}, nullptr, dtype);
+  L.settings.features.window_left = L.mods.window_left = int(kw.window_left);
+  L.settings.features.window_right = L.mods.window_right = int(kw.window_right);
+  L.settings.features.softcap = L.mods.softcap = float(kw.softcap);
   if (alibi) {
     const Borrowed& a = alibi->t;
     const DLDataType t = a.t().dtype;
     if (a.ndim() != 1 || a.dim(0) != H || a.stride(0) != 1 || t.code != kDLFloat || t.bits != 32)
       throw py::value_error("alibi_slopes: one float32 slope per head, contiguous, shape (" + std::to_string(H) + ",); got " +
-                            Borrowed::dtype_name(t) + " " + shape_of(a));
+                            Borrowed::dtype_name(t) + " " + a.shape());
     if (a.t().device.device_id != dev) throw py::value_error("alibi_slopes: on q's GPU");
     L.mods.alibi_slopes = static_cast<const float*>(alibi->data());
     L.settings.features.alibi_slopes.assign(std::size_t(H), 0.f);  // their presence, for the support check
@@ -231,7 +219,7 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
     throw py::value_error("step " + L.step->id + " takes seqlen_k == seqlen_q and heads_k == heads only");
   if (L.settings.features.on() && !L.step->score_mods)
     throw py::value_error("step " + L.step->id + " takes no window_size, softcap or alibi_slopes");
-  if (dropout_p > 0.0 && !L.step->dropout) throw py::value_error("step " + L.step->id + " takes no dropout");
+  if (kw.dropout_p > 0.0 && !L.step->dropout) throw py::value_error("step " + L.step->id + " takes no dropout");
   const std::string why = L.step->refusal(L.shape, L.settings);
   if (!why.empty()) throw py::value_error("step " + L.step->id + "/" + variant + ": " + why);
   L.stream = reinterpret_cast<cudaStream_t>(stream);
@@ -240,7 +228,7 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
     if (!L.step->packed) throw py::value_error("step " + L.step->id + " takes no cu_seqlens (packed sequences)");
     const OnDevice on(dev);
     const std::vector<std::int32_t> cu_q = offsets(*varlen.cu_q, dev, L.stream), cu_k = offsets(*varlen.cu_k, dev, L.stream);
-    fs::python::require_prefix_sums<py::value_error>(cu_q, cu_k, N, Nk);
+    fs::python::require_prefix_sums(cu_q, cu_k, N, Nk);
     if (cu_q.size() - 1 > 65535) throw py::value_error("cu_seqlens: at most 65535 sequences");
     L.packed.cu_q = static_cast<const std::int32_t*>(varlen.cu_q->data());
     L.packed.cu_k = static_cast<const std::int32_t*>(varlen.cu_k->data());
@@ -295,19 +283,40 @@ void lse_check(const Borrowed& lse, const Launch& L) {
        (packed || s.B < 2 || lse.stride(0) == std::int64_t(s.H) * s.N);
   if (!ok)
     throw py::value_error(std::string("lse: float32 ") + (packed ? "(heads, total_q) = " : "(batch, heads, seqlen_q) = ") +
-                          fs::python::shape_text(want) + ", contiguous; got " + Borrowed::dtype_name(t) + " " + shape_of(lse));
+                          fs::python::shape_text(want) + ", contiguous; got " + Borrowed::dtype_name(t) + " " + lse.shape());
 }
 
-void forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
-             const py::object& lse_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
-             std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
-             const py::object& cu_q, const py::object& cu_k, std::optional<int> max_q, std::optional<int> max_k,
-             std::int64_t stream) {
+// The keywords of _forward and _backward but the tensors, read from their Python objects
+// (dlpack_tensor.hpp: one line for a value its type cannot hold) and checked.
+struct Call {
+  std::string step, variant;
+  fs::python::Keywords kw;
+  std::optional<int> max_q, max_k;
+  std::int64_t stream = 0;
+};
+
+using O = const py::object&;
+
+Call call_of(O step, O variant, O causal, O scale, O window, O softcap, O dropout_p, O seed, O max_q, O max_k, O stream) {
+  Call c;
+  c.step = fs::python::text(step, "step");
+  c.variant = fs::python::text(variant, "variant");
+  c.kw = fs::python::keywords(dropout_p, scale, causal, window, softcap, seed);
+  c.max_q = fs::python::optional_int(max_q, "max_seqlen_q");
+  c.max_k = fs::python::optional_int(max_k, "max_seqlen_k");
+  c.stream = fs::python::integer(stream, "stream", 0, std::numeric_limits<std::int64_t>::max());
+  return c;
+}
+
+void forward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O step_obj, O variant_obj, O causal, O scale, O window, O softcap,
+             O alibi_obj, O dropout_p, O seed, O cu_q, O cu_k, O max_q, O max_k, O stream_obj) {
+  const Call c = call_of(step_obj, variant_obj, causal, scale, window, softcap, dropout_p, seed, max_q, max_k, stream_obj);
+  const std::int64_t stream = c.stream;
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
   std::optional<Operand> alibi;
   if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
-  const VarlenArgs varlen(cu_q, cu_k, max_q, max_k, stream);
-  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, varlen, stream);
+  const VarlenArgs varlen(cu_q, cu_k, c.max_q, c.max_k, stream);
+  const Launch L = prepare(q, k, v, c.step, c.variant, c.kw, alibi, varlen, stream);
   const fs::Shape& s = L.shape;
   out.expect(L.dims(s.N, s.H));
   if (out.t.t().dtype.code != q.t.t().dtype.code || out.t.t().dtype.bits != q.t.t().dtype.bits)
@@ -329,18 +338,18 @@ void forward(const py::object& q_obj, const py::object& k_obj, const py::object&
     g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
-void backward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, const py::object& out_obj,
-              const py::object& lse_obj, const py::object& dout_obj, const py::object& dq_obj, const py::object& dk_obj,
-              const py::object& dv_obj, const std::string& step, const std::string& variant, bool causal, std::optional<double> scale,
-              std::pair<int, int> window, double softcap, const py::object& alibi_obj, double dropout_p, std::uint64_t seed,
-              const py::object& cu_q, const py::object& cu_k, std::optional<int> max_q, std::optional<int> max_k,
-              std::int64_t stream) {
+void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_obj, O dk_obj, O dv_obj, O step_obj,
+              O variant_obj, O causal, O scale, O window, O softcap, O alibi_obj, O dropout_p, O seed, O cu_q, O cu_k, O max_q,
+              O max_k, O stream_obj) {
+  const Call c = call_of(step_obj, variant_obj, causal, scale, window, softcap, dropout_p, seed, max_q, max_k, stream_obj);
+  const std::int64_t stream = c.stream;
+  const std::string& variant = c.variant;
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
   const Operand dout(dout_obj, "dout", stream), dq(dq_obj, "dq", stream), dk(dk_obj, "dk", stream), dv(dv_obj, "dv", stream);
   std::optional<Operand> alibi;
   if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
-  const VarlenArgs varlen(cu_q, cu_k, max_q, max_k, stream);
-  const Launch L = prepare(q, k, v, step, variant, causal, scale, window, softcap, alibi, dropout_p, seed, varlen, stream);
+  const VarlenArgs varlen(cu_q, cu_k, c.max_q, c.max_k, stream);
+  const Launch L = prepare(q, k, v, c.step, c.variant, c.kw, alibi, varlen, stream);
   if (!L.step->backward) throw py::value_error("step " + L.step->id + " has no backward (step 05 and step 08 have)");
   if (L.step->fwd_workspace(L.shape, L.settings) > 0)
     throw py::value_error("step " + L.step->id + "/" + variant + " keeps state between its passes; the module runs it forward only");
@@ -377,7 +386,7 @@ namespace fs::python {
 
 #define FS_GPU_KEYWORDS                                                                                              \
   py::arg("step") = "08", py::arg("variant") = "fa2", py::arg("causal") = false, py::arg("softmax_scale") = py::none(), \
-      py::arg("window_size") = std::pair<int, int>{-1, -1}, py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(), \
+      py::arg("window_size") = py::make_tuple(-1, -1), py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(),    \
       py::arg("dropout_p") = 0.0, py::arg("seed") = 1, py::arg("cu_seqlens_q") = py::none(),                          \
       py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = py::none(), py::arg("max_seqlen_k") = py::none(),  \
       py::arg("stream") = 0

@@ -277,6 +277,7 @@ const char* type_of(const json& j) {
 class Reader {
  public:
   explicit Reader(const std::string& source) : source_(source) {}
+  const std::string& source() const { return source_; }
 
   [[noreturn]] void fail(const std::string& where, const std::string& what) const {
     throw TraceError(source_ + ": " + (where.empty() ? "" : where + ": ") + what);
@@ -364,36 +365,118 @@ class Reader {
   const std::string& source_;
 };
 
-// The deepest bracket nesting of `text`, outside strings, stopping early past `limit`. A
-// linear scan: nlohmann's parser callback would do the same check but re-walks the parent
-// array at every closed object, which made a 1M-event trace take minutes to read.
-int nesting_depth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+// What a pass over the text learns before any of it is parsed: the deepest bracket nesting
+// (stopping early past a limit), and a bound on the bytes parsing will allocate.
+struct JsonScan {
+  int depth = 0;
+  std::uint64_t bytes = 0;
+};
+
+// The bound counts nlohmann::json's DOM as libstdc++ and glibc's malloc build it (16-byte chunks,
+// 8 bytes of header): a value in an array takes its 16-byte slot, three while the vector grows
+// (the old buffer and the new one); an object member 96 (the map's node: the key's string and the
+// value, and the header); an object 64 and an array 32 (the map or vector itself); a string value
+// 48 (the std::string) and, past 15 characters, its text; a key, its text. Then the lexer's buffers
+// (five times the longest string), and the Trace built from the DOM while it lives: for every
+// object, three Events (a vector's growth), its track id, and every string again. The text of a
+// string counts its escapes, so it bounds the string. A JSON of empty objects needs about 130 times
+// its size; a step program's trace about 15 (plus 1 MiB). A linear scan: nlohmann's parser callback would check the depth too
+// but re-walks the parent array at every closed object, which made a 1M-event trace take minutes.
+JsonScan scan_json(std::string_view text, int depth_limit) {
+  JsonScan out;
+  auto heap = [](std::uint64_t len) -> std::uint64_t { return len > 15 ? (len + 1 + 8 + 15) / 16 * 16 : 0; };
+  std::vector<char> open;  // the containers around the cursor: '[' or '{'
+  std::uint64_t string_len = 0, longest = 0, strings = 0, objects = 0;
+  bool in_string = false, escaped = false, after_string = false;
+  char prev = '\0';  // the last significant character outside strings
   for (const char c : text) {
     if (in_string) {
       if (escaped) escaped = false;
       else if (c == '\\') escaped = true;
       else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) break;
-    } else if (c == ']' || c == '}') {
-      --depth;
+      if (in_string) ++string_len;
+      else {
+        out.bytes += 48 + heap(string_len);  // a value, until a ':' says it was a key
+        strings += string_len;
+        longest = std::max(longest, string_len);
+        after_string = true;
+        prev = '"';
+      }
+      continue;
     }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    const bool in_array = !open.empty() && open.back() == '[';
+    if (in_array && c != ',' && c != ']' && (prev == '[' || prev == ',')) out.bytes += 48;  // a slot of the array
+    if (c == '"') {
+      in_string = true;
+      string_len = 0;
+    } else if (c == '[' || c == '{') {
+      out.bytes += c == '[' ? 32 : 64;
+      objects += c == '{' ? 1 : 0;
+      open.push_back(c);
+      out.depth = std::max(out.depth, int(open.size()));
+      if (out.depth > depth_limit) return out;
+    } else if (c == ']' || c == '}') {
+      if (!open.empty()) open.pop_back();
+    } else if (c == ':' && after_string) {
+      out.bytes += 96 - 48;  // a member: its node; the string before it was its key, not a value
+    }
+    after_string = false;
+    prev = c;
   }
-  return deepest;
+  out.bytes += 5 * longest + objects * (3 * sizeof(Event) + sizeof(std::int64_t)) + 2 * strings + (std::uint64_t(1) << 20);
+  return out;
 }
 
-json parse_json(std::string_view text, const Reader& r) {
+// Empties `j` from the leaves up, allocating nothing: nlohmann's destructor moves a container's
+// elements into a vector as large as the container first, and where memory ran out while parsing,
+// that allocation failed again inside a noexcept destructor (std::terminate, exit 134). The
+// recursion is as deep as the nesting, which scan_json has bounded.
+void release(json& j) noexcept {
+  if (j.is_array()) {
+    json::array_t& a = *j.get_ptr<json::array_t*>();
+    while (!a.empty()) {
+      release(a.back());
+      a.pop_back();
+    }
+  } else if (j.is_object()) {
+    json::object_t& o = *j.get_ptr<json::object_t*>();
+    while (!o.empty()) {
+      const auto last = std::prev(o.end());
+      release(last->second);
+      o.erase(last);
+    }
+  }
+}
+
+// A parsed document that is released (above) however the reading ends.
+class Document {
+ public:
+  Document() = default;
+  Document(const Document&) = delete;
+  Document& operator=(const Document&) = delete;
+  ~Document() { release(root); }
+  json root;
+};
+
+// Parses `text` into `into.root`, which owns whatever was built when parsing stops (an error, or
+// memory running out), so that its release above is the one that runs.
+void parse_json(std::string_view text, const Reader& r, Document& into) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) r.fail("", "empty file (truncated?)");
   // Deep nesting is refused before parsing: destroying a deeply nested json recurses.
-  if (nesting_depth(text, kMaxJsonDepth) > kMaxJsonDepth)
+  const JsonScan scan = scan_json(text, kMaxJsonDepth);
+  if (scan.depth > kMaxJsonDepth)
     r.fail("", "JSON nested more than " + std::to_string(kMaxJsonDepth) + " levels deep: not a trace");
+  // Whatever the JSON's shape, what parsing allocates is refused before it starts when it is more
+  // than the memory there is (InputError: "needs X GiB", exit code 2).
   try {
-    return json::parse(text.begin(), text.end());
+    require_host_memory(scan.bytes, r.source() + ": parsing this trace");
+  } catch (const InputError& e) {
+    throw TraceUnreadable(e.what());
+  }
+  try {
+    nlohmann::detail::json_sax_dom_parser<json> dom(into.root);
+    json::sax_parse(text.begin(), text.end(), &dom);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     if (const auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
@@ -558,11 +641,13 @@ std::vector<NamedBuffer> read_buffers(const json& o, const Reader& r) {
   return out;
 }
 
-}  // namespace
-
-Trace parse_trace(std::string_view text, const std::string& source) {
+// parse_trace, but for memory running out (a bound is a bound of what was counted; the machine's
+// other processes take memory too).
+Trace trace_of_text(std::string_view text, const std::string& source) {
   const Reader r(source);
-  const json root = parse_json(text, r);
+  Document doc;
+  parse_json(text, r, doc);
+  const json& root = doc.root;
   if (!root.is_object()) r.fail("", std::string("expected a JSON object at the top, got ") + type_of(root));
 
   Trace t;
@@ -683,6 +768,16 @@ Trace parse_trace(std::string_view text, const std::string& source) {
   return t;
 }
 
+}  // namespace
+
+Trace parse_trace(std::string_view text, const std::string& source) {
+  try {
+    return trace_of_text(text, source);
+  } catch (const std::bad_alloc&) {  // the document is released by now (Document)
+    throw TraceUnreadable(source + ": not enough memory to read this trace (it ran out while parsing)");
+  }
+}
+
 Trace read_trace(const std::string& path) {
   std::uint64_t size = 0;
   try {
@@ -690,7 +785,7 @@ Trace read_trace(const std::string& path) {
     if (size > std::uint64_t(kMaxTraceFileBytes))
       throw InputError(path + ": " + std::to_string(size) + " bytes is larger than any trace this reader accepts (" +
                        std::to_string(kMaxTraceFileBytes) + ")");
-    require_host_memory(size * kReadBytesPerFileByte, path + ": reading this trace");
+    require_host_memory(size, path + ": reading this trace");  // the text; parse_trace bounds the rest
   } catch (const InputError& e) {
     throw TraceUnreadable(e.what());
   }
@@ -702,8 +797,7 @@ Trace read_trace(const std::string& path) {
     if (static_cast<std::uint64_t>(in.gcount()) != size) throw TraceUnreadable(path + ": read failed");
     return parse_trace(text, path);
   } catch (const std::bad_alloc&) {
-    throw TraceUnreadable(path + ": not enough memory to read this trace (reading takes about " +
-                          std::to_string(kReadBytesPerFileByte) + "× the file's size)");
+    throw TraceUnreadable(path + ": not enough memory to read this trace (" + std::to_string(size) + " bytes)");
   }
 }
 

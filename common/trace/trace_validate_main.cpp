@@ -23,8 +23,11 @@ int main(int argc, char** argv) {
   app.add_flag("-a,--all", all, "print every error and warning, not only the first error");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line and exit code 2, as every program's
+    std::cerr << "trace_validate: error: " << e.what() << "\n";
+    return 2;
   }
 
   bool every_ok = true, every_readable = true;

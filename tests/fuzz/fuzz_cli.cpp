@@ -3,7 +3,6 @@
 // mask). Options or one InputError, never a crash; the options it returns are in range.
 #include <cstdlib>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,25 +33,14 @@ std::vector<fs::StepInfo> steps() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  static std::ostringstream sink;  // --help prints the help: not worth the time
-  std::cout.rdbuf(sink.rdbuf());
+  fs::fuzz::quiet_stdout();  // --help prints the help: not worth the time
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::vector<fs::StepInfo> table = steps();
   const fs::StepInfo& step = table[fs::fuzz::take_byte(data, size) % table.size()];
-  std::vector<std::string> args{"step"};
-  std::string piece;
-  for (std::size_t i = 0; i < size && args.size() < 40; ++i) {
-    if (data[i] == 0) {
-      args.push_back(piece);
-      piece.clear();
-    } else {
-      piece += char(data[i]);
-    }
-  }
-  if (!piece.empty()) args.push_back(piece);
+  const std::vector<std::string> args = fs::fuzz::arguments("step", data, size);
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {

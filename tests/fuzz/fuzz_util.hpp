@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fs::fuzz {
 
@@ -26,6 +29,29 @@ inline const std::string& as_file(const std::uint8_t* data, std::size_t size, co
   if (size && std::fwrite(data, 1, size, f) != size) std::abort();
   if (std::fclose(f) != 0) std::abort();
   return path;
+}
+
+// Sends std::cout nowhere: --help prints the help, not worth the fuzzer's time (std::cout.clear()
+// after each input: the stream stays good).
+inline void quiet_stdout() {
+  static std::ostringstream sink;
+  std::cout.rdbuf(sink.rdbuf());
+}
+
+// argv from the input: its NUL-separated pieces after `program` (at most 40 of them).
+inline std::vector<std::string> arguments(const char* program, const std::uint8_t* data, std::size_t size) {
+  std::vector<std::string> args{program};
+  std::string piece;
+  for (std::size_t i = 0; i < size && args.size() < 40; ++i) {
+    if (data[i] == 0) {
+      args.push_back(piece);
+      piece.clear();
+    } else {
+      piece += char(data[i]);
+    }
+  }
+  if (!piece.empty()) args.push_back(piece);
+  return args;
 }
 
 // Takes the first byte of the input (0 when there is none).

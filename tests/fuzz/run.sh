@@ -17,7 +17,7 @@ cxx=${FS_FUZZ_CXX:-clang++-14}
 cmake -S . -B "$build" -G Ninja -DFS_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" >/dev/null ||
   exit 1
 cmake --build "$build" -j "${FS_FUZZ_JOBS:-2}" || exit 1
-targets=${FS_FUZZ_TARGETS:-fuzz_npy fuzz_block_mask fuzz_cli fuzz_trace fuzz_decode fuzz_viz_model}
+targets=${FS_FUZZ_TARGETS:-fuzz_npy fuzz_block_mask fuzz_cli fuzz_trace fuzz_decode fuzz_viz_model fuzz_viz_derive fuzz_plan fuzz_python_args}
 mkdir -p "$build/findings"
 status=0
 for t in $targets; do

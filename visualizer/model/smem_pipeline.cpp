@@ -109,7 +109,14 @@ StageView tile_stage(int t, int landed, int computing, bool at_its_load, int key
   return s;
 }
 
-int ceil_div(int a, int b) { return b > 0 ? (a + b - 1) / b : 0; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+// What any kernel of the steps can have, on any GPU: 1024 threads a CTA, and 227 KiB of shared
+// memory (Hopper's; 256 KiB here). A trace may say more (the reader takes blocks of 1024 threads a
+// dimension and sizes up to 2^50 bytes); its layout is then no kernel's, and the searches below,
+// which walk tile sizes up to the shared memory's, stay short.
+constexpr std::int64_t kMaxCtaThreads = 1024;
+constexpr std::int64_t kMaxCtaSmemBytes = std::int64_t(256) << 10;
 
 // Whether the trace's tensors include t (those its events touch).
 bool lists(const tr::Meta& m, tr::Tensor t) {
@@ -133,13 +140,13 @@ SmemPipeline derive_dkdv(const tr::Trace& trace, const tr::Kernel& k, SmemPipeli
                 ", not the trace's Bc = " + std::to_string(L.Bc);
     return L;
   }
-  const int key_tiles = ceil_div(m.N, L.Bc);
+  const std::int64_t key_tiles = ceil_div(m.N, L.Bc);
   if (key_tiles <= 0 || k.grid[0] % key_tiles != 0 || L.d % (16 * (k.grid[0] / key_tiles)) != 0) {
     L.why_not = "the grid's " + std::to_string(k.grid[0]) + " CTAs a head do not split d = " + std::to_string(L.d) +
                 " evenly over the " + std::to_string(key_tiles) + " key tiles";
     return L;
   }
-  L.split = k.grid[0] / key_tiles;
+  L.split = int(k.grid[0] / key_tiles);
   if (smem_pds && L.split != 1) {
     L.why_not = "the grid's " + std::to_string(k.grid[0]) + " CTAs a head are not one for each of the " +
                 std::to_string(key_tiles) + " key tiles";
@@ -236,12 +243,13 @@ SmemPipeline derive_backward(const tr::Trace& trace, int kernel) {
   };
   std::vector<Fit> fits;
   const std::int64_t elems = L.smem_bytes / L.elem_bytes;
-  for (int mt = 1; L.smem_bytes % L.elem_bytes == 0; ++mt) {
-    const int br = 16 * mt * L.warps;
-    const std::int64_t rest = elems - 2 * std::int64_t(br) * L.d;  // the stages' share
+  // Br grows until Q's and dO's tiles alone fill the shared memory, which derive_smem_pipeline
+  // bounds: at most kMaxCtaSmemBytes / (64·d) steps (it ran to 2^40 on 2^50 bytes, br past int).
+  for (std::int64_t br = 16 * L.warps; L.smem_bytes % L.elem_bytes == 0; br += 16 * L.warps) {
+    const std::int64_t rest = elems - 2 * br * L.d;  // the stages' share
     if (rest <= 0) break;
     if (ceil_div(m.N, br) != k.grid[0]) continue;
-    if (rest % (4 * L.d) == 0 && (rest / (4 * L.d)) % 16 == 0) fits.push_back({br, int(rest / (4 * L.d))});
+    if (rest % (4 * L.d) == 0 && (rest / (4 * L.d)) % 16 == 0) fits.push_back({int(br), int(rest / (4 * L.d))});
   }
   if (fits.empty()) {
     L.why_not = "shared memory " + format_bytes(double(L.smem_bytes)) + " and the grid's " + std::to_string(k.grid[0]) +
@@ -764,17 +772,27 @@ SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
     L.why_not = "no kernel in the trace";
     return L;
   }
+  const tr::Kernel& k = trace.kernels[std::size_t(kernel)];
+  const std::int64_t threads = std::int64_t(k.block[0]) * k.block[1] * k.block[2];
+  if (threads > kMaxCtaThreads) {
+    L.why_not = "the block's " + std::to_string(threads) + " threads are more than a CTA has (" +
+                std::to_string(kMaxCtaThreads) + ")";
+    return L;
+  }
+  if (std::max(k.smem_bytes, m.smem_per_cta_bytes) > kMaxCtaSmemBytes) {
+    L.why_not = "shared memory " + format_bytes(double(std::max(k.smem_bytes, m.smem_per_cta_bytes))) +
+                " is more than any GPU gives a CTA";
+    return L;
+  }
   if (m.step == "09_hopper") return derive_hopper(trace, kernel);
   if (m.pass == "bwd") return derive_backward(trace, kernel);
   if (m.pass != "fwd") return L;
-  const auto& k = trace.kernels[std::size_t(kernel)];
   L.Br = m.Br;
   L.Bc = m.Bc;
   L.d = m.d;
   L.elem_bytes = 2;
   L.variant = m.variant;
   L.smem_bytes = k.smem_bytes > 0 ? k.smem_bytes : m.smem_per_cta_bytes;
-  const std::int64_t threads = std::int64_t(k.block[0]) * k.block[1] * k.block[2];
   if (L.Br <= 0 || L.Bc <= 0 || L.d <= 0) {
     L.why_not = "the trace has no tile sizes";
     return L;

@@ -808,6 +808,33 @@ TEST_CASE("step 08's shared memory: stages, P's place and the warps' rows, from 
   }
 }
 
+TEST_CASE("issue 52: a layout search over sizes no GPU gives a CTA ends at once", "[viz][pipeline]") {
+  // The reader takes shared memory up to its byte limit and blocks of 1024 threads a dimension;
+  // the dQ kernel's search for Br = 16·MT·warps ran MT up to 2^40 (and br past int) on 2^50 bytes
+  // and one warp, every frame of the memory panel.
+  auto t = tr::read_trace(shipped_trace("08_tensor_cores_deterministic.bwd.json"));
+  int dq = -1;
+  for (std::size_t i = 0; i < t.kernels.size(); ++i)
+    if (t.kernels[i].name == "tc_dq_kernel") dq = int(i);
+  REQUIRE(dq >= 0);
+  REQUIRE(derive_smem_pipeline(t, dq).valid);
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [threads, smem] : {std::pair<int, std::int64_t>{32, std::int64_t(1) << 50}, {32, std::int64_t(1) << 31},
+                                      {1024, std::int64_t(1) << 50}, {32, 232448}}) {
+    for (auto& k : t.kernels) {
+      k.block[0] = threads;
+      k.block[1] = threads == 1024 ? 1024 : 1;
+      k.smem_bytes = smem;
+    }
+    for (int kernel = 0; kernel < int(t.kernels.size()); ++kernel) {
+      INFO(threads << " threads, " << smem << " bytes, kernel " << t.kernels[std::size_t(kernel)].name);
+      const SmemPipeline L = derive_smem_pipeline(t, kernel);
+      if (kernel == dq) REQUIRE_FALSE(L.valid);
+    }
+  }
+  REQUIRE(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+}
+
 TEST_CASE("step 08's stages in flight: the tile computed, the tile loading, from the CTA's events", "[viz][pipeline]") {
   SECTION("two stages (r3_pipeline on the H200): tile t+1 lands while tile t is computed") {
     const Replay r(tr::read_trace(shipped_trace("08_tensor_cores_r3_pipeline.fwd.json")));

@@ -56,9 +56,9 @@ def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False,
     k and v (total_k, heads_k, head_dim), lse (heads, total_q). stream: the CUDA stream to launch on (a
     pointer; 0, the default stream)."""
     _forward(q, k, v, out, lse, step=step, variant=variant, causal=causal, softmax_scale=softmax_scale,
-             window_size=tuple(window_size), softcap=float(softcap), alibi_slopes=alibi_slopes,
-             dropout_p=float(dropout_p), seed=int(seed), cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
-             max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, stream=int(stream))
+             window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed,
+             cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+             max_seqlen_k=max_seqlen_k, stream=stream)
 
 
 def _make_function():
@@ -113,12 +113,16 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
     cu_seqlens_k: packed sequences, as attention_varlen takes them."""
-    import torch
+    try:
+        import torch
+    except ImportError:  # then q is no PyTorch tensor either: the TypeError below says so
+        torch = None
 
     global _function
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name}: attention takes PyTorch tensors (attention_into takes any DLPack CUDA tensor)")
+        if torch is None or not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: attention takes PyTorch tensors{'' if torch else ' (PyTorch is not installed here)'}"
+                            " (attention_into takes any DLPack CUDA tensor)")
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
     key = _step_of(step)

@@ -212,7 +212,14 @@ int main(int argc, char** argv) {
   att->add_option("--hashes", hashes, "rounds")->capture_default_str();
   att->add_option("--cluster", cluster, "queries (= keys) per cluster")->capture_default_str();
   att->add_option("--seed", seed, "draws the projections")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // one line and exit code 2, as every program's
+    std::fprintf(stderr, "smyrf_quality: error: %s\n", e.what());
+    return 2;
+  }
   try {
     if (*tab) return table(dir, positive_ints(hashes_arg, "--hashes"), positive_ints(clusters_arg, "--clusters"), seed, csv);
     const Head3 t = load(q, k, v);
