@@ -96,10 +96,10 @@ TEST_CASE("step 08 on the CPU in fp32 (3xtf32): forward and backward pass the fp
 
 // The tensor cores round each mma's result toward zero (the emulation does too). Three products per
 // 8 keys accumulated in place into O drift it by ~3N/8 truncations of the running sum: on the H200
-// that failed the fp32 rule at N = 1025 (docs/benchmarks/h200_tc_fp32_errors.txt). Here, with the
+// that failed the fp32 rule at N = 1025 (docs/benchmarks/experiments/h200_tc_fp32_errors.txt). Here, with the
 // in-place sums, O's error was 3.62e-6 against a tolerance of 1.88e-6 (each key tile's P̃V summed
 // from zero instead left 2.2e-7 on the H200 at d = 64, N = 1025, B = 1, H = 2:
-// docs/benchmarks/h200_tc_fp32_tilesum_check.txt). Long enough rows, then, that a return to
+// docs/benchmarks/experiments/h200_tc_fp32_tilesum_check.txt). Long enough rows, then, that a return to
 // in-place sums fails on the CPU too.
 TEST_CASE("step 08 on the CPU in fp32: 1025 keys, where sums in place drift past the fp32 rule", "[emulated][tc][fp32]") {
   const fs::Shape s{1, 1, 1025, 64};

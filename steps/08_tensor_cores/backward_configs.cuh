@@ -15,13 +15,13 @@
 // A tc_dkdv_kernel lane holds 2 × 16 × (d / kSplit) / 32 floats of dK and dV, and
 // 2 × 16 × kQueries / 32 of Sᵀ and dPᵀ while a stage is computed: at d = 128 that is 128 + 64
 // registers, about all that leaves room for addresses and fragments. d = 256 splits its columns
-// over two CTAs. The candidates measured once (docs/benchmarks/h200_tc_bwd_tiles.csv: bf16, N =
+// over two CTAs. The candidates measured once (docs/benchmarks/experiments/h200_tc_bwd_tiles.csv: bf16, N =
 // 4096 and 16384, causal and not; tuneA-C there are 4 × 64, 8 × 128, 8 × 32 warps × queries at
 // d = 64 and 4 × 64, 8 × 32, 4 × 32 at d = 128): at d = 64, 4 × 64 is 6-7% faster than 8 × 64,
 // within 1% of 8 × 128 (which spills) and 25-30% faster than 8 × 32; at d = 128, 8 × 64 is 6-19%
 // faster than each of the others. kDqRowTiles = 2 (each warp adds 32 rows of dQ's share, a
 // quarter less of K and dSᵀ read per product than 16 rows) took the backward to 0.91× its time at
-// d = 64 and 0.97× at d = 128 (docs/benchmarks/h200_tc_dq_tiles.csv, tuneA there).
+// d = 64 and 0.97× at d = 128 (docs/benchmarks/experiments/h200_tc_dq_tiles.csv, tuneA there).
 #pragma once
 
 #include <type_traits>

@@ -48,7 +48,7 @@ __device__ __forceinline__ float tc_prob(float s, float scale, float lse) {
 // Whether a dK/dV kernel at head dimension D compiles the one-FMA probabilities for a power-of-2 τ
 // (tc_p_ds_pair): where the default τ = 1/√d is one (d a power of 4). At d = 128, where it is not,
 // the second copy of the loop alone made the kernel 1.7% slower
-// (docs/benchmarks/h200_tc_bwd_candidates.csv, tuneB).
+// (docs/benchmarks/experiments/h200_tc_bwd_candidates.csv, tuneB).
 constexpr bool tc_exact_scale_path(int D) { return (D & (D - 1)) == 0 && (D & 0x55555555) != 0; }
 
 // f(std::bool_constant<a>{}) and f(std::bool_constant<a>{}, std::bool_constant<b>{}): a body
@@ -56,7 +56,7 @@ constexpr bool tc_exact_scale_path(int D) { return (D & (D - 1)) == 0 && (D & 0x
 // whether the stage needs a mask, so that the scores of the tiles no causal or tail mask reaches
 // carry no test at all: tested at each pair instead, `edge` had put 32 branches into every stage of
 // tc_dkdv_smem_kernel at d = 64, and without them the backward took 0.94-0.98× the time
-// (docs/benchmarks/h200_tc_edge.csv, tuneA there).
+// (docs/benchmarks/experiments/h200_tc_edge.csv, tuneA there).
 template <typename F>
 __device__ __forceinline__ void with_flag(bool a, F&& f) {
   if (a)

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
   [[maybe_unused]] std::uint32_t qf[Kt::kQInRegs ? MT : 1][Kt::kQInRegs ? KD : 1][4];  // Q's A fragments
   // Where this lane reads stage 0 of K and V, and the warp's rows of Q (mma.cuh, LaneAddress). Q's
   // reads, once per tile at d = 128, compute their offset at each load: that is the form measured
-  // (docs/benchmarks/h200_tc_lane_address.csv); every other read has its address made here.
+  // (docs/benchmarks/experiments/h200_tc_lane_address.csv); every other read has its address made here.
   constexpr bool kHoistQ = false;
   const auto q_at = a_address<QTile, kHoistQ>(sQ + wrow0 * D);
   const auto k_at0 = b_k_address<KVTile>(sK), v_at0 = a_address<KVTile>(sV);

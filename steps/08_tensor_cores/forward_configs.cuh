@@ -44,7 +44,8 @@ struct R4PInRegs : R3Pipeline {
 
 // fa2: every technique of r4_p_in_regs, tiles per d. Registers per thread bound the tiles: a lane
 // holds MT·(BN/8)·4 floats of S, MT·(d/8)·4 of O, and (Q in registers) MT·(d/16)·4 words of Q. The
-// candidates measured at d = 64 and 128 (docs/benchmarks/h200_tc_tiles.csv) are in the lesson.
+// candidates measured at d = 64 and 128 (docs/benchmarks/experiments/h200_tc_tiles.csv) are in the lab
+// notebook, docs/lab/08_tensor_cores.md.
 template <int D>
 struct Fa2 : R4PInRegs {
   static constexpr int kBlockM = D == 256 ? 64 : 128;  // d = 256: 16 rows a warp, O takes 64 registers a row tile

@@ -222,11 +222,11 @@ __device__ __forceinline__ void pack_a(std::uint32_t (&a)[4], const float (&lo)[
 //
 // One TF32 product keeps 11 bits of each operand: a relative error near 2^-11 where fp32 has
 // 2^-24. 3×TF32 splits each operand x into a TF32 head and the TF32 of what is left,
-//   x ≈ hi + lo,  hi = tf32(x),  lo = tf32(x − hi)   (x − hi is exact in fp32, |x − hi| ≤ 2^-12 |x|)
+//   x ≈ hi + lo,  hi = tf32(x),  lo = tf32(x − hi)   (x − hi is exact in fp32, |x − hi| ≤ 2^-11 |x|)
 // and takes three products, a·b ≈ hi_a·hi_b + hi_a·lo_b + lo_a·hi_b, each exact in fp32: the term
-// left out, lo_a·lo_b, and what lo loses to its own rounding are each below 2^-24 of a·b, fp32's own
-// rounding. (Left unrounded, lo would lose its low 13 bits to the tensor cores, which read a TF32
-// operand's top 19: 2^-23, twice that.) The two small products go first into the accumulator, so
+// left out, lo_a·lo_b, and what lo loses to its own rounding are each at most 2^-22 of a·b, a few
+// units of fp32's own rounding (2^-24). (Left unrounded, lo would be truncated by the tensor cores,
+// which read a TF32 operand's top 19 bits: up to 2^-21, twice that.) The two small products go first into the accumulator, so
 // that the large one does not swamp them before they add up.
 struct Tf32 {
   // x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero), low 13 bits clear.
@@ -243,7 +243,7 @@ struct Tf32 {
   // The head and the rest of x, both TF32. Where x is ±∞ the rest x − hi is NaN, 0x7fffffff on the
   // GPU, which round() turns into −0 (the add carries into the sign bit): the head alone carries
   // the infinity. Left unrounded, that NaN reached the products, and rows of −∞ scores came out NaN
-  // on the H200 (docs/benchmarks/h200_tc_fp32_rawrest_failures.txt).
+  // on the H200 (docs/benchmarks/experiments/h200_tc_fp32_rawrest_failures.txt).
   static __host__ __device__ __forceinline__ void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
     hi = round(x);
     lo = round(x - as_float(hi));

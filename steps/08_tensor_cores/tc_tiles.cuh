@@ -26,7 +26,7 @@ enum class RowChecks { kPerTile, kPerChunk };
 // branch of its own. Written as one index i per chunk with a check in every copy, the same loop
 // made ptxas keep a pointer per chunk across the key loop and spill them (the lesson, "Against
 // PyTorch on the same GPU", has the profiles). kPerChunk (the backward's tiles): that form, which
-// measured faster there (docs/benchmarks/h200_tc_bwd_candidates.csv).
+// measured faster there (docs/benchmarks/experiments/h200_tc_bwd_candidates.csv).
 template <typename Tile, int kThreads, RowChecks kChecks = RowChecks::kPerTile, typename E>
 __device__ __forceinline__ void load_tile(E* s, const E* g, std::int64_t ld, int row0, int n_rows) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;

@@ -1,8 +1,8 @@
 // The backward's dQ: each consumer warpgroup's 64 × 64 block of dQ_i's share (backward_consumer.cuh)
 // goes into shared memory, and one thread adds it to dQacc (float32, step 08's workspace) with a
 // TMA reduce-add (cp.reduce.async.bulk.tensor .add): the copy engine does the read-modify-write in
-// L2, where step 08's warps issued one atomic per element. tc_dq_convert_kernel (step 08's) then
-// writes dQ = τ dQacc in the run's element type.
+// L2, where step 08's warps issued an atomic per pair of elements (float2 atomicAdd on sm_90).
+// tc_dq_convert_kernel (step 08's) then writes dQ = τ dQacc in the run's element type.
 //
 // kDeterministic: the reduce-adds into each block of dQacc happen in the order of the key tiles (a
 // counter per block of dQacc and consumer warpgroup that the CTA of key tile j waits to read j

@@ -16,8 +16,8 @@
 // roles (flash_hopper_fp8.cuh).
 //
 // The tiles a CTA reads and the HBM bytes are step 08's (io_flash2_forward with these tiles);
-// what changes is who moves them (TMA, not 384 threads' cp.async) and how the products are
-// issued (a warpgroup's 64 × N × 16 at a time, asynchronously, not a warp's 16 × 8 × 16).
+// what changes is who moves them (TMA, not the cp.async of step 08's 128 threads) and how the
+// products are issued (a warpgroup's 64 × N × 16 at a time, asynchronously, not a warp's 16 × 8 × 16).
 #pragma once
 
 #include <cuda.h>

@@ -53,9 +53,9 @@ struct VTransposed {
 // (fp8_offset), and then ℓ ≥ 2^off no longer bounds the error of P̃'s subnormals as the FP8 rule
 // assumes (common/verify.hpp: ℓ ≥ 2⁸). Every exponential is the MUFU unit's: moving 1 in 8 to a
 // polynomial on the FMA units (FlashAttention-4's trick; the experiment patches in
-// docs/benchmarks have it) was 11 % slower on the H200 (docs/benchmarks/h200_hopper_fp8_sweep2.txt).
+// docs/benchmarks have it) was 11 % slower on the H200 (docs/benchmarks/experiments/h200_hopper_fp8_sweep2.txt).
 // No ping-pong: the two consumer warpgroups issue their products without taking turns, which was
-// as fast or faster at 224 keys on the H200 (docs/benchmarks/h200_hopper_fp8_224.txt).
+// as fast or faster at 224 keys on the H200 (docs/benchmarks/experiments/h200_hopper_fp8_224.txt).
 template <typename EO_>
 struct Fp8Config : Fa3Config<__nv_fp8_e4m3, kFp8HeadDim> {
   using EO = EO_;
