@@ -26,7 +26,7 @@ struct TourCase {
   const StepInfo* step = nullptr;
   int variant = 0;
   std::string name;              // "04_online_softmax/fa2", "07_smyrf 8x32"
-  DType dtype = DType::kF32;     // the element type it runs in (without --dtype: its own default)
+  DType dtype = DType::fp32;    // the element type it runs in (without --dtype: its own default)
   std::optional<RunPlan> plan;   // empty: refused
   std::string refused;           // the plan's refusal
 };

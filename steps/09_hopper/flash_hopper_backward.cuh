@@ -21,6 +21,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/problem.hpp"
 #include "common/recorder/device.cuh"
@@ -153,7 +154,8 @@ void launch_hopper_backward(const BwdParams& p) {
                      make_dq_acc_map(dq_acc, s)};
   if (p.trace) p.trace->set_tiles(Cfg::kBlockM, Cfg::kBlockN);
   const unsigned pre_grid = static_cast<unsigned>((s.rows() + tc::kTcPreprocessRows - 1) / tc::kTcPreprocessRows);
-  trace::launch(p.trace, "tc_bwd_preprocess_kernel", [](auto tr) { return tc::tc_bwd_preprocess_kernel<E, true, tr>; },
+  constexpr bool kZeroDQ = true;  // the preprocess zeroes dQacc, which the reduce-adds accumulate into
+  trace::launch(p.trace, "tc_bwd_preprocess_kernel", [](auto tr) { return tc::tc_bwd_preprocess_kernel<E, kZeroDQ, tr>; },
                 dim3(pre_grid), tc::kTcPreprocessWarps * 32, 0, p.stream, p, delta, dq_acc);
   if constexpr (Cfg::kDeterministic)
     FS_CUDA_CHECK(cudaMemsetAsync(order, 0, hopper_order_bytes(s, Cfg::kBlockM), p.stream));
@@ -161,12 +163,13 @@ void launch_hopper_backward(const BwdParams& p) {
   const float* cdelta = delta;
   if (p.trace) p.trace->set_lanes({"producer", "consumer 0", "consumer 1"});  // this launch's (the kernel's)
   static_assert(T::kConsumers == 2, "the lanes' names: the producer and two consumers");
-  if (p.causal)
-    trace::launch(p.trace, "hopper_backward_kernel", [](auto tr) { return hopper_backward_kernel<Cfg, true, tr>; },
-                  grid, T::kThreads, T::kSmemBytes, p.stream, maps, p, cdelta, order);
-  else
-    trace::launch(p.trace, "hopper_backward_kernel", [](auto tr) { return hopper_backward_kernel<Cfg, false, tr>; },
-                  grid, T::kThreads, T::kSmemBytes, p.stream, maps, p, cdelta, order);
+  auto launch_causal = [&](auto causal) {
+    trace::launch(p.trace, "hopper_backward_kernel",
+                  [](auto tr) { return hopper_backward_kernel<Cfg, decltype(causal)::value, tr>; }, grid, T::kThreads,
+                  T::kSmemBytes, p.stream, maps, p, cdelta, order);
+  };
+  if (p.causal) launch_causal(std::true_type{});
+  else launch_causal(std::false_type{});
   const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
   trace::launch(p.trace, "tc_dq_convert_kernel", [](auto tr) { return tc::tc_dq_convert_kernel<E, tr>; },
                 dim3(cvt_grid), 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
