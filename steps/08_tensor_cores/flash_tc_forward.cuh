@@ -156,16 +156,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
           load_a(a[mt], q_at, 16 * mt, kk);
         }
       }
-#pragma unroll
-      for (int nt = 0; nt < NT; nt += 2) {
-        std::uint32_t b[4];
-        load_b_k(b, k_at, 8 * nt, kk);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(s[mt][nt], a[mt], b[0], b[1]);
-          Element<E>::mma(s[mt][nt + 1], a[mt], b[2], b[3]);
-        }
-      }
+      mma_row_tiles<E>(s, a, [&](std::uint32_t(&b)[4], int nt) { load_b_k(b, k_at, 8 * nt, kk); });
     }
     // Softcap, ALiBi, the window (here nothing); then keys past Nk, and (causal) keys after the
     // query's diagonal key row + δ, get -inf: only in the tiles that need it.
@@ -213,16 +204,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
           load_a(a[mt], p_at, 16 * mt, kk);
         }
       }
-#pragma unroll
-      for (int dt = 0; dt < DT; dt += 2) {
-        std::uint32_t b[4];
-        load_b_v(b, v_at, kk, 8 * dt);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(o[mt][dt], a[mt], b[0], b[1]);
-          Element<E>::mma(o[mt][dt + 1], a[mt], b[2], b[3]);
-        }
-      }
+      mma_row_tiles<E>(o, a, [&](std::uint32_t(&b)[4], int dt) { load_b_v(b, v_at, kk, 8 * dt); });
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);
     // One stage: every warp is done with it before it is refilled. (Two: the barrier at the

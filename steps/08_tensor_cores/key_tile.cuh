@@ -220,16 +220,7 @@ __device__ __forceinline__ void tc_add_dq_share(const E* sdS, const E* sK, float
     std::uint32_t a[MQ][4];
 #pragma unroll
     for (int mq = 0; mq < MQ; ++mq) ldmatrix_x4_trans(a[mq], ds_at.at(16 * kk, 2 * mq));
-#pragma unroll
-    for (int ct = 0; ct < DQT; ct += 2) {
-      std::uint32_t b[4];
-      load_b_v(b, k_at, kk, 8 * ct);
-#pragma unroll
-      for (int mq = 0; mq < MQ; ++mq) {
-        Element<E>::mma(dq[mq][ct], a[mq], b[0], b[1]);
-        Element<E>::mma(dq[mq][ct + 1], a[mq], b[2], b[3]);
-      }
-    }
+    mma_row_tiles<E>(dq, a, [&](std::uint32_t(&b)[4], int ct) { load_b_v(b, k_at, kk, 8 * ct); });
   }
   tc_atomic_add_dq<D>(dq, dq_acc, head, i0, qr, N, cq);
 }

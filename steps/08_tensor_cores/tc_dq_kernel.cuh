@@ -171,16 +171,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
       std::uint32_t a[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) pack_a<E>(a[mt], sc[mt][2 * kk], sc[mt][2 * kk + 1]);
-#pragma unroll
-      for (int dt = 0; dt < DT; dt += 2) {
-        std::uint32_t b[4];
-        load_b_v(b, k_bv, kk, 8 * dt);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(dq[mt][dt], a[mt], b[0], b[1]);
-          Element<E>::mma(dq[mt][dt + 1], a[mt], b[2], b[3]);
-        }
-      }
+      mma_row_tiles<E>(dq, a, [&](std::uint32_t(&b)[4], int dt) { load_b_v(b, k_bv, kk, 8 * dt); });
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateDQ, Tensor::dQ, bh, row0, n_rows, 0, D, 0);
   }

@@ -98,6 +98,23 @@ __device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const LaneAddres
   ldmatrix_x4_trans(b, at.at(16 * kk, c / 8));
 }
 
+// acc[m][c], acc[m][c + 1] += a[m] · the 16 × 16 block of B at columns 8c, for every row tile m and
+// every even chunk c < NC: B's fragments for two 8-column chunks from one ldmatrix.x4 (load_b(b, c):
+// load_b_k or load_b_v), each used by the MT row tiles. The products S = QKᵀ, O += P̃V, dQ += dS K.
+template <typename E, int MT, int NC, typename LoadB>
+__device__ __forceinline__ void mma_row_tiles(float (&acc)[MT][NC][4], const std::uint32_t (&a)[MT][4], LoadB&& load_b) {
+#pragma unroll
+  for (int c = 0; c < NC; c += 2) {
+    std::uint32_t b[4];
+    load_b(b, c);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      Element<E>::mma(acc[m][c], a[m], b[0], b[1]);
+      Element<E>::mma(acc[m][c + 1], a[m], b[2], b[3]);
+    }
+  }
+}
+
 // The top of tile t of a walk streamed through two stages: every kernel of step 08 (the 16-bit
 // forward's one-stage rungs aside) keeps tile t in stage t mod 2 while tile t + 1 arrives in the
 // other. load(stage, start) issues a tile's copies, and commits them.
