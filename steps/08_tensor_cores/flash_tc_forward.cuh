@@ -147,15 +147,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
       std::uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        if constexpr (Kt::kQInRegs) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) a[mt][i] = qf[mt][kk][i];
-        } else {
-          load_a(a[mt], q_at, 16 * mt, kk);
-        }
-      }
+      a_fragments<Kt::kQInRegs>(a, qf, q_at, kk);
       mma_row_tiles<E>(s, a, [&](std::uint32_t(&b)[4], int nt) { load_b_k(b, k_at, 8 * nt, kk); });
     }
     // Softcap, ALiBi, the window (here nothing); then keys past Nk, and (causal) keys after the
@@ -195,15 +187,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
 #pragma unroll
     for (int kk = 0; kk < KN; ++kk) {
       std::uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        if constexpr (Kt::kPInRegs) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) a[mt][i] = pf[mt][kk][i];
-        } else {
-          load_a(a[mt], p_at, 16 * mt, kk);
-        }
-      }
+      a_fragments<Kt::kPInRegs>(a, pf, p_at, kk);
       mma_row_tiles<E>(o, a, [&](std::uint32_t(&b)[4], int dt) { load_b_v(b, v_at, kk, 8 * dt); });
     }
     FS_TRACE_EVENT(tr, Kind::AccumulateO, Tensor::O, bh, row0, rows, 0, D, 0);

@@ -98,6 +98,22 @@ __device__ __forceinline__ void load_b_v(std::uint32_t (&b)[4], const LaneAddres
   ldmatrix_x4_trans(b, at.at(16 * kk, c / 8));
 }
 
+// The A fragments of the MT row tiles at k-step kk: kept in registers (kInRegs: Q where registers
+// allow, P̃ packed from S's accumulators) or loaded from shared memory (load_a, row tile m at row 16m).
+template <bool kInRegs, int MT, int RM, int RK, typename At>
+__device__ __forceinline__ void a_fragments(std::uint32_t (&a)[MT][4], const std::uint32_t (&regs)[RM][RK][4],
+                                            const At& at, int kk) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    if constexpr (kInRegs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[mt][i] = regs[mt][kk][i];
+    } else {
+      load_a(a[mt], at, 16 * mt, kk);
+    }
+  }
+}
+
 // acc[m][c], acc[m][c + 1] += a[m] · the 16 × 16 block of B at columns 8c, for every row tile m and
 // every even chunk c < NC: B's fragments for two 8-column chunks from one ldmatrix.x4 (load_b(b, c):
 // load_b_k or load_b_v), each used by the MT row tiles. The products S = QKᵀ, O += P̃V, dQ += dS K.
