@@ -200,27 +200,11 @@ __global__ void __launch_bounds__(Kt::kThreads)
 
       // dV_j += (P ∘ Z)ᵀ dO_i and dK_j += dSᵀ Q_i: the warp's keys × its columns, over all BM queries.
 #pragma unroll
-      for (int kq = 0; kq < KQ; ++kq) {
-        std::uint32_t ap[MT][4], ads[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          load_a(ap[mt], p_at, 16 * mt, kq);
-          load_a(ads[mt], ds_at, 16 * mt, kq);
-        }
-#pragma unroll
-        for (int ct = 0; ct < CT; ct += 2) {
-          std::uint32_t bo[4], bq[4];
+      for (int kq = 0; kq < KQ; ++kq)
+        mma_row_tiles_2<E>(dv, p_at, dk, ds_at, kq, [&](std::uint32_t(&bo)[4], std::uint32_t(&bq)[4], int ct) {
           load_b_v(bo, o_bv, kq, 8 * ct);
           load_b_v(bq, q_bv, kq, 8 * ct);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            Element<E>::mma(dv[mt][ct], ap[mt], bo[0], bo[1]);
-            Element<E>::mma(dv[mt][ct + 1], ap[mt], bo[2], bo[3]);
-            Element<E>::mma(dk[mt][ct], ads[mt], bq[0], bq[1]);
-            Element<E>::mma(dk[mt][ct + 1], ads[mt], bq[2], bq[3]);
-          }
-        }
-      }
+        });
       trace_dkdv_accumulated(tr, kv_bh, key0, n_keys, 0, D);
 
       if constexpr (kAtomicDQ) {

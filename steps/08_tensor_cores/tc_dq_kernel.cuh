@@ -109,25 +109,10 @@ __global__ void __launch_bounds__(Kt::kThreads)
     float sc[MT][NT][4] = {}, dp[MT][NT][4] = {};
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
-      std::uint32_t aq[MT][4], ao[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        load_a(aq[mt], q_at, 16 * mt, kk);
-        load_a(ao[mt], o_at, 16 * mt, kk);
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; nt += 2) {
-        std::uint32_t bk[4], bv[4];
+      mma_row_tiles_2<E>(sc, q_at, dp, o_at, kk, [&](std::uint32_t(&bk)[4], std::uint32_t(&bv)[4], int nt) {
         load_b_k(bk, k_bk, 8 * nt, kk);
         load_b_k(bv, v_bk, 8 * nt, kk);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          Element<E>::mma(sc[mt][nt], aq[mt], bk[0], bk[1]);
-          Element<E>::mma(sc[mt][nt + 1], aq[mt], bk[2], bk[3]);
-          Element<E>::mma(dp[mt][nt], ao[mt], bv[0], bv[1]);
-          Element<E>::mma(dp[mt][nt + 1], ao[mt], bv[2], bv[3]);
-        }
-      }
+      });
     }
     FS_TRACE_EVENT(tr, Kind::ComputeS, Tensor::S, bh, row0, n_rows, j0, n_k, 0);
     FS_TRACE_EVENT(tr, Kind::ComputeDP, Tensor::dP, bh, row0, n_rows, j0, n_k, 0);

@@ -131,6 +131,32 @@ __device__ __forceinline__ void mma_row_tiles(float (&acc)[MT][NC][4], const std
   }
 }
 
+// Two products over the same k-step kk, interleaved: acc0 += A0 · B0 and acc1 += A1 · B1, A0's and
+// A1's fragments of the MT row tiles from shared memory (load_a), B0's and B1's for two chunks
+// loaded together (load_b(b0, b1, c)). The backward's S and dP (the dQ kernel), and dV and dK.
+template <typename E, int MT, int NC, typename A0, typename A1, typename LoadB>
+__device__ __forceinline__ void mma_row_tiles_2(float (&acc0)[MT][NC][4], const A0& a0_at, float (&acc1)[MT][NC][4],
+                                                const A1& a1_at, int kk, LoadB&& load_b) {
+  std::uint32_t a0[MT][4], a1[MT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    load_a(a0[mt], a0_at, 16 * mt, kk);
+    load_a(a1[mt], a1_at, 16 * mt, kk);
+  }
+#pragma unroll
+  for (int c = 0; c < NC; c += 2) {
+    std::uint32_t b0[4], b1[4];
+    load_b(b0, b1, c);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      Element<E>::mma(acc0[m][c], a0[m], b0[0], b0[1]);
+      Element<E>::mma(acc0[m][c + 1], a0[m], b0[2], b0[3]);
+      Element<E>::mma(acc1[m][c], a1[m], b1[0], b1[1]);
+      Element<E>::mma(acc1[m][c + 1], a1[m], b1[2], b1[3]);
+    }
+  }
+}
+
 // The top of tile t of a walk streamed through two stages: every kernel of step 08 (the 16-bit
 // forward's one-stage rungs aside) keeps tile t in stage t mod 2 while tile t + 1 arrives in the
 // other. load(stage, start) issues a tile's copies, and commits them.
