@@ -164,8 +164,9 @@ TEST_CASE("a step 07 run checks the order of its clusters and saves them, and --
 
 TEST_CASE("a traced step 07 run validates, carries its clusters, names its rows by slots, and changes no output bit",
           "[gpu][smyrf][trace]") {
-  // Odd sizes: a short last cluster, unequal query and key clusters, and clusters given back.
-  const fs::Shape s{2, 1, 100, 32};
+  // Odd sizes: a short last cluster, unequal query and key clusters, and clusters given back; d = 64,
+  // the head dimension whose traced twins are compiled (kTracedHeadDim).
+  const fs::Shape s{2, 1, 100, fs::kTracedHeadDim};
   const fs::HostProblem p = fs::random_problem(s, 11, true);
   for (const fs::SmyrfParams& c : {clustering(3, 32, 32), clustering(2, 24, 40)}) {
     for (const bool given : {false, true}) {

@@ -295,7 +295,9 @@ PYBIND11_MODULE(_flashsteps, m) {
       "alibi_slopes",
       [](O heads) {
         const std::vector<float> s = fs::python::alibi_slopes_of(fs::python::integer(heads, "heads", 1, std::int64_t(1) << 62));
-        py::array_t<float> out(static_cast<py::ssize_t>(s.size()));
+        // The shape's form: pybind11 2.10's count form takes the item size from NumPy's descriptor,
+        // whose layout NumPy 2 changed (every slope read back as the first).
+        py::array_t<float> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(s.size())});
         std::memcpy(out.mutable_data(), s.data(), s.size() * sizeof(float));
         return out;
       },

@@ -13,6 +13,9 @@ whose rows start on 16-byte boundaries (the last dimension contiguous), so nothi
 outputs given. `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes`
 (docs/verify.md) take any DLPack CPU tensor.
 """
+import importlib.util
+import sys
+
 from ._flashsteps import (  # noqa: F401  (the package's interface)
     _address,
     _backward,
@@ -113,15 +116,15 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
     cu_seqlens_k: packed sequences, as attention_varlen takes them."""
-    try:
-        import torch
-    except ImportError:  # then q is no PyTorch tensor either: the TypeError below says so
-        torch = None
+    # A PyTorch tensor means PyTorch is imported already: anything else is refused without importing
+    # it (seconds, where it is installed).
+    torch = sys.modules.get("torch")
 
     global _function
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name}: attention takes PyTorch tensors{'' if torch else ' (PyTorch is not installed here)'}"
+            installed = importlib.util.find_spec("torch") is not None
+            raise TypeError(f"{name}: attention takes PyTorch tensors{'' if installed else ' (PyTorch is not installed here)'}"
                             " (attention_into takes any DLPack CUDA tensor)")
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
