@@ -2,25 +2,7 @@
 // stands for: the mma.sync m16n8k16 instruction (and m16n8k8 for TF32, below), ldmatrix, and a
 // swizzled shared-memory layout.
 //
-// mma.sync.m16n8k16 (bf16 or fp16 in, fp32 accumulate): one warp computes D = A·B + C for
-// A (16×16), B (16×8), C and D (16×8). Every operand lives in the registers of the 32 lanes,
-// spread in a fixed pattern. With g = lane / 4 (the "group", 0..7) and t = lane % 4:
-//
-//   A, 4 registers of 2 elements:  a0 = A[g][2t, 2t+1]     a1 = A[g+8][2t, 2t+1]
-//                                  a2 = A[g][2t+8, 2t+9]   a3 = A[g+8][2t+8, 2t+9]
-//   B, 2 registers of 2 elements:  b0 = B[2t, 2t+1][g]     b1 = B[2t+8, 2t+9][g]
-//   C, D, 4 floats:                c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
-//
-// The element with the smaller column (A) or row (B) sits in the low 16 bits of a register.
-// Note that D's pattern, two consecutive columns of rows g and g+8, is A's pattern for one
-// 8-column half: the accumulator of S = QKᵀ can be fed straight back as the A operand of
-// P·V (FlashAttention-2 keeps P in registers this way).
-//
-// ldmatrix.x4: the warp loads four 8×8 matrices of 16-bit elements from shared memory; lanes
-// 0-7 give the addresses of matrix 0's eight rows (16 bytes each), lanes 8-15 matrix 1's, and
-// so on, and register i of every lane receives matrix i in the pattern above: lane l holds row
-// l/4, columns 2(l%4) and 2(l%4)+1. With .trans it receives the transposed matrix instead,
-// which is how a row-major V becomes the B operand of P·V.
+// The operands' layout in the lanes is written above Element, the instruction's wrapper.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -175,6 +157,26 @@ struct ElementPair<__half> {
   static __device__ __forceinline__ float2 floats(Pair v) { return __half22float2(v); }
 };
 
+// mma.sync.m16n8k16 (bf16 or fp16 in, fp32 accumulate): one warp computes D = A·B + C for
+// A (16×16), B (16×8), C and D (16×8). Every operand lives in the registers of the 32 lanes,
+// spread in a fixed pattern. With g = lane / 4 (the "group", 0..7) and t = lane % 4:
+//
+//   A, 4 registers of 2 elements:  a0 = A[g][2t, 2t+1]     a1 = A[g+8][2t, 2t+1]
+//                                  a2 = A[g][2t+8, 2t+9]   a3 = A[g+8][2t+8, 2t+9]
+//   B, 2 registers of 2 elements:  b0 = B[2t, 2t+1][g]     b1 = B[2t+8, 2t+9][g]
+//   C, D, 4 floats:                c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
+//
+// The element with the smaller column (A) or row (B) sits in the low 16 bits of a register.
+// Note that D's pattern, two consecutive columns of rows g and g+8, is A's pattern for one
+// 8-column half: the accumulator of S = QKᵀ can be fed straight back as the A operand of
+// P·V (FlashAttention-2 keeps P in registers this way).
+//
+// ldmatrix.x4: the warp loads four 8×8 matrices of 16-bit elements from shared memory; lanes
+// 0-7 give the addresses of matrix 0's eight rows (16 bytes each), lanes 8-15 matrix 1's, and
+// so on, and register i of every lane receives matrix i in the pattern above: lane l holds row
+// l/4, columns 2(l%4) and 2(l%4)+1. With .trans it receives the transposed matrix instead,
+// which is how a row-major V becomes the B operand of P·V.
+//
 // A 16-bit element type E (bf16 or fp16) on the tensor cores.
 template <typename E>
 struct Element {
