@@ -1,6 +1,7 @@
 // e4m3, the FP8 format of step 09's fp8 variant: a sign, 4 exponent bits (bias 7), 3 mantissa
 // bits; ±448 at most, no infinities (S.1111.111 is NaN), subnormals below 2⁻⁶ in steps of 2⁻⁹.
-// 16 values per binade: rounding to nearest errs by at most 2⁻⁴ of the value (bf16: 2⁻⁸).
+// 8 values per binade (1.000 to 1.875 times its power of two): rounding to nearest errs by at most
+// 2⁻⁴ of the value (bf16: 2⁻⁸).
 //
 // Per-block scaling: each block of rows of a head is divided by its own scale, its largest |x| /
 // 448, before it is rounded, and multiplied by it again where it is used. The blocks are the fp8

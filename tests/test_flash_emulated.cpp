@@ -26,49 +26,16 @@
 #include "steps/05_recompute_backward/backward.cuh"
 #include "steps/06_block_sparse/block_list_walk.cuh"
 #include "tests/flash_checks.hpp"
+#include "tests/flash_emulated.hpp"
 
 namespace {
 
 using fs::testing::FlashOutputs;
 
-// The forward as step 04 launches fa2 (step 05's with dropout), then the backward as step 05's
-// run_backward does, on host memory; outputs poisoned with NaN first, as DeviceRun does. With
-// score mods (softcap, ALiBi, a window), K/V of their own shape or packed sequences, the kernels'
-// FlashFeatures instantiations.
-template <int D, class Mod>
-void forward(const fs::FwdParams& fp) {
-  if (fp.dropout.on())
-    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::PhiloxDropout, Mod>(fp);
-  else
-    fs::launch_flash2<D, fs::Flash2Tile<D>, fs::DenseWalk, fs::NoDropout, Mod>(fp);
-}
-template <int D, class Mod>
-void backward(const fs::BwdParams& bp, bool atomic_dq, float* delta) {
-  if (bp.dropout.on())
-    fs::launch_backward<D, fs::DenseWalk, fs::PhiloxDropout, Mod>(bp, atomic_dq, delta);
-  else
-    fs::launch_backward<D, fs::DenseWalk, fs::NoDropout, Mod>(bp, atomic_dq, delta);
-}
-
 FlashOutputs poisoned(const fs::Shape& s) {
   const std::size_t n = s.elems(), kv = s.kv_elems();
   return {std::vector<float>(n, NAN), std::vector<float>(s.rows(), NAN), std::vector<float>(n, NAN),
           std::vector<float>(kv, NAN), std::vector<float>(kv, NAN)};
-}
-
-// The pass of fp, bp through the instantiations the steps' launchers choose.
-template <int D>
-void launch_pass(const fs::FwdParams& fp, const fs::BwdParams& bp, bool atomic_dq, float* delta) {
-  if (fp.mods.softcap > 0.f) {
-    forward<D, fs::FlashFeatures>(fp);
-    backward<D, fs::FlashFeatures>(bp, atomic_dq, delta);
-  } else if (fp.mods.on() || !fp.shape.square() || fp.packed.on()) {
-    forward<D, fs::FlashFeaturesNoCap>(fp);
-    backward<D, fs::FlashFeaturesNoCap>(bp, atomic_dq, delta);
-  } else {
-    forward<D, fs::NoFeatures>(fp);
-    backward<D, fs::NoFeatures>(bp, atomic_dq, delta);
-  }
 }
 
 template <int D>
@@ -83,7 +50,7 @@ FlashOutputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, fs::
   fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), out.dq.data(), out.dk.data(), out.dv.data());
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
   bp.packed = packed;
-  launch_pass<D>(fp, bp, atomic_dq, delta.data());
+  fs::testing::flash_emulated_pass<D>(fp, bp, atomic_dq, delta.data());
   return out;
 }
 
@@ -106,7 +73,7 @@ FlashOutputs run_laid(const fs::Shape& s, const fs::HostProblem& p, bool causal,
   fs::BwdParams bp = fs::testing::backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());  // dO, dQ like Q; dK, dV like K
   bp.variant = atomic_dq ? fs::kAtomicDQ : fs::kDeterministicDQ;
   bp.packed = packed;
-  launch_pass<D>(fp, bp, atomic_dq, delta.data());
+  fs::testing::flash_emulated_pass<D>(fp, bp, atomic_dq, delta.data());
   return {lq.gather(o, s.elems(), H, N, d), lse, lq.gather(dq, s.elems(), H, N, d), lk.gather(dk, s.kv_elems(), Hkv, Nk, d),
           lk.gather(dv, s.kv_elems(), Hkv, Nk, d)};
 }
@@ -307,11 +274,13 @@ TEST_CASE("the kernels' launchers refuse a row off the 16-byte grid", "[flash][e
   FlashOutputs g = poisoned(s);
   fs::FwdParams fp =
       fs::testing::forward_params(s, p.q.data(), p.k.data(), p.v.data(), g.o.data(), g.lse.data(), false);
-  fp.k_strides.row = 18;  // rows 72 bytes apart
-  REQUIRE_THROWS_AS((forward<16, fs::NoFeatures>(fp)), fs::CudaError);
+  std::vector<float> delta(s.rows());
+  const fs::BwdParams bp = fs::testing::backward_params(fp, p.dout.data(), g.dq.data(), g.dk.data(), g.dv.data());
+  fp.k_strides.row = 18;  // rows 72 bytes apart (the forward refuses it, before the backward)
+  REQUIRE_THROWS_AS(fs::testing::flash_emulated_pass<16>(fp, bp, false, delta.data()), fs::CudaError);
   fp.k_strides.row = 16;
   fp.q = p.q.data() + 2;  // 8 bytes past a 16-byte boundary
-  REQUIRE_THROWS_AS((forward<16, fs::NoFeatures>(fp)), fs::CudaError);
+  REQUIRE_THROWS_AS(fs::testing::flash_emulated_pass<16>(fp, bp, false, delta.data()), fs::CudaError);
 }
 
 TEST_CASE("the kernels' launchers refuse packed sequences they cannot run", "[flash][emulated][packed]") {
@@ -330,12 +299,12 @@ TEST_CASE("the kernels' launchers refuse packed sequences they cannot run", "[fl
   REQUIRE_THROWS_AS((fs::launch_backward<16, fs::DenseWalk, fs::NoDropout>(bp, true, delta.data())), fs::CudaError);
   // Packed tokens are one batch.
   fp.shape.B = bp.shape.B = 2;
-  REQUIRE_THROWS_AS((forward<16, fs::FlashFeaturesNoCap>(fp)), fs::CudaError);
-  REQUIRE_THROWS_AS((backward<16, fs::FlashFeaturesNoCap>(bp, false, delta.data())), fs::CudaError);
+  REQUIRE_THROWS_AS(fs::testing::flash_emulated_pass<16>(fp, bp, false, delta.data()), fs::CudaError);  // the forward's
+  REQUIRE_THROWS_AS((fs::launch_backward<16, fs::DenseWalk, fs::NoDropout, fs::FlashFeaturesNoCap>(bp, false, delta.data())),
+                    fs::CudaError);
   // What the FlashFeatures kernels take, they run.
   fp.shape.B = bp.shape.B = 1;
-  REQUIRE_NOTHROW(forward<16, fs::FlashFeaturesNoCap>(fp));
-  REQUIRE_NOTHROW(backward<16, fs::FlashFeaturesNoCap>(bp, false, delta.data()));
+  REQUIRE_NOTHROW(fs::testing::flash_emulated_pass<16>(fp, bp, false, delta.data()));
 }
 
 TEST_CASE("dropout's keep bits of a tile are the generator's at the tile's tokens, whatever the parity of the span's "
@@ -412,10 +381,7 @@ TEST_CASE("emulated step 06: block-sparse forward and backward match the fp64 re
     fp.sparse = sp;
     const fs::BwdParams bp =
         fs::testing::backward_params(fp, p.dout.data(), g.dq.data(), g.dk.data(), g.dv.data());
-    fs::dispatch_head_dim(d, [&](auto D) {  // as block_sparse.cu launches them
-      fs::launch_flash2<D, fs::Flash2Tile<D>, fs::BlockListWalk, fs::NoDropout>(fp);
-      fs::launch_backward<D, fs::BlockListWalk, fs::NoDropout>(bp, atomic_dq, delta.data());
-    });
+    fs::dispatch_head_dim(d, [&](auto D) { fs::testing::flash_emulated_block_sparse<D>(fp, bp, atomic_dq, delta.data()); });
     const fs::BlockMaskView view{mask.dense.data(), mask.block_r, mask.block_c, mask.Tc};
     fs::testing::require_reference(s, fs::AttnOptions{fs::default_scale(d), causal, {}, &view}, p, g);
   }

@@ -2,8 +2,8 @@
 // configurations with named fields of the one 16-bit kernel, tc_forward_kernel
 // (flash_tc_forward.cuh: FwdTraits derives the rest), and of the fp32 one; then the dispatch.
 //
-// The ladder's rungs share FlashAttention-2's tile for the H100 (128 query rows × 64 keys, 4 warps
-// of 32 rows each) and each turns one technique on: a rung's config is the one before it with what
+// The ladder's rungs share one tile (128 query rows × 64 keys, 4 warps of 32 rows each; FlashAttention-2
+// takes 128 × 128 at d = 64 and 128 × 64 at d = 128 on the H100) and each turns one technique on: a rung's config is the one before it with what
 // that rung changes (the lesson shows each). fa2 is the last rung with its tiles picked per d.
 #pragma once
 

@@ -1,6 +1,6 @@
 // Step 09's fp8 variant, before its forward kernel runs: Q, K and V quantized to e4m3.
 //
-// e4m3 (FP8: a sign, 4 exponent bits, 3 mantissa bits) holds ±448 at most, and 16 values per
+// e4m3 (FP8: a sign, 4 exponent bits, 3 mantissa bits) holds ±448 at most, and 8 values per
 // binade: a relative rounding error of up to 2⁻⁴, where bf16's is 2⁻⁸. So that a tensor's largest
 // values use that range, each block of rows of a head is divided by its own scale, its largest
 // |x| / 448, and the scale is kept beside it: the kernel multiplies S by the two scales of its Q
