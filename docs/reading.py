@@ -1226,7 +1226,6 @@ MIN_QUESTIONS = 3
 # exempt lesson that passes fails the check until its entry is removed.
 EXEMPT = {
     "08_tensor_cores": "rewritten under issue 46 after issue 45's restructure",
-    "09_hopper": "rewritten under issue 46 after issue 45's restructure",
 }
 
 # A generated block or a number's marker (<!-- kind:args -->...<!-- /kind -->), or another HTML comment.
