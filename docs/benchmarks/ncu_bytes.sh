@@ -6,7 +6,8 @@
 #                                                       are kept from docs/benchmarks/<gpu>_ncu.csv
 # Steps 01, 02, 05, 06, 07 run forward and backward (07 with its default 8 rounds of 32); 05 and 06 both dQ variants; 06 with
 # --pattern butterfly (the IO model is printed for the same mask); 08 in bf16 (io_model prints
-# each step in its first dtype). FS_COMMIT names the commit.
+# each step in its first dtype); 09's fa3 forward and backward in bf16 (an sm_90 GPU: H100, H200;
+# its fp8 variant runs at d = 128 only). FS_COMMIT names the commit.
 # Clocks are left as they are (--clock-control none): see the device notes.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,6 +30,7 @@ runs=(
   "06_block_sparse/deterministic|step06_block_sparse --variant deterministic --pattern $pattern --backward"
   "07_smyrf|step07_smyrf --backward"
   "08_tensor_cores/fa2|step08_tensor_cores --variant fa2 --dtype bf16"
+  "09_hopper/fa3|step09_hopper --variant fa3 --dtype bf16 --backward"
 )
 raw="$out/ncu_raw.csv"; : > "$raw"
 for r in "${runs[@]}"; do
