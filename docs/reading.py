@@ -232,8 +232,10 @@ READING = {
                                            "LaneAddress"],
          "the instructions: mma.sync and its fragment layout, ldmatrix, the XOR swizzle, a lane's address made once"),
         ("steps/08_tensor_cores/tc_tiles.cuh", ["load_tile", "a_address", "b_k_address", "load_a", "load_b_k",
-                                                "load_b_v", "tc_next_stage"],
-         "tiles into shared memory (cp.async) and fragments out of it (ldmatrix); the two-stage pipeline"),
+                                                "load_b_v", "a_fragments", "mma_row_tiles", "mma_row_tiles_2",
+                                                "tc_next_stage"],
+         "tiles into shared memory (cp.async) and fragments out of it (ldmatrix); the row tiles' products; "
+         "the two-stage pipeline"),
         ("steps/08_tensor_cores/tc_softmax.cuh", ["tc_for_each", "tc_mask_tile", "tc_softmax_start", "tc_online_softmax",
                                                   "tc_dropout_tile", "tc_finish_rows"],
          "the online softmax on the accumulator fragments, which the 16-bit and the fp32 forward share"),
