@@ -77,14 +77,13 @@ __global__ void __launch_bounds__(Kt::kThreads)
   constexpr std::int64_t kE = sizeof(E);
   trace::CtaTracer<kTrace> tr(slices);
   extern __shared__ __align__(128) unsigned char smem[];
-  E* sK = reinterpret_cast<E*>(smem);  // (BN, D)
-  E* sV = sK + KTile::kElems;          // (BN, D)
-  E* sQ = sV + KTile::kElems;          // 2 stages × (BM, D)
-  E* sdO = sQ + 2 * QTile::kElems;     // 2 stages × (BM, D)
-  E* sP = sdO + 2 * QTile::kElems;     // (BN, BM): (P ∘ Z)ᵀ
-  E* sdS = sP + PTile::kElems;         // (BN, BM): dSᵀ
-  float* sL = reinterpret_cast<float*>(sdS + PTile::kElems);  // 2 stages × BM: LSE
-  float* sD = sL + 2 * BM;                                    // 2 stages × BM: D
+  // K, V, two stages of Q and dO, LSE and D as tc_dkdv_kernel lays them out (key_tile.cuh); what it
+  // keeps between them here: (P ∘ Z)ᵀ and dSᵀ, (BN, BM) each.
+  static_assert(QTile::kRows == BM, "LSE and D: a float per query row of a stage");
+  const DkdvSmemLayout<E, KTile, QTile> sm(smem, 2 * PTile::kElems);
+  E *sK = sm.sK, *sV = sm.sV, *sQ = sm.sQ, *sdO = sm.sdO;
+  E *sP = sm.kept, *sdS = sm.kept + PTile::kElems;
+  float *sL = sm.sL, *sD = sm.sD;
 
   // The schedule (key_tile.cuh): the CTA's keys, K/V head and span — N queries, keys and queries
   // counted within it — and below, the query heads of the K/V head's group and their query tiles.
