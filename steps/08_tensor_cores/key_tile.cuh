@@ -176,24 +176,19 @@ struct DqShare {
 template <int D, int MQ, int DQT>
 __device__ __forceinline__ void tc_atomic_add_dq(const float (&dq)[MQ][DQT][4], float* dq_acc, std::int64_t head,
                                                  int i0, int qr, int N, int cq) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int t4 = threadIdx.x % 4;
+  for_each_row_below<MQ>(i0 + qr, N, [&](int mq, int h, int row) {
+    float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
 #pragma unroll
-  for (int mq = 0; mq < MQ; ++mq)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = i0 + qr + 16 * mq + g + 8 * h;
-      if (row >= N) continue;
-      float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
-#pragma unroll
-      for (int ct = 0; ct < DQT; ++ct) {
+    for (int ct = 0; ct < DQT; ++ct) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
+      atomicAdd(reinterpret_cast<float2*>(dst + 8 * ct), make_float2(dq[mq][ct][2 * h], dq[mq][ct][2 * h + 1]));
 #else
-        atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
-        atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
+      atomicAdd(dst + 8 * ct, dq[mq][ct][2 * h]);
+      atomicAdd(dst + 8 * ct + 1, dq[mq][ct][2 * h + 1]);
 #endif
-      }
     }
+  });
 }
 
 // dQ_i += dS_ij K_j (τ in the convert kernel), from dS_ijᵀ (keys × queries) and K_j in shared
