@@ -11,7 +11,8 @@
 # step and element type, runs the base's bench and the change's in turn, ROUNDS times (default 2),
 # each writing its own CSV (OUTDIR/base.csv, OUTDIR/change.csv), and prints a table of every
 # configuration's median over the rounds: base ms, change ms, change/base. Options as record.sh's:
-# STEPS, SEQS, DIMS, CAUSAL, DTYPES, BACKWARD, REPS, WARMUP, VARIANTS.
+# STEPS, SEQS, DIMS, CAUSAL, DTYPES, BACKWARD, REPS, WARMUP, VARIANTS; VARIANTS_08 (and so on) names
+# one step's variants, e.g. VARIANTS_08="fa2 deterministic 3xtf32" VARIANTS_09="fa3 deterministic fp8".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 base_commit=${1:?usage: compare_builds.sh BASE_COMMIT OUTDIR}
@@ -40,13 +41,15 @@ fi
 bwd=(); [ "$BACKWARD" = 1 ] && bwd=(--backward)
 for round in $(seq "$ROUNDS"); do
   for step in $STEPS; do
+    per_step="VARIANTS_$step"
+    variants=${!per_step:-$VARIANTS}
     for dtype in $DTYPES; do
       for who in base change; do
         bin=./build/bin/bench
         [ "$who" = base ] && bin="$BASE_DIR/build/bin/bench"
         # A step without kernels of this type runs nothing (bench skips it).
         "$bin" --steps "$step" --dtypes "$dtype" --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
-          ${VARIANTS:+--variants "$VARIANTS"} --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" \
+          ${variants:+--variants "$variants"} --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" \
           --csv "$out/$who.csv" >>"$out/$who.log" 2>&1 || echo "round $round step $step $dtype: $who's bench exit $?"
       done
     done
