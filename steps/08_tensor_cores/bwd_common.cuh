@@ -107,22 +107,11 @@ __device__ __forceinline__ void tc_p_ds_pair(float& s0, float& s1, float& dp0, f
   s1 = p1 * z.z1;
 }
 
-// Two floats of consecutive columns to memory in the run's type E: one register of two 16-bit
-// elements, or a float2 in fp32 (3xtf32).
-template <typename E>
-__device__ __forceinline__ void store_pair(E* dst, float lo, float hi) {
-  if constexpr (std::is_same_v<E, float>)
-    *reinterpret_cast<float2*>(dst) = make_float2(lo, hi);
-  else
-    *reinterpret_cast<std::uint32_t*>(dst) = Element<E>::pack(lo, hi);
-}
-
 // A lane's accumulator rows of MT 16-row tiles, row0 + 16·mt + g and row0 + 16·mt + g + 8 (mma.cuh's
-// C pattern, g = lane / 4), those below `end`: f(mt, h, row) for row h of tile mt. dK, dV and dQ
-// leave the kernels this way.
+// C pattern, g = lane / 4), those below `end`: f(mt, h, row) for row h of tile mt. dQ leaves the
+// kernels this way (tc_atomic_add_dq, tc_dq_kernel).
 template <int MT, class F>
-__device__ __forceinline__ void for_each_row_below(int row0, int end, F&& f) {
-  const int g = (threadIdx.x % 32) / 4;
+__device__ __forceinline__ void for_each_row_below(int row0, int g, int end, F&& f) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -133,8 +122,8 @@ __device__ __forceinline__ void for_each_row_below(int row0, int end, F&& f) {
 }
 
 // dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8 of the span
-// seq) × CT 8-column tiles from c0, to HBM in the run's element type E (bf16, fp16 or fp32) and
-// dK's and dV's layouts; keys past Nk are not stored. kv_bh: the K/V head.
+// seq) × CT 8-column tiles from c0, to HBM in the run's element type and dK's and dV's layouts;
+// keys past Nk are not stored. kv_bh: the K/V head.
 template <typename E, int D, class Features, int CT>
 __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan& seq, const float (&dk)[CT][4],
                                               const float (&dv)[CT][4], std::int64_t kv_bh, int key0, int c0) {
@@ -142,16 +131,20 @@ __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan&
   E* gdK = as<E>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dk_strides.row;
   E* gdV = as<E>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dv_strides.row;
   const int Nk = Features::kSequences ? seq.nk : Features::kv_len(p.shape);
-  const int t4 = threadIdx.x % 4;
-  for_each_row_below<1>(key0, Nk, [&](int, int h, int key) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + g + 8 * h;
+    if (key >= Nk) continue;
     E* dst_k = gdK + key * p.dk_strides.row + c0 + 2 * t4;
     E* dst_v = gdV + key * p.dv_strides.row + c0 + 2 * t4;
 #pragma unroll
     for (int ct = 0; ct < CT; ++ct) {
-      store_pair(dst_k + 8 * ct, p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
-      store_pair(dst_v + 8 * ct, dv[ct][2 * h], dv[ct][2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
+          Element<E>::pack(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dst_v + 8 * ct) = Element<E>::pack(dv[ct][2 * h], dv[ct][2 * h + 1]);
     }
-  });
+  }
 }
 
 }  // namespace fs::tc

@@ -269,8 +269,21 @@ __global__ void __launch_bounds__(Kt::kThreads)
     if (n_tiles == 0) cp_async_wait<0>();  // K_j, V_j were loaded for nothing: let the copies land
   }
 
-  // dK_j = τ dK, dV_j → HBM in fp32, keys past Nk not stored (bwd_common.cuh).
-  tc_store_dkdv<float, D, Features>(p, seq, dk, dv, kv_bh, key0 + wkey, 0);
+  // dK_j = τ dK, dV_j → HBM, keys past Nk not stored.
+  float* gdK = as<float>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dk_strides.row;
+  float* gdV = as<float>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dv_strides.row;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + wkey + g + 8 * h;
+    if (key >= Nk) continue;
+    float* dst_k = gdK + key * p.dk_strides.row + 2 * t4;
+    float* dst_v = gdV + key * p.dv_strides.row + 2 * t4;
+#pragma unroll
+    for (int ct = 0; ct < CT; ++ct) {
+      *reinterpret_cast<float2*>(dst_k + 8 * ct) = make_float2(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
+      *reinterpret_cast<float2*>(dst_v + 8 * ct) = make_float2(dv[ct][2 * h], dv[ct][2 * h + 1]);
+    }
+  }
   trace_dkdv_stored(tr, kv_bh, key0, n_keys, 0, D, kE);
 }
 

@@ -176,8 +176,8 @@ struct DqShare {
 template <int D, int MQ, int DQT>
 __device__ __forceinline__ void tc_atomic_add_dq(const float (&dq)[MQ][DQT][4], float* dq_acc, std::int64_t head,
                                                  int i0, int qr, int N, int cq) {
-  const int t4 = threadIdx.x % 4;
-  for_each_row_below<MQ>(i0 + qr, N, [&](int mq, int h, int row) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  for_each_row_below<MQ>(i0 + qr, g, N, [&](int mq, int h, int row) {
     float* dst = dq_acc + (head + row) * D + cq + 2 * t4;
 #pragma unroll
     for (int ct = 0; ct < DQT; ++ct) {

@@ -163,10 +163,12 @@ __global__ void __launch_bounds__(Kt::kThreads)
   kw.trace_skipped(tr, bh, row0, n_rows, Nk);
   if (n_tiles == 0) cp_async_wait<0>();
   E* gdQ = as<E>(p.dq) + p.dq_strides.of_head(bh, p.shape.H) + seq.q0 * p.dq_strides.row;
-  for_each_row_below<MT>(row0 + wrow0, N, [&](int mt, int h, int row) {
+  for_each_row_below<MT>(row0 + wrow0, g, N, [&](int mt, int h, int row) {
     E* dst = gdQ + row * p.dq_strides.row + 2 * t4;
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt) store_pair(dst + 8 * dt, p.scale * dq[mt][dt][2 * h], p.scale * dq[mt][dt][2 * h + 1]);
+    for (int dt = 0; dt < DT; ++dt)
+      *reinterpret_cast<std::uint32_t*>(dst + 8 * dt) =
+          Element<E>::pack(p.scale * dq[mt][dt][2 * h], p.scale * dq[mt][dt][2 * h + 1]);
   });
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, n_rows, 0, D, n_rows * D * kE);
 }
