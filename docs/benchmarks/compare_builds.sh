@@ -45,10 +45,10 @@ for round in $(seq "$ROUNDS"); do
     variants=${!per_step:-$VARIANTS}
     for dtype in $DTYPES; do
       for who in base change; do
-        bin=./build/bin/bench
-        [ "$who" = base ] && bin="$BASE_DIR/build/bin/bench"
+        bin=./build/bin/bench commit=${FS_COMMIT:-}
+        [ "$who" = base ] && bin="$BASE_DIR/build/bin/bench" commit=$base_commit  # the rows name their build
         # A step without kernels of this type runs nothing (bench skips it).
-        "$bin" --steps "$step" --dtypes "$dtype" --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
+        FS_COMMIT=$commit "$bin" --steps "$step" --dtypes "$dtype" --seqs "$SEQS" --dims "$DIMS" --causal "$CAUSAL" \
           ${variants:+--variants "$variants"} --reps "$REPS" --warmup "$WARMUP" "${bwd[@]}" \
           --csv "$out/$who.csv" >>"$out/$who.log" 2>&1 || echo "round $round step $step $dtype: $who's bench exit $?"
       done
