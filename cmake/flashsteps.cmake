@@ -35,11 +35,12 @@ endfunction()
 # (-DFS_STEPS="01;04", or a preset of CMakePresets.json) builds a choice of them, with what they
 # build on, and the tests of what is built; empty, every step. fs_resolve_steps() sets
 # FS_ENABLED_STEPS (numbers, in order) for the rest of the configuration.
-set(FS_ALL_STEPS 01 02 03 04 05 06 07 08 09)
+set(FS_ALL_STEPS 01 02 03 04 05 06 07 08 09 10)
 set(FS_STEP_NEEDS_02 01)  # O = PV, dV, dQ, dK are step 01's kernels
 set(FS_STEP_NEEDS_05 04)  # the forward without dropout is step 04's
 set(FS_STEP_NEEDS_06 05)  # the backward's tiles and IO walk are step 05's
 set(FS_STEP_NEEDS_07 05)  # the backward's preprocess and tile shapes are step 05's
+set(FS_STEP_NEEDS_10 08)  # the tensor-core helpers (mma.sync, ldmatrix, the tiles, the softmax) are step 08's
 
 function(fs_resolve_steps)
   set(wanted)
@@ -49,7 +50,7 @@ function(fs_resolve_steps)
       set(s "0${s}")
     endif()
     if(NOT s IN_LIST FS_ALL_STEPS)
-      message(FATAL_ERROR "FS_STEPS: '${s}' is not a step (01 ... 09)")
+      message(FATAL_ERROR "FS_STEPS: '${s}' is not a step (01 ... 10)")
     endif()
     list(APPEND wanted ${s})
   endforeach()

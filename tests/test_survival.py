@@ -47,7 +47,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 PROGRAMS = ["step01_naive", "step02_fused", "step03_tiled", "step04_online_softmax", "step05_recompute_backward",
-            "step06_block_sparse", "step07_smyrf", "step08_tensor_cores", "step09_hopper", "tour", "bench", "io_model",
+            "step06_block_sparse", "step07_smyrf", "step08_tensor_cores", "step09_hopper", "step10_decode", "tour", "bench", "io_model",
             "trace_validate", "flashsteps_viz", "smyrf_quality", "hopper_overlap_probe"]
 
 

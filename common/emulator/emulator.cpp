@@ -24,13 +24,17 @@
 // The emulation's shared memory: a kernel's `extern __shared__ float smem[]` (__shared__ is nothing
 // here) declares this array, fs::smem, and dynamic_smem<T>() returns it too. One CTA runs at a time.
 // Step 08's kernels declare `extern __shared__ __align__(128) unsigned char smem[]` in fs::tc: the
-// same bytes under that name (a GCC/Clang alias of fs::smem), and step 09's fs::hopper::smem_raw.
+// same bytes under that name (a GCC/Clang alias of fs::smem), as do step 10's (fs::decoding), and
+// step 09's fs::hopper::smem_raw.
 // 1024-byte aligned: step 09 aligns its tiles to 1024 bytes by address, and its wgmma descriptors
 // and swizzles see byte offsets from the start, which must then agree modulo 1024.
 namespace fs {
 alignas(1024) float smem[emu::kMaxSmemBytes / sizeof(float)];
 }
 namespace fs::tc {
+extern unsigned char smem[emu::kMaxSmemBytes] __attribute__((alias("_ZN2fs4smemE")));
+}
+namespace fs::decoding {
 extern unsigned char smem[emu::kMaxSmemBytes] __attribute__((alias("_ZN2fs4smemE")));
 }
 namespace fs::hopper {

@@ -1,0 +1,53 @@
+// Step 10 — decoding (Flash-Decoding): the new tokens of each sequence against its KV cache, the
+// keys split among CTAs and the splits merged by their log-sum-exp. Step 08's forward walks all of
+// a head's keys in one CTA per 128 query rows: with one query row per head that is one CTA per
+// head, reading the whole cache alone, and the GPU's bandwidth mostly idle. The HBM traffic is the
+// cache's bytes either way, Θ(B · L · H_kv · d) (plus Θ(splits · B · H · n · d) for the partial
+// results), and decoding's limit is how fast those bytes arrive: the splits put enough CTAs on
+// the GPU to pull them at its bandwidth. Kernels: flash_decode.cuh (the splits), combine.cuh (the
+// merge); the schedule decode_cta.cuh, the cache's addressing kv_cache.cuh, the tiles
+// decode_configs.cuh, the split rule split_rule.hpp. The kernels compile in the units
+// CMakeLists.txt generates from decode_instance.cu.in, one per element type and head dimension.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "common/check.hpp"
+#include "steps/10_decode/decode.hpp"
+
+namespace fs::decoding {
+
+// Defined in decode_launch.cuh; instantiated in the generated units.
+template <typename E, int D>
+void launch_decode(const DecodeParams& p);
+
+namespace {
+
+template <typename E>
+void dispatch_dim(const DecodeParams& p) {
+  switch (p.shape.d) {
+    case 64: return launch_decode<E, 64>(p);
+    case 128: return launch_decode<E, 128>(p);
+    default: return launch_decode<E, 256>(p);
+  }
+}
+
+}  // namespace
+
+void decode_forward(const DecodeParams& p) {
+  if (std::string why = decode_unsupported(p.shape, p.dtype, p.num_splits); !why.empty())
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
+  if (!(p.scale > 0.f)) throw CudaError(cudaErrorInvalidValue, "decode_forward: the softmax scale must be positive");
+  if (!p.cache_seqlens && (p.cache_len < 0 || p.cache_len > p.shape.seqlen_cache))
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: cache_len must be in [0, seqlen_cache]");
+  if (p.num_splits > 1 && !p.workspace)  // the partial results go there: without it the kernels write through null
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split needs the workspace "
+                                           "(decode_workspace_bytes)");
+  if (p.dtype == DType::bf16)
+    dispatch_dim<__nv_bfloat16>(p);
+  else
+    dispatch_dim<__half>(p);
+}
+
+}  // namespace fs::decoding

@@ -1,0 +1,88 @@
+// Step 10: decoding. A few new query tokens per sequence against a long cache of keys and values,
+// as flash_attn_with_kvcache takes them, with the keys split among CTAs (Flash-Decoding) and the
+// splits merged by their log-sum-exp. The step's own problem and parameters live here, not in
+// common/problem.hpp's FwdParams: the cache's fields (its lengths, later its pages) are this step's.
+//
+// Layouts, as flash_attn_with_kvcache has them (row-major, contiguous):
+//   q        (batch, new_tokens, heads, d)
+//   k_cache  (batch, seqlen_cache, heads_kv, d)      v_cache likewise
+//   o        (batch, new_tokens, heads, d)           of q's type
+//   lse      (batch, heads, new_tokens)              float32, natural log
+// Sequence b holds cache_seqlens[b] keys (≤ seqlen_cache); the new tokens are already in the cache
+// (appending them comes in phase 2). Query head h reads K/V head h / (heads / heads_kv). Causal:
+// new token t of n sees keys j ≤ cache_seqlens[b] − n + t (the bottom-right corner); a row that
+// sees no key (an empty cache, or causal with fewer keys than new tokens) gets O = 0, LSE = −inf.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/dtype.hpp"
+
+namespace fs::decoding {
+
+// The CTA's query rows are one m16 tile of the mma: 16 (query head, new token) pairs.
+inline constexpr int kRowsPerCta = 16;
+// New tokens per sequence the kernels take: decoding, or speculative decoding's few; a longer
+// chunk of queries is a prefill, which step 08's forward runs with its 128-row tiles.
+inline constexpr int kMaxNewTokens = 16;
+
+struct DecodeShape {
+  int batch = 1;
+  int heads = 32;         // query heads H
+  int heads_kv = 8;       // K/V heads; H must be a multiple (grouped-query attention)
+  int new_tokens = 1;     // n: query tokens per sequence
+  int seqlen_cache = 1;   // the cache's room per sequence (its second dimension)
+  int d = 128;
+
+  __host__ __device__ int group() const { return heads / heads_kv; }  // g: query heads per K/V head
+  // The query rows of one (sequence, K/V head): its g heads × n tokens, and the CTAs they take.
+  __host__ __device__ int group_rows() const { return group() * new_tokens; }
+  __host__ __device__ int row_blocks() const { return (group_rows() + kRowsPerCta - 1) / kRowsPerCta; }
+  __host__ __device__ std::int64_t q_elems() const { return std::int64_t(batch) * new_tokens * heads * d; }  // and O's
+  __host__ __device__ std::int64_t cache_elems() const {  // K's, V's
+    return std::int64_t(batch) * seqlen_cache * heads_kv * d;
+  }
+  __host__ __device__ std::int64_t rows() const { return std::int64_t(batch) * heads * new_tokens; }  // LSE's
+};
+
+// What the launcher takes (decode_forward). Tensors of dtype (bf16 or fp16), LSE and the
+// workspace float32; every pointer where the kernels run.
+struct DecodeParams {
+  const void* q = nullptr;        // (batch, new_tokens, heads, d)
+  const void* k_cache = nullptr;  // (batch, seqlen_cache, heads_kv, d)
+  const void* v_cache = nullptr;  // (batch, seqlen_cache, heads_kv, d)
+  // Keys per sequence, (batch) int32 (flash_attn_with_kvcache's cache_seqlens as a tensor); null:
+  // every sequence holds cache_len keys (cache_seqlens as an int).
+  const std::int32_t* cache_seqlens = nullptr;
+  int cache_len = 0;
+  void* o = nullptr;              // (batch, new_tokens, heads, d)
+  float* lse = nullptr;           // (batch, heads, new_tokens)
+  DType dtype = DType::bf16;
+  DecodeShape shape;
+  float scale = 0.f;              // τ > 0
+  bool causal = false;
+  // Splits of every sequence's keys, ≥ 1 (the caller resolves 0 with num_splits, split_rule.hpp).
+  // Above 1 the splits' partial results go to the workspace and a second kernel merges them.
+  int num_splits = 1;
+  float* workspace = nullptr;     // decode_workspace_bytes(shape, num_splits) bytes
+  cudaStream_t stream = nullptr;
+};
+
+// The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
+// query row, laid out row by row so that the combine reads one contiguous block per row:
+//   o_part    (rows, splits, d)     rows in LSE's order: (batch, heads, new_tokens)
+//   lse_part  (rows, splits)        after o_part
+std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits);
+
+// Empty when the kernels take this problem; otherwise why not, in one line (decode_forward throws
+// it as a CudaError of cudaErrorInvalidValue).
+std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits);
+
+// The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
+void decode_forward(const DecodeParams& p);
+
+}  // namespace fs::decoding

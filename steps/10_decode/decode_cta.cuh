@@ -1,0 +1,82 @@
+// The split kernel's schedule: which query rows a CTA holds, which keys it walks, and which of
+// them each row may see. Grid (splits, K/V heads × row blocks, batch):
+//
+//   blockIdx.z  sequence b
+//   blockIdx.y  K/V head hk and block rb of its query rows: the g = H / H_kv query heads that read
+//               K/V head hk, times the n new tokens, are g·n rows, 16 to a CTA (one m16 tile of
+//               the mma; g·n ≤ 16, the usual decode, is one block, so each K/V tile is read once
+//               for the whole group). Row R = t·g + j of the group is token t of query head hk·g + j.
+//   blockIdx.x  split s: tiles [first, first + count) of the keys the CTA's rows see
+//               (split_rule.hpp, split_tiles)
+//
+// Causal, aligned to the bottom-right corner: token t of n sees keys j ≤ L − n + t, L the
+// sequence's keys; the last token sees them all, the first n − 1 fewer.
+#pragma once
+
+#include <cmath>
+
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/kv_cache.cuh"
+#include "steps/10_decode/split_rule.hpp"
+
+namespace fs::decoding {
+
+struct DecodeCta {
+  int split, b, hk, rb;
+  int g, n;       // query heads per K/V head, new tokens
+  int rows;       // the CTA's real rows (the rest of its 16 are zero-filled and never written)
+  int keys;       // L: keys the sequence holds
+  int key_end;    // keys any of its rows sees: L, or causal L − n + (its last row's token) + 1, in [0, L]
+  int first_end;  // keys its first row sees (causal: the fewest); tiles past it need a mask
+  SplitTiles tiles;
+
+  __device__ __forceinline__ DecodeCta(const DecodeParams& p, int tile_keys, bool causal)
+      : split(blockIdx.x),
+        b(blockIdx.z),
+        hk(blockIdx.y / p.shape.row_blocks()),
+        rb(blockIdx.y % p.shape.row_blocks()),
+        g(p.shape.group()),
+        n(p.shape.new_tokens),
+        rows(min(kRowsPerCta, p.shape.group_rows() - rb * kRowsPerCta)),
+        keys(sequence_keys(p, blockIdx.z)),
+        key_end(causal ? visible_end(token(rows - 1)) : keys),
+        first_end(causal ? visible_end(token(0)) : keys),
+        tiles(split_tiles(key_end, tile_keys, split, p.num_splits)) {}
+
+  // Row r of the CTA (0 ≤ r < 16): its new token t and query head h.
+  __device__ __forceinline__ int token(int r) const { return (rb * kRowsPerCta + r) / g; }
+  __device__ __forceinline__ int head(int r) const { return hk * g + (rb * kRowsPerCta + r) % g; }
+  // The keys token t sees under the causal mask: [0, L − n + t + 1) within [0, L].
+  __device__ __forceinline__ int visible_end(int t) const {
+    const int end = keys - n + t + 1;
+    return end < 0 ? 0 : end < keys ? end : keys;
+  }
+  // Row r's index in LSE's order, (batch, heads, new_tokens): the workspace's rows too.
+  __device__ __forceinline__ std::int64_t lse_row(const DecodeShape& s, int r) const {
+    return (std::int64_t(b) * s.heads + head(r)) * s.new_tokens + token(r);
+  }
+  // Row r's offset in q and o, (batch, new_tokens, heads, d), in elements.
+  __device__ __forceinline__ std::int64_t q_row(const DecodeShape& s, int r) const {
+    return ((std::int64_t(b) * s.new_tokens + token(r)) * s.heads + head(r)) * s.d;
+  }
+};
+
+// A warp's scores S (16 rows × 8·NT keys from key k0, the mma's accumulator layout: element e of
+// 8-key tile nt is row g + 8(e / 2), key k0 + 8nt + 2·t4 + e mod 2): keys the sequence does not
+// hold (≥ L) and, causal, keys after a row's diagonal (> L − n + t) get −inf, in the tiles that
+// reach past what the CTA's first row sees (the others need nothing).
+template <bool kCausal, int NT>
+__device__ __forceinline__ void decode_mask(float (&s)[1][NT][4], const DecodeCta& cta, int k0) {
+  if (k0 + 8 * NT <= cta.first_end) return;
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e >> 1), key = k0 + 8 * nt + 2 * t4 + (e & 1);
+      const int end = kCausal ? cta.visible_end(cta.token(row)) : cta.keys;
+      if (key >= end) s[0][nt][e] = -INFINITY;
+    }
+}
+
+}  // namespace fs::decoding

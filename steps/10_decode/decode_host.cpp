@@ -1,0 +1,38 @@
+// What step 10's launcher decides on the host, without a GPU: which problems its kernels take and
+// the workspace of the splits. Host code, so that the program refuses bad input and the CPU tests
+// run without the CUDA kernels.
+#include <string>
+
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/split_rule.hpp"
+
+namespace fs::decoding {
+
+std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return sizeof(float) * static_cast<std::size_t>(s.rows()) * static_cast<std::size_t>(num_splits) *
+         static_cast<std::size_t>(s.d + 1);  // o_part (rows, splits, d), then lse_part (rows, splits)
+}
+
+std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits) {
+  if (dtype != DType::bf16 && dtype != DType::fp16)
+    return std::string("the decoding kernels take bf16 or fp16 (mma.sync m16n8k16); got ") + dtype_name(dtype);
+  if (s.d != 64 && s.d != 128 && s.d != 256)
+    return "d must be 64, 128 or 256 (the decoding kernels are compiled for these); got " + std::to_string(s.d);
+  if (s.batch < 1 || s.heads < 1 || s.heads_kv < 1 || s.new_tokens < 1 || s.seqlen_cache < 1)
+    return "batch, heads, K/V heads, new tokens and the cache's length must each be at least 1";
+  if (s.heads % s.heads_kv != 0)
+    return "the query heads (" + std::to_string(s.heads) + ") must be a multiple of the K/V heads (" +
+           std::to_string(s.heads_kv) + ")";
+  if (s.new_tokens > kMaxNewTokens)
+    return "at most " + std::to_string(kMaxNewTokens) + " new tokens per sequence (decoding; a longer chunk is a "
+           "prefill, step 08's problem); got " + std::to_string(s.new_tokens);
+  if (s.batch > 65535) return "at most 65535 sequences (the grid's z)";
+  if (std::int64_t(s.heads_kv) * s.row_blocks() > 65535)
+    return "K/V heads × blocks of 16 query rows must be at most 65535 (the grid's y)";
+  if (num_splits < 1 || num_splits > kMaxSplits)
+    return "the splits must be in 1.." + std::to_string(kMaxSplits) + "; got " + std::to_string(num_splits);
+  return {};
+}
+
+}  // namespace fs::decoding

@@ -1,0 +1,132 @@
+#include "steps/10_decode/decode_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+
+#include "common/parallel.hpp"
+#include "common/random.hpp"
+
+namespace fs::decoding {
+
+DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::int32_t>& seqlens, DType dtype,
+                                 std::uint64_t seed) {
+  if (static_cast<int>(seqlens.size()) != s.batch)
+    throw std::invalid_argument("random_decode_problem: one length per sequence");
+  DecodeHost h;
+  h.shape = s;
+  h.dtype = dtype;
+  h.seqlens = seqlens;
+  h.q.resize(static_cast<std::size_t>(s.q_elems()));
+  h.k.resize(static_cast<std::size_t>(s.cache_elems()));
+  h.v.resize(static_cast<std::size_t>(s.cache_elems()));
+  fill_normal(h.q, seed, 1);
+  fill_normal(h.k, seed, 2);
+  fill_normal(h.v, seed, 3);
+  for (auto* t : {&h.q, &h.k, &h.v}) round_all(dtype, *t);
+  return h;
+}
+
+template <typename T>
+void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::int64_t row, T* o_row, T* lse) {
+  const DecodeShape& s = h.shape;
+  const int d = s.d, n = s.new_tokens;
+  const int t = static_cast<int>(row % n);                    // the new token
+  const int head = static_cast<int>(row / n % s.heads);       // its query head
+  const int b = static_cast<int>(row / n / s.heads);          // its sequence
+  const int hk = head / s.group();                            // the K/V head it reads
+  const int L = h.seqlens[b];
+  // Keys [0, end): the sequence's, and causal, none after token t's diagonal key L − n + t.
+  const int end = causal ? std::clamp(L - n + t + 1, 0, L) : L;
+  const float* q = h.q.data() + ((std::int64_t(b) * n + t) * s.heads + head) * d;                       // (d)
+  auto key_row = [&](const std::vector<float>& c, int j) {
+    return c.data() + ((std::int64_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * d;                  // (d)
+  };
+  // Where a 16-bit kernel rounds (P̃ before P̃V, O): in the float32 implementation only.
+  auto rounded = [&](T x) -> T {
+    if constexpr (std::is_same_v<T, float>) return round_to(h.dtype, x);
+    return x;
+  };
+
+  for (int c = 0; c < d; ++c) o_row[c] = 0;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  if (end == 0) {  // no key: O = 0, LSE = −inf
+    *lse = neg_inf;
+    return;
+  }
+  // S = τ q Kᵀ over the visible keys, m = max, P̃ = e^{S − m}, ℓ = Σ P̃, O = P̃V / ℓ, LSE = m + ln ℓ.
+  std::vector<T> srow(end);
+  T m = neg_inf;
+  for (int j = 0; j < end; ++j) {
+    const float* kj = key_row(h.k, j);
+    T dot = 0;
+    for (int c = 0; c < d; ++c) dot += T(q[c]) * T(kj[c]);
+    srow[j] = T(scale) * dot;
+    m = std::max(m, srow[j]);
+  }
+  T l = 0;
+  for (int j = 0; j < end; ++j) {
+    const T p = std::exp(srow[j] - m);
+    l += p;
+    const T pr = rounded(p);  // as P̃V reads it
+    const float* vj = key_row(h.v, j);
+    for (int c = 0; c < d; ++c) o_row[c] += pr * T(vj[c]);
+  }
+  for (int c = 0; c < d; ++c) o_row[c] = rounded(o_row[c] / l);
+  *lse = m + std::log(l);
+}
+
+template void decode_reference_row<double>(const DecodeHost&, float, bool, std::int64_t, double*, double*);
+template void decode_reference_row<float>(const DecodeHost&, float, bool, std::int64_t, float*, float*);
+
+CheckReport verify_decode(const DecodeHost& h, float scale, bool causal, const float* o, const float* lse,
+                          std::uint64_t seed, std::int64_t budget) {
+  const DecodeShape& s = h.shape;
+  const int d = s.d, n = s.new_tokens;
+  std::int64_t keys = 0;  // on average per sequence, at least 1
+  for (std::int32_t L : h.seqlens) keys += L;
+  keys = std::max<std::int64_t>(1, keys / std::max(1, s.batch));
+  const std::int64_t n_rows = std::max<std::int64_t>(64, budget / std::max<std::int64_t>(1, keys * d));
+  std::vector<std::int64_t> rows = sample_indices(s.rows(), n_rows, seed);
+  if (static_cast<std::int64_t>(rows.size()) < s.rows()) {  // a sample: every sequence's first and last token too
+    for (int b = 0; b < s.batch; ++b) {
+      const std::int64_t head = b % s.heads, at = (std::int64_t(b) * s.heads + head) * n;
+      rows.push_back(at);
+      rows.push_back(at + n - 1);
+    }
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  }
+
+  const std::size_t R = rows.size();
+  std::vector<double> o64(R * d), lse64(R);
+  std::vector<float> o32(R * d), lse32(R);
+  parallel_for(static_cast<std::int64_t>(R), [&](std::int64_t r) {
+    decode_reference_row<double>(h, scale, causal, rows[r], &o64[r * d], &lse64[r]);
+    decode_reference_row<float>(h, scale, causal, rows[r], &o32[r * d], &lse32[r]);
+  });
+
+  ErrorStat eo, eo32, el, el32;
+  for (std::size_t r = 0; r < R; ++r) {
+    const std::int64_t row = rows[r];  // (b, head, t)
+    const std::int64_t t = row % n, head = row / n % s.heads, b = row / n / s.heads;
+    const float* got = o + ((b * n + t) * s.heads + head) * d;  // O is (batch, new_tokens, heads, d)
+    for (int c = 0; c < d; ++c) {
+      eo.add(got[c], o64[r * d + c]);
+      eo32.add(o32[r * d + c], o64[r * d + c]);
+    }
+    el.add(lse[row], lse64[r]);
+    el32.add(lse32[r], lse64[r]);
+  }
+  CheckReport report;
+  report.coverage = static_cast<std::int64_t>(R) == s.rows()
+                        ? "all " + std::to_string(R) + " rows"
+                        : std::to_string(R) + " of " + std::to_string(s.rows()) + " rows (sampled)";
+  report.tensors.push_back(judge("O", eo, eo32, kForwardFactor, kForwardFloor, h.dtype));
+  report.tensors.push_back(judge("LSE", el, el32, kForwardFactor, kForwardFloor));
+  return report;
+}
+
+}  // namespace fs::decoding

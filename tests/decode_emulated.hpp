@@ -1,0 +1,78 @@
+// What step 10's emulated tests share: a run of the step's own kernels on the CPU (common/emulator;
+// the kernels compiled by the host compiler in tests/decode_emulated.cpp, one unit per element
+// type and head dimension), on host memory, outputs and workspace poisoned with NaN first.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_reference.hpp"
+#include "tests/host_convert.hpp"
+
+namespace fs::testing {
+
+// launch_decode (the split kernel, then the combine with more than one split), and the combine
+// kernel alone, at element type E and head dimension D, emulated.
+template <typename E, int D>
+void decode_emulated(const decoding::DecodeParams& p);
+template <typename E, int D>
+void decode_combine_emulated(const decoding::DecodeParams& p);
+
+// f(E*, std::integral_constant<int, D>{}) at a run's dtype and d.
+template <typename F>
+void with_decode_type(DType dtype, int d, F&& f) {
+  const auto at = [&](auto* e) {
+    switch (d) {
+      case 64: return f(e, std::integral_constant<int, 64>{});
+      case 128: return f(e, std::integral_constant<int, 128>{});
+      default: return f(e, std::integral_constant<int, 256>{});
+    }
+  };
+  if (dtype == DType::bf16)
+    at(static_cast<__nv_bfloat16*>(nullptr));
+  else
+    at(static_cast<__half*>(nullptr));
+}
+
+struct DecodeOutputs {
+  std::vector<float> o, lse;  // (batch, new_tokens, heads, d), (batch, heads, new_tokens)
+};
+
+// The kernels on h with `splits` splits; per_sequence: the lengths as a (batch) array (else
+// h.seqlens[0] as the one length of every sequence, which h's lengths must then all be).
+inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int splits, bool per_sequence = true) {
+  DecodeOutputs out;
+  with_decode_type(h.dtype, h.shape.d, [&](auto* e, auto dim) {
+    using E = std::remove_pointer_t<decltype(e)>;
+    const auto q = to_16bit<E>(h.q), k = to_16bit<E>(h.k), v = to_16bit<E>(h.v);
+    std::vector<E> o(h.q.size(), E(NAN));
+    std::vector<float> lse(static_cast<std::size_t>(h.shape.rows()), NAN);
+    std::vector<float> ws(decoding::decode_workspace_bytes(h.shape, splits) / sizeof(float), NAN);
+    decoding::DecodeParams p;
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.cache_seqlens = per_sequence ? h.seqlens.data() : nullptr;
+    p.cache_len = h.seqlens.front();
+    p.o = o.data();
+    p.lse = lse.data();
+    p.dtype = h.dtype;
+    p.shape = h.shape;
+    p.scale = 1.f / std::sqrt(float(h.shape.d));
+    p.causal = causal;
+    p.num_splits = splits;
+    p.workspace = ws.empty() ? nullptr : ws.data();
+    decode_emulated<E, decltype(dim)::value>(p);
+    out.o = to_float(o);
+    out.lse = lse;
+  });
+  return out;
+}
+
+}  // namespace fs::testing

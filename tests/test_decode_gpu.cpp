@@ -1,0 +1,126 @@
+// Step 10's kernels on the GPU (decode_forward: the split kernel and the combine) against the step's
+// fp64 reference under the project's 16-bit rule: odd cache lengths, per-sequence lengths and empty
+// caches, 1, 4 and 16 new tokens, grouped-query ratios 1, 4 and 8, splits 1, 3 and the rule's at
+// this GPU's SM count, every head dimension in bf16 and fp16; and repeated runs bit for bit (no
+// atomics: the merge's order is fixed). Skipped (exit 77) without a GPU (tests/catch_main.cpp).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/buffer.hpp"
+#include "common/device.hpp"
+#include "common/verify.hpp"
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_reference.hpp"
+#include "steps/10_decode/split_rule.hpp"
+
+namespace {
+
+using fs::DType;
+using fs::decoding::DecodeShape;
+
+constexpr int kRule = 0;
+
+DecodeShape shape_of(int batch, int heads, int heads_kv, int new_tokens, int seqlen_cache, int d) {
+  DecodeShape s;
+  s.batch = batch;
+  s.heads = heads;
+  s.heads_kv = heads_kv;
+  s.new_tokens = new_tokens;
+  s.seqlen_cache = seqlen_cache;
+  s.d = d;
+  return s;
+}
+
+struct GpuOutputs {
+  std::vector<float> o, lse;
+};
+
+// decode_forward on the GPU, outputs and workspace poisoned (NaN) first.
+GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits) {
+  const DecodeShape& s = h.shape;
+  fs::DeviceTensor q(h.q.size(), h.dtype), k(h.k.size(), h.dtype), v(h.v.size(), h.dtype), o(h.q.size(), h.dtype);
+  fs::DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
+  fs::DeviceBuffer<float> ws(fs::decoding::decode_workspace_bytes(s, splits) / sizeof(float));
+  fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
+  q.upload(h.q);
+  k.upload(h.k);
+  v.upload(h.v);
+  lens.upload(h.seqlens.data(), h.seqlens.size());
+  o.poison();
+  lse.poison();
+  ws.poison();
+  fs::decoding::DecodeParams p;
+  p.q = q.get();
+  p.k_cache = k.get();
+  p.v_cache = v.get();
+  p.cache_seqlens = lens.get();
+  p.o = o.get();
+  p.lse = lse.get();
+  p.dtype = h.dtype;
+  p.shape = s;
+  p.scale = 1.f / std::sqrt(float(s.d));
+  p.causal = causal;
+  p.num_splits = splits;
+  p.workspace = ws.get();
+  fs::decoding::decode_forward(p);
+  FS_CUDA_CHECK(cudaDeviceSynchronize());
+  GpuOutputs out{o.download(), std::vector<float>(static_cast<std::size_t>(s.rows()))};
+  lse.download(out.lse.data(), out.lse.size());
+  return out;
+}
+
+void check(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, bool causal, int splits) {
+  const int longest = *std::max_element(lens.begin(), lens.end());
+  const int S = splits == kRule
+                    ? fs::decoding::num_splits(s.batch, s.heads_kv, longest, fs::query_device().sm_count, s.row_blocks())
+                    : splits;
+  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << s.d << " batch=" << s.batch << " H=" << s.heads << "/" << s.heads_kv
+                                        << " n=" << s.new_tokens << " L=" << lens.front() << (lens.size() > 1 ? ".." : "")
+                                        << (causal ? " causal" : "") << " splits=" << S) {
+    const std::uint64_t seed = 4099 + std::uint64_t(longest) + s.d + S;
+    const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, dtype, seed);
+    const GpuOutputs out = run_gpu(h, causal, S);
+    const fs::CheckReport report = fs::decoding::verify_decode(h, 1.f / std::sqrt(float(s.d)), causal, out.o.data(),
+                                                             out.lse.data(), seed, std::int64_t(1) << 28);
+    INFO(report.summary());
+    REQUIRE(report.pass());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("step 10 on the GPU: odd cache lengths, 1, 3 and the rule's splits", "[gpu][decode]") {
+  for (int L : {1, 17, 1000, 4097, 65537})
+    for (int splits : {1, 3, kRule})
+      for (bool causal : {false, true}) check(shape_of(2, 32, 8, 1, L, 128), {L, L}, DType::bf16, causal, splits);
+}
+
+TEST_CASE("step 10 on the GPU: 1, 4 and 16 new tokens, grouped-query ratios 1, 4 and 8", "[gpu][decode]") {
+  for (int n : {1, 4, 16})
+    for (int g : {1, 4, 8})
+      for (bool causal : {false, true})
+        for (int splits : {1, 3, kRule})
+          check(shape_of(3, 4 * g, 4, n, 2049, 128), {2049, 1, 777}, DType::fp16, causal, splits);
+}
+
+TEST_CASE("step 10 on the GPU: per-sequence lengths, empty caches, every head dimension", "[gpu][decode]") {
+  const std::vector<std::int32_t> lens = {0, 1, 300, 5000, 0, 4096};
+  for (DType dtype : {DType::bf16, DType::fp16})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (int splits : {1, 3, kRule}) check(shape_of(6, 8, 2, 4, 5000, d), lens, dtype, causal, splits);
+}
+
+TEST_CASE("step 10 on the GPU: repeated runs are bit-identical", "[gpu][decode]") {
+  const DecodeShape s = shape_of(2, 32, 8, 1, 20000, 128);
+  const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, {20000, 12345}, DType::bf16, 3);
+  for (int splits : {1, 7}) {
+    const GpuOutputs a = run_gpu(h, true, splits), b = run_gpu(h, true, splits);
+    REQUIRE(a.o == b.o);
+    REQUIRE(a.lse == b.lse);
+  }
+}

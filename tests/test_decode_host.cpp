@@ -1,0 +1,157 @@
+// Step 10's host side, on the CPU: the split rule (split_rule.hpp) and how splits deal out the
+// tiles; what the launcher refuses and the workspace it needs (decode.hpp); and the step's fp64
+// reference against the project's own (common/reference.hpp), the decode problem written as packed
+// sequences (flash_attn_varlen_func's form: sequence b's n queries against its L_b keys, causal at
+// its bottom-right corner).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/reference.hpp"
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_reference.hpp"
+#include "steps/10_decode/split_rule.hpp"
+
+using fs::decoding::num_splits;
+using fs::decoding::split_tiles;
+
+TEST_CASE("the split rule puts about two CTAs on every SM, within its bounds", "[decode][split_rule]") {
+  // batch 1, 8 K/V heads, 132 SMs: 8 CTAs without splits; 33 splits make 264, two per SM.
+  REQUIRE(num_splits(1, 8, 131072, 132) == 33);
+  REQUIRE(num_splits(1, 8, 32768, 132) == 33);
+  // A 4K cache holds 16 splits of 256 keys: the keys bound wins.
+  REQUIRE(num_splits(1, 8, 4096, 132) == 16);
+  // batch 8: 64 CTAs; ⌈264 / 64⌉ = 5 splits.
+  REQUIRE(num_splits(8, 8, 32768, 132) == 5);
+  // batch 64 (512 CTAs) fills the GPU already: no splits, no merge.
+  REQUIRE(num_splits(64, 8, 131072, 132) == 1);
+  REQUIRE(num_splits(33, 8, 131072, 132) == 1);  // 264 CTAs: exactly two per SM
+  // Short caches: no split below 2 × 256 keys.
+  REQUIRE(num_splits(1, 8, 511, 132) == 1);
+  REQUIRE(num_splits(1, 8, 0, 132) == 1);
+  // The cap: one K/V head on a large GPU would want 264 splits.
+  REQUIRE(num_splits(1, 1, 1 << 20, 132) == fs::decoding::kMaxSplits);
+  // Row blocks are CTAs too: g·n = 128 rows are 8 CTAs per K/V head.
+  REQUIRE(num_splits(1, 8, 131072, 132, 8) == 5);
+  // Every input within bounds, and enough CTAs whenever the keys and the cap allow.
+  for (int batch : {1, 2, 3, 8, 50})
+    for (int hkv : {1, 2, 8, 32})
+      for (int L : {1, 300, 4097, 100000})
+        for (int sms : {1, 80, 132}) {
+          const int s = num_splits(batch, hkv, L, sms);
+          INFO("batch " << batch << " heads_kv " << hkv << " cache " << L << " SMs " << sms << ": " << s << " splits");
+          REQUIRE(s >= 1);
+          REQUIRE(s <= fs::decoding::kMaxSplits);
+          REQUIRE((s == 1 || s <= L / fs::decoding::kMinKeysPerSplit));
+          const std::int64_t ctas = std::int64_t(batch) * hkv * s;
+          const bool bounded = s == fs::decoding::kMaxSplits || s == std::max(1, L / fs::decoding::kMinKeysPerSplit);
+          REQUIRE((ctas >= std::int64_t(fs::decoding::kCtasPerSm) * sms || bounded));
+          // and no more than needed: one split fewer would not fill the GPU
+          if (s > 1) REQUIRE(std::int64_t(batch) * hkv * (s - 1) < std::int64_t(fs::decoding::kCtasPerSm) * sms);
+        }
+}
+
+TEST_CASE("the splits deal out every key tile once, in order", "[decode][split_rule]") {
+  for (int keys : {0, 1, 63, 64, 65, 1000, 4097})
+    for (int splits : {1, 2, 3, 7, 64}) {
+      INFO(keys << " keys, " << splits << " splits");
+      int next = 0;
+      for (int s = 0; s < splits; ++s) {
+        const auto t = split_tiles(keys, 64, s, splits);
+        if (t.count == 0) continue;
+        REQUIRE(t.first == next);
+        next += t.count;
+      }
+      REQUIRE(next == (keys + 63) / 64);
+    }
+}
+
+TEST_CASE("step 10 refuses what its kernels do not take, in one line each", "[decode]") {
+  fs::decoding::DecodeShape s;  // 32 heads over 8, d = 128, one token
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::bf16, 1).empty());
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::fp32, 1).find("bf16 or fp16") != std::string::npos);
+  s.d = 96;
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::fp16, 1).find("64, 128 or 256") != std::string::npos);
+  s.d = 128;
+  s.heads_kv = 5;
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::bf16, 1).find("multiple") != std::string::npos);
+  s.heads_kv = 8;
+  s.new_tokens = 17;
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::bf16, 1).find("new tokens") != std::string::npos);
+  s.new_tokens = 16;
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::bf16, 0).find("splits") != std::string::npos);
+  REQUIRE(fs::decoding::decode_unsupported(s, fs::DType::bf16, fs::decoding::kMaxSplits + 1).find("splits") !=
+          std::string::npos);
+  // The workspace: (rows, splits, d) partial O and (rows, splits) LSE, floats; none for one split.
+  REQUIRE(fs::decoding::decode_workspace_bytes(s, 1) == 0);
+  REQUIRE(fs::decoding::decode_workspace_bytes(s, 3) == sizeof(float) * std::size_t(s.rows()) * 3 * (128 + 1));
+}
+
+// Sequence b's queries are rows [b·n, b·n + n) and its keys [cu_k[b], cu_k[b+1]) of a packed problem
+// of one batch; q, k, v moved from decode's layouts into the packed (1, heads, tokens, d) ones.
+TEST_CASE("step 10's reference equals the project's reference on the same problem as packed sequences",
+          "[decode][reference]") {
+  for (bool causal : {false, true}) {
+    fs::decoding::DecodeShape s;
+    s.batch = 4;
+    s.heads = 6;
+    s.heads_kv = 2;
+    s.new_tokens = 3;
+    s.seqlen_cache = 40;
+    s.d = 64;
+    const std::vector<std::int32_t> lens = {0, 2, 40, 17};  // empty; fewer keys than tokens; full; odd
+    const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, fs::DType::bf16, 5);
+    const int n = s.new_tokens, d = s.d, tokens = s.batch * n;
+    std::vector<std::int32_t> cu_q{0}, cu_k{0};
+    for (int b = 0; b < s.batch; ++b) {
+      cu_q.push_back(cu_q.back() + n);
+      cu_k.push_back(cu_k.back() + lens[b]);
+    }
+    const int keys = cu_k.back();
+    std::vector<float> q(std::size_t(s.heads) * tokens * d), k(std::size_t(s.heads_kv) * keys * d), v(k.size());
+    for (int b = 0; b < s.batch; ++b)
+      for (int c = 0; c < d; ++c) {
+        for (int t = 0; t < n; ++t)
+          for (int head = 0; head < s.heads; ++head)
+            q[(std::size_t(head) * tokens + b * n + t) * d + c] = h.q[((std::size_t(b) * n + t) * s.heads + head) * d + c];
+        for (int j = 0; j < lens[b]; ++j)
+          for (int hk = 0; hk < s.heads_kv; ++hk) {
+            const std::size_t from = ((std::size_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * d + c;
+            const std::size_t to = (std::size_t(hk) * keys + cu_k[b] + j) * d + c;
+            k[to] = h.k[from];
+            v[to] = h.v[from];
+          }
+      }
+    fs::Shape packed{1, s.heads, tokens, d};
+    packed.Nk = keys;
+    packed.Hkv = s.heads_kv;
+    const float scale = 1.f / std::sqrt(float(d));
+    fs::AttnOptions opt(scale, causal);
+    opt.cu_seqlens_q = &cu_q;
+    opt.cu_seqlens_k = &cu_k;
+    std::vector<double> o_ref, lse_ref;
+    fs::reference_forward<double>(packed, q.data(), k.data(), v.data(), opt, fs::all_indices(packed.rows()), o_ref,
+                                  lse_ref);
+    for (int head = 0; head < s.heads; ++head)
+      for (int b = 0; b < s.batch; ++b)
+        for (int t = 0; t < n; ++t) {
+          const std::int64_t row = (std::int64_t(b) * s.heads + head) * n + t;
+          const std::int64_t packed_row = std::int64_t(head) * tokens + b * n + t;
+          std::vector<double> o(d);
+          double lse = 0;
+          fs::decoding::decode_reference_row<double>(h, scale, causal, row, o.data(), &lse);
+          INFO((causal ? "causal " : "") << "sequence " << b << " (" << lens[b] << " keys), head " << head
+                                         << ", token " << t);
+          if (std::isinf(lse_ref[packed_row])) {
+            REQUIRE(lse == lse_ref[packed_row]);
+          } else {
+            REQUIRE(std::abs(lse - lse_ref[packed_row]) <= 1e-12);
+          }
+          for (int c = 0; c < d; ++c) REQUIRE(std::abs(o[c] - o_ref[packed_row * d + c]) <= 1e-12);
+        }
+  }
+}
