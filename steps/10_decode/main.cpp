@@ -7,11 +7,16 @@
 // one length for all; a KV cache has other layouts, a length per sequence, and (phase 2) pages and
 // appends, which belong in this step's own struct (DecodeParams), not in FwdParams.
 //
+// `step10_decode --tour` prints its row of the tour (common/tour.hpp) at the tour's size, as the
+// other steps' programs do, so that bash cmake/quickstart.sh runs it after step 09: the tour's
+// B, H, N = the cache's length, d, one new token, H / 4 K/V heads (grouped-query attention).
+//
 // Exit codes as every step program's (common/errors.hpp): 0 ok, 1 a check failed, 2 bad input
 // (one line), 3 no GPU or not enough GPU memory. Everything that needs no GPU is decided first.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <iomanip>
@@ -116,10 +121,92 @@ std::string shown_bytes(double bytes) {
   return out.str();
 }
 
+// One decoding problem on the GPU: the random inputs (host and device copies), the splits (the
+// rule unless --splits), the parameters, the workspace. forward() runs it; check() and time() say
+// how it did. The caller has made sure there is a GPU.
+class DecodeRun {
+ public:
+  DecodeRun(const Options& opt, const DeviceInfo& dev)
+      : opt_(opt), s_(opt.shape), lens_(static_cast<std::size_t>(s_.batch), opt.cache_len),
+        splits_(opt.splits > 0 ? opt.splits : num_splits(s_.batch, s_.heads_kv, opt.cache_len, dev.sm_count, s_.row_blocks())),
+        ws_bytes_(decode_workspace_bytes(s_, splits_)) {
+    const std::size_t elem = dtype_bytes(opt.dtype);
+    const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * s_.cache_elems() + s_.rows());
+    require_host_memory(host_bytes, "this problem's host copies");
+    device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * s_.cache_elems()) + sizeof(float) * s_.rows() +
+                    sizeof(std::int32_t) * s_.batch + ws_bytes_;
+    if (device_bytes_ > dev.free_bytes)
+      throw ResourceError("this problem needs " + shown_bytes(double(device_bytes_)) + " of GPU memory; " + dev.name +
+                          " has " + shown_bytes(double(dev.free_bytes)) + " free");
+    host_ = random_decode_problem(s_, lens_, opt.dtype, opt.seed);
+    q_.emplace(host_.q.size(), opt.dtype);
+    k_.emplace(host_.k.size(), opt.dtype);
+    v_.emplace(host_.v.size(), opt.dtype);
+    o_.emplace(host_.q.size(), opt.dtype);
+    lse_.emplace(static_cast<std::size_t>(s_.rows()));
+    ws_.emplace(ws_bytes_ / sizeof(float));
+    seqlens_.emplace(lens_.size());
+    q_->upload(host_.q);
+    k_->upload(host_.k);
+    v_->upload(host_.v);
+    seqlens_->upload(lens_.data(), lens_.size());
+    o_->poison();  // NaN: an element the kernels do not write fails the check
+    lse_->poison();
+    p_.q = q_->get();
+    p_.k_cache = k_->get();
+    p_.v_cache = v_->get();
+    p_.cache_seqlens = seqlens_->get();
+    p_.cache_len = opt.cache_len;
+    p_.o = o_->get();
+    p_.lse = lse_->get();
+    p_.dtype = opt.dtype;
+    p_.shape = s_;
+    p_.scale = default_scale(s_.d);
+    p_.causal = opt.causal;
+    p_.num_splits = splits_;
+    p_.workspace = ws_->get();
+  }
+  void forward() { decode_forward(p_); }
+  // O and LSE against the fp64 reference (after a forward()).
+  CheckReport check() {
+    FS_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got_o = o_->download();
+    std::vector<float> got_lse(static_cast<std::size_t>(s_.rows()));
+    lse_->download(got_lse.data(), got_lse.size());
+    return verify_decode(host_, p_.scale, opt_.causal, got_o.data(), got_lse.data(), opt_.seed);
+  }
+  Timing time(int reps, const DeviceInfo& dev) {
+    L2Flusher flusher(dev.l2_bytes);
+    return time_gpu([&] { decode_forward(p_); }, p_.stream, 3, reps, &flusher);
+  }
+  // The bytes a run must move: the cache's rows the sequences hold (K and V) and q read, O and LSE
+  // written; and its FLOPs (S = qKᵀ and O = PV: 4·d per query row and key).
+  double bytes() const {
+    const double elem = double(dtype_bytes(opt_.dtype));
+    return 2.0 * elem * double(s_.batch) * opt_.cache_len * s_.heads_kv * s_.d + 2.0 * elem * double(s_.q_elems()) +
+           sizeof(float) * double(s_.rows());
+  }
+  double flops() const { return 4.0 * double(s_.rows()) * opt_.cache_len * s_.d; }
+  int splits() const { return splits_; }
+  std::size_t workspace_bytes() const { return ws_bytes_; }
+  std::uint64_t device_bytes() const { return device_bytes_; }
+
+ private:
+  Options opt_;
+  DecodeShape s_;
+  std::vector<std::int32_t> lens_;
+  int splits_;
+  std::size_t ws_bytes_;
+  std::uint64_t device_bytes_ = 0;
+  DecodeHost host_;
+  std::optional<DeviceTensor> q_, k_, v_, o_;
+  std::optional<DeviceBuffer<float>> lse_, ws_;
+  std::optional<DeviceBuffer<std::int32_t>> seqlens_;
+  DecodeParams p_;
+};
+
 int run(const Options& opt, const std::string& prog) {
   const DecodeShape& s = opt.shape;
-  const std::size_t elem = dtype_bytes(opt.dtype);
-  // The host's copies: q, k, v and O as floats, and the reference's rows (sampled).
   const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s.q_elems() + 2 * s.cache_elems() + s.rows());
   require_host_memory(host_bytes, "this problem's host copies");
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
@@ -127,73 +214,27 @@ int run(const Options& opt, const std::string& prog) {
     return kExitNoGpu;
   }
   const DeviceInfo dev = query_device();
-  const int splits =
-      opt.splits > 0 ? opt.splits : num_splits(s.batch, s.heads_kv, opt.cache_len, dev.sm_count, s.row_blocks());
-  const std::size_t ws_bytes = decode_workspace_bytes(s, splits);
-  const std::uint64_t dev_bytes = elem * std::uint64_t(2 * s.q_elems() + 2 * s.cache_elems()) + sizeof(float) * s.rows() +
-                                  sizeof(std::int32_t) * s.batch + ws_bytes;
-  if (dev_bytes > dev.free_bytes)
-    throw ResourceError("this problem needs " + shown_bytes(double(dev_bytes)) + " of GPU memory; " + dev.name + " has " +
-                        shown_bytes(double(dev.free_bytes)) + " free");
-
+  DecodeRun r(opt, dev);
   std::cout << "step 10_decode (decoding: split-KV on the tensor cores)\n  batch=" << s.batch << " heads=" << s.heads
             << " heads_kv=" << s.heads_kv << " cache_len=" << opt.cache_len << " new_tokens=" << s.new_tokens
             << " d=" << s.d << " " << dtype_name(opt.dtype) << (opt.causal ? " causal" : "") << " on " << dev.name << "\n"
-            << "  splits " << splits
+            << "  splits " << r.splits()
             << (opt.splits > 0 ? " (--splits)" : " (the split rule, " + std::to_string(dev.sm_count) + " SMs)")
-            << ", CTAs " << std::int64_t(splits) * s.heads_kv * s.row_blocks() * s.batch << ", workspace "
-            << shown_bytes(double(ws_bytes)) << "\n";
-
-  const std::vector<std::int32_t> lens(static_cast<std::size_t>(s.batch), opt.cache_len);
-  const DecodeHost host = random_decode_problem(s, lens, opt.dtype, opt.seed);
-  DeviceTensor q(host.q.size(), opt.dtype), k(host.k.size(), opt.dtype), v(host.v.size(), opt.dtype),
-      o(host.q.size(), opt.dtype);
-  DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
-  DeviceBuffer<float> ws(ws_bytes / sizeof(float));
-  DeviceBuffer<std::int32_t> seqlens(lens.size());
-  q.upload(host.q);
-  k.upload(host.k);
-  v.upload(host.v);
-  seqlens.upload(lens.data(), lens.size());
-  o.poison();  // NaN: an element the kernels do not write fails the check
-  lse.poison();
-
-  DecodeParams p;
-  p.q = q.get();
-  p.k_cache = k.get();
-  p.v_cache = v.get();
-  p.cache_seqlens = seqlens.get();
-  p.cache_len = opt.cache_len;
-  p.o = o.get();
-  p.lse = lse.get();
-  p.dtype = opt.dtype;
-  p.shape = s;
-  p.scale = default_scale(s.d);
-  p.causal = opt.causal;
-  p.num_splits = splits;
-  p.workspace = ws.get();
-  decode_forward(p);
-  FS_CUDA_CHECK(cudaDeviceSynchronize());
-
+            << ", CTAs " << std::int64_t(r.splits()) * s.heads_kv * s.row_blocks() * s.batch << ", workspace "
+            << shown_bytes(double(r.workspace_bytes())) << "\n";
+  r.forward();
   bool ok = true;
   if (opt.check) {
-    const std::vector<float> got_o = o.download();
-    std::vector<float> got_lse(static_cast<std::size_t>(s.rows()));
-    lse.download(got_lse.data(), got_lse.size());
-    const CheckReport report = verify_decode(host, p.scale, opt.causal, got_o.data(), got_lse.data(), opt.seed);
+    const CheckReport report = r.check();
     std::cout << report.summary();
     ok = report.pass();
   }
   if (opt.reps > 0) {
-    L2Flusher flusher(dev.l2_bytes);
-    const Timing t = time_gpu([&] { decode_forward(p); }, p.stream, 3, opt.reps, &flusher);
-    // The bytes a run must read: the cache's rows the sequences hold (K and V), q; it writes O and LSE.
-    const double cache_bytes = 2.0 * double(elem) * double(s.batch) * opt.cache_len * s.heads_kv * s.d;
-    const double bytes = cache_bytes + 2.0 * double(elem) * double(s.q_elems()) + sizeof(float) * double(s.rows());
+    const Timing t = r.time(opt.reps, dev);
     std::cout << std::fixed << std::setprecision(1) << "  time: median " << t.median_ms * 1e3 << " us (min "
               << t.min_ms * 1e3 << ", max " << t.max_ms * 1e3 << ", " << t.reps << " runs, L2 flushed); "
-              << shown_bytes(bytes) << " of K, V, q and O: " << std::setprecision(0) << bytes / (t.median_ms * 1e-3) / 1e9
-              << " GB/s\n" << std::defaultfloat;
+              << shown_bytes(r.bytes()) << " of K, V, q and O: " << std::setprecision(0)
+              << r.bytes() / (t.median_ms * 1e-3) / 1e9 << " GB/s\n" << std::defaultfloat;
   }
   if (!ok) {
     std::cout << "CHECK FAILED\n";
@@ -202,11 +243,80 @@ int run(const Options& opt, const std::string& prog) {
   return kExitOk;
 }
 
+// --tour: this step's row of the tour (common/tour.hpp's options and columns), under the header the
+// steps before it printed (--no-header, as bash cmake/quickstart.sh runs it). Without a GPU it says
+// so in one line, or with --no-header prints nothing, and exits 0, as every step's tour does.
+int tour(int argc, char** argv, const std::string& prog) {
+  long long B = 2, H = 16, N = 2048, d = 64, reps = 10;
+  bool causal = false, no_header = false;
+  std::string dtype, trace_dir, csv;
+  CLI::App app{"flashsteps tour: step 10_decode at one size, checked against the fp64 reference and timed: one new "
+               "token per sequence against a cache of N keys, H / 4 K/V heads",
+               prog + " --tour"};
+  app.add_option("-b,--batch", B, "batch size")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("--heads", H, "query heads (a multiple of 4: H / 4 K/V heads; else H)")
+      ->transform(decimal<long long>())->capture_default_str();
+  app.add_option("-n,--seq", N, "keys in every sequence's cache")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("-d,--dim", d, "head dimension: 64, 128 or 256")->transform(decimal<long long>())->capture_default_str();
+  app.add_flag("--causal", causal, "causal mask (one new token sees the whole cache either way)");
+  app.add_option("--dtype", dtype, "bf16 or fp16 (fp32 or none: bf16, this step's first type)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_option("--reps", reps, "timed runs")->transform(decimal<long long>())->capture_default_str();
+  app.add_option("--csv", csv, "taken for the tour's sake: step 10's row is not written (its columns are not the "
+                               "other steps')");
+  app.add_option("--trace-dir", trace_dir, "taken for the tour's sake: step 10 has no traced kernels yet")->type_name("DIR");
+  app.add_flag("--no-header", no_header, "the row alone, under an earlier run's header; without a GPU, nothing");
+  if (!parse_command_line(app, argc, argv)) return kExitOk;
+  Options opt;
+  opt.shape.batch = size_option("--batch", B, 65535);
+  opt.shape.heads = size_option("--heads", H, kMaxHeads);
+  opt.shape.heads_kv = opt.shape.heads % 4 == 0 ? opt.shape.heads / 4 : opt.shape.heads;
+  opt.shape.new_tokens = 1;
+  opt.shape.d = size_option("--dim", d, 256);
+  if (N < 1 || N > kMaxCacheLen) throw InputError("--seq must be in 1.." + std::to_string(kMaxCacheLen));
+  if (reps < 1 || reps > kMaxReps) throw InputError("--reps must be in 1.." + std::to_string(kMaxReps));
+  opt.cache_len = static_cast<int>(N);
+  opt.shape.seqlen_cache = opt.cache_len;
+  opt.causal = causal;
+  opt.reps = static_cast<int>(reps);
+  opt.dtype = dtype == "fp16" ? DType::fp16 : DType::bf16;
+  if (std::string why = decode_unsupported(opt.shape, opt.dtype, 1); !why.empty()) throw InputError(why);
+
+  if (std::string why = gpu_unavailable_reason(); !why.empty()) {
+    if (!no_header) std::cout << prog << ": " << why << " Step 10's tour row needs a CUDA GPU.\n";
+    return kExitOk;
+  }
+  const DeviceInfo dev = query_device();
+  const std::string name = "10_decode (1 token, Hkv " + std::to_string(opt.shape.heads_kv) + ")";
+  if (!no_header)
+    std::printf("flashsteps tour on %s: B=%d H=%d N=%d d=%d%s, median of %d runs, L2 flushed\n%-30s %-5s %-4s %-5s %10s "
+                "%9s %12s %12s %10s\n",
+                dev.name.c_str(), opt.shape.batch, opt.shape.heads, opt.cache_len, opt.shape.d, causal ? " causal" : "",
+                opt.reps, "step", "type", "pass", "check", "time ms", "TFLOP/s", "device mem", "HBM model", "max err");
+  try {
+    DecodeRun r(opt, dev);
+    r.forward();
+    const CheckReport report = r.check();
+    const Timing t = r.time(opt.reps, dev);
+    std::printf("%-30s %-5s %-4s %-5s %10.3f %9.2f %12s %12s %10.2e\n", name.c_str(), dtype_name(opt.dtype), "fwd",
+                report.pass() ? "ok" : "FAIL", t.median_ms, r.flops() / (t.median_ms * 1e-3) / 1e12,
+                shown_bytes(double(r.device_bytes())).c_str(), shown_bytes(r.bytes()).c_str(), report.max_err());
+    if (!report.pass()) std::printf("%s", report.summary().c_str());
+    if (!trace_dir.empty()) std::printf("trace 10_decode: skipped: step 10 has no traced kernels yet\n");
+    std::fflush(stdout);
+    return report.pass() ? kExitOk : kExitCheckFailed;
+  } catch (const ResourceError& e) {
+    std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
+    return kExitOk;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string prog = std::filesystem::path(argc > 0 ? argv[0] : "step10_decode").filename().string();
   try {
+    if (argc > 1 && std::string(argv[1]) == "--tour") return tour(argc - 1, argv + 1, prog);
     const std::optional<Options> opt = parse(argc, argv);
     if (!opt) return kExitOk;
     return run(*opt, prog);
