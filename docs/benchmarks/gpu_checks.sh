@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU checks of a change, resumable, for a GPU machine that is lent for minutes at a time:
+# build the change and its base, compare their production kernels, run the sanitizer suite, the GPU
+# tests and Nsight Compute's byte counts, each a task that is skipped once done, so that a call cut
+# short by its time limit resumes in the next call on the same (warm) machine.
+#
+#   docs/benchmarks/gpu_checks.sh OUTDIR TASK...
+#   BASE_SRC=base.tar.gz BASE_COMMIT=4617e66 DEADLINE=540 docs/benchmarks/gpu_checks.sh /tmp/checks \
+#       builds compare sanitize gpu_tests ncu
+#
+# Tasks, in the order given:
+#   builds     configure and build ./build (bench, the step programs, sanitize_cases, io_model, the
+#              GPU tests) and, in parallel, BASE_SRC's bench in /tmp/fs-base (BASE_SRC: a `git
+#              archive` tarball or a folder; none: no base)
+#   compare    compare_builds.sh against the base: the production variants of steps 08 and 09
+#              (STEPS, DTYPES, VARIANTS_08, VARIANTS_09 may override)
+#   compare47  steps 04-07 the same way, fewer repetitions (their kernels are slow)
+#   sanitize   tests/sanitize.sh -- --only 08, then 09 (SANITIZE_STEPS may override)
+#   gpu_tests  ctest -L gpu
+#   ncu        ncu_bytes.sh for step 09 at its default shape and at B=1 H=16 N=16384 d=128
+# A task starts only while the time since the start plus its usual length is below DEADLINE
+# seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
+# the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
+# both configures. FS_COMMIT names the change's rows.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+out=${1:?usage: gpu_checks.sh OUTDIR TASK...}
+shift
+mkdir -p "$out/.done"
+deadline=${DEADLINE:-540}
+start=$(date +%s)
+base_commit=${BASE_COMMIT:-base}
+cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}"
+     ${CMAKE_PREFIX_PATH:+-DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"} -DPython3_EXECUTABLE="$(command -v python3)")
+log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
+
+declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60)  # seconds
+
+task_builds() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
+  local base_pid=
+  if [ -n "${BASE_SRC:-}" ]; then
+    mkdir -p /tmp/fs-base
+    if [ -d "$BASE_SRC" ]; then cp -r "$BASE_SRC"/. /tmp/fs-base/; else tar -xzf "$BASE_SRC" -C /tmp/fs-base; fi
+    ( cmake -S /tmp/fs-base -B /tmp/fs-base/build "${cfg[@]}" -DFS_BUILD_TESTS=OFF > "$out/base_configure.log" 2>&1 &&
+      ninja -C /tmp/fs-base/build -j5 bench > "$out/base_build.log" 2>&1 ) &
+    base_pid=$!
+  fi
+  cmake -S . -B build "${cfg[@]}" > "$out/configure.log" 2>&1 || return 1
+  # The GPU tests, the Python module and the step programs, as this build names them.
+  local targets
+  mapfile -t targets < <(ninja -C build -t targets all 2>/dev/null | cut -d: -f1 |
+                         grep -E '^test_.*_gpu$|^fs_python$|^step[0-9][0-9]_')
+  ninja -C build -j11 bench sanitize_cases io_model "${targets[@]}" > "$out/build.log" 2>&1
+  local rc=$?
+  [ -n "$base_pid" ] && { wait "$base_pid" || rc=1; }
+  echo "warning lines in the change's build: $(grep -c warning "$out/build.log")"
+  return $rc
+}
+task_compare() {
+  BASE_DIR=/tmp/fs-base STEPS=${STEPS:-"08 09"} DTYPES=${DTYPES:-"bf16 fp32"} \
+    VARIANTS_08=${VARIANTS_08:-"fa2 deterministic 3xtf32"} VARIANTS_09=${VARIANTS_09:-"fa3 deterministic fp8"} \
+    ROUNDS=2 docs/benchmarks/compare_builds.sh "$base_commit" "$out/compare" > /dev/null 2>&1
+  tail -1 "$out/compare/compare.txt"
+}
+task_compare47() {
+  BASE_DIR=/tmp/fs-base STEPS="04 05 06 07" DTYPES=fp32 VARIANTS_04=fa2 REPS=5 WARMUP=2 ROUNDS=2 \
+    docs/benchmarks/compare_builds.sh "$base_commit" "$out/compare47" > /dev/null 2>&1
+  tail -1 "$out/compare47/compare.txt"
+}
+task_sanitize() {
+  local rc=0
+  for s in ${SANITIZE_STEPS:-08 09}; do
+    tests/sanitize.sh build -- --only "$s" > "$out/sanitize_$s.log" 2>&1 || rc=1
+    mkdir -p "$out/sanitize_$s" && cp build/sanitize/*.log "$out/sanitize_$s/"
+    tail -3 "$out/sanitize_$s.log"
+  done
+  return $rc
+}
+task_gpu_tests() { ctest --test-dir build -L gpu -j4 > "$out/ctest_gpu.log" 2>&1; local rc=$?; grep -E "tests passed|tests failed" "$out/ctest_gpu.log"; return $rc; }
+task_ncu() {
+  STEPS=09 docs/benchmarks/ncu_bytes.sh "$out/ncu" > "$out/ncu.log" 2>&1 &&
+    STEPS=09 docs/benchmarks/ncu_bytes.sh "$out/ncu_16k" 1 16 16384 128 >> "$out/ncu.log" 2>&1
+}
+
+for t in "$@"; do
+  if [ -f "$out/.done/$t" ]; then log "$t: done in an earlier call"; continue; fi
+  if ! declare -F "task_$t" > /dev/null; then log "$t: no such task"; continue; fi
+  if [ $(( $(date +%s) - start + ${usual[$t]:-60} )) -gt "$deadline" ]; then log "$t: not started (deadline)"; continue; fi
+  log "$t: start"
+  if "task_$t"; then touch "$out/.done/$t"; log "$t: done"; else log "$t: FAILED"; fi
+done
