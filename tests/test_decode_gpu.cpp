@@ -3,7 +3,8 @@
 // caches, 1, 4 and 16 new tokens, grouped-query ratios 1, 4 and 8, splits 1, 3 and the rule's at
 // this GPU's SM count, every head dimension in bf16 and fp16; and repeated runs bit for bit (no
 // atomics: the merge's order is fixed); a paged cache (pages of 16 and 256 in shuffled order)
-// equal bit for bit to the contiguous cache on the same values, and to the reference. Skipped (exit 77) without a GPU (tests/catch_main.cpp).
+// equal bit for bit to the contiguous cache on the same values, and to the reference. Skipped
+// (exit 77) without a GPU (tests/catch_main.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -166,7 +166,8 @@ TEST_CASE("step 10 refuses an inconsistent paged cache, in one line each", "[dec
   };
   REQUIRE(paging_unsupported(s, false, 0, 0).empty());  // contiguous
   for (int page : {16, 32, 256, 1024}) REQUIRE(paging_unsupported(s, true, page, (1000 + page - 1) / page).empty());
-  for (int page : {0, 8, 15, 24, 100, 255, -16, 1 << 21}) REQUIRE(says(paging_unsupported(s, true, page, 1000), "power of two"));
+  for (int page : {0, 8, 15, 24, 100, 255, -16, 1 << 21})
+    REQUIRE(says(paging_unsupported(s, true, page, 1000), "power of two"));
   REQUIRE(says(paging_unsupported(s, false, 16, 63), "without a block table"));
   REQUIRE(says(paging_unsupported(s, false, 0, 4), "without a block table"));
   REQUIRE(says(paging_unsupported(s, true, 16, 0), "at least one block"));
