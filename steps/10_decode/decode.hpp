@@ -57,14 +57,6 @@ struct DecodeParams {
   const void* q = nullptr;        // (batch, new_tokens, heads, d)
   const void* k_cache = nullptr;  // (batch, seqlen_cache, heads_kv, d)
   const void* v_cache = nullptr;  // (batch, seqlen_cache, heads_kv, d)
-  // A paged cache (flash_attn_with_kvcache's block_table): k_cache and v_cache are then
-  // (num_blocks, page_size, heads_kv, d), and key j of sequence b is row j mod page_size of page
-  // block_table[b · max_blocks_per_seq + j / page_size]. Null: the contiguous cache above.
-  // page_size a power of two ≥ 16 (paging_unsupported); max_blocks_per_seq · page_size ≥
-  // seqlen_cache, every entry a sequence's keys reach a page in [0, num_blocks).
-  const std::int32_t* block_table = nullptr;
-  int page_size = 0;
-  int max_blocks_per_seq = 0;
   // Keys per sequence, (batch) int32 (flash_attn_with_kvcache's cache_seqlens as a tensor); null:
   // every sequence holds cache_len keys (cache_seqlens as an int).
   const std::int32_t* cache_seqlens = nullptr;
@@ -80,6 +72,15 @@ struct DecodeParams {
   int num_splits = 1;
   float* workspace = nullptr;     // decode_workspace_bytes(shape, num_splits) bytes
   cudaStream_t stream = nullptr;
+  // A paged cache (flash_attn_with_kvcache's block_table), last so that the fields above keep
+  // their offsets in the kernels' parameter: k_cache and v_cache are then
+  // (num_blocks, page_size, heads_kv, d), and key j of sequence b is row j mod page_size of page
+  // block_table[b · max_blocks_per_seq + j / page_size]. Null: the contiguous cache above.
+  // page_size a power of two ≥ 16 (paging_unsupported); max_blocks_per_seq · page_size ≥
+  // seqlen_cache, every entry a sequence's keys reach a page in [0, num_blocks).
+  const std::int32_t* block_table = nullptr;
+  int page_size = 0;
+  int max_blocks_per_seq = 0;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
