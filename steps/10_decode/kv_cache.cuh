@@ -52,8 +52,9 @@ struct ContiguousCache {
 // it are a shift and a mask, not a division. The table entry is read per row, by every thread that
 // copies a chunk of it (load_rows): a tile of kBlockN keys may span several pages (64 keys over
 // four pages of 16), and per-row addressing needs no assumption on how tiles and pages line up.
-// The entries are 4 bytes per page of page_size·heads_kv·d elements, and the threads that read the
-// same one read it together (one row's chunks), so they come from L1 after the first.
+// The entries are 4 bytes per page of page_size·heads_kv·d elements; the threads that copy one
+// row's chunks are neighbouring lanes of a warp and read the same entry in the same load. (What
+// the lookups cost on a GPU has not been measured yet; K's and V's loads each look their row up.)
 template <typename E>
 struct PagedCache {
   // log2 of a power of two, once per thread (≤ 20 steps; plain code, which the CPU emulation
