@@ -44,7 +44,8 @@ struct DecodeOutputs {
   std::vector<float> o, lse;  // (batch, new_tokens, heads, d), (batch, heads, new_tokens)
 };
 
-// The kernels on h with `splits` splits; per_sequence: the lengths as a (batch) array (else
+// The kernels on h with `splits` splits, its cache contiguous or paged (h.page_size > 0: through
+// its block table); per_sequence: the lengths as a (batch) array (else
 // h.seqlens[0] as the one length of every sequence, which h's lengths must then all be).
 inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int splits, bool per_sequence = true) {
   DecodeOutputs out;
@@ -58,6 +59,11 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     p.q = q.data();
     p.k_cache = k.data();
     p.v_cache = v.data();
+    if (h.page_size > 0) {
+      p.block_table = h.block_table.data();
+      p.page_size = h.page_size;
+      p.max_blocks_per_seq = h.max_blocks_per_seq;
+    }
     p.cache_seqlens = per_sequence ? h.seqlens.data() : nullptr;
     p.cache_len = h.seqlens.front();
     p.o = o.data();

@@ -2,7 +2,9 @@
 // fp64 reference under the project's 16-bit rule: odd cache lengths, per-sequence lengths and empty
 // caches, 1, 4 and 16 new tokens, grouped-query ratios 1, 4 and 8, splits 1, 3 and the rule's at
 // this GPU's SM count, every head dimension in bf16 and fp16; and repeated runs bit for bit (no
-// atomics: the merge's order is fixed). Skipped (exit 77) without a GPU (tests/catch_main.cpp).
+// atomics: the merge's order is fixed); a paged cache (pages of 16 and 256 in shuffled order)
+// equal bit for bit to the contiguous cache on the same values, and to the reference. Skipped
+// (exit 77) without a GPU (tests/catch_main.cpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -39,13 +41,16 @@ struct GpuOutputs {
   std::vector<float> o, lse;
 };
 
-// decode_forward on the GPU, outputs and workspace poisoned (NaN) first.
+// decode_forward on the GPU, outputs and workspace poisoned (NaN) first; h's cache contiguous or
+// paged (h.page_size > 0: its block table uploaded too).
 GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits) {
   const DecodeShape& s = h.shape;
   fs::DeviceTensor q(h.q.size(), h.dtype), k(h.k.size(), h.dtype), v(h.v.size(), h.dtype), o(h.q.size(), h.dtype);
   fs::DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
   fs::DeviceBuffer<float> ws(fs::decoding::decode_workspace_bytes(s, splits) / sizeof(float));
   fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
+  fs::DeviceBuffer<std::int32_t> table(std::max<std::size_t>(1, h.block_table.size()));
+  if (!h.block_table.empty()) table.upload(h.block_table.data(), h.block_table.size());
   q.upload(h.q);
   k.upload(h.k);
   v.upload(h.v);
@@ -58,6 +63,11 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits) {
   p.k_cache = k.get();
   p.v_cache = v.get();
   p.cache_seqlens = lens.get();
+  if (h.page_size > 0) {
+    p.block_table = table.get();
+    p.page_size = h.page_size;
+    p.max_blocks_per_seq = h.max_blocks_per_seq;
+  }
   p.o = o.get();
   p.lse = lse.get();
   p.dtype = h.dtype;
@@ -123,4 +133,51 @@ TEST_CASE("step 10 on the GPU: repeated runs are bit-identical", "[gpu][decode]"
     REQUIRE(a.o == b.o);
     REQUIRE(a.lse == b.lse);
   }
+}
+
+// The paged cache: the same problem in shuffled pages (paged_layout: NaN wherever no sequence's key
+// is), its run equal to the contiguous one bit for bit and within the rule of the reference; odd
+// and per-sequence lengths, grouped-query ratio 4, 1 and 4 new tokens, splits 1, 3 and the rule's.
+TEST_CASE("step 10 on the GPU: a paged cache, pages of 16 and 256 in shuffled order", "[gpu][decode][paged]") {
+  for (int d : {64, 128, 256})
+    for (int page : {16, 256})
+      for (int n : {1, 4})
+        for (bool causal : {false, true})
+          for (int splits : {1, 3, kRule}) {
+            const DecodeShape s = shape_of(4, 16, 4, n, 5000, d);
+            const std::vector<std::int32_t> lens = {1, 17, 1000, 5000};
+            const int S = splits == kRule ? fs::decoding::num_splits(s.batch, s.heads_kv, 5000,
+                                                                     fs::query_device().sm_count, s.row_blocks())
+                                          : splits;
+            DYNAMIC_SECTION("d=" << d << " page=" << page << " n=" << n << (causal ? " causal" : "") << " splits=" << S) {
+              const std::uint64_t seed = 8191 + d + page + n + S;
+              const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, DType::bf16, seed);
+              const fs::decoding::DecodeHost paged = fs::decoding::paged_layout(h, page, seed + 1);
+              const GpuOutputs want = run_gpu(h, causal, S), got = run_gpu(paged, causal, S);
+              REQUIRE(got.o == want.o);
+              REQUIRE(got.lse == want.lse);
+              const fs::CheckReport report = fs::decoding::verify_decode(paged, 1.f / std::sqrt(float(d)), causal,
+                                                                       got.o.data(), got.lse.data(), seed);
+              INFO(report.summary());
+              REQUIRE(report.pass());
+            }
+          }
+}
+
+// What decode_forward refuses of the paging fields, before any kernel runs.
+TEST_CASE("step 10 on the GPU: decode_forward refuses inconsistent paging", "[gpu][decode][paged]") {
+  fs::decoding::DecodeParams p;
+  p.shape = shape_of(1, 8, 2, 1, 100, 128);
+  p.cache_len = 100;
+  p.scale = 0.1f;
+  const std::int32_t table[8] = {};
+  p.page_size = 16;  // no table
+  REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("without a block table"));
+  p.block_table = table;
+  p.max_blocks_per_seq = 7;
+  p.page_size = 24;
+  REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("power of two"));
+  p.page_size = 16;
+  p.max_blocks_per_seq = 6;  // 96 < 100 keys
+  REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("fewer than seqlen_cache"));
 }

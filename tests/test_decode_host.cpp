@@ -155,3 +155,63 @@ TEST_CASE("step 10's reference equals the project's reference on the same proble
         }
   }
 }
+
+TEST_CASE("step 10 refuses an inconsistent paged cache, in one line each", "[decode][paged]") {
+  using fs::decoding::paging_unsupported;
+  fs::decoding::DecodeShape s;
+  s.seqlen_cache = 1000;
+  const auto says = [](const std::string& why, const char* what) {
+    INFO(why);
+    return why.find(what) != std::string::npos && why.find('\n') == std::string::npos;
+  };
+  REQUIRE(paging_unsupported(s, false, 0, 0).empty());  // contiguous
+  for (int page : {16, 32, 256, 1024}) REQUIRE(paging_unsupported(s, true, page, (1000 + page - 1) / page).empty());
+  for (int page : {0, 8, 15, 24, 100, 255, -16, 1 << 21})
+    REQUIRE(says(paging_unsupported(s, true, page, 1000), "power of two"));
+  REQUIRE(says(paging_unsupported(s, false, 16, 63), "without a block table"));
+  REQUIRE(says(paging_unsupported(s, false, 0, 4), "without a block table"));
+  REQUIRE(says(paging_unsupported(s, true, 16, 0), "at least one block"));
+  REQUIRE(says(paging_unsupported(s, true, 16, 62), "fewer than seqlen_cache"));  // 992 < 1000 keys
+  REQUIRE(paging_unsupported(s, true, 16, 63).empty());                           // 1008
+}
+
+// The reference's gather through the block table: the same problem with its cache in shuffled
+// pages gives the same rows, bit for bit, in both precisions (the same values in the same order).
+TEST_CASE("step 10's reference on a paged cache equals it on the contiguous one", "[decode][reference][paged]") {
+  fs::decoding::DecodeShape s;
+  s.batch = 4;
+  s.heads = 8;
+  s.heads_kv = 2;
+  s.new_tokens = 4;
+  s.seqlen_cache = 1000;
+  s.d = 64;
+  const std::vector<std::int32_t> lens = {0, 1, 17, 1000};
+  const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, fs::DType::bf16, 11);
+  for (int page : {16, 256}) {
+    const fs::decoding::DecodeHost paged = fs::decoding::paged_layout(h, page, 3 + page);
+    REQUIRE(paged.max_blocks_per_seq == (1000 + page - 1) / page);
+    REQUIRE(paged.num_blocks() == s.batch * paged.max_blocks_per_seq + 1);
+    // The pages are shuffled: the table is a permutation's prefix, not 0, 1, 2, ...
+    std::vector<std::int32_t> sorted = paged.block_table;
+    std::sort(sorted.begin(), sorted.end());
+    REQUIRE(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+    REQUIRE(paged.block_table != sorted);
+    for (bool causal : {false, true})
+      for (std::int64_t row = 0; row < s.rows(); ++row) {
+        INFO("page " << page << (causal ? " causal" : "") << " row " << row);
+        std::vector<double> o(s.d), o_paged(s.d);
+        std::vector<float> o32(s.d), o32_paged(s.d);
+        double lse = 0, lse_paged = 0;
+        float lse32 = 0, lse32_paged = 0;
+        fs::decoding::decode_reference_row<double>(h, 0.125f, causal, row, o.data(), &lse);
+        fs::decoding::decode_reference_row<double>(paged, 0.125f, causal, row, o_paged.data(), &lse_paged);
+        fs::decoding::decode_reference_row<float>(h, 0.125f, causal, row, o32.data(), &lse32);
+        fs::decoding::decode_reference_row<float>(paged, 0.125f, causal, row, o32_paged.data(), &lse32_paged);
+        REQUIRE(o == o_paged);
+        REQUIRE(lse == lse_paged);
+        REQUIRE(o32 == o32_paged);
+        REQUIRE(lse32 == lse32_paged);
+      }
+  }
+  REQUIRE_THROWS(fs::decoding::paged_layout(h, 24, 1));  // not a power of two
+}

@@ -38,6 +38,9 @@ void dispatch_dim(const DecodeParams& p) {
 void decode_forward(const DecodeParams& p) {
   if (std::string why = decode_unsupported(p.shape, p.dtype, p.num_splits); !why.empty())
     throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
+  if (std::string why = paging_unsupported(p.shape, p.block_table != nullptr, p.page_size, p.max_blocks_per_seq);
+      !why.empty())
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if (!(p.scale > 0.f)) throw CudaError(cudaErrorInvalidValue, "decode_forward: the softmax scale must be positive");
   if (!p.cache_seqlens && (p.cache_len < 0 || p.cache_len > p.shape.seqlen_cache))
     throw CudaError(cudaErrorInvalidValue, "decode_forward: cache_len must be in [0, seqlen_cache]");

@@ -5,7 +5,9 @@
 //
 // Layouts, as flash_attn_with_kvcache has them (row-major, contiguous):
 //   q        (batch, new_tokens, heads, d)
-//   k_cache  (batch, seqlen_cache, heads_kv, d)      v_cache likewise
+//   k_cache  (batch, seqlen_cache, heads_kv, d)      v_cache likewise; or paged:
+//            (num_blocks, page_size, heads_kv, d)  with block_table (batch, max_blocks_per_seq)
+//            int32: key j of sequence b is row j mod page_size of page block_table[b][j / page_size]
 //   o        (batch, new_tokens, heads, d)           of q's type
 //   lse      (batch, heads, new_tokens)              float32, natural log
 // Sequence b holds cache_seqlens[b] keys (≤ seqlen_cache); the new tokens are already in the cache
@@ -70,6 +72,15 @@ struct DecodeParams {
   int num_splits = 1;
   float* workspace = nullptr;     // decode_workspace_bytes(shape, num_splits) bytes
   cudaStream_t stream = nullptr;
+  // A paged cache (flash_attn_with_kvcache's block_table), last so that the fields above keep
+  // their offsets in the kernels' parameter: k_cache and v_cache are then
+  // (num_blocks, page_size, heads_kv, d), and key j of sequence b is row j mod page_size of page
+  // block_table[b · max_blocks_per_seq + j / page_size]. Null: the contiguous cache above.
+  // page_size a power of two ≥ 16 (paging_unsupported); max_blocks_per_seq · page_size ≥
+  // seqlen_cache, every entry a sequence's keys reach a page in [0, num_blocks).
+  const std::int32_t* block_table = nullptr;
+  int page_size = 0;
+  int max_blocks_per_seq = 0;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
@@ -81,6 +92,11 @@ std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits);
 // Empty when the kernels take this problem; otherwise why not, in one line (decode_forward throws
 // it as a CudaError of cudaErrorInvalidValue).
 std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits);
+
+// Empty when the paging fields are consistent (no block table and page_size 0: contiguous; or a
+// block table, page_size a power of two ≥ 16 and max_blocks_per_seq · page_size ≥ seqlen_cache);
+// otherwise why not, in one line (decode_forward throws it as decode_unsupported's).
+std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int page_size, int max_blocks_per_seq);
 
 // The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
 void decode_forward(const DecodeParams& p);

@@ -1,6 +1,6 @@
 // What step 10's launcher decides on the host, without a GPU: which problems its kernels take and
 // the workspace of the splits. Host code, so that the program refuses bad input and the CPU tests
-// run without the CUDA kernels.
+// run without the CUDA kernels; and whether the paging fields make a cache the kernels can read.
 #include <string>
 
 #include "steps/10_decode/decode.hpp"
@@ -32,6 +32,24 @@ std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits
     return "K/V heads × blocks of 16 query rows must be at most 65535 (the grid's y)";
   if (num_splits < 1 || num_splits > kMaxSplits)
     return "the splits must be in 1.." + std::to_string(kMaxSplits) + "; got " + std::to_string(num_splits);
+  return {};
+}
+
+std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int page_size, int max_blocks_per_seq) {
+  if (!has_block_table) {
+    if (page_size != 0 || max_blocks_per_seq != 0)
+      return "a page size or blocks per sequence without a block table (null block_table: the contiguous cache, "
+             "page_size 0)";
+    return {};
+  }
+  // A power of two: the kernels find a key's page and row with a shift and a mask. At least 16: the
+  // smallest page the issue asks for (flash_attn's paged kernel takes multiples of 256).
+  if (page_size < 16 || (page_size & (page_size - 1)) != 0 || page_size > (1 << 20))
+    return "the page size must be a power of two in 16..1048576; got " + std::to_string(page_size);
+  if (max_blocks_per_seq < 1) return "a paged cache needs at least one block per sequence in its block table";
+  if (std::int64_t(max_blocks_per_seq) * page_size < s.seqlen_cache)
+    return "the block table's " + std::to_string(max_blocks_per_seq) + " pages of " + std::to_string(page_size) +
+           " keys per sequence hold fewer than seqlen_cache = " + std::to_string(s.seqlen_cache) + " keys";
   return {};
 }
 

@@ -1,7 +1,8 @@
 // Step 10's launcher at one element type and head dimension: the split kernel on grid (splits,
-// K/V heads × row blocks, batch), then, with more than one split, the combine. The translation
-// units CMakeLists.txt generates from decode_instance.cu.in instantiate it, one per type and d;
-// the emulated tests (tests/decode_emulated.cpp) include it themselves.
+// K/V heads × row blocks, batch), for a contiguous or a paged cache, then, with more than one split,
+// the combine. The translation units CMakeLists.txt generates from decode_instance.cu.in
+// instantiate it, one per type and d; the emulated tests (tests/decode_emulated.cpp) include it
+// themselves.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -15,18 +16,27 @@
 
 namespace fs::decoding {
 
+// The split kernel for one cache layout (Cache: kv_cache.cuh), causal or not.
+template <class Kt, class Cache>
+void launch_split(const DecodeParams& p, dim3 grid) {
+  if (p.causal)
+    trace::launch_untraced("decode_split_kernel", decode_split_kernel<Kt, true, Cache>, grid, Kt::kThreads,
+                           Kt::kSmemBytes, p.stream, p);
+  else
+    trace::launch_untraced("decode_split_kernel", decode_split_kernel<Kt, false, Cache>, grid, Kt::kThreads,
+                           Kt::kSmemBytes, p.stream, p);
+}
+
 template <typename E, int D>
 void launch_decode(const DecodeParams& p) {
   using Kt = DecodeTraits<E, D>;
   const DecodeShape& s = p.shape;
   const dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(s.heads_kv * s.row_blocks()),
                   static_cast<unsigned>(s.batch));
-  if (p.causal)
-    trace::launch_untraced("decode_split_kernel", decode_split_kernel<Kt, true>, grid, Kt::kThreads, Kt::kSmemBytes,
-                           p.stream, p);
+  if (p.block_table)  // a paged cache (decode.hpp): keys found through the block table
+    launch_split<Kt, PagedCache<E>>(p, grid);
   else
-    trace::launch_untraced("decode_split_kernel", decode_split_kernel<Kt, false>, grid, Kt::kThreads, Kt::kSmemBytes,
-                           p.stream, p);
+    launch_split<Kt, ContiguousCache<E>>(p, grid);
   if (p.num_splits > 1) {
     const dim3 rows(static_cast<unsigned>((s.rows() + kCombineWarps - 1) / kCombineWarps));
     trace::launch_untraced("decode_combine_kernel", decode_combine_kernel<E, D>, rows, 32 * kCombineWarps, 0,

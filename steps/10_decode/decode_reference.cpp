@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <type_traits>
 
@@ -29,6 +30,43 @@ DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::in
   return h;
 }
 
+std::int64_t DecodeHost::key_row(int b, int hk, int j) const {
+  const DecodeShape& s = shape;
+  if (page_size == 0) return ((std::int64_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * s.d;
+  const std::int64_t page = block_table[std::size_t(b) * max_blocks_per_seq + j / page_size];
+  return ((page * page_size + j % page_size) * s.heads_kv + hk) * s.d;
+}
+
+DecodeHost paged_layout(const DecodeHost& c, int page_size, std::uint64_t seed, int spare) {
+  if (c.page_size != 0) throw std::invalid_argument("paged_layout: the problem is paged already");
+  if (!paging_unsupported(c.shape, true, page_size, 1 << 30).empty())
+    throw std::invalid_argument("paged_layout: the page size must be a power of two, at least 16");
+  const DecodeShape& s = c.shape;
+  DecodeHost h;
+  h.shape = s;
+  h.dtype = c.dtype;
+  h.q = c.q;
+  h.seqlens = c.seqlens;
+  h.page_size = page_size;
+  h.max_blocks_per_seq = (s.seqlen_cache + page_size - 1) / page_size;
+  const int pages = s.batch * h.max_blocks_per_seq + spare;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+  for (int i = 0; i < pages; ++i) order[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  h.block_table.assign(order.begin(), order.begin() + std::ptrdiff_t(s.batch) * h.max_blocks_per_seq);
+  const std::size_t row = std::size_t(s.heads_kv) * s.d;  // a key's elements, every K/V head
+  h.k.assign(std::size_t(pages) * page_size * row, NAN);
+  h.v.assign(h.k.size(), NAN);
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < c.seqlens[b]; ++j) {  // the sequence's keys; the rest stay NaN
+      const std::int64_t from = c.key_row(b, 0, j), to = h.key_row(b, 0, j);
+      std::copy_n(c.k.begin() + from, row, h.k.begin() + to);
+      std::copy_n(c.v.begin() + from, row, h.v.begin() + to);
+    }
+  return h;
+}
+
 template <typename T>
 void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::int64_t row, T* o_row, T* lse) {
   const DecodeShape& s = h.shape;
@@ -41,9 +79,8 @@ void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::in
   // Keys [0, end): the sequence's, and causal, none after token t's diagonal key L − n + t.
   const int end = causal ? std::clamp(L - n + t + 1, 0, L) : L;
   const float* q = h.q.data() + ((std::int64_t(b) * n + t) * s.heads + head) * d;                       // (d)
-  auto key_row = [&](const std::vector<float>& c, int j) {
-    return c.data() + ((std::int64_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * d;                  // (d)
-  };
+  // Key j's row (d), contiguous or through the block table (DecodeHost::key_row).
+  auto key_row = [&](const std::vector<float>& c, int j) { return c.data() + h.key_row(b, hk, j); };
   // Where a 16-bit kernel rounds (P̃ before P̃V, O): in the float32 implementation only.
   auto rounded = [&](T x) -> T {
     if constexpr (std::is_same_v<T, float>) return round_to(h.dtype, x);

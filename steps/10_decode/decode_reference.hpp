@@ -1,6 +1,7 @@
 // Step 10's CPU reference and its check: attention of the new tokens against a KV cache, exactly as
-// the kernels define it (decode.hpp) — per-sequence lengths, grouped K/V heads, the causal mask at
-// the bottom-right corner — row by row, in the project's two precisions (common/reference.hpp):
+// the kernels define it (decode.hpp) — a contiguous or paged cache (its rows gathered through the
+// block table), per-sequence lengths, grouped K/V heads, the causal mask at the bottom-right
+// corner — row by row, in the project's two precisions (common/reference.hpp):
 //   T = double  the reference the kernels are checked against;
 //   T = float   a plain float32 implementation that rounds where a 16-bit kernel must (P̃ before
 //               P̃V, and O), whose own error against the double one sets the tolerance.
@@ -21,14 +22,31 @@ struct DecodeHost {
   DecodeShape shape;
   DType dtype = DType::bf16;
   std::vector<float> q;              // (batch, new_tokens, heads, d)
-  std::vector<float> k, v;           // (batch, seqlen_cache, heads_kv, d)
+  std::vector<float> k, v;           // (batch, seqlen_cache, heads_kv, d), or paged (below)
   std::vector<std::int32_t> seqlens;  // (batch): keys per sequence, each in [0, seqlen_cache]
+  // Paged (page_size > 0): k, v are (num_blocks, page_size, heads_kv, d) and key j of sequence b
+  // is row j mod page_size of page block_table[b · max_blocks_per_seq + j / page_size] (decode.hpp).
+  int page_size = 0;
+  int max_blocks_per_seq = 0;
+  std::vector<std::int32_t> block_table;  // (batch, max_blocks_per_seq)
+  int num_blocks() const {  // pages in k (and v); 0 contiguous
+    return page_size ? static_cast<int>(k.size() / (std::size_t(page_size) * shape.heads_kv * shape.d)) : 0;
+  }
+  // Key j's row of sequence b, K/V head hk, in k or v (either layout): the reference's one gather.
+  std::int64_t key_row(int b, int hk, int j) const;
 };
 
 // Fresh standard-normal q, k and v (never zeros) rounded to dtype, the cache filled to its room
 // (a sequence's keys past its length are there too, and must not count); seqlens.size() == batch.
 DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::int32_t>& seqlens, DType dtype,
                                  std::uint64_t seed);
+
+// The same problem (q, the cache's values, lengths) with its cache laid out in pages of page_size
+// keys (a power of two ≥ 16) in shuffled order: ⌈seqlen_cache / page_size⌉ pages per sequence,
+// `spare` pages more that no sequence uses, the pages' order a permutation drawn from seed. Every
+// row that is not one of a sequence's keys [0, L_b) (the rest of its last page, the spare pages)
+// is NaN, so that a kernel reading one shows it.
+DecodeHost paged_layout(const DecodeHost& contiguous, int page_size, std::uint64_t seed, int spare = 1);
 
 // Row `row` of the output in LSE's order, (batch, heads, new_tokens): o_row[0..d) and its LSE.
 // A row that sees no key gets O = 0 and LSE = −inf.

@@ -100,8 +100,13 @@ __device__ __forceinline__ void merge_warps(float* s_merge, const float (&o)[1][
 }
 
 // One CTA: split blockIdx.x of the keys of K/V head blockIdx.y / row_blocks of sequence blockIdx.z,
-// for its 16 query rows (decode_cta.cuh). Kt: DecodeTraits (decode_configs.cuh).
-template <class Kt, bool kCausal>
+// for its 16 query rows (decode_cta.cuh). Kt: DecodeTraits (decode_configs.cuh). Cache: where the
+// keys' rows are (kv_cache.cuh), ContiguousCache<E> or PagedCache<E>. A template parameter, not a
+// runtime branch or pointer: the contiguous kernel's code stays what it was (no table to test for
+// in its loads), and the paged kernel is a second instantiation whose only difference is the
+// row() it calls per key (the block table's entry, a shift and a mask). The cost is compile time:
+// twice the split kernels per element type and head dimension.
+template <class Kt, bool kCausal, class Cache = ContiguousCache<typename Kt::E>>
 __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const DecodeParams p) {
   using E = typename Kt::E;
   using QTile = typename Kt::QTile;
@@ -118,7 +123,7 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   E* sV = sK + ST * KVTile::kElems;     // ST × (BN, D)
 
   const DecodeCta cta(p, BN, kCausal);
-  const ContiguousCache<E> cache(p);
+  const Cache cache(p);  // contiguous or paged: one row address per key, either way
   const int warp = threadIdx.x / 32;
   const int wk0 = warp * WK;  // the warp's keys in every tile: [wk0, wk0 + WK)
 
@@ -128,7 +133,9 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   auto load_kv = [&](int stage, int t) {
     if (t < cta.tiles.count) {
       const int j0 = (cta.tiles.first + t) * BN, n = min(BN, cta.key_end - j0);
-      const auto k_of = [&](int r) { return cache.k_row(cta.b, cta.hk, j0 + r); };  // key j0 + r's row
+      // Key j0 + r's row, row by row: with pages, a tile's keys may lie in several pages (a tile
+      // of 64 keys over pages of 16), so no row is derived from another's address.
+      const auto k_of = [&](int r) { return cache.k_row(cta.b, cta.hk, j0 + r); };
       const auto v_of = [&](int r) { return cache.v_row(cta.b, cta.hk, j0 + r); };
       load_rows<KVTile, Kt::kThreads>(sK + stage * KVTile::kElems, k_of, n);
       load_rows<KVTile, Kt::kThreads>(sV + stage * KVTile::kElems, v_of, n);

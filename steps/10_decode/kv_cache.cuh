@@ -1,7 +1,9 @@
 // Where the decoding kernels find their rows: a key's row in the cache, a query's row in q, and
 // the copy of a tile of such rows into shared memory. The cache is addressed through one function,
-// (sequence, K/V head, key) → the address of that key's d elements (ContiguousCache::k_row), so
-// that a paged cache (phase 2: a block table of pages) replaces this struct and nothing else.
+// (sequence, K/V head, key) → the address of that key's d elements (k_row, v_row), in one of two
+// structs with the same interface: ContiguousCache, and PagedCache (a block table of pages). The
+// split kernel takes the struct as a template parameter (flash_decode.cuh), so that the contiguous
+// kernel's code is what it was and the paged one is a second instantiation.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +44,61 @@ struct ContiguousCache {
   __device__ __forceinline__ const E* v_row(int b, int hk, int key) const { return v + row(b, hk, key); }
 };
 
+// A paged cache, as flash_attn_with_kvcache's block_table defines it: K and V are
+// (num_blocks, page_size, heads_kv, d), and key j of sequence b is row j mod page_size of page
+// table[b · max_blocks + j / page_size]. A page holds page_size keys of every K/V head, so rows of
+// one head are heads_kv·d apart within a page, and a page's next row may be anywhere in memory.
+// page_size is a power of two (paging_unsupported, decode_host.cpp): the page and the row within
+// it are a shift and a mask, not a division. The table entry is read per row, by every thread that
+// copies a chunk of it (load_rows): a tile of kBlockN keys may span several pages (64 keys over
+// four pages of 16), and per-row addressing needs no assumption on how tiles and pages line up.
+// The entries are 4 bytes per page of page_size·heads_kv·d elements; the threads that copy one
+// row's chunks are neighbouring lanes of a warp and read the same entry in the same load. (What
+// the lookups cost on a GPU has not been measured yet; K's and V's loads each look their row up.)
+template <typename E>
+struct PagedCache {
+  // log2 of a power of two, once per thread (≤ 20 steps; plain code, which the CPU emulation
+  // compiles as it is).
+  __device__ __forceinline__ static int log2_of(int pow2) {
+    int s = 0;
+    while ((1 << s) < pow2) ++s;
+    return s;
+  }
+
+  const E* k;
+  const E* v;
+  const std::int32_t* table;        // (batch, max_blocks)
+  int max_blocks, page_shift, page_mask;
+  std::int64_t page_stride, key_stride;  // elements between pages, between keys of a page
+  int d;
+
+  __device__ __forceinline__ explicit PagedCache(const DecodeParams& p)
+      : k(as<E>(p.k_cache)),
+        v(as<E>(p.v_cache)),
+        table(p.block_table),
+        max_blocks(p.max_blocks_per_seq),
+        page_shift(log2_of(p.page_size)),
+        page_mask(p.page_size - 1),
+        page_stride(std::int64_t(p.page_size) * p.shape.heads_kv * p.shape.d),
+        key_stride(std::int64_t(p.shape.heads_kv) * p.shape.d),
+        d(p.shape.d) {}
+
+  // The one map from (sequence, K/V head, key) to a row of the cache, in elements: through the
+  // block table to the key's page, then its row in the page.
+  __device__ __forceinline__ std::int64_t row(int b, int hk, int key) const {
+    const std::int64_t page = table[std::int64_t(b) * max_blocks + (key >> page_shift)];
+    return page * page_stride + (key & page_mask) * key_stride + std::int64_t(hk) * d;
+  }
+  __device__ __forceinline__ const E* k_row(int b, int hk, int key) const { return k + row(b, hk, key); }
+  __device__ __forceinline__ const E* v_row(int b, int hk, int key) const { return v + row(b, hk, key); }
+};
+
 // Rows [0, Tile::kRows) of a tile, row r's Tile::kCols elements at row_of(r) (a pointer, 16-byte
 // aligned), into shared memory laid out as Tile (swizzled: mma.cuh, SmemTile), 16 bytes per
 // cp.async by all kThreads threads; rows at or past n_rows (≥ 1) are zero-filled, their copy
 // reading nothing from row_of(0)'s address (a valid one). Commit and wait before use. Thread i
 // copies chunk c = i mod kChunks of rows i / kChunks, + kStep, ...: one row address per chunk,
-// since with pages (phase 2) a tile's rows need not be evenly spaced.
+// since with pages (PagedCache) a tile's rows need not be evenly spaced.
 template <typename Tile, int kThreads, typename E, typename RowOf>
 __device__ __forceinline__ void load_rows(E* s, RowOf&& row_of, int n_rows) {
   constexpr int kChunks = Tile::kChunks;       // 16-byte chunks per row

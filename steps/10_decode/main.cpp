@@ -54,6 +54,7 @@ struct Options {
   int cache_len = 4096;  // keys of every sequence (also the cache's room)
   DType dtype = DType::bf16;
   int splits = 0;        // 0: the rule
+  int page_size = 0;     // 0: a contiguous cache; else pages of this many keys, in shuffled order
   bool causal = false, check = false;
   int reps = 0;          // timed runs; 0: none
   std::uint64_t seed = 1;
@@ -62,7 +63,7 @@ struct Options {
 // The command line, checked: InputError (one line, exit 2) for anything the kernels do not take.
 std::optional<Options> parse(int argc, char** argv) {
   Options o;
-  long long B = 1, H = 32, Hkv = 8, L = o.cache_len, n = 1, d = 128, splits = 0, reps = 0;
+  long long B = 1, H = 32, Hkv = 8, L = o.cache_len, n = 1, d = 128, splits = 0, reps = 0, page = 0;
   std::string dtype = "bf16";
   CLI::App app{"flashsteps step 10_decode: decoding (Flash-Decoding). n new tokens per sequence against a KV cache "
                "(q (batch, n, heads, d), k/v cache (batch, cache_len, heads_kv, d)), the keys split among CTAs and "
@@ -80,6 +81,9 @@ std::optional<Options> parse(int argc, char** argv) {
   app.add_option("--dtype", dtype, "element type of q, the cache and O (LSE is fp32)")
       ->check(CLI::IsMember({"bf16", "fp16"}))->capture_default_str();
   app.add_option("--splits", splits, "splits of every sequence's keys (0: the split rule, split_rule.hpp)")
+      ->transform(decimal<long long>())->capture_default_str();
+  app.add_option("--page-size", page, "0: a contiguous cache; else a paged one (flash_attn_with_kvcache's block_table), "
+                                      "pages of this many keys (a power of two, at least 16) in shuffled order")
       ->transform(decimal<long long>())->capture_default_str();
   app.add_flag("--causal", o.causal, "token t of n sees keys up to cache_len - n + t (the bottom-right corner)");
   app.add_flag("--check", o.check, "compare O and LSE against the fp64 CPU reference");
@@ -106,6 +110,14 @@ std::optional<Options> parse(int argc, char** argv) {
   o.cache_len = static_cast<int>(L);
   o.shape.seqlen_cache = std::max(1, o.cache_len);  // an empty cache still has a row of room
   o.splits = static_cast<int>(splits);
+  if (page != 0) {  // the block table of the run (DecodeRun): ⌈seqlen_cache / page⌉ pages per sequence
+    if (page < 0 || page > (1 << 20) || (page & (page - 1)) != 0 || page < 16)
+      throw InputError("--page-size must be 0 (a contiguous cache) or a power of two in 16..1048576 (got " +
+                       std::to_string(page) + ")");
+    o.page_size = static_cast<int>(page);
+    const int blocks = (o.shape.seqlen_cache + o.page_size - 1) / o.page_size;
+    if (std::string why = paging_unsupported(o.shape, true, o.page_size, blocks); !why.empty()) throw InputError(why);
+  }
   o.reps = static_cast<int>(reps);
   o.dtype = *parse_dtype(dtype);
   if (std::string why = decode_unsupported(o.shape, o.dtype, std::max(1, o.splits)); !why.empty()) throw InputError(why);
@@ -121,8 +133,18 @@ std::string shown_bytes(double bytes) {
   return out.str();
 }
 
-// One decoding problem on the GPU: the random inputs (host and device copies), the splits (the
-// rule unless --splits), the parameters, the workspace. forward() runs it; check() and time() say
+// Elements of K (and of V): the contiguous cache's, or with --page-size its pages (⌈seqlen_cache /
+// page⌉ per sequence, and the spare one that paged_layout adds).
+std::int64_t cache_elems(const Options& o) {
+  const DecodeShape& s = o.shape;
+  if (o.page_size == 0) return s.cache_elems();
+  const std::int64_t pages = std::int64_t(s.batch) * ((s.seqlen_cache + o.page_size - 1) / o.page_size) + 1;
+  return pages * o.page_size * s.heads_kv * s.d;
+}
+
+// One decoding problem on the GPU: the random inputs (host and device copies; with --page-size the
+// cache laid out in shuffled pages, paged_layout, and its block table), the splits (the rule unless
+// --splits), the parameters, the workspace. forward() runs it; check() and time() say
 // how it did. The caller has made sure there is a GPU.
 class DecodeRun {
  public:
@@ -131,14 +153,20 @@ class DecodeRun {
         splits_(opt.splits > 0 ? opt.splits : num_splits(s_.batch, s_.heads_kv, opt.cache_len, dev.sm_count, s_.row_blocks())),
         ws_bytes_(decode_workspace_bytes(s_, splits_)) {
     const std::size_t elem = dtype_bytes(opt.dtype);
-    const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * s_.cache_elems() + s_.rows());
+    const std::int64_t kv = cache_elems(opt);
+    // The host copies; paged, the contiguous problem and its pages side by side while they are laid out.
+    const std::uint64_t host_bytes =
+        sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.page_size ? 2 * s_.cache_elems() : 0) + s_.rows());
     require_host_memory(host_bytes, "this problem's host copies");
-    device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * s_.cache_elems()) + sizeof(float) * s_.rows() +
-                    sizeof(std::int32_t) * s_.batch + ws_bytes_;
+    const std::int64_t table =  // the block table's entries
+        opt.page_size ? std::int64_t(s_.batch) * ((s_.seqlen_cache + opt.page_size - 1) / opt.page_size) : 0;
+    device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * kv) + sizeof(float) * s_.rows() +
+                    sizeof(std::int32_t) * (s_.batch + table) + ws_bytes_;
     if (device_bytes_ > dev.free_bytes)
       throw ResourceError("this problem needs " + shown_bytes(double(device_bytes_)) + " of GPU memory; " + dev.name +
                           " has " + shown_bytes(double(dev.free_bytes)) + " free");
     host_ = random_decode_problem(s_, lens_, opt.dtype, opt.seed);
+    if (opt.page_size) host_ = paged_layout(host_, opt.page_size, opt.seed + 1);  // the reference reads it paged too
     q_.emplace(host_.q.size(), opt.dtype);
     k_.emplace(host_.k.size(), opt.dtype);
     v_.emplace(host_.v.size(), opt.dtype);
@@ -146,6 +174,8 @@ class DecodeRun {
     lse_.emplace(static_cast<std::size_t>(s_.rows()));
     ws_.emplace(ws_bytes_ / sizeof(float));
     seqlens_.emplace(lens_.size());
+    table_.emplace(std::max<std::size_t>(1, host_.block_table.size()));
+    if (opt.page_size) table_->upload(host_.block_table.data(), host_.block_table.size());
     q_->upload(host_.q);
     k_->upload(host_.k);
     v_->upload(host_.v);
@@ -156,6 +186,11 @@ class DecodeRun {
     p_.k_cache = k_->get();
     p_.v_cache = v_->get();
     p_.cache_seqlens = seqlens_->get();
+    if (opt.page_size) {
+      p_.block_table = table_->get();
+      p_.page_size = opt.page_size;
+      p_.max_blocks_per_seq = host_.max_blocks_per_seq;
+    }
     p_.cache_len = opt.cache_len;
     p_.o = o_->get();
     p_.lse = lse_->get();
@@ -201,13 +236,13 @@ class DecodeRun {
   DecodeHost host_;
   std::optional<DeviceTensor> q_, k_, v_, o_;
   std::optional<DeviceBuffer<float>> lse_, ws_;
-  std::optional<DeviceBuffer<std::int32_t>> seqlens_;
+  std::optional<DeviceBuffer<std::int32_t>> seqlens_, table_;
   DecodeParams p_;
 };
 
 int run(const Options& opt, const std::string& prog) {
   const DecodeShape& s = opt.shape;
-  const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s.q_elems() + 2 * s.cache_elems() + s.rows());
+  const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s.q_elems() + 2 * cache_elems(opt) + s.rows());
   require_host_memory(host_bytes, "this problem's host copies");
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
@@ -218,6 +253,9 @@ int run(const Options& opt, const std::string& prog) {
   std::cout << "step 10_decode (decoding: split-KV on the tensor cores)\n  batch=" << s.batch << " heads=" << s.heads
             << " heads_kv=" << s.heads_kv << " cache_len=" << opt.cache_len << " new_tokens=" << s.new_tokens
             << " d=" << s.d << " " << dtype_name(opt.dtype) << (opt.causal ? " causal" : "") << " on " << dev.name << "\n"
+            << "  cache "
+            << (opt.page_size ? "paged: pages of " + std::to_string(opt.page_size) + " keys in shuffled order" : "contiguous")
+            << "\n"
             << "  splits " << r.splits()
             << (opt.splits > 0 ? " (--splits)" : " (the split rule, " + std::to_string(dev.sm_count) + " SMs)")
             << ", CTAs " << std::int64_t(r.splits()) * s.heads_kv * s.row_blocks() * s.batch << ", workspace "
