@@ -79,6 +79,18 @@ function(fs_resolve_steps)
 endfunction()
 
 # fs_have_steps(<var> NN ...): TRUE in <var> when every step named is built.
+# The C++ element type of a 16-bit type's name in the generated units: fs_element_type(bf16 E)
+# sets E to __nv_bfloat16, fp16 to __half.
+function(fs_element_type type var)
+  if(type STREQUAL bf16)
+    set(${var} __nv_bfloat16 PARENT_SCOPE)
+  elseif(type STREQUAL fp16)
+    set(${var} __half PARENT_SCOPE)
+  else()
+    message(FATAL_ERROR "fs_element_type: ${type} is not bf16 or fp16")
+  endif()
+endfunction()
+
 function(fs_have_steps var)
   set(${var} TRUE PARENT_SCOPE)
   foreach(s IN LISTS ARGN)

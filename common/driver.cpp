@@ -290,13 +290,9 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
 
 }  // namespace
 
-int step_main(const StepInfo& step, int argc, char** argv) {
-  const std::string prog = std::filesystem::path(argv[0]).filename().string();
-  if (argc > 1 && std::string(argv[1]) == "--tour") return tour_main({&step}, argc - 1, argv + 1, prog + " --tour");
+int run_guarded(const std::string& prog, const std::function<int()>& body) {
   try {
-    const auto opt = parse_options(step, argc, argv);
-    if (!opt) return kExitOk;
-    return run_program(step, *opt, prog);
+    return body();
   } catch (const InputError& e) {
     std::cerr << prog << ": error: " << e.what() << "\n";
     return kExitBadInput;
@@ -306,13 +302,22 @@ int step_main(const StepInfo& step, int argc, char** argv) {
   } catch (const CudaError& e) {
     std::cerr << prog << ": CUDA error: " << e.what() << "\n";
     return e.code() == cudaErrorMemoryAllocation ? kExitNoGpu : kExitCheckFailed;
-  } catch (const std::bad_alloc&) {  // the plan checks host memory first; this is the rest
+  } catch (const std::bad_alloc&) {  // the plans check host memory first; this is the rest
     std::cerr << prog << ": error: not enough host memory for this problem\n";
     return kExitBadInput;
-  } catch (const std::exception& e) {  // none is expected here; one line rather than an abort
+  } catch (const std::exception& e) {  // none is expected; one line rather than an abort
     std::cerr << prog << ": internal error: " << e.what() << "\n";
     return kExitCheckFailed;
   }
+}
+
+int step_main(const StepInfo& step, int argc, char** argv) {
+  const std::string prog = std::filesystem::path(argv[0]).filename().string();
+  if (argc > 1 && std::string(argv[1]) == "--tour") return tour_main({&step}, argc - 1, argv + 1, prog + " --tour");
+  return run_guarded(prog, [&]() -> int {
+    const auto opt = parse_options(step, argc, argv);
+    return opt ? run_program(step, *opt, prog) : kExitOk;
+  });
 }
 
 }  // namespace fs

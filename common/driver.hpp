@@ -6,6 +6,7 @@
 // the GPU: the timed run (run_case) and the traced run (trace_case, common/traced_run.hpp).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,5 +48,11 @@ ResultRow result_row(const RunPlan& plan, const PassReport& pass, const DeviceIn
 
 // main() of a step program. Exit codes: see common/errors.hpp.
 int step_main(const StepInfo& step, int argc, char** argv);
+
+// Runs a program's body and turns the project's exceptions into one line on stderr and the exit
+// code every program uses (common/errors.hpp): bad input or too little host memory 2, a GPU
+// without enough memory 3, a CUDA error 1 (3 when it is an allocation's), anything else 1 as an
+// internal error. step_main, the tour and step 10's program (its own driver) end this way.
+int run_guarded(const std::string& prog, const std::function<int()>& body);
 
 }  // namespace fs

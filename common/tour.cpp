@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <new>
 #include <optional>
 #include <string>
 
@@ -194,7 +193,7 @@ std::optional<TourPlan> plan_tour(const std::vector<const StepInfo*>& all, int a
 }
 
 int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* const* argv, const std::string& prog) {
-  try {
+  return run_guarded(prog, [&]() -> int {
     const std::optional<TourPlan> planned = plan_tour(all, argc, argv, prog);
     if (!planned) return kExitOk;
     const TourPlan& t = *planned;
@@ -248,19 +247,7 @@ int tour_main(const std::vector<const StepInfo*>& all, int argc, const char* con
     std::fflush(stdout);
     if (!t.trace_dir.empty()) all_pass = record_traces(t.trace_dir, t.steps, dev) && all_pass;
     return all_pass ? kExitOk : kExitCheckFailed;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", prog.c_str(), e.what());
-    return kExitBadInput;
-  } catch (const CudaError& e) {
-    std::fprintf(stderr, "%s: CUDA error: %s\n", prog.c_str(), e.what());
-    return kExitCheckFailed;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: not enough host memory for this problem\n", prog.c_str());
-    return kExitBadInput;
-  } catch (const std::exception& e) {  // none is expected here; one line rather than an abort
-    std::fprintf(stderr, "%s: internal error: %s\n", prog.c_str(), e.what());
-    return kExitCheckFailed;
-  }
+  });
 }
 
 }  // namespace fs

@@ -29,17 +29,6 @@ using fs::decoding::DecodeShape;
 constexpr int kSms = 132;  // the split rule's GPU: an H100 SXM's (or an H200's) SMs
 constexpr int kRule = 0;   // splits: the rule's
 
-DecodeShape shape_of(int batch, int heads, int heads_kv, int new_tokens, int seqlen_cache, int d) {
-  DecodeShape s;
-  s.batch = batch;
-  s.heads = heads;
-  s.heads_kv = heads_kv;
-  s.new_tokens = new_tokens;
-  s.seqlen_cache = seqlen_cache;
-  s.d = d;
-  return s;
-}
-
 // The kernels on a random problem against the reference; splits kRule: the split rule's at kSms SMs.
 void check(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, bool causal, int splits,
            bool per_sequence = true) {
@@ -68,7 +57,7 @@ TEST_CASE("step 10 on the CPU: odd cache lengths, 1, 3 and the rule's splits, ag
           "[emulated][decode]") {
   for (int L : {1, 17, 1000, 4097})
     for (int splits : {1, 3, kRule})
-      for (bool causal : {false, true}) check(shape_of(1, 8, 2, 1, L, 128), {L}, DType::bf16, causal, splits);
+      for (bool causal : {false, true}) check(DecodeShape{1, 8, 2, 1, L, 128}, {L}, DType::bf16, causal, splits);
 }
 
 // g query heads per K/V head (1: multi-head; 4; 8) times n new tokens are the CTA's rows: g·n = 4
@@ -77,7 +66,7 @@ TEST_CASE("step 10 on the CPU: 1, 4 and 16 new tokens, grouped-query ratios 1, 4
   for (int n : {1, 4, 16})
     for (int g : {1, 4, 8})
       for (bool causal : {false, true})
-        for (int splits : {1, 3}) check(shape_of(2, 2 * g, 2, n, 300, 64), {300, 257}, DType::fp16, causal, splits);
+        for (int splits : {1, 3}) check(DecodeShape{2, 2 * g, 2, n, 300, 64}, {300, 257}, DType::fp16, causal, splits);
 }
 
 // Sequences of their own lengths in one batch: an empty cache (every row sees no key: O = 0, LSE =
@@ -87,19 +76,19 @@ TEST_CASE("step 10 on the CPU: per-sequence lengths and empty caches", "[emulate
   const std::vector<std::int32_t> lens = {0, 1, 300, 1000};
   for (bool causal : {false, true})
     for (int splits : {1, 3, kRule}) {
-      check(shape_of(4, 4, 1, 4, 1000, 64), lens, DType::bf16, causal, splits);
-      check(shape_of(4, 4, 4, 1, 1000, 256), lens, DType::fp16, causal, splits);
+      check(DecodeShape{4, 4, 1, 4, 1000, 64}, lens, DType::bf16, causal, splits);
+      check(DecodeShape{4, 4, 4, 1, 1000, 256}, lens, DType::fp16, causal, splits);
     }
   // Every sequence empty, and the length given as one int (cache_seqlens null).
-  check(shape_of(2, 4, 2, 2, 64, 128), {0, 0}, DType::bf16, true, 3, false);
-  check(shape_of(2, 4, 2, 2, 999, 128), {999, 999}, DType::bf16, true, kRule, false);
+  check(DecodeShape{2, 4, 2, 2, 64, 128}, {0, 0}, DType::bf16, true, 3, false);
+  check(DecodeShape{2, 4, 2, 2, 999, 128}, {999, 999}, DType::bf16, true, kRule, false);
 }
 
 TEST_CASE("step 10 on the CPU: every head dimension in bf16 and fp16", "[emulated][decode]") {
   for (DType dtype : {DType::bf16, DType::fp16})
     for (int d : {64, 128, 256}) {
-      check(shape_of(1, 4, 1, 1, 700, d), {700}, dtype, false, 1);
-      check(shape_of(1, 4, 1, 3, 700, d), {700}, dtype, true, 4);
+      check(DecodeShape{1, 4, 1, 1, 700, d}, {700}, dtype, false, 1);
+      check(DecodeShape{1, 4, 1, 3, 700, d}, {700}, dtype, true, 4);
     }
 }
 
@@ -110,7 +99,7 @@ TEST_CASE("step 10 on the CPU: the combine merges the splits by their LSE", "[em
   for (int d : {64, 128, 256})
     for (int splits : {2, 5, 40}) {
       DYNAMIC_SECTION("d=" << d << " splits=" << splits) {
-        const DecodeShape s = shape_of(2, 3, 1, 2, 16, d);
+        const DecodeShape s = DecodeShape{2, 3, 1, 2, 16, d};
         const std::int64_t rows = s.rows();
         std::vector<float> ws(fs::decoding::decode_workspace_bytes(s, splits) / sizeof(float));
         float* o_part = ws.data();

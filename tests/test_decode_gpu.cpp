@@ -26,17 +26,6 @@ using fs::decoding::DecodeShape;
 
 constexpr int kRule = 0;
 
-DecodeShape shape_of(int batch, int heads, int heads_kv, int new_tokens, int seqlen_cache, int d) {
-  DecodeShape s;
-  s.batch = batch;
-  s.heads = heads;
-  s.heads_kv = heads_kv;
-  s.new_tokens = new_tokens;
-  s.seqlen_cache = seqlen_cache;
-  s.d = d;
-  return s;
-}
-
 struct GpuOutputs {
   std::vector<float> o, lse;
 };
@@ -106,7 +95,7 @@ void check(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dt
 TEST_CASE("step 10 on the GPU: odd cache lengths, 1, 3 and the rule's splits", "[gpu][decode]") {
   for (int L : {1, 17, 1000, 4097, 65537})
     for (int splits : {1, 3, kRule})
-      for (bool causal : {false, true}) check(shape_of(2, 32, 8, 1, L, 128), {L, L}, DType::bf16, causal, splits);
+      for (bool causal : {false, true}) check(DecodeShape{2, 32, 8, 1, L, 128}, {L, L}, DType::bf16, causal, splits);
 }
 
 TEST_CASE("step 10 on the GPU: 1, 4 and 16 new tokens, grouped-query ratios 1, 4 and 8", "[gpu][decode]") {
@@ -114,7 +103,7 @@ TEST_CASE("step 10 on the GPU: 1, 4 and 16 new tokens, grouped-query ratios 1, 4
     for (int g : {1, 4, 8})
       for (bool causal : {false, true})
         for (int splits : {1, 3, kRule})
-          check(shape_of(3, 4 * g, 4, n, 2049, 128), {2049, 1, 777}, DType::fp16, causal, splits);
+          check(DecodeShape{3, 4 * g, 4, n, 2049, 128}, {2049, 1, 777}, DType::fp16, causal, splits);
 }
 
 TEST_CASE("step 10 on the GPU: per-sequence lengths, empty caches, every head dimension", "[gpu][decode]") {
@@ -122,11 +111,11 @@ TEST_CASE("step 10 on the GPU: per-sequence lengths, empty caches, every head di
   for (DType dtype : {DType::bf16, DType::fp16})
     for (int d : {64, 128, 256})
       for (bool causal : {false, true})
-        for (int splits : {1, 3, kRule}) check(shape_of(6, 8, 2, 4, 5000, d), lens, dtype, causal, splits);
+        for (int splits : {1, 3, kRule}) check(DecodeShape{6, 8, 2, 4, 5000, d}, lens, dtype, causal, splits);
 }
 
 TEST_CASE("step 10 on the GPU: repeated runs are bit-identical", "[gpu][decode]") {
-  const DecodeShape s = shape_of(2, 32, 8, 1, 20000, 128);
+  const DecodeShape s = DecodeShape{2, 32, 8, 1, 20000, 128};
   const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, {20000, 12345}, DType::bf16, 3);
   for (int splits : {1, 7}) {
     const GpuOutputs a = run_gpu(h, true, splits), b = run_gpu(h, true, splits);
@@ -144,7 +133,7 @@ TEST_CASE("step 10 on the GPU: a paged cache, pages of 16 and 256 in shuffled or
       for (int n : {1, 4})
         for (bool causal : {false, true})
           for (int splits : {1, 3, kRule}) {
-            const DecodeShape s = shape_of(4, 16, 4, n, 5000, d);
+            const DecodeShape s = DecodeShape{4, 16, 4, n, 5000, d};
             const std::vector<std::int32_t> lens = {1, 17, 1000, 5000};
             const int S = splits == kRule ? fs::decoding::num_splits(s.batch, s.heads_kv, 5000,
                                                                      fs::query_device().sm_count, s.row_blocks())
@@ -167,7 +156,7 @@ TEST_CASE("step 10 on the GPU: a paged cache, pages of 16 and 256 in shuffled or
 // What decode_forward refuses of the paging fields, before any kernel runs.
 TEST_CASE("step 10 on the GPU: decode_forward refuses inconsistent paging", "[gpu][decode][paged]") {
   fs::decoding::DecodeParams p;
-  p.shape = shape_of(1, 8, 2, 1, 100, 128);
+  p.shape = DecodeShape{1, 8, 2, 1, 100, 128};
   p.cache_len = 100;
   p.scale = 0.1f;
   const std::int32_t table[8] = {};

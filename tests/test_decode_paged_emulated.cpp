@@ -25,17 +25,6 @@ namespace {
 using fs::DType;
 using fs::decoding::DecodeShape;
 
-DecodeShape shape_of(int batch, int heads, int heads_kv, int new_tokens, int seqlen_cache, int d) {
-  DecodeShape s;
-  s.batch = batch;
-  s.heads = heads;
-  s.heads_kv = heads_kv;
-  s.new_tokens = new_tokens;
-  s.seqlen_cache = seqlen_cache;
-  s.d = d;
-  return s;
-}
-
 // The same problem, contiguous and in shuffled pages of page_size keys: the paged run equal to the
 // contiguous one bit for bit, and within the rule of the fp64 reference.
 void check_paged(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, int page_size, bool causal,
@@ -69,7 +58,7 @@ TEST_CASE("step 10 on the CPU, paged: pages of 16 and 256 in shuffled order, per
     for (int n : {1, 4})
       for (int splits : {1, 3})
         for (bool causal : {false, true})
-          check_paged(shape_of(3, 8, 2, n, 1000, 128), {1, 17, 1000}, DType::bf16, page, causal, splits);
+          check_paged(DecodeShape{3, 8, 2, n, 1000, 128}, {1, 17, 1000}, DType::bf16, page, causal, splits);
 }
 
 // One length for every sequence (cache_seqlens null), each of the odd lengths on its own: the cache's
@@ -78,7 +67,7 @@ TEST_CASE("step 10 on the CPU, paged: odd cache lengths as one length", "[emulat
   for (int L : {1, 17, 1000})
     for (int page : {16, 256})
       for (int splits : {1, 3})
-        check_paged(shape_of(2, 8, 2, 4, L, 128), {L, L}, DType::fp16, page, true, splits, false);
+        check_paged(DecodeShape{2, 8, 2, 4, L, 128}, {L, L}, DType::fp16, page, true, splits, false);
 }
 
 // The other head dimensions: d = 64's tiles of 128 keys span 8 pages of 16; d = 256's two stages.
@@ -87,5 +76,5 @@ TEST_CASE("step 10 on the CPU, paged: d = 64 and 256, an empty cache among the s
   for (int d : {64, 256})
     for (int page : {16, 256})
       for (int splits : {1, 3})
-        check_paged(shape_of(3, 8, 2, 4, 1000, d), {0, 1000, 17}, DType::fp16, page, true, splits);
+        check_paged(DecodeShape{3, 8, 2, 4, 1000, d}, {0, 1000, 17}, DType::fp16, page, true, splits);
 }

@@ -32,6 +32,7 @@ inline constexpr int kRowsPerCta = 16;
 // chunk of queries is a prefill, which step 08's forward runs with its 128-row tiles.
 inline constexpr int kMaxNewTokens = 16;
 
+// An aggregate: DecodeShape{batch, heads, heads_kv, new_tokens, seqlen_cache, d}.
 struct DecodeShape {
   int batch = 1;
   int heads = 32;         // query heads H

@@ -21,7 +21,6 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -31,6 +30,7 @@
 #include "common/check.hpp"
 #include "common/cli_numbers.hpp"
 #include "common/device.hpp"
+#include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/host_memory.hpp"
 #include "common/problem.hpp"
@@ -353,25 +353,9 @@ int tour(int argc, char** argv, const std::string& prog) {
 
 int main(int argc, char** argv) {
   const std::string prog = std::filesystem::path(argc > 0 ? argv[0] : "step10_decode").filename().string();
-  try {
+  return run_guarded(prog, [&]() -> int {  // exceptions to one line and the exit codes (common/driver.hpp)
     if (argc > 1 && std::string(argv[1]) == "--tour") return tour(argc - 1, argv + 1, prog);
     const std::optional<Options> opt = parse(argc, argv);
-    if (!opt) return kExitOk;
-    return run(*opt, prog);
-  } catch (const InputError& e) {
-    std::cerr << prog << ": error: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const ResourceError& e) {
-    std::cerr << prog << ": " << e.what() << "\n";
-    return kExitNoGpu;
-  } catch (const CudaError& e) {
-    std::cerr << prog << ": CUDA error: " << e.what() << "\n";
-    return e.code() == cudaErrorMemoryAllocation ? kExitNoGpu : kExitCheckFailed;
-  } catch (const std::bad_alloc&) {
-    std::cerr << prog << ": error: not enough host memory for this problem\n";
-    return kExitBadInput;
-  } catch (const std::exception& e) {  // none is expected; one line rather than an abort
-    std::cerr << prog << ": internal error: " << e.what() << "\n";
-    return kExitCheckFailed;
-  }
+    return opt ? run(*opt, prog) : kExitOk;
+  });
 }
