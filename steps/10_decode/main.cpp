@@ -355,7 +355,7 @@ int main(int argc, char** argv) {
   const std::string prog = std::filesystem::path(argc > 0 ? argv[0] : "step10_decode").filename().string();
   return run_guarded(prog, [&]() -> int {  // exceptions to one line and the exit codes (common/driver.hpp)
     if (argc > 1 && std::string(argv[1]) == "--tour") return tour(argc - 1, argv + 1, prog);
-    const std::optional<Options> opt = parse(argc, argv);
+    const auto opt = parse(argc, argv);
     return opt ? run(*opt, prog) : kExitOk;
   });
 }
