@@ -15,9 +15,17 @@
 
 namespace fs::decoding {
 
-// Keys that sequence b holds (cache_seqlens[b], or the one length for every sequence).
-__device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
+// Keys that sequence b holds (cache_seqlens[b], or the one length for every sequence), plus the n
+// new tokens when the kernels append them (k_new set). Computed here rather than by updating
+// cache_seqlens in place: the caller's array is theirs (flash_attn_with_kvcache leaves it as it
+// was), and a kernel that wrote it would race with the split kernels reading it and make a second
+// run over the same params see different lengths. The append kernel reads the unmodified length
+// (append_base) as the first row it writes.
+__device__ __forceinline__ int append_base(const DecodeParams& p, int b) {
   return p.cache_seqlens ? p.cache_seqlens[b] : p.cache_len;
+}
+__device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
+  return append_base(p, b) + (p.k_new ? p.shape.new_tokens : 0);
 }
 
 // A contiguous cache, (batch, seqlen_cache, heads_kv, d): key j of sequence b, K/V head hk is the
