@@ -11,8 +11,9 @@
 //   o        (batch, new_tokens, heads, d)           of q's type
 //   lse      (batch, heads, new_tokens)              float32, natural log
 // Sequence b holds cache_seqlens[b] keys (≤ seqlen_cache); the new tokens are already in the cache,
-// or, with k_new and v_new (DecodeParams), appended to it first, the lengths then cache_seqlens + n. Query head h reads K/V head h / (heads / heads_kv). Causal:
-// new token t of n sees keys j ≤ cache_seqlens[b] − n + t (the bottom-right corner); a row that
+// or, with k_new and v_new (DecodeParams), appended to it first: L_b = cache_seqlens[b], or
+// cache_seqlens[b] + n when appending. Query head h reads K/V head h / (heads / heads_kv). Causal:
+// new token t of n sees keys j ≤ L_b − n + t (the bottom-right corner); a row that
 // sees no key (an empty cache, or causal with fewer keys than new tokens) gets O = 0, LSE = −inf.
 #pragma once
 
