@@ -24,8 +24,13 @@ namespace fs::decoding {
 __device__ __forceinline__ int append_base(const DecodeParams& p, int b) {
   return p.cache_seqlens ? p.cache_seqlens[b] : p.cache_len;
 }
+// An append that overflows the room is the caller's error (append_unsupported; decode_forward can
+// check only the one-length form, per-sequence lengths being on the device): the length is then
+// clamped to seqlen_cache, so that the split kernel reads no row outside the cache (or the block
+// table) even so; the results of such a run mean nothing.
 __device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
-  return append_base(p, b) + (p.k_new ? p.shape.new_tokens : 0);
+  const int base = append_base(p, b);
+  return p.k_new ? min(base + p.shape.new_tokens, p.shape.seqlen_cache) : base;
 }
 
 // A contiguous cache, (batch, seqlen_cache, heads_kv, d): key j of sequence b, K/V head hk is the
