@@ -420,9 +420,11 @@ READING = {
         ("steps/10_decode/split_rule.hpp", ["SplitTiles", "split_tiles"], "how a split's tiles are dealt"),
         ("steps/10_decode/flash_decode.cuh", ["decode_split_kernel"],
          "the split kernel: Q once, K and V through the stages, each warp its own keys, step 08's softmax per warp"),
-        ("steps/10_decode/kv_cache.cuh", ["sequence_keys", "ContiguousCache", "PagedCache", "load_rows"],
-         "where a key's row is, contiguous or through the block table of a paged cache (one function each), and "
+        ("steps/10_decode/kv_cache.cuh", ["append_base", "sequence_keys", "ContiguousCache", "PagedCache", "load_rows"],
+         "the keys a sequence holds (+ n when appending), where a key's row is, contiguous or through the block table of a paged cache (one function each), and "
          "tiles of such rows by cp.async, an address per row"),
+        ("steps/10_decode/append.cuh", ["append_chunks", "decode_append_kernel"],
+         "the append: the new tokens' k and v written into the cache through the same row(), 16 bytes a thread"),
         ("steps/10_decode/decode_configs.cuh", ["DecodeConfig", "DecodeTraits"],
          "the tiles and stages per head dimension, as named fields, and what they imply"),
         ("steps/10_decode/flash_decode.cuh", ["merge_warps"],
@@ -430,7 +432,7 @@ READING = {
         ("steps/10_decode/combine.cuh", ["kCombineWarps", "decode_combine_kernel"],
          "the combine: a warp per row merges the splits by their log-sum-exp"),
         ("steps/10_decode/decode_launch.cuh", ["launch_split", "launch_decode"],
-         "the launcher: the grid, the split kernel for a contiguous or a paged cache, the combine"),
+         "the launcher: the append, the grid, the split kernel for a contiguous or a paged cache, the combine"),
         ("steps/08_tensor_cores/tc_softmax.cuh", ["tc_softmax_start", "tc_online_softmax"],
          "step 08's online softmax, run by each warp on its own keys"),
         ("steps/08_tensor_cores/tc_tiles.cuh", ["a_address", "b_k_address", "load_a", "load_b_k", "load_b_v",

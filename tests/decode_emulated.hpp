@@ -42,16 +42,23 @@ void with_decode_type(DType dtype, int d, F&& f) {
 
 struct DecodeOutputs {
   std::vector<float> o, lse;  // (batch, new_tokens, heads, d), (batch, heads, new_tokens)
+  std::vector<float> k, v;    // the cache after the run (changed only by an append), in h's layout
 };
 
 // The kernels on h with `splits` splits, its cache contiguous or paged (h.page_size > 0: through
 // its block table); per_sequence: the lengths as a (batch) array (else
 // h.seqlens[0] as the one length of every sequence, which h's lengths must then all be).
-inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int splits, bool per_sequence = true) {
+// k_new, v_new (both or neither, (batch, new_tokens, heads_kv, d)): appended by the kernels into
+// h's cache (a copy of it) before attending; h's lengths are those before the append.
+inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int splits, bool per_sequence = true,
+                                const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr) {
   DecodeOutputs out;
   with_decode_type(h.dtype, h.shape.d, [&](auto* e, auto dim) {
     using E = std::remove_pointer_t<decltype(e)>;
-    const auto q = to_16bit<E>(h.q), k = to_16bit<E>(h.k), v = to_16bit<E>(h.v);
+    const auto q = to_16bit<E>(h.q);
+    auto k = to_16bit<E>(h.k), v = to_16bit<E>(h.v);
+    std::vector<E> kn, vn;
+    if (k_new) kn = to_16bit<E>(*k_new), vn = to_16bit<E>(*v_new);
     std::vector<E> o(h.q.size(), E(NAN));
     std::vector<float> lse(static_cast<std::size_t>(h.shape.rows()), NAN);
     std::vector<float> ws(decoding::decode_workspace_bytes(h.shape, splits) / sizeof(float), NAN);
@@ -74,9 +81,15 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     p.causal = causal;
     p.num_splits = splits;
     p.workspace = ws.empty() ? nullptr : ws.data();
+    if (k_new) {
+      p.k_new = kn.data();
+      p.v_new = vn.data();
+    }
     decode_emulated<E, decltype(dim)::value>(p);
     out.o = to_float(o);
     out.lse = lse;
+    out.k = to_float(k);
+    out.v = to_float(v);
   });
   return out;
 }

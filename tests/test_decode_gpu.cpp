@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/buffer.hpp"
@@ -28,17 +29,26 @@ constexpr int kRule = 0;
 
 struct GpuOutputs {
   std::vector<float> o, lse;
+  std::vector<float> k, v;  // the cache after the run (changed only by an append)
 };
 
 // decode_forward on the GPU, outputs and workspace poisoned (NaN) first; h's cache contiguous or
-// paged (h.page_size > 0: its block table uploaded too).
-GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits) {
+// paged (h.page_size > 0: its block table uploaded too). k_new, v_new (both or neither): appended
+// by the kernels before attending, h's lengths those before the append.
+GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
+                   const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr) {
   const DecodeShape& s = h.shape;
   fs::DeviceTensor q(h.q.size(), h.dtype), k(h.k.size(), h.dtype), v(h.v.size(), h.dtype), o(h.q.size(), h.dtype);
   fs::DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
   fs::DeviceBuffer<float> ws(fs::decoding::decode_workspace_bytes(s, splits) / sizeof(float));
   fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
   fs::DeviceBuffer<std::int32_t> table(std::max<std::size_t>(1, h.block_table.size()));
+  const std::size_t new_size = k_new ? k_new->size() : 1;
+  fs::DeviceTensor kn(new_size, h.dtype), vn(new_size, h.dtype);
+  if (k_new) {
+    kn.upload(*k_new);
+    vn.upload(*v_new);
+  }
   if (!h.block_table.empty()) table.upload(h.block_table.data(), h.block_table.size());
   q.upload(h.q);
   k.upload(h.k);
@@ -65,9 +75,13 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits) {
   p.causal = causal;
   p.num_splits = splits;
   p.workspace = ws.get();
+  if (k_new) {
+    p.k_new = kn.get();
+    p.v_new = vn.get();
+  }
   fs::decoding::decode_forward(p);
   FS_CUDA_CHECK(cudaDeviceSynchronize());
-  GpuOutputs out{o.download(), std::vector<float>(static_cast<std::size_t>(s.rows()))};
+  GpuOutputs out{o.download(), std::vector<float>(static_cast<std::size_t>(s.rows())), k.download(), v.download()};
   lse.download(out.lse.data(), out.lse.size());
   return out;
 }
@@ -169,4 +183,61 @@ TEST_CASE("step 10 on the GPU: decode_forward refuses inconsistent paging", "[gp
   p.page_size = 16;
   p.max_blocks_per_seq = 6;  // 96 < 100 keys
   REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("fewer than seqlen_cache"));
+}
+
+// NaN equal to NaN (a paged layout's unused rows), every other value bit for bit.
+static bool same_values(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) && std::isnan(b[i])) && std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  return true;
+}
+
+// The append (tests/test_decode_append_emulated.cpp's cases, longer): the cache after the run is the
+// reference's append, O and LSE within the rule and equal bit for bit to a run without append on
+// the cache filled by hand; contiguous and in pages of 16, lengths 0, 1, 17 and room − n.
+TEST_CASE("step 10 on the GPU: the new tokens appended into the cache before attending", "[gpu][decode][append]") {
+  for (int page : {0, 16})
+    for (int n : {1, 4})
+      for (bool causal : {true, false})
+        for (int splits : {1, 3, kRule}) {
+          const DecodeShape s = DecodeShape{4, 16, 4, n, 3000, 128};
+          const std::vector<std::int32_t> lens = {0, 1, 17, 3000 - n};
+          const int S = splits == kRule ? fs::decoding::num_splits(s.batch, s.heads_kv, 3000,
+                                                                   fs::query_device().sm_count, s.row_blocks())
+                                        : splits;
+          DYNAMIC_SECTION("page=" << page << " n=" << n << (causal ? " causal" : "") << " splits=" << S) {
+            const std::uint64_t seed = 12289 + page + n + S;
+            const fs::decoding::DecodeHost base = fs::decoding::random_decode_problem(s, lens, DType::bf16, seed);
+            const fs::decoding::DecodeHost h = page ? fs::decoding::paged_layout(base, page, seed + 1) : base;
+            const auto k_new = fs::decoding::random_new_rows(s, DType::bf16, seed + 2);
+            const auto v_new = fs::decoding::random_new_rows(s, DType::bf16, seed + 3);
+            const fs::decoding::DecodeHost want = h.appended(k_new, v_new);
+            const GpuOutputs got = run_gpu(h, causal, S, &k_new, &v_new), plain = run_gpu(want, causal, S);
+            REQUIRE(same_values(got.k, want.k));
+            REQUIRE(same_values(got.v, want.v));
+            REQUIRE(got.o == plain.o);
+            REQUIRE(got.lse == plain.lse);
+            const fs::CheckReport report = fs::decoding::verify_decode(want, 1.f / std::sqrt(128.f), causal,
+                                                                     got.o.data(), got.lse.data(), seed);
+            INFO(report.summary());
+            REQUIRE(report.pass());
+          }
+        }
+}
+
+// What decode_forward refuses of an append, before any kernel runs: one length that overflows the
+// room, and k_new without v_new.
+TEST_CASE("step 10 on the GPU: decode_forward refuses an overflowing append", "[gpu][decode][append]") {
+  fs::decoding::DecodeParams p;
+  p.shape = DecodeShape{1, 8, 2, 4, 100, 128};
+  p.cache_len = 97;  // 97 + 4 > 100
+  p.scale = 0.1f;
+  const std::int32_t row[8] = {};
+  p.k_new = row;
+  p.v_new = row;
+  REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("overflows the cache's room"));
+  p.v_new = nullptr;
+  p.cache_len = 10;
+  REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("k_new and v_new come together"));
 }

@@ -215,3 +215,80 @@ TEST_CASE("step 10's reference on a paged cache equals it on the contiguous one"
   }
   REQUIRE_THROWS(fs::decoding::paged_layout(h, 24, 1));  // not a power of two
 }
+
+// Appending refuses what overflows the cache's room: any sequence's length + n past seqlen_cache,
+// as the one length (cache_len) or per sequence; in one line, in append_unsupported and in the
+// reference's appended().
+TEST_CASE("step 10 refuses an append that overflows the cache, in one line", "[decode][append]") {
+  using fs::decoding::append_unsupported;
+  const fs::decoding::DecodeShape s{3, 8, 2, 4, 100, 64};
+  const auto says = [](const std::string& why) {
+    INFO(why);
+    return why.find("overflows the cache's room of 100") != std::string::npos && why.find('\n') == std::string::npos;
+  };
+  REQUIRE(append_unsupported(s, nullptr, 96).empty());  // 96 + 4 = 100: exactly full
+  REQUIRE(says(append_unsupported(s, nullptr, 97)));
+  REQUIRE(says(append_unsupported(s, nullptr, -1)));
+  const std::vector<std::int32_t> fits = {0, 96, 50}, over = {0, 97, 50};
+  REQUIRE(append_unsupported(s, fits.data(), 0).empty());
+  REQUIRE(says(append_unsupported(s, over.data(), 0)));
+  const auto h = fs::decoding::random_decode_problem(s, over, fs::DType::bf16, 5);
+  const auto kn = fs::decoding::random_new_rows(s, fs::DType::bf16, 6);
+  REQUIRE_THROWS_WITH(h.appended(kn, kn), Catch::Contains("overflows the cache's room"));
+  const auto paged = fs::decoding::paged_layout(fs::decoding::random_decode_problem(s, fits, fs::DType::bf16, 5), 16, 7);
+  REQUIRE_NOTHROW(paged.appended(kn, kn));
+}
+
+// The reference's append, against a plain computation: token t of sequence b attends over the
+// cache's first L_b keys followed by new keys 0..t (causal) or 0..n−1, written out here from the
+// problem before the append and k_new, v_new; contiguous and in shuffled pages of 16, lengths 0,
+// 1, 17 and room − n.
+TEST_CASE("step 10's reference appends, then attends", "[decode][reference][append]") {
+  const fs::decoding::DecodeShape s{4, 4, 2, 4, 40, 64};
+  const std::vector<std::int32_t> lens = {0, 1, 17, 36};
+  const auto base = fs::decoding::random_decode_problem(s, lens, fs::DType::fp16, 21);
+  const auto kn = fs::decoding::random_new_rows(s, fs::DType::fp16, 22);
+  const auto vn = fs::decoding::random_new_rows(s, fs::DType::fp16, 23);
+  const float scale = 0.125f;
+  for (int page : {0, 16}) {
+    const auto h = page ? fs::decoding::paged_layout(base, page, 9) : base;
+    const auto a = h.appended(kn, vn);
+    for (int b = 0; b < s.batch; ++b) REQUIRE(a.seqlens[b] == lens[b] + s.new_tokens);
+    for (bool causal : {false, true})
+      for (std::int64_t row = 0; row < s.rows(); ++row) {
+        const int t = int(row % s.new_tokens), head = int(row / s.new_tokens % s.heads);
+        const int b = int(row / s.new_tokens / s.heads), hk = head / s.group();
+        // The keys this row sees, as (k, v) rows, from the problem before the append and k_new.
+        std::vector<const float*> ks, vs;
+        for (int j = 0; j < lens[b]; ++j) {
+          ks.push_back(h.k.data() + h.key_row(b, hk, j));
+          vs.push_back(h.v.data() + h.key_row(b, hk, j));
+        }
+        for (int u = 0; u < (causal ? t + 1 : s.new_tokens); ++u) {
+          const std::size_t at = ((std::size_t(b) * s.new_tokens + u) * s.heads_kv + hk) * s.d;
+          ks.push_back(kn.data() + at);
+          vs.push_back(vn.data() + at);
+        }
+        const float* q = base.q.data() + ((std::size_t(b) * s.new_tokens + t) * s.heads + head) * s.d;
+        std::vector<double> sc(ks.size()), o(s.d, 0.0);
+        double mx = -INFINITY, sum = 0;
+        for (std::size_t j = 0; j < ks.size(); ++j) {
+          double x = 0;
+          for (int c = 0; c < s.d; ++c) x += double(q[c]) * ks[j][c];
+          sc[j] = x * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        for (std::size_t j = 0; j < ks.size(); ++j) {
+          const double p = std::exp(sc[j] - mx);
+          sum += p;
+          for (int c = 0; c < s.d; ++c) o[c] += p * vs[j][c];
+        }
+        std::vector<double> got(s.d);
+        double lse = 0;
+        fs::decoding::decode_reference_row<double>(a, scale, causal, row, got.data(), &lse);
+        INFO("page " << page << (causal ? " causal" : "") << " row " << row);
+        REQUIRE(lse == Approx(mx + std::log(sum)).epsilon(1e-12));
+        for (int c = 0; c < s.d; ++c) REQUIRE(got[c] == Approx(o[c] / sum).epsilon(1e-12).margin(1e-12));
+      }
+  }
+}

@@ -44,6 +44,11 @@ void decode_forward(const DecodeParams& p) {
   if (!(p.scale > 0.f)) throw CudaError(cudaErrorInvalidValue, "decode_forward: the softmax scale must be positive");
   if (!p.cache_seqlens && (p.cache_len < 0 || p.cache_len > p.shape.seqlen_cache))
     throw CudaError(cudaErrorInvalidValue, "decode_forward: cache_len must be in [0, seqlen_cache]");
+  if ((p.k_new == nullptr) != (p.v_new == nullptr))
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: k_new and v_new come together (both null: no append)");
+  if (p.k_new && !p.cache_seqlens)  // per-sequence lengths are on the device: the caller checks those
+    if (std::string why = append_unsupported(p.shape, nullptr, p.cache_len); !why.empty())
+      throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if (p.num_splits > 1 && !p.workspace)  // the partial results go there: without it the kernels write through null
     throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split needs the workspace "
                                            "(decode_workspace_bytes)");

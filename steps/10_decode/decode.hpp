@@ -10,9 +10,10 @@
 //            int32: key j of sequence b is row j mod page_size of page block_table[b][j / page_size]
 //   o        (batch, new_tokens, heads, d)           of q's type
 //   lse      (batch, heads, new_tokens)              float32, natural log
-// Sequence b holds cache_seqlens[b] keys (≤ seqlen_cache); the new tokens are already in the cache
-// (appending them comes in phase 2). Query head h reads K/V head h / (heads / heads_kv). Causal:
-// new token t of n sees keys j ≤ cache_seqlens[b] − n + t (the bottom-right corner); a row that
+// Sequence b holds cache_seqlens[b] keys (≤ seqlen_cache); the new tokens are already in the cache,
+// or, with k_new and v_new (DecodeParams), appended to it first: L_b = cache_seqlens[b], or
+// cache_seqlens[b] + n when appending. Query head h reads K/V head h / (heads / heads_kv). Causal:
+// new token t of n sees keys j ≤ L_b − n + t (the bottom-right corner); a row that
 // sees no key (an empty cache, or causal with fewer keys than new tokens) gets O = 0, LSE = −inf.
 #pragma once
 
@@ -82,6 +83,16 @@ struct DecodeParams {
   const std::int32_t* block_table = nullptr;
   int page_size = 0;
   int max_blocks_per_seq = 0;
+  // The new tokens' keys and values to append (flash_attn_with_kvcache's k, v), last so that the
+  // fields above keep their offsets: (batch, new_tokens, heads_kv, d) each, of dtype. Null: no
+  // append (the new tokens' keys are already in the cache, within cache_seqlens). Set: an append
+  // kernel (append.cuh) first writes token t of sequence b at cache key cache_seqlens[b] + t
+  // (through the block table when paged), then the attention runs over cache_seqlens[b] + n keys.
+  // The caller's cache_seqlens (or cache_len) keep their values: the kernels add n themselves
+  // (sequence_keys, kv_cache.cuh). Every cache_seqlens[b] + n must be ≤ seqlen_cache
+  // (append_unsupported); the append kernel writes no row past seqlen_cache either way.
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
@@ -98,6 +109,14 @@ std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits
 // block table, page_size a power of two ≥ 16 and max_blocks_per_seq · page_size ≥ seqlen_cache);
 // otherwise why not, in one line (decode_forward throws it as decode_unsupported's).
 std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int page_size, int max_blocks_per_seq);
+
+// Empty when appending n = s.new_tokens tokens fits the cache's room: every length + n ≤
+// seqlen_cache (the room of a contiguous sequence; with pages, paging_unsupported has checked that
+// the block table's pages hold at least seqlen_cache keys). lengths: the (batch) lengths on the
+// host, or null for cache_len as every sequence's length. Otherwise why not, in one line
+// (decode_forward checks the cache_len form; per-sequence lengths live on the device there, so the
+// caller, who has them, checks them: the program does).
+std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths, int cache_len);
 
 // The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
 void decode_forward(const DecodeParams& p);

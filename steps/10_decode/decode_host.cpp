@@ -53,4 +53,15 @@ std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int p
   return {};
 }
 
+std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths, int cache_len) {
+  for (int b = 0; b < (lengths ? s.batch : 1); ++b) {
+    const std::int64_t len = lengths ? lengths[b] : cache_len;
+    if (len < 0 || len + s.new_tokens > s.seqlen_cache)
+      return "appending " + std::to_string(s.new_tokens) + " new tokens to " + std::to_string(len) +
+             " cached keys (sequence " + std::to_string(b) + ") overflows the cache's room of " +
+             std::to_string(s.seqlen_cache) + " keys";
+  }
+  return {};
+}
+
 }  // namespace fs::decoding

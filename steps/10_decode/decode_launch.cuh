@@ -1,4 +1,4 @@
-// Step 10's launcher at one element type and head dimension: the split kernel on grid (splits,
+// Step 10's launcher at one element type and head dimension: with k_new, the append kernel; the split kernel on grid (splits,
 // K/V heads × row blocks, batch), for a contiguous or a paged cache, then, with more than one split,
 // the combine. The translation units CMakeLists.txt generates from decode_instance.cu.in
 // instantiate it, one per type and d; the emulated tests (tests/decode_emulated.cpp) include it
@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "common/recorder/launch.cuh"
+#include "steps/10_decode/append.cuh"
 #include "steps/10_decode/combine.cuh"
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_configs.cuh"
@@ -33,6 +34,15 @@ void launch_decode(const DecodeParams& p) {
   const DecodeShape& s = p.shape;
   const dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(s.heads_kv * s.row_blocks()),
                   static_cast<unsigned>(s.batch));
+  if (p.k_new) {  // the new tokens' K and V into the cache first (append.cuh), through the same row map
+    const dim3 chunks(static_cast<unsigned>((append_chunks(s) + kAppendThreads - 1) / kAppendThreads));
+    if (p.block_table)
+      trace::launch_untraced("decode_append_kernel", decode_append_kernel<E, PagedCache<E>>, chunks, kAppendThreads, 0,
+                             p.stream, p);
+    else
+      trace::launch_untraced("decode_append_kernel", decode_append_kernel<E, ContiguousCache<E>>, chunks,
+                             kAppendThreads, 0, p.stream, p);
+  }
   if (p.block_table)  // a paged cache (decode.hpp): keys found through the block table
     launch_split<Kt, PagedCache<E>>(p, grid);
   else

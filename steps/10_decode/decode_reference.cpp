@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "common/parallel.hpp"
@@ -35,6 +36,34 @@ std::int64_t DecodeHost::key_row(int b, int hk, int j) const {
   if (page_size == 0) return ((std::int64_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * s.d;
   const std::int64_t page = block_table[std::size_t(b) * max_blocks_per_seq + j / page_size];
   return ((page * page_size + j % page_size) * s.heads_kv + hk) * s.d;
+}
+
+DecodeHost DecodeHost::appended(const std::vector<float>& k_new, const std::vector<float>& v_new) const {
+  const DecodeShape& s = shape;
+  const std::size_t rows = std::size_t(s.batch) * s.new_tokens * s.heads_kv * s.d;
+  if (k_new.size() != rows || v_new.size() != rows)
+    throw std::invalid_argument("DecodeHost::appended: k_new and v_new are (batch, new_tokens, heads_kv, d)");
+  if (std::string why = append_unsupported(s, seqlens.data(), 0); !why.empty())
+    throw std::invalid_argument("DecodeHost::appended: " + why);
+  DecodeHost h = *this;
+  for (int b = 0; b < s.batch; ++b) {
+    for (int t = 0; t < s.new_tokens; ++t)
+      for (int hk = 0; hk < s.heads_kv; ++hk) {
+        const std::size_t from = ((std::size_t(b) * s.new_tokens + t) * s.heads_kv + hk) * s.d;
+        const std::int64_t to = key_row(b, hk, seqlens[b] + t);
+        std::copy_n(k_new.begin() + std::ptrdiff_t(from), s.d, h.k.begin() + to);
+        std::copy_n(v_new.begin() + std::ptrdiff_t(from), s.d, h.v.begin() + to);
+      }
+    h.seqlens[b] += s.new_tokens;
+  }
+  return h;
+}
+
+std::vector<float> random_new_rows(const DecodeShape& s, DType dtype, std::uint64_t seed) {
+  std::vector<float> x(std::size_t(s.batch) * s.new_tokens * s.heads_kv * s.d);
+  fill_normal(x, seed, 4);
+  round_all(dtype, x);
+  return x;
 }
 
 DecodeHost paged_layout(const DecodeHost& c, int page_size, std::uint64_t seed, int spare) {

@@ -34,7 +34,18 @@ struct DecodeHost {
   }
   // Key j's row of sequence b, K/V head hk, in k or v (either layout): the reference's one gather.
   std::int64_t key_row(int b, int hk, int j) const;
+  // Appending (flash_attn_with_kvcache's k, v): this problem with the new tokens' keys and values
+  // k_new, v_new, (batch, new_tokens, heads_kv, d), written at keys seqlens[b] .. seqlens[b] + n − 1
+  // of each sequence (through the block table when paged; every other row as it was) and the
+  // lengths grown by n — the problem the kernels attend over after their append, so that the
+  // reference of an appending run is decode_reference_row on it. Throws std::invalid_argument
+  // with append_unsupported's line when a sequence would overflow seqlen_cache.
+  DecodeHost appended(const std::vector<float>& k_new, const std::vector<float>& v_new) const;
 };
+
+// The new tokens' keys or values for an append, (batch, new_tokens, heads_kv, d): standard normal,
+// rounded to dtype.
+std::vector<float> random_new_rows(const DecodeShape& s, DType dtype, std::uint64_t seed);
 
 // Fresh standard-normal q, k and v (never zeros) rounded to dtype, the cache filled to its room
 // (a sequence's keys past its length are there too, and must not count); seqlens.size() == batch.

@@ -15,9 +15,22 @@
 
 namespace fs::decoding {
 
-// Keys that sequence b holds (cache_seqlens[b], or the one length for every sequence).
-__device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
+// Keys that sequence b holds (cache_seqlens[b], or the one length for every sequence), plus the n
+// new tokens when the kernels append them (k_new set). Computed here rather than by updating
+// cache_seqlens in place: the caller's array is theirs (flash_attn_with_kvcache leaves it as it
+// was), and a kernel that wrote it would race with the split kernels reading it and make a second
+// run over the same params see different lengths. The append kernel reads the unmodified length
+// (append_base) as the first row it writes.
+__device__ __forceinline__ int append_base(const DecodeParams& p, int b) {
   return p.cache_seqlens ? p.cache_seqlens[b] : p.cache_len;
+}
+// An append that overflows the room is the caller's error (append_unsupported; decode_forward can
+// check only the one-length form, per-sequence lengths being on the device): the length is then
+// clamped to seqlen_cache, so that the split kernel reads no row outside the cache (or the block
+// table) even so; the results of such a run mean nothing.
+__device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
+  const int base = append_base(p, b);
+  return p.k_new ? min(base + p.shape.new_tokens, p.shape.seqlen_cache) : base;
 }
 
 // A contiguous cache, (batch, seqlen_cache, heads_kv, d): key j of sequence b, K/V head hk is the

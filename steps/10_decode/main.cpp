@@ -51,11 +51,12 @@ constexpr int kMaxReps = 10000;
 
 struct Options {
   DecodeShape shape;
-  int cache_len = 4096;  // keys of every sequence (also the cache's room)
+  int cache_len = 4096;  // keys of every sequence (also the cache's room; with --append, + the new tokens)
   DType dtype = DType::bf16;
   int splits = 0;        // 0: the rule
   int page_size = 0;     // 0: a contiguous cache; else pages of this many keys, in shuffled order
   bool causal = false, check = false;
+  bool append = false;   // the new tokens' k, v appended into the cache before attending (k_new, v_new)
   int reps = 0;          // timed runs; 0: none
   std::uint64_t seed = 1;
 };
@@ -75,7 +76,7 @@ std::optional<Options> parse(int argc, char** argv) {
       ->transform(decimal<long long>())->capture_default_str();
   app.add_option("--cache-len", L, "keys in every sequence's cache (0: an empty cache, every row sees no key)")
       ->transform(decimal<long long>())->capture_default_str();
-  app.add_option("--new-tokens", n, "query tokens per sequence, already in the cache (1..16)")
+  app.add_option("--new-tokens", n, "query tokens per sequence (1..16), already in the cache unless --append")
       ->transform(decimal<long long>())->capture_default_str();
   app.add_option("-d,--dim", d, "head dimension d: 64, 128 or 256")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--dtype", dtype, "element type of q, the cache and O (LSE is fp32)")
@@ -85,7 +86,10 @@ std::optional<Options> parse(int argc, char** argv) {
   app.add_option("--page-size", page, "0: a contiguous cache; else a paged one (flash_attn_with_kvcache's block_table), "
                                       "pages of this many keys (a power of two, at least 16) in shuffled order")
       ->transform(decimal<long long>())->capture_default_str();
-  app.add_flag("--causal", o.causal, "token t of n sees keys up to cache_len - n + t (the bottom-right corner)");
+  app.add_flag("--append", o.append,
+               "append the new tokens' k and v (flash_attn_with_kvcache's k, v) into the cache before attending: the "
+               "cache holds --cache-len keys before, --cache-len + --new-tokens after (its room)");
+  app.add_flag("--causal", o.causal, "token t of n sees keys up to cache_len - n + t (the bottom-right corner; with --append, cache_len + t)");
   app.add_flag("--check", o.check, "compare O and LSE against the fp64 CPU reference");
   app.add_option("--reps", reps, "timed runs, L2 flushed before each, median reported (0: not timed)")
       ->transform(decimal<long long>())->capture_default_str();
@@ -108,7 +112,8 @@ std::optional<Options> parse(int argc, char** argv) {
     throw InputError("a cache of " + std::to_string(B) + " x " + std::to_string(L) + " x " + std::to_string(Hkv) + " x " +
                      std::to_string(d) + " elements is larger than any GPU's memory");
   o.cache_len = static_cast<int>(L);
-  o.shape.seqlen_cache = std::max(1, o.cache_len);  // an empty cache still has a row of room
+  // The room: the keys, and with --append the new tokens' rows too; an empty cache still has a row.
+  o.shape.seqlen_cache = std::max(1, o.cache_len + (o.append ? o.shape.new_tokens : 0));
   o.splits = static_cast<int>(splits);
   if (page != 0) {  // the block table of the run (DecodeRun): ⌈seqlen_cache / page⌉ pages per sequence
     if (page < 0 || page > (1 << 20) || (page & (page - 1)) != 0 || page < 16)
@@ -121,6 +126,8 @@ std::optional<Options> parse(int argc, char** argv) {
   o.reps = static_cast<int>(reps);
   o.dtype = *parse_dtype(dtype);
   if (std::string why = decode_unsupported(o.shape, o.dtype, std::max(1, o.splits)); !why.empty()) throw InputError(why);
+  if (o.append)  // the room is made for them above; the refusal stays the launcher's own rule
+    if (std::string why = append_unsupported(o.shape, nullptr, o.cache_len); !why.empty()) throw InputError(why);
   return o;
 }
 
@@ -150,17 +157,20 @@ class DecodeRun {
  public:
   DecodeRun(const Options& opt, const DeviceInfo& dev)
       : opt_(opt), s_(opt.shape), lens_(static_cast<std::size_t>(s_.batch), opt.cache_len),
-        splits_(opt.splits > 0 ? opt.splits : num_splits(s_.batch, s_.heads_kv, opt.cache_len, dev.sm_count, s_.row_blocks())),
+        keys_(opt.cache_len + (opt.append ? opt.shape.new_tokens : 0)),
+        splits_(opt.splits > 0 ? opt.splits : num_splits(s_.batch, s_.heads_kv, keys_, dev.sm_count, s_.row_blocks())),
         ws_bytes_(decode_workspace_bytes(s_, splits_)) {
     const std::size_t elem = dtype_bytes(opt.dtype);
     const std::int64_t kv = cache_elems(opt);
     // The host copies; paged, the contiguous problem and its pages side by side while they are laid out.
     const std::uint64_t host_bytes =
-        sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.page_size ? 2 * s_.cache_elems() : 0) + s_.rows());
+        sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.page_size ? 2 * s_.cache_elems() : 0) + s_.rows() +
+                                      (opt.append ? 2 * kv + 2 * new_elems() : 0));  // appended(): a second copy
     require_host_memory(host_bytes, "this problem's host copies");
     const std::int64_t table =  // the block table's entries
         opt.page_size ? std::int64_t(s_.batch) * ((s_.seqlen_cache + opt.page_size - 1) / opt.page_size) : 0;
-    device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * kv) + sizeof(float) * s_.rows() +
+    device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.append ? 2 * new_elems() : 0)) +
+                    sizeof(float) * s_.rows() +
                     sizeof(std::int32_t) * (s_.batch + table) + ws_bytes_;
     if (device_bytes_ > dev.free_bytes)
       throw ResourceError("this problem needs " + shown_bytes(double(device_bytes_)) + " of GPU memory; " + dev.name +
@@ -180,6 +190,17 @@ class DecodeRun {
     k_->upload(host_.k);
     v_->upload(host_.v);
     seqlens_->upload(lens_.data(), lens_.size());
+    if (opt.append) {  // the new rows on the device; the reference attends over the problem after the append
+      const std::vector<float> k_new = random_new_rows(s_, opt.dtype, opt.seed + 2);
+      const std::vector<float> v_new = random_new_rows(s_, opt.dtype, opt.seed + 3);
+      k_new_.emplace(k_new.size(), opt.dtype);
+      v_new_.emplace(v_new.size(), opt.dtype);
+      k_new_->upload(k_new);
+      v_new_->upload(v_new);
+      p_.k_new = k_new_->get();
+      p_.v_new = v_new_->get();
+      host_ = host_.appended(k_new, v_new);
+    }
     o_->poison();  // NaN: an element the kernels do not write fails the check
     lse_->poison();
     p_.q = q_->get();
@@ -218,23 +239,27 @@ class DecodeRun {
   // written; and its FLOPs (S = qKᵀ and O = PV: 4·d per query row and key).
   double bytes() const {
     const double elem = double(dtype_bytes(opt_.dtype));
-    return 2.0 * elem * double(s_.batch) * opt_.cache_len * s_.heads_kv * s_.d + 2.0 * elem * double(s_.q_elems()) +
-           sizeof(float) * double(s_.rows());
+    // With --append, the keys are cache_len + n, and the append reads and writes the new rows once more.
+    return 2.0 * elem * double(s_.batch) * keys_ * s_.heads_kv * s_.d + 2.0 * elem * double(s_.q_elems()) +
+           sizeof(float) * double(s_.rows()) + (opt_.append ? 4.0 * elem * double(new_elems()) : 0.0);
   }
-  double flops() const { return 4.0 * double(s_.rows()) * opt_.cache_len * s_.d; }
+  double flops() const { return 4.0 * double(s_.rows()) * keys_ * s_.d; }
   int splits() const { return splits_; }
   std::size_t workspace_bytes() const { return ws_bytes_; }
   std::uint64_t device_bytes() const { return device_bytes_; }
 
  private:
+  std::int64_t new_elems() const { return std::int64_t(s_.batch) * s_.new_tokens * s_.heads_kv * s_.d; }  // k_new's
+
   Options opt_;
   DecodeShape s_;
-  std::vector<std::int32_t> lens_;
+  std::vector<std::int32_t> lens_;  // before the append: the kernels add the new tokens themselves
+  int keys_;                        // keys attended per sequence: cache_len, + n with --append
   int splits_;
   std::size_t ws_bytes_;
   std::uint64_t device_bytes_ = 0;
   DecodeHost host_;
-  std::optional<DeviceTensor> q_, k_, v_, o_;
+  std::optional<DeviceTensor> q_, k_, v_, o_, k_new_, v_new_;
   std::optional<DeviceBuffer<float>> lse_, ws_;
   std::optional<DeviceBuffer<std::int32_t>> seqlens_, table_;
   DecodeParams p_;
@@ -255,7 +280,7 @@ int run(const Options& opt, const std::string& prog) {
             << " d=" << s.d << " " << dtype_name(opt.dtype) << (opt.causal ? " causal" : "") << " on " << dev.name << "\n"
             << "  cache "
             << (opt.page_size ? "paged: pages of " + std::to_string(opt.page_size) + " keys in shuffled order" : "contiguous")
-            << "\n"
+            << (opt.append ? ", the new tokens' k, v appended before attending" : "") << "\n"
             << "  splits " << r.splits()
             << (opt.splits > 0 ? " (--splits)" : " (the split rule, " + std::to_string(dev.sm_count) + " SMs)")
             << ", CTAs " << std::int64_t(r.splits()) * s.heads_kv * s.row_blocks() * s.batch << ", workspace "

@@ -1,0 +1,85 @@
+// Step 10's append on the CPU (flash_attn_with_kvcache's k, v): the append kernel (append.cuh)
+// writes the new tokens' keys and values into the cache, contiguous or in shuffled pages of 16
+// (through the block table), then the split kernel attends over cache_seqlens + n keys, causal at
+// the bottom-right. Per case, run by the emulator (tests/decode_emulated.hpp):
+//   - the cache after the run equals the reference's append (DecodeHost::appended) exactly, every
+//     row (the rows the append does not own as they were: NaN ones stay NaN, in the paged layout);
+//   - O and LSE pass the project's rule against the fp64 reference on the appended problem;
+//   - O and LSE equal, bit for bit, a run without append on that problem (the cache filled by hand).
+// Lengths per sequence 0, 1, 17 and room − n (exactly full after the append), and as one length;
+// 1 and 4 new tokens; splits 1 and 3.
+#include "common/emulator/emulator.hpp"  // first: it defines threadIdx, __syncthreads, ... for the kernels
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_reference.hpp"
+#include "tests/decode_emulated.hpp"
+
+namespace {
+
+using fs::DType;
+using fs::decoding::DecodeShape;
+
+// Equal element for element, a NaN equal to a NaN (the paged layout's unused rows, whose payload
+// the round trip through the 16-bit type changes): every other value bit for bit.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (!(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+    } else if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void check_append(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, int page_size, bool causal,
+                  int splits, bool per_sequence = true) {
+  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << s.d << " batch=" << s.batch << " H=" << s.heads << "/" << s.heads_kv
+                                        << " n=" << s.new_tokens << " L=" << lens.front() << (lens.size() > 1 ? ".." : "")
+                                        << " page=" << page_size << (causal ? " causal" : "") << " splits=" << splits
+                                        << (per_sequence ? "" : " (one length)")) {
+    const std::uint64_t seed = 4099 + 13 * std::uint64_t(lens.back()) + s.d + 5 * s.new_tokens + splits + page_size;
+    const fs::decoding::DecodeHost base = fs::decoding::random_decode_problem(s, lens, dtype, seed);
+    const fs::decoding::DecodeHost h = page_size ? fs::decoding::paged_layout(base, page_size, seed + 1) : base;
+    const auto k_new = fs::decoding::random_new_rows(s, dtype, seed + 2);
+    const auto v_new = fs::decoding::random_new_rows(s, dtype, seed + 3);
+    const fs::decoding::DecodeHost want = h.appended(k_new, v_new);  // the cache filled by hand
+    const auto got = fs::testing::decode_run(h, causal, splits, per_sequence, &k_new, &v_new);
+    REQUIRE(same_bits(got.k, want.k));
+    REQUIRE(same_bits(got.v, want.v));
+    const auto plain = fs::testing::decode_run(want, causal, splits, per_sequence);
+    REQUIRE(got.o == plain.o);  // no NaN: every row is written
+    REQUIRE(got.lse == plain.lse);
+    const fs::CheckReport report =
+        fs::decoding::verify_decode(want, 1.f / std::sqrt(float(s.d)), causal, got.o.data(), got.lse.data(), seed);
+    INFO(report.summary());
+    REQUIRE(report.pass());
+  }
+}
+
+}  // namespace
+
+// Four sequences of their own lengths (empty, one key, a page and a key, full after the append),
+// grouped-query ratio 4, contiguous and in pages of 16, causal and not.
+TEST_CASE("step 10 on the CPU, append: per-sequence lengths, contiguous and paged", "[emulated][decode][append]") {
+  for (int page : {0, 16})
+    for (int n : {1, 4})
+      for (int splits : {1, 3})
+        for (bool causal : {true, false})
+          check_append(DecodeShape{4, 8, 2, n, 304, 128}, {0, 1, 17, 304 - n}, DType::bf16, page, causal, splits);
+}
+
+// One length for every sequence (cache_len: the kernels add n to it themselves), d = 64 and 256.
+TEST_CASE("step 10 on the CPU, append: one length, d = 64 and 256", "[emulated][decode][append]") {
+  for (int d : {64, 256})
+    for (int page : {0, 16})
+      for (int L : {0, 17}) check_append(DecodeShape{2, 4, 2, 4, 40, d}, {L, L}, DType::fp16, page, true, 3, false);
+}
