@@ -96,13 +96,7 @@ TEST_CASE("step 10 refuses what its kernels do not take, in one line each", "[de
 TEST_CASE("step 10's reference equals the project's reference on the same problem as packed sequences",
           "[decode][reference]") {
   for (bool causal : {false, true}) {
-    fs::decoding::DecodeShape s;
-    s.batch = 4;
-    s.heads = 6;
-    s.heads_kv = 2;
-    s.new_tokens = 3;
-    s.seqlen_cache = 40;
-    s.d = 64;
+    const fs::decoding::DecodeShape s{4, 6, 2, 3, 40, 64};  // batch, heads, heads_kv, n, room, d
     const std::vector<std::int32_t> lens = {0, 2, 40, 17};  // empty; fewer keys than tokens; full; odd
     const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, fs::DType::bf16, 5);
     const int n = s.new_tokens, d = s.d, tokens = s.batch * n;
@@ -178,13 +172,7 @@ TEST_CASE("step 10 refuses an inconsistent paged cache, in one line each", "[dec
 // The reference's gather through the block table: the same problem with its cache in shuffled
 // pages gives the same rows, bit for bit, in both precisions (the same values in the same order).
 TEST_CASE("step 10's reference on a paged cache equals it on the contiguous one", "[decode][reference][paged]") {
-  fs::decoding::DecodeShape s;
-  s.batch = 4;
-  s.heads = 8;
-  s.heads_kv = 2;
-  s.new_tokens = 4;
-  s.seqlen_cache = 1000;
-  s.d = 64;
+  const fs::decoding::DecodeShape s{4, 8, 2, 4, 1000, 64};  // batch, heads, heads_kv, n, room, d
   const std::vector<std::int32_t> lens = {0, 1, 17, 1000};
   const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, fs::DType::bf16, 11);
   for (int page : {16, 256}) {

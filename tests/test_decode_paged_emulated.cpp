@@ -18,6 +18,7 @@
 
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_reference.hpp"
+#include "tests/decode_checks.hpp"
 #include "tests/decode_emulated.hpp"
 
 namespace {
@@ -29,10 +30,7 @@ using fs::decoding::DecodeShape;
 // contiguous one bit for bit, and within the rule of the fp64 reference.
 void check_paged(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, int page_size, bool causal,
                  int splits, bool per_sequence = true) {
-  DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << s.d << " batch=" << s.batch << " H=" << s.heads << "/" << s.heads_kv
-                                        << " n=" << s.new_tokens << " L=" << lens.front() << (lens.size() > 1 ? ".." : "")
-                                        << " page=" << page_size << (causal ? " causal" : "") << " splits=" << splits
-                                        << (per_sequence ? "" : " (one length)")) {
+  DYNAMIC_SECTION(fs::testing::decode_case(s, lens, dtype, causal, splits, per_sequence, page_size)) {
     const std::uint64_t seed = 1237 + 17 * std::uint64_t(lens.back()) + s.d + 5 * s.new_tokens + splits + page_size;
     const fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, lens, dtype, seed);
     const fs::decoding::DecodeHost paged = fs::decoding::paged_layout(h, page_size, seed + 1);
@@ -41,10 +39,7 @@ void check_paged(const DecodeShape& s, const std::vector<std::int32_t>& lens, DT
     // Equal element for element (no NaN: every row is written, and a row that sees no key is 0, −inf).
     REQUIRE(got.o == want.o);
     REQUIRE(got.lse == want.lse);
-    const fs::CheckReport report =
-        fs::decoding::verify_decode(paged, 1.f / std::sqrt(float(s.d)), causal, got.o.data(), got.lse.data(), seed);
-    INFO(report.summary());
-    REQUIRE(report.pass());
+    fs::testing::require_decode_within_rule(paged, causal, got.o, got.lse, seed);
   }
 }
 

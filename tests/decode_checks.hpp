@@ -1,0 +1,41 @@
+// What step 10's tests (emulated and GPU) share: a case's name for its DYNAMIC_SECTION, and a run's
+// O and LSE held to the project's rule against the fp64 reference.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_reference.hpp"
+
+namespace fs::testing {
+
+// "bf16 d=128 batch=2 H=8/2 n=4 L=300.. page=16 causal splits=3 (one length)"; page 0: contiguous.
+inline std::string decode_case(const decoding::DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype,
+                               bool causal, int splits, bool per_sequence = true, int page = 0) {
+  std::ostringstream name;
+  name << dtype_name(dtype) << " d=" << s.d << " batch=" << s.batch << " H=" << s.heads << "/" << s.heads_kv
+       << " n=" << s.new_tokens << " L=" << lens.front() << (lens.size() > 1 ? ".." : "");
+  if (page > 0) name << " page=" << page;
+  name << (causal ? " causal" : "") << " splits=" << splits << (per_sequence ? "" : " (one length)");
+  return name.str();
+}
+
+// O and LSE of h's problem (scale 1/√d) within the project's rule of the fp64 reference, on at
+// most `budget` sampled elements (verify_decode).
+inline void require_decode_within_rule(const decoding::DecodeHost& h, bool causal, const std::vector<float>& o,
+                                       const std::vector<float>& lse, std::uint64_t seed,
+                                       std::int64_t budget = kForwardCheckBudget) {
+  const CheckReport report =
+      decoding::verify_decode(h, 1.f / std::sqrt(float(h.shape.d)), causal, o.data(), lse.data(), seed, budget);
+  INFO(report.summary());
+  REQUIRE(report.pass());
+}
+
+}  // namespace fs::testing
