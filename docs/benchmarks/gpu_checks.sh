@@ -18,6 +18,10 @@
 #   sanitize   tests/sanitize.sh -- --only 08, then 09 (SANITIZE_STEPS may override)
 #   gpu_tests  ctest -L gpu
 #   ncu        ncu_bytes.sh for step 09 at its default shape and at B=1 H=16 N=16384 d=128
+#   builds10   step 10 alone (its program, its GPU and host tests), for a call that needs no more
+#   decode     step 10's GPU tests and command-line tests, then the sanitizer over its cases
+#              (tests/sanitize.sh --decode)
+#   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
 # A task starts only while the time since the start plus its usual length is below DEADLINE
 # seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
 # the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
@@ -34,7 +38,8 @@ cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUD
      ${CMAKE_PREFIX_PATH:+-DCMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"} -DPython3_EXECUTABLE="$(command -v python3)")
 log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
-declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60)  # seconds
+declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
+                  [builds10]=150 [decode]=150 [decode_bench]=200)  # seconds
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -81,6 +86,28 @@ task_gpu_tests() { ctest --test-dir build -L gpu -j4 > "$out/ctest_gpu.log" 2>&1
 task_ncu() {
   STEPS=09 docs/benchmarks/ncu_bytes.sh "$out/ncu" > "$out/ncu.log" 2>&1 &&
     STEPS=09 docs/benchmarks/ncu_bytes.sh "$out/ncu_16k" 1 16 16384 128 >> "$out/ncu.log" 2>&1
+}
+task_builds10() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
+  cmake -S . -B build "${cfg[@]}" > "$out/configure.log" 2>&1 || return 1
+  ninja -C build -j16 step10_decode test_decode_gpu test_decode_host > "$out/build10.log" 2>&1
+}
+task_decode() {
+  local rc=0
+  ninja -C build -j16 step10_decode test_decode_gpu test_decode_host > "$out/build_decode.log" 2>&1 || return 1
+  ctest --test-dir build -R "decode" -L "gpu|cpu" -E "emulated" -j4 > "$out/ctest_decode.log" 2>&1 || rc=1
+  grep -E "tests passed|tests failed" "$out/ctest_decode.log"
+  tests/sanitize.sh build --decode > "$out/sanitize_decode.log" 2>&1 || rc=1
+  mkdir -p "$out/sanitize_decode" && cp build/sanitize_decode/*.log "$out/sanitize_decode/"
+  tail -6 "$out/sanitize_decode.log"
+  return $rc
+}
+task_decode_bench() {
+  python3 docs/benchmarks/decode_bench.py --bin build/bin/step10_decode --csv "$out/decode.csv" --sweep \
+    > "$out/decode_bench.log" 2>&1
+  local rc=$?
+  tail -30 "$out/decode_bench.log"
+  return $rc
 }
 
 for t in "$@"; do

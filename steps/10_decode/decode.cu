@@ -11,6 +11,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "common/check.hpp"
@@ -33,7 +35,30 @@ void dispatch_dim(const DecodeParams& p) {
   }
 }
 
+// splitmix64's finaliser of (seed, i): 64 well-mixed bits per element, no state between threads.
+__global__ void fill_uniform_kernel(void* p, std::int64_t n, bool bf16, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * std::uint64_t(i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float x = float(z >> 40) * 0x1p-23f - 1.f;  // 24 bits: [−1, 1)
+    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x);
+    else static_cast<__half*>(p)[i] = __float2half(x);
+  }
+}
+
 }  // namespace
+
+void fill_uniform(void* p, std::int64_t n, DType dtype, std::uint64_t seed, cudaStream_t stream) {
+  if (dtype != DType::bf16 && dtype != DType::fp16)
+    throw CudaError(cudaErrorInvalidValue, "fill_uniform: bf16 or fp16 only");
+  if (n <= 0) return;
+  const std::int64_t blocks = std::min<std::int64_t>((n + 255) / 256, 65536);
+  fill_uniform_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p, n, dtype == DType::bf16, seed);
+  FS_CUDA_CHECK(cudaGetLastError());
+}
 
 void decode_forward(const DecodeParams& p) {
   if (std::string why = decode_unsupported(p.shape, p.dtype, p.num_splits); !why.empty())

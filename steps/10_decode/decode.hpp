@@ -121,4 +121,10 @@ std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths
 // The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
 void decode_forward(const DecodeParams& p);
 
+// Inputs for timed runs that no check reads (step10_decode without --check): n elements of dtype
+// (bf16 or fp16) at p, uniform in [−1, 1) from a hash of (seed, index), written on the GPU on
+// `stream`. A cache of 64 sequences × 128K keys is 34 GB, which the host would take minutes to draw
+// and copy.
+void fill_uniform(void* p, std::int64_t n, DType dtype, std::uint64_t seed, cudaStream_t stream = nullptr);
+
 }  // namespace fs::decoding

@@ -66,6 +66,16 @@ std::vector<float> random_new_rows(const DecodeShape& s, DType dtype, std::uint6
   return x;
 }
 
+std::vector<std::int32_t> shuffled_block_table(int entries, int pages, std::uint64_t seed) {
+  if (entries < 0 || entries > pages) throw std::invalid_argument("shuffled_block_table: more entries than pages");
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+  for (int i = 0; i < pages; ++i) order[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  order.resize(static_cast<std::size_t>(entries));
+  return order;
+}
+
 DecodeHost paged_layout(const DecodeHost& c, int page_size, std::uint64_t seed, int spare) {
   if (c.page_size != 0) throw std::invalid_argument("paged_layout: the problem is paged already");
   if (!paging_unsupported(c.shape, true, page_size, 1 << 30).empty())
@@ -79,11 +89,7 @@ DecodeHost paged_layout(const DecodeHost& c, int page_size, std::uint64_t seed, 
   h.page_size = page_size;
   h.max_blocks_per_seq = (s.seqlen_cache + page_size - 1) / page_size;
   const int pages = s.batch * h.max_blocks_per_seq + spare;
-  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
-  for (int i = 0; i < pages; ++i) order[i] = i;
-  std::mt19937_64 rng(seed);
-  std::shuffle(order.begin(), order.end(), rng);
-  h.block_table.assign(order.begin(), order.begin() + std::ptrdiff_t(s.batch) * h.max_blocks_per_seq);
+  h.block_table = shuffled_block_table(s.batch * h.max_blocks_per_seq, pages, seed);
   const std::size_t row = std::size_t(s.heads_kv) * s.d;  // a key's elements, every K/V head
   h.k.assign(std::size_t(pages) * page_size * row, NAN);
   h.v.assign(h.k.size(), NAN);

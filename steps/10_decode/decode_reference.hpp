@@ -52,6 +52,11 @@ std::vector<float> random_new_rows(const DecodeShape& s, DType dtype, std::uint6
 DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::int32_t>& seqlens, DType dtype,
                                  std::uint64_t seed);
 
+// A block table of `entries` pages drawn without repeats from pages [0, pages), in an order
+// shuffled by seed: (batch, max_blocks_per_seq) entries for paged_layout and for the program's
+// timed runs, whose inputs never leave the GPU.
+std::vector<std::int32_t> shuffled_block_table(int entries, int pages, std::uint64_t seed);
+
 // The same problem (q, the cache's values, lengths) with its cache laid out in pages of page_size
 // keys (a power of two ≥ 16) in shuffled order: ⌈seqlen_cache / page_size⌉ pages per sequence,
 // `spare` pages more that no sequence uses, the pages' order a permutation drawn from seed. Every

@@ -32,8 +32,10 @@
 #include "common/device.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
+#include "common/files.hpp"
 #include "common/host_memory.hpp"
 #include "common/problem.hpp"
+#include "common/results.hpp"
 #include "common/timing.hpp"
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_reference.hpp"
@@ -58,6 +60,7 @@ struct Options {
   bool causal = false, check = false;
   bool append = false;   // the new tokens' k, v appended into the cache before attending (k_new, v_new)
   int reps = 0;          // timed runs; 0: none
+  std::string csv;       // with reps: append the timed run's row here (decode_csv_header)
   std::uint64_t seed = 1;
 };
 
@@ -93,6 +96,8 @@ std::optional<Options> parse(int argc, char** argv) {
   app.add_flag("--check", o.check, "compare O and LSE against the fp64 CPU reference");
   app.add_option("--reps", reps, "timed runs, L2 flushed before each, median reported (0: not timed)")
       ->transform(decimal<long long>())->capture_default_str();
+  app.add_option("--csv", o.csv, "append the timed run's row to FILE (needs --reps; docs/benchmarks/decode_bench.py "
+                                 "writes PyTorch's rows beside it)")->type_name("FILE");
   app.add_option("--seed", o.seed, "seed of the random inputs")->transform(decimal<std::uint64_t>())->capture_default_str();
   if (!parse_command_line(app, argc, argv)) return std::nullopt;
 
@@ -124,6 +129,10 @@ std::optional<Options> parse(int argc, char** argv) {
     if (std::string why = paging_unsupported(o.shape, true, o.page_size, blocks); !why.empty()) throw InputError(why);
   }
   o.reps = static_cast<int>(reps);
+  if (!o.csv.empty()) {
+    if (o.reps == 0) throw InputError("--csv writes a timed run's row: give --reps too");
+    if (std::string why = output_file_problem(o.csv); !why.empty()) throw InputError("--csv " + o.csv + ": " + why);
+  }
   o.dtype = *parse_dtype(dtype);
   if (std::string why = decode_unsupported(o.shape, o.dtype, std::max(1, o.splits)); !why.empty()) throw InputError(why);
   if (o.append)  // the room is made for them above; the refusal stays the launcher's own rule
@@ -149,8 +158,9 @@ std::int64_t cache_elems(const Options& o) {
   return pages * o.page_size * s.heads_kv * s.d;
 }
 
-// One decoding problem on the GPU: the random inputs (host and device copies; with --page-size the
-// cache laid out in shuffled pages, paged_layout, and its block table), the splits (the rule unless
+// One decoding problem on the GPU: the random inputs (with --check host and device copies, with
+// --page-size the cache laid out in shuffled pages, paged_layout, and its block table; without
+// --check drawn on the GPU alone, fill_uniform, the pages' order shuffled all the same), the splits (the rule unless
 // --splits), the parameters, the workspace. forward() runs it; check() and time() say
 // how it did. The caller has made sure there is a GPU.
 class DecodeRun {
@@ -162,11 +172,12 @@ class DecodeRun {
         ws_bytes_(decode_workspace_bytes(s_, splits_)) {
     const std::size_t elem = dtype_bytes(opt.dtype);
     const std::int64_t kv = cache_elems(opt);
-    // The host copies; paged, the contiguous problem and its pages side by side while they are laid out.
-    const std::uint64_t host_bytes =
-        sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.page_size ? 2 * s_.cache_elems() : 0) + s_.rows() +
-                                      (opt.append ? 2 * kv + 2 * new_elems() : 0));  // appended(): a second copy
-    require_host_memory(host_bytes, "this problem's host copies");
+    if (opt.check) {  // the host copies; paged, the contiguous problem and its pages side by side while laid out
+      const std::uint64_t host_bytes =
+          sizeof(float) * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.page_size ? 2 * s_.cache_elems() : 0) +
+                                        s_.rows() + (opt.append ? 2 * kv + 2 * new_elems() : 0));  // appended(): a copy
+      require_host_memory(host_bytes, "this problem's host copies (--check; without it the inputs are drawn on the GPU)");
+    }
     const std::int64_t table =  // the block table's entries
         opt.page_size ? std::int64_t(s_.batch) * ((s_.seqlen_cache + opt.page_size - 1) / opt.page_size) : 0;
     device_bytes_ = elem * std::uint64_t(2 * s_.q_elems() + 2 * kv + (opt.append ? 2 * new_elems() : 0)) +
@@ -175,31 +186,50 @@ class DecodeRun {
     if (device_bytes_ > dev.free_bytes)
       throw ResourceError("this problem needs " + shown_bytes(double(device_bytes_)) + " of GPU memory; " + dev.name +
                           " has " + shown_bytes(double(dev.free_bytes)) + " free");
-    host_ = random_decode_problem(s_, lens_, opt.dtype, opt.seed);
-    if (opt.page_size) host_ = paged_layout(host_, opt.page_size, opt.seed + 1);  // the reference reads it paged too
-    q_.emplace(host_.q.size(), opt.dtype);
-    k_.emplace(host_.k.size(), opt.dtype);
-    v_.emplace(host_.v.size(), opt.dtype);
-    o_.emplace(host_.q.size(), opt.dtype);
+    if (opt.check) {
+      host_ = random_decode_problem(s_, lens_, opt.dtype, opt.seed);
+      if (opt.page_size) host_ = paged_layout(host_, opt.page_size, opt.seed + 1);  // the reference reads it paged too
+    } else if (opt.page_size) {  // the block table alone: the pages' values are drawn on the GPU below
+      host_.page_size = opt.page_size;
+      host_.max_blocks_per_seq = static_cast<int>(table / s_.batch);
+      host_.block_table = shuffled_block_table(static_cast<int>(table), static_cast<int>(kv / (std::int64_t(opt.page_size) *
+                                                                                               s_.heads_kv * s_.d)),
+                                               opt.seed + 1);
+    }
+    q_.emplace(static_cast<std::size_t>(s_.q_elems()), opt.dtype);
+    k_.emplace(static_cast<std::size_t>(kv), opt.dtype);
+    v_.emplace(static_cast<std::size_t>(kv), opt.dtype);
+    o_.emplace(static_cast<std::size_t>(s_.q_elems()), opt.dtype);
     lse_.emplace(static_cast<std::size_t>(s_.rows()));
     ws_.emplace(ws_bytes_ / sizeof(float));
     seqlens_.emplace(lens_.size());
     table_.emplace(std::max<std::size_t>(1, host_.block_table.size()));
     if (opt.page_size) table_->upload(host_.block_table.data(), host_.block_table.size());
-    q_->upload(host_.q);
-    k_->upload(host_.k);
-    v_->upload(host_.v);
     seqlens_->upload(lens_.data(), lens_.size());
+    if (opt.check) {
+      q_->upload(host_.q);
+      k_->upload(host_.k);
+      v_->upload(host_.v);
+    } else {  // timed runs alone: uniform values drawn on the GPU (fill_uniform), never copied
+      fill_uniform(q_->get(), s_.q_elems(), opt.dtype, opt.seed);
+      fill_uniform(k_->get(), kv, opt.dtype, opt.seed + 1);
+      fill_uniform(v_->get(), kv, opt.dtype, opt.seed + 2);
+    }
     if (opt.append) {  // the new rows on the device; the reference attends over the problem after the append
-      const std::vector<float> k_new = random_new_rows(s_, opt.dtype, opt.seed + 2);
-      const std::vector<float> v_new = random_new_rows(s_, opt.dtype, opt.seed + 3);
-      k_new_.emplace(k_new.size(), opt.dtype);
-      v_new_.emplace(v_new.size(), opt.dtype);
-      k_new_->upload(k_new);
-      v_new_->upload(v_new);
+      k_new_.emplace(static_cast<std::size_t>(new_elems()), opt.dtype);
+      v_new_.emplace(static_cast<std::size_t>(new_elems()), opt.dtype);
+      if (opt.check) {
+        const std::vector<float> k_new = random_new_rows(s_, opt.dtype, opt.seed + 2);
+        const std::vector<float> v_new = random_new_rows(s_, opt.dtype, opt.seed + 3);
+        k_new_->upload(k_new);
+        v_new_->upload(v_new);
+        host_ = host_.appended(k_new, v_new);
+      } else {
+        fill_uniform(k_new_->get(), new_elems(), opt.dtype, opt.seed + 3);
+        fill_uniform(v_new_->get(), new_elems(), opt.dtype, opt.seed + 4);
+      }
       p_.k_new = k_new_->get();
       p_.v_new = v_new_->get();
-      host_ = host_.appended(k_new, v_new);
     }
     o_->poison();  // NaN: an element the kernels do not write fails the check
     lse_->poison();
@@ -265,10 +295,32 @@ class DecodeRun {
   DecodeParams p_;
 };
 
+// The rows of decoding benchmarks: this program's, and PyTorch's that docs/benchmarks/decode_bench.py
+// writes beside them on the same shapes. bytes: what the run must move (DecodeRun::bytes), the
+// same count for every implementation, so that GB/s compare as times do.
+constexpr const char* kDecodeCsvHeader =
+    "gpu,impl,dtype,batch,heads,heads_kv,cache_len,new_tokens,d,causal,page_size,append,splits,split_rule,median_us,"
+    "bytes,gbps,commit,date";
+
+void append_decode_row(const Options& o, const DecodeRun& r, const Timing& t, const DeviceInfo& dev) {
+  const DecodeShape& s = o.shape;
+  std::ostringstream row;
+  row << dev.name << ",step10_decode," << dtype_name(o.dtype) << ',' << s.batch << ',' << s.heads << ',' << s.heads_kv
+      << ',' << o.cache_len << ',' << s.new_tokens << ',' << s.d << ',' << int(o.causal) << ',' << o.page_size << ','
+      << int(o.append) << ',' << r.splits() << ',' << int(o.splits == 0) << ',' << std::fixed << std::setprecision(2) << t.median_ms * 1e3 << ','
+      << std::setprecision(0) << r.bytes() << ',' << std::setprecision(1) << r.bytes() / (t.median_ms * 1e-3) / 1e9
+      << ',' << build_commit() << ',' << today_utc() << '\n';
+  std::error_code ec;
+  const bool fresh = !std::filesystem::exists(o.csv, ec) || std::filesystem::file_size(o.csv, ec) == 0;
+  append_file(o.csv, (fresh ? std::string(kDecodeCsvHeader) + '\n' : std::string()) + row.str());
+}
+
 int run(const Options& opt, const std::string& prog) {
   const DecodeShape& s = opt.shape;
-  const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s.q_elems() + 2 * cache_elems(opt) + s.rows());
-  require_host_memory(host_bytes, "this problem's host copies");
+  if (opt.check) {  // before asking for a GPU: a problem too large for the host is refused on any machine
+    const std::uint64_t host_bytes = sizeof(float) * std::uint64_t(2 * s.q_elems() + 2 * cache_elems(opt) + s.rows());
+    require_host_memory(host_bytes, "this problem's host copies (--check; without it the inputs are drawn on the GPU)");
+  }
   if (std::string why = gpu_unavailable_reason(); !why.empty()) {
     std::cerr << prog << ": " << why << " This program needs a CUDA GPU.\n";
     return kExitNoGpu;
@@ -298,6 +350,7 @@ int run(const Options& opt, const std::string& prog) {
               << t.min_ms * 1e3 << ", max " << t.max_ms * 1e3 << ", " << t.reps << " runs, L2 flushed); "
               << shown_bytes(r.bytes()) << " of K, V, q and O: " << std::setprecision(0)
               << r.bytes() / (t.median_ms * 1e-3) / 1e9 << " GB/s\n" << std::defaultfloat;
+    if (!opt.csv.empty()) append_decode_row(opt, r, t, dev);
   }
   if (!ok) {
     std::cout << "CHECK FAILED\n";
