@@ -50,8 +50,10 @@ struct DecodeOutputs {
 // h.seqlens[0] as the one length of every sequence, which h's lengths must then all be).
 // k_new, v_new (both or neither, (batch, new_tokens, heads_kv, d)): appended by the kernels into
 // h's cache (a copy of it) before attending; h's lengths are those before the append.
+// rotary (with an append): the new keys and q turned by these tables (DecodeParams::rotary_*).
 inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int splits, bool per_sequence = true,
-                                const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr) {
+                                const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr,
+                                const decoding::RotaryTables* rotary = nullptr) {
   DecodeOutputs out;
   with_decode_type(h.dtype, h.shape.d, [&](auto* e, auto dim) {
     using E = std::remove_pointer_t<decltype(e)>;
@@ -61,7 +63,8 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     if (k_new) kn = to_16bit<E>(*k_new), vn = to_16bit<E>(*v_new);
     std::vector<E> o(h.q.size(), E(NAN));
     std::vector<float> lse(static_cast<std::size_t>(h.shape.rows()), NAN);
-    std::vector<float> ws(decoding::decode_workspace_bytes(h.shape, splits) / sizeof(float), NAN);
+    std::vector<float> ws((decoding::decode_workspace_bytes(h.shape, splits, rotary != nullptr) + 3) / sizeof(float), NAN);
+    std::vector<E> rot_cos, rot_sin;
     decoding::DecodeParams p;
     p.q = q.data();
     p.k_cache = k.data();
@@ -84,6 +87,14 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     if (k_new) {
       p.k_new = kn.data();
       p.v_new = vn.data();
+    }
+    if (rotary) {
+      rot_cos = to_16bit<E>(rotary->cos), rot_sin = to_16bit<E>(rotary->sin);
+      p.rotary_cos = rot_cos.data();
+      p.rotary_sin = rot_sin.data();
+      p.rotary_dim = rotary->dim;
+      p.rotary_len = rotary->len;
+      p.rotary_interleaved = rotary->interleaved;
     }
     decode_emulated<E, decltype(dim)::value>(p);
     out.o = to_float(o);

@@ -7,7 +7,8 @@
 //   - O and LSE pass the project's rule against the fp64 reference on the appended problem;
 //   - O and LSE equal, bit for bit, a run without append on that problem (the cache filled by hand).
 // Lengths per sequence 0, 1, 17 and room − n (exactly full after the append), and as one length;
-// 1 and 4 new tokens; splits 1 and 3.
+// 1 and 4 new tokens; splits 1 and 3; and with a rotary embedding, which the reference applies as
+// the kernel does (rotary.hpp), so that those runs too equal the plain run bit for bit.
 #include "common/emulator/emulator.hpp"  // first: it defines threadIdx, __syncthreads, ... for the kernels
 
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "steps/10_decode/decode.hpp"
@@ -41,16 +43,21 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
+// rotary_dim > 0: the new keys and q turned by tables of that many columns (interleaved or not).
 void check_append(const DecodeShape& s, const std::vector<std::int32_t>& lens, DType dtype, int page_size, bool causal,
-                  int splits, bool per_sequence = true) {
-  DYNAMIC_SECTION(fs::testing::decode_case(s, lens, dtype, causal, splits, per_sequence, page_size)) {
+                  int splits, bool per_sequence = true, int rotary_dim = 0, bool interleaved = false) {
+  DYNAMIC_SECTION(fs::testing::decode_case(s, lens, dtype, causal, splits, per_sequence, page_size)
+                  << (rotary_dim ? " rotary " + std::to_string(rotary_dim) + (interleaved ? " interleaved" : "") : "")) {
     const std::uint64_t seed = 4099 + 13 * std::uint64_t(lens.back()) + s.d + 5 * s.new_tokens + splits + page_size;
     const fs::decoding::DecodeHost base = fs::decoding::random_decode_problem(s, lens, dtype, seed);
     const fs::decoding::DecodeHost h = page_size ? fs::decoding::paged_layout(base, page_size, seed + 1) : base;
     const auto k_new = fs::decoding::random_new_rows(s, dtype, seed + 2);
     const auto v_new = fs::decoding::random_new_rows(s, dtype, seed + 3);
-    const fs::decoding::DecodeHost want = h.appended(k_new, v_new);  // the cache filled by hand
-    const auto got = fs::testing::decode_run(h, causal, splits, per_sequence, &k_new, &v_new);
+    const fs::decoding::RotaryTables rot =
+        rotary_dim ? fs::decoding::rotary_tables(s.seqlen_cache, rotary_dim, interleaved, dtype) : fs::decoding::RotaryTables{};
+    const fs::decoding::RotaryTables* rp = rotary_dim ? &rot : nullptr;
+    const fs::decoding::DecodeHost want = h.appended(k_new, v_new, rp, causal);  // the cache (and q) by hand
+    const auto got = fs::testing::decode_run(h, causal, splits, per_sequence, &k_new, &v_new, rp);
     REQUIRE(same_bits(got.k, want.k));
     REQUIRE(same_bits(got.v, want.v));
     const auto plain = fs::testing::decode_run(want, causal, splits, per_sequence);
@@ -77,4 +84,16 @@ TEST_CASE("step 10 on the CPU, append: one length, d = 64 and 256", "[emulated][
   for (int d : {64, 256})
     for (int page : {0, 16})
       for (int L : {0, 17}) check_append(DecodeShape{2, 4, 2, 4, 40, d}, {L, L}, DType::fp16, page, true, 3, false);
+}
+
+// A rotary embedding (flash_attn_with_kvcache's rotary_cos, rotary_sin): the new keys turned as
+// they are appended, q at the same positions (causal) or at the sequence's length (not), both
+// layouts of the pairs, over all of d and over part of it (columns past rotary_dim untouched).
+TEST_CASE("step 10 on the CPU, append with a rotary embedding", "[emulated][decode][append][rotary]") {
+  for (bool interleaved : {false, true})
+    for (int rotary_dim : {128, 64, 20})
+      for (bool causal : {true, false})
+        check_append(DecodeShape{2, 8, 2, 4, 300, 128}, {0, 141}, DType::bf16, 0, causal, 3, true, rotary_dim, interleaved);
+  for (int page : {0, 16})  // paged, one length, fp16, d = 64
+    check_append(DecodeShape{2, 4, 2, 3, 60, 64}, {33, 33}, DType::fp16, page, true, 1, false, 64, false);
 }

@@ -36,12 +36,16 @@ struct GpuOutputs {
 // decode_forward on the GPU, outputs and workspace poisoned (NaN) first; h's cache contiguous or
 // paged (h.page_size > 0: its block table uploaded too). k_new, v_new (both or neither): appended
 // by the kernels before attending, h's lengths those before the append.
+// rotary (with an append): the new keys and q turned by these tables.
 GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
-                   const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr) {
+                   const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr,
+                   const fs::decoding::RotaryTables* rotary = nullptr) {
   const DecodeShape& s = h.shape;
   fs::DeviceTensor q(h.q.size(), h.dtype), k(h.k.size(), h.dtype), v(h.v.size(), h.dtype), o(h.q.size(), h.dtype);
   fs::DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
-  fs::DeviceBuffer<float> ws(fs::decoding::decode_workspace_bytes(s, splits) / sizeof(float));
+  fs::DeviceBuffer<float> ws((fs::decoding::decode_workspace_bytes(s, splits, rotary != nullptr) + 3) / sizeof(float));
+  const std::size_t table_size = rotary ? rotary->cos.size() : 1;
+  fs::DeviceTensor rot_cos(table_size, h.dtype), rot_sin(table_size, h.dtype);
   fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
   fs::DeviceBuffer<std::int32_t> table(std::max<std::size_t>(1, h.block_table.size()));
   const std::size_t new_size = k_new ? k_new->size() : 1;
@@ -79,6 +83,15 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   if (k_new) {
     p.k_new = kn.get();
     p.v_new = vn.get();
+  }
+  if (rotary) {
+    rot_cos.upload(rotary->cos);
+    rot_sin.upload(rotary->sin);
+    p.rotary_cos = rot_cos.get();
+    p.rotary_sin = rot_sin.get();
+    p.rotary_dim = rotary->dim;
+    p.rotary_len = rotary->len;
+    p.rotary_interleaved = rotary->interleaved;
   }
   fs::decoding::decode_forward(p);
   FS_CUDA_CHECK(cudaDeviceSynchronize());
@@ -209,6 +222,34 @@ TEST_CASE("step 10 on the GPU: the new tokens appended into the cache before att
             const GpuOutputs got = run_gpu(h, causal, S, &k_new, &v_new), plain = run_gpu(want, causal, S);
             REQUIRE(same_values(got.k, want.k));
             REQUIRE(same_values(got.v, want.v));
+            REQUIRE(got.o == plain.o);
+            REQUIRE(got.lse == plain.lse);
+            fs::testing::require_decode_within_rule(want, causal, got.o, got.lse, seed);
+          }
+        }
+}
+
+// With a rotary embedding (the emulated test's cases, longer): the cache after the run holds the
+// turned keys, O and LSE equal a plain run on the turned problem and are within the rule.
+TEST_CASE("step 10 on the GPU: append with a rotary embedding", "[gpu][decode][append][rotary]") {
+  for (int page : {0, 16})
+    for (bool interleaved : {false, true})
+      for (int rotary_dim : {128, 40})
+        for (bool causal : {true, false}) {
+          const DecodeShape s = DecodeShape{3, 32, 8, 4, 2500, 128};
+          const std::vector<std::int32_t> lens = {0, 999, 2496};
+          const int S = fs::decoding::num_splits(s.batch, s.heads_kv, 2500, fs::query_device().sm_count, s.row_blocks());
+          DYNAMIC_SECTION("page=" << page << " rotary " << rotary_dim << (interleaved ? " interleaved" : "")
+                                  << (causal ? " causal" : "") << " splits=" << S) {
+            const std::uint64_t seed = 7001 + page + rotary_dim + interleaved;
+            const fs::decoding::DecodeHost base = fs::decoding::random_decode_problem(s, lens, DType::bf16, seed);
+            const fs::decoding::DecodeHost h = page ? fs::decoding::paged_layout(base, page, seed + 1) : base;
+            const auto k_new = fs::decoding::random_new_rows(s, DType::bf16, seed + 2);
+            const auto v_new = fs::decoding::random_new_rows(s, DType::bf16, seed + 3);
+            const auto rot = fs::decoding::rotary_tables(s.seqlen_cache, rotary_dim, interleaved, DType::bf16);
+            const fs::decoding::DecodeHost want = h.appended(k_new, v_new, &rot, causal);
+            const GpuOutputs got = run_gpu(h, causal, S, &k_new, &v_new, &rot), plain = run_gpu(want, causal, S);
+            REQUIRE(same_values(got.k, want.k));
             REQUIRE(got.o == plain.o);
             REQUIRE(got.lse == plain.lse);
             fs::testing::require_decode_within_rule(want, causal, got.o, got.lse, seed);

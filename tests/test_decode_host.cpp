@@ -14,6 +14,7 @@
 #include "common/reference.hpp"
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_reference.hpp"
+#include "steps/10_decode/rotary.hpp"
 #include "steps/10_decode/split_rule.hpp"
 
 using fs::decoding::num_splits;
@@ -279,4 +280,63 @@ TEST_CASE("step 10's reference appends, then attends", "[decode][reference][appe
         for (int c = 0; c < s.d; ++c) REQUIRE(got[c] == Approx(o[c] / sum).epsilon(1e-12).margin(1e-12));
       }
   }
+}
+
+// The rotary embedding against its definition written out (RoFormer; GPT-NeoX's layout rotates
+// x · cos + rotate_half(x) · sin with rotate_half(x) = (−x₂, x₁) over the halves; GPT-J's the same
+// over neighbouring pairs), independently of rotary_pair: columns 0..5 of 8 rotated, 6 and 7 kept.
+TEST_CASE("step 10's rotary embedding turns the pairs flash_attn_with_kvcache turns", "[decode][rotary]") {
+  const fs::decoding::RotaryTables r = fs::decoding::rotary_tables(5, 6, false, fs::DType::fp32);
+  REQUIRE(r.cos[0] == 1.f);  // position 0: no turn
+  REQUIRE(r.sin[0] == 0.f);
+  const int pos = 4, half = 3;
+  const float x[8] = {0.5f, -1.25f, 2.f, 0.75f, -0.5f, 1.5f, 3.f, -3.f};
+  for (bool interleaved : {false, true}) {
+    float want[8], got[8];
+    for (int c = 0; c < 8; ++c) want[c] = got[c] = x[c];
+    for (int i = 0; i < half; ++i) {
+      const double cs = r.cos[pos * half + i], sn = r.sin[pos * half + i];
+      const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+      want[a] = float(x[a] * cs - x[b] * sn);
+      want[b] = float(x[b] * cs + x[a] * sn);
+    }
+    for (int c = 0; c < 6; ++c) {
+      const fs::decoding::RotaryPair p = fs::decoding::rotary_pair(c, 6, interleaved);
+      got[c] = fs::decoding::rotary_value(x[c], x[p.partner], r.cos[pos * half + p.angle], r.sin[pos * half + p.angle],
+                                          p.first);
+    }
+    for (int c = 0; c < 8; ++c) {
+      INFO((interleaved ? "interleaved" : "halves") << ", column " << c);
+      REQUIRE(got[c] == Approx(want[c]).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("step 10 refuses an inconsistent rotary embedding, in one line each", "[decode][rotary]") {
+  fs::decoding::DecodeParams p;
+  p.shape = fs::decoding::DecodeShape{1, 8, 2, 2, 100, 64};
+  p.cache_len = 50;
+  REQUIRE(fs::decoding::rotary_unsupported(p).empty());  // none
+  const std::int16_t table[2] = {};
+  p.rotary_cos = p.rotary_sin = table;
+  p.rotary_dim = 64;
+  p.rotary_len = 52;
+  REQUIRE(fs::decoding::rotary_unsupported(p).find("needs the new tokens") != std::string::npos);
+  p.k_new = p.v_new = table;
+  REQUIRE(fs::decoding::rotary_unsupported(p).empty());  // positions 50, 51 within 52 rows
+  p.rotary_len = 51;
+  REQUIRE(fs::decoding::rotary_unsupported(p).find("end before the last new token") != std::string::npos);
+  p.rotary_len = 52;
+  for (int dim : {0, 3, 66}) {
+    p.rotary_dim = dim;
+    REQUIRE(fs::decoding::rotary_unsupported(p).find("rotary_dim must be even") != std::string::npos);
+  }
+  p.rotary_dim = 64;
+  p.rotary_sin = nullptr;
+  REQUIRE(fs::decoding::rotary_unsupported(p).find("come together") != std::string::npos);
+  // With more than one split, the turned q sits after the partial results, 16-byte aligned.
+  REQUIRE(fs::decoding::decode_workspace_bytes(p.shape, 1, true) == 2 * std::size_t(p.shape.q_elems()));
+  REQUIRE(fs::decoding::rotary_q_offset(p.shape, 3) % 16 == 0);
+  REQUIRE(fs::decoding::decode_workspace_bytes(p.shape, 3, true) ==
+          fs::decoding::rotary_q_offset(p.shape, 3) + 2 * std::size_t(p.shape.q_elems()));
 }

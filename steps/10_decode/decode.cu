@@ -74,9 +74,10 @@ void decode_forward(const DecodeParams& p) {
   if (p.k_new && !p.cache_seqlens)  // per-sequence lengths are on the device: the caller checks those
     if (std::string why = append_unsupported(p.shape, nullptr, p.cache_len); !why.empty())
       throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
-  if (p.num_splits > 1 && !p.workspace)  // the partial results go there: without it the kernels write through null
-    throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split needs the workspace "
-                                           "(decode_workspace_bytes)");
+  if (std::string why = rotary_unsupported(p); !why.empty()) throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
+  if ((p.num_splits > 1 || p.rotary_dim > 0) && !p.workspace)  // the partial results go there: without it the kernels write through null
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split, or a rotary embedding, needs the "
+                                           "workspace (decode_workspace_bytes)");
   if (p.dtype == DType::bf16)
     dispatch_dim<__nv_bfloat16>(p);
   else

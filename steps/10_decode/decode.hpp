@@ -93,13 +93,34 @@ struct DecodeParams {
   // (append_unsupported); the append kernel writes no row past seqlen_cache either way.
   const void* k_new = nullptr;
   const void* v_new = nullptr;
+  // Rotary embedding (flash_attn_with_kvcache's rotary_cos, rotary_sin, rotary_interleaved), with an
+  // append only: tables (rotary_len, rotary_dim / 2) of dtype, row `pos` holding cos and sin of
+  // position pos's angles (rotary.hpp). As the append writes token t of sequence b it rotates the
+  // key at position cache_seqlens[b] + t; the queries are rotated at that position too when causal,
+  // and all at cache_seqlens[b] when not (flash_attn_with_kvcache's rule without a window), into
+  // the workspace (decode_workspace_bytes with rotary: q stays the caller's), where the split kernel
+  // reads them. Columns past rotary_dim keep their values. A position past the tables is the
+  // caller's error (rotary_unsupported checks the one-length form; the kernels clamp it).
+  const void* rotary_cos = nullptr;
+  const void* rotary_sin = nullptr;
+  int rotary_dim = 0;  // even, at most d; 0: no rotary embedding
+  int rotary_len = 0;  // the tables' rows: positions 0 .. rotary_len − 1
+  bool rotary_interleaved = false;  // pairs (2i, 2i + 1), else (i, i + rotary_dim / 2)
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
 // query row, laid out row by row so that the combine reads one contiguous block per row:
 //   o_part    (rows, splits, d)     rows in LSE's order: (batch, heads, new_tokens)
 //   lse_part  (rows, splits)        after o_part
-std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits);
+// and with rotary (DecodeParams::rotary_dim > 0) the rotated queries after them, q's layout and
+// its 2-byte elements, at rotary_q_offset bytes (16-byte aligned).
+std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits, bool rotary = false);
+__host__ __device__ inline std::size_t rotary_q_offset(const DecodeShape& s, int num_splits) {
+  if (num_splits <= 1) return 0;
+  const std::size_t partials = sizeof(float) * static_cast<std::size_t>(s.rows()) *
+                               static_cast<std::size_t>(num_splits) * static_cast<std::size_t>(s.d + 1);
+  return (partials + 15) / 16 * 16;
+}
 
 // Empty when the kernels take this problem; otherwise why not, in one line (decode_forward throws
 // it as a CudaError of cudaErrorInvalidValue).
@@ -117,6 +138,11 @@ std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int p
 // (decode_forward checks the cache_len form; per-sequence lengths live on the device there, so the
 // caller, who has them, checks them: the program does).
 std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths, int cache_len);
+
+// Empty when the rotary fields are consistent: none (rotary_dim 0, no tables), or tables with an
+// append (k_new), rotary_dim even in 2..d, and (cache_seqlens null) cache_len + n ≤ rotary_len;
+// otherwise why not, in one line (decode_forward throws it).
+std::string rotary_unsupported(const DecodeParams& p);
 
 // The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
 void decode_forward(const DecodeParams& p);

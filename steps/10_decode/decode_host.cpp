@@ -1,6 +1,7 @@
 // What step 10's launcher decides on the host, without a GPU: which problems its kernels take and
 // the workspace of the splits. Host code, so that the program refuses bad input and the CPU tests
 // run without the CUDA kernels; and whether the paging fields make a cache the kernels can read.
+#include <cstdint>
 #include <string>
 
 #include "steps/10_decode/decode.hpp"
@@ -8,10 +9,25 @@
 
 namespace fs::decoding {
 
-std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits) {
-  if (num_splits <= 1) return 0;
-  return sizeof(float) * static_cast<std::size_t>(s.rows()) * static_cast<std::size_t>(num_splits) *
-         static_cast<std::size_t>(s.d + 1);  // o_part (rows, splits, d), then lse_part (rows, splits)
+std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits, bool rotary) {
+  const std::size_t partials = num_splits <= 1 ? 0
+                                               : sizeof(float) * static_cast<std::size_t>(s.rows()) *
+                                                     static_cast<std::size_t>(num_splits) * static_cast<std::size_t>(s.d + 1);
+  if (!rotary) return partials;
+  return rotary_q_offset(s, num_splits) + 2 * static_cast<std::size_t>(s.q_elems());  // q's 2-byte elements
+}
+
+std::string rotary_unsupported(const DecodeParams& p) {
+  const bool tables = p.rotary_cos != nullptr || p.rotary_sin != nullptr;
+  if (!tables && p.rotary_dim == 0) return {};
+  if (!p.rotary_cos || !p.rotary_sin) return "rotary_cos and rotary_sin come together";
+  if (!p.k_new) return "a rotary embedding rotates the appended keys: it needs the new tokens' k and v";
+  if (p.rotary_dim < 2 || p.rotary_dim > p.shape.d || p.rotary_dim % 2 != 0)
+    return "rotary_dim must be even and in 2..d = " + std::to_string(p.shape.d) + "; got " + std::to_string(p.rotary_dim);
+  if (!p.cache_seqlens && std::int64_t(p.cache_len) + p.shape.new_tokens > p.rotary_len)
+    return "the rotary tables' " + std::to_string(p.rotary_len) + " positions end before the last new token's (" +
+           std::to_string(std::int64_t(p.cache_len) + p.shape.new_tokens - 1) + ")";
+  return {};
 }
 
 std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits) {

@@ -34,8 +34,9 @@ void launch_decode(const DecodeParams& p) {
   const DecodeShape& s = p.shape;
   const dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(s.heads_kv * s.row_blocks()),
                   static_cast<unsigned>(s.batch));
+  const bool rotary = p.rotary_dim > 0;
   if (p.k_new) {  // the new tokens' K and V into the cache first (append.cuh), through the same row map
-    const dim3 chunks(static_cast<unsigned>((append_chunks(s) + kAppendThreads - 1) / kAppendThreads));
+    const dim3 chunks(static_cast<unsigned>((append_chunks(s, rotary) + kAppendThreads - 1) / kAppendThreads));
     if (p.block_table)
       trace::launch_untraced("decode_append_kernel", decode_append_kernel<E, PagedCache<E>>, chunks, kAppendThreads, 0,
                              p.stream, p);
@@ -43,10 +44,12 @@ void launch_decode(const DecodeParams& p) {
       trace::launch_untraced("decode_append_kernel", decode_append_kernel<E, ContiguousCache<E>>, chunks,
                              kAppendThreads, 0, p.stream, p);
   }
+  DecodeParams ps = p;  // the split kernel's: with a rotary embedding, q is the turned copy the append wrote
+  if (rotary) ps.q = reinterpret_cast<const unsigned char*>(p.workspace) + rotary_q_offset(s, p.num_splits);
   if (p.block_table)  // a paged cache (decode.hpp): keys found through the block table
-    launch_split<Kt, PagedCache<E>>(p, grid);
+    launch_split<Kt, PagedCache<E>>(ps, grid);
   else
-    launch_split<Kt, ContiguousCache<E>>(p, grid);
+    launch_split<Kt, ContiguousCache<E>>(ps, grid);
   if (p.num_splits > 1) {
     const dim3 rows(static_cast<unsigned>((s.rows() + kCombineWarps - 1) / kCombineWarps));
     trace::launch_untraced("decode_combine_kernel", decode_combine_kernel<E, D>, rows, 32 * kCombineWarps, 0,

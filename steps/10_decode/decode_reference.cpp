@@ -10,6 +10,7 @@
 
 #include "common/parallel.hpp"
 #include "common/random.hpp"
+#include "steps/10_decode/rotary.hpp"
 
 namespace fs::decoding {
 
@@ -38,7 +39,43 @@ std::int64_t DecodeHost::key_row(int b, int hk, int j) const {
   return ((page * page_size + j % page_size) * s.heads_kv + hk) * s.d;
 }
 
-DecodeHost DecodeHost::appended(const std::vector<float>& k_new, const std::vector<float>& v_new) const {
+RotaryTables rotary_tables(int len, int dim, bool interleaved, DType dtype) {
+  if (len < 1 || dim < 2 || dim % 2 != 0) throw std::invalid_argument("rotary_tables: len ≥ 1 and an even dim ≥ 2");
+  RotaryTables r;
+  r.dim = dim;
+  r.len = len;
+  r.interleaved = interleaved;
+  const int half = dim / 2;
+  r.cos.resize(std::size_t(len) * half);
+  r.sin.resize(r.cos.size());
+  for (int pos = 0; pos < len; ++pos)
+    for (int i = 0; i < half; ++i) {
+      const double theta = pos * std::pow(10000.0, -2.0 * i / dim);
+      r.cos[std::size_t(pos) * half + i] = round_to(dtype, float(std::cos(theta)));
+      r.sin[std::size_t(pos) * half + i] = round_to(dtype, float(std::sin(theta)));
+    }
+  return r;
+}
+
+namespace {
+
+// Row x (d values) turned at position pos (rotary.hpp), each value rounded to dtype.
+std::vector<float> rotated_row(const float* x, int d, const RotaryTables& r, int pos, DType dtype) {
+  std::vector<float> out(x, x + d);
+  if (pos < 0 || pos >= r.len) throw std::invalid_argument("rotated_row: a position past the rotary tables");
+  const int half = r.dim / 2;
+  for (int c = 0; c < r.dim; ++c) {
+    const RotaryPair p = rotary_pair(c, r.dim, r.interleaved);
+    const std::size_t at = std::size_t(pos) * half + p.angle;
+    out[c] = round_to(dtype, rotary_value(x[c], x[p.partner], r.cos[at], r.sin[at], p.first));
+  }
+  return out;
+}
+
+}  // namespace
+
+DecodeHost DecodeHost::appended(const std::vector<float>& k_new, const std::vector<float>& v_new,
+                                const RotaryTables* rotary, bool causal) const {
   const DecodeShape& s = shape;
   const std::size_t rows = std::size_t(s.batch) * s.new_tokens * s.heads_kv * s.d;
   if (k_new.size() != rows || v_new.size() != rows)
@@ -47,13 +84,25 @@ DecodeHost DecodeHost::appended(const std::vector<float>& k_new, const std::vect
     throw std::invalid_argument("DecodeHost::appended: " + why);
   DecodeHost h = *this;
   for (int b = 0; b < s.batch; ++b) {
-    for (int t = 0; t < s.new_tokens; ++t)
+    for (int t = 0; t < s.new_tokens; ++t) {
       for (int hk = 0; hk < s.heads_kv; ++hk) {
         const std::size_t from = ((std::size_t(b) * s.new_tokens + t) * s.heads_kv + hk) * s.d;
         const std::int64_t to = key_row(b, hk, seqlens[b] + t);
-        std::copy_n(k_new.begin() + std::ptrdiff_t(from), s.d, h.k.begin() + to);
+        if (rotary) {
+          const std::vector<float> kr = rotated_row(k_new.data() + from, s.d, *rotary, seqlens[b] + t, dtype);
+          std::copy(kr.begin(), kr.end(), h.k.begin() + to);
+        } else {
+          std::copy_n(k_new.begin() + std::ptrdiff_t(from), s.d, h.k.begin() + to);
+        }
         std::copy_n(v_new.begin() + std::ptrdiff_t(from), s.d, h.v.begin() + to);
       }
+      if (rotary)  // the token's queries, every head: causal at its own position, else at the sequence's length
+        for (int head = 0; head < s.heads; ++head) {
+          const std::size_t at = ((std::size_t(b) * s.new_tokens + t) * s.heads + head) * s.d;
+          const std::vector<float> qr = rotated_row(q.data() + at, s.d, *rotary, seqlens[b] + (causal ? t : 0), dtype);
+          std::copy(qr.begin(), qr.end(), h.q.begin() + std::ptrdiff_t(at));
+        }
+    }
     h.seqlens[b] += s.new_tokens;
   }
   return h;

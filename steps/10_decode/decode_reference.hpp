@@ -17,6 +17,16 @@
 
 namespace fs::decoding {
 
+// A rotary embedding's tables (rotary.hpp, DecodeParams::rotary_*): (len, dim / 2) each, float
+// values of the run's dtype, row pos holding cos and sin of θ_{pos,i} = pos · 10000^(−2i / dim).
+struct RotaryTables {
+  int dim = 0;
+  int len = 0;
+  bool interleaved = false;
+  std::vector<float> cos, sin;
+};
+RotaryTables rotary_tables(int len, int dim, bool interleaved, DType dtype);
+
 // A decoding problem on the host, as float values of the run's dtype, in the kernels' layouts.
 struct DecodeHost {
   DecodeShape shape;
@@ -39,8 +49,11 @@ struct DecodeHost {
   // of each sequence (through the block table when paged; every other row as it was) and the
   // lengths grown by n — the problem the kernels attend over after their append, so that the
   // reference of an appending run is decode_reference_row on it. Throws std::invalid_argument
-  // with append_unsupported's line when a sequence would overflow seqlen_cache.
-  DecodeHost appended(const std::vector<float>& k_new, const std::vector<float>& v_new) const;
+  // with append_unsupported's line when a sequence would overflow seqlen_cache. With `rotary`, the
+  // new keys are turned at their positions seqlens[b] + t as they are written, and q (causal: at
+  // seqlens[b] + t; else at seqlens[b]), each value rounded to dtype, as the append kernel does.
+  DecodeHost appended(const std::vector<float>& k_new, const std::vector<float>& v_new,
+                      const RotaryTables* rotary = nullptr, bool causal = false) const;
 };
 
 // The new tokens' keys or values for an append, (batch, new_tokens, heads_kv, d): standard normal,

@@ -59,6 +59,8 @@ struct Options {
   int page_size = 0;     // 0: a contiguous cache; else pages of this many keys, in shuffled order
   bool causal = false, check = false;
   bool append = false;   // the new tokens' k, v appended into the cache before attending (k_new, v_new)
+  int rotary_dim = 0;    // with append: the new keys and q turned by a rotary embedding of this many columns
+  bool rotary_interleaved = false;
   int reps = 0;          // timed runs; 0: none
   std::string csv;       // with reps: append the timed run's row here (decode_csv_header)
   std::uint64_t seed = 1;
@@ -92,6 +94,11 @@ std::optional<Options> parse(int argc, char** argv) {
   app.add_flag("--append", o.append,
                "append the new tokens' k and v (flash_attn_with_kvcache's k, v) into the cache before attending: the "
                "cache holds --cache-len keys before, --cache-len + --new-tokens after (its room)");
+  app.add_option("--rotary-dim", o.rotary_dim, "with --append: turn the new keys and q by a rotary embedding (RoPE) of "
+                                               "this many columns, even, at most d (0: none)")
+      ->capture_default_str();
+  app.add_flag("--rotary-interleaved", o.rotary_interleaved,
+               "the rotary pairs are neighbouring columns (2i, 2i+1), GPT-J's layout; else (i, i + rotary_dim/2)");
   app.add_flag("--causal", o.causal, "token t of n sees keys up to cache_len - n + t (the bottom-right corner; with --append, cache_len + t)");
   app.add_flag("--check", o.check, "compare O and LSE against the fp64 CPU reference");
   app.add_option("--reps", reps, "timed runs, L2 flushed before each, median reported (0: not timed)")
@@ -137,6 +144,12 @@ std::optional<Options> parse(int argc, char** argv) {
   if (std::string why = decode_unsupported(o.shape, o.dtype, std::max(1, o.splits)); !why.empty()) throw InputError(why);
   if (o.append)  // the room is made for them above; the refusal stays the launcher's own rule
     if (std::string why = append_unsupported(o.shape, nullptr, o.cache_len); !why.empty()) throw InputError(why);
+  if (o.rotary_dim != 0 || o.rotary_interleaved) {
+    if (!o.append) throw InputError("--rotary-dim turns the appended keys: give --append too");
+    if (o.rotary_dim < 2 || o.rotary_dim > o.shape.d || o.rotary_dim % 2 != 0)
+      throw InputError("--rotary-dim must be even and in 2..d = " + std::to_string(o.shape.d) + " (got " +
+                       std::to_string(o.rotary_dim) + ")");
+  }
   return o;
 }
 
@@ -169,7 +182,7 @@ class DecodeRun {
       : opt_(opt), s_(opt.shape), lens_(static_cast<std::size_t>(s_.batch), opt.cache_len),
         keys_(opt.cache_len + (opt.append ? opt.shape.new_tokens : 0)),
         splits_(opt.splits > 0 ? opt.splits : num_splits(s_.batch, s_.heads_kv, keys_, dev.sm_count, s_.row_blocks())),
-        ws_bytes_(decode_workspace_bytes(s_, splits_)) {
+        ws_bytes_(decode_workspace_bytes(s_, splits_, opt.rotary_dim > 0)) {
     const std::size_t elem = dtype_bytes(opt.dtype);
     const std::int64_t kv = cache_elems(opt);
     if (opt.check) {  // the host copies; paged, the contiguous problem and its pages side by side while laid out
@@ -223,13 +236,26 @@ class DecodeRun {
         const std::vector<float> v_new = random_new_rows(s_, opt.dtype, opt.seed + 3);
         k_new_->upload(k_new);
         v_new_->upload(v_new);
-        host_ = host_.appended(k_new, v_new);
+        if (opt.rotary_dim) rotary_ = rotary_tables(s_.seqlen_cache, opt.rotary_dim, opt.rotary_interleaved, opt.dtype);
+        host_ = host_.appended(k_new, v_new, opt.rotary_dim ? &rotary_ : nullptr, opt.causal);
       } else {
         fill_uniform(k_new_->get(), new_elems(), opt.dtype, opt.seed + 3);
         fill_uniform(v_new_->get(), new_elems(), opt.dtype, opt.seed + 4);
       }
       p_.k_new = k_new_->get();
       p_.v_new = v_new_->get();
+      if (opt.rotary_dim) {  // the tables: position p's angles in row p, for every position of the room
+        if (rotary_.dim == 0) rotary_ = rotary_tables(s_.seqlen_cache, opt.rotary_dim, opt.rotary_interleaved, opt.dtype);
+        rot_cos_.emplace(rotary_.cos.size(), opt.dtype);
+        rot_sin_.emplace(rotary_.sin.size(), opt.dtype);
+        rot_cos_->upload(rotary_.cos);
+        rot_sin_->upload(rotary_.sin);
+        p_.rotary_cos = rot_cos_->get();
+        p_.rotary_sin = rot_sin_->get();
+        p_.rotary_dim = opt.rotary_dim;
+        p_.rotary_len = rotary_.len;
+        p_.rotary_interleaved = opt.rotary_interleaved;
+      }
     }
     o_->poison();  // NaN: an element the kernels do not write fails the check
     lse_->poison();
@@ -271,7 +297,8 @@ class DecodeRun {
     const double elem = double(dtype_bytes(opt_.dtype));
     // With --append, the keys are cache_len + n, and the append reads and writes the new rows once more.
     return 2.0 * elem * double(s_.batch) * keys_ * s_.heads_kv * s_.d + 2.0 * elem * double(s_.q_elems()) +
-           sizeof(float) * double(s_.rows()) + (opt_.append ? 4.0 * elem * double(new_elems()) : 0.0);
+           sizeof(float) * double(s_.rows()) + (opt_.append ? 4.0 * elem * double(new_elems()) : 0.0) +
+           (opt_.rotary_dim ? 2.0 * elem * double(s_.q_elems()) : 0.0);  // the turned q, written and read
   }
   double flops() const { return 4.0 * double(s_.rows()) * keys_ * s_.d; }
   int splits() const { return splits_; }
@@ -289,7 +316,8 @@ class DecodeRun {
   std::size_t ws_bytes_;
   std::uint64_t device_bytes_ = 0;
   DecodeHost host_;
-  std::optional<DeviceTensor> q_, k_, v_, o_, k_new_, v_new_;
+  RotaryTables rotary_;  // with --rotary-dim
+  std::optional<DeviceTensor> q_, k_, v_, o_, k_new_, v_new_, rot_cos_, rot_sin_;
   std::optional<DeviceBuffer<float>> lse_, ws_;
   std::optional<DeviceBuffer<std::int32_t>> seqlens_, table_;
   DecodeParams p_;
@@ -332,7 +360,11 @@ int run(const Options& opt, const std::string& prog) {
             << " d=" << s.d << " " << dtype_name(opt.dtype) << (opt.causal ? " causal" : "") << " on " << dev.name << "\n"
             << "  cache "
             << (opt.page_size ? "paged: pages of " + std::to_string(opt.page_size) + " keys in shuffled order" : "contiguous")
-            << (opt.append ? ", the new tokens' k, v appended before attending" : "") << "\n"
+            << (opt.append ? ", the new tokens' k, v appended before attending" : "")
+            << (opt.rotary_dim ? ", rotary embedding of " + std::to_string(opt.rotary_dim) + " columns" +
+                                     (opt.rotary_interleaved ? " (interleaved)" : "")
+                               : "")
+            << "\n"
             << "  splits " << r.splits()
             << (opt.splits > 0 ? " (--splits)" : " (the split rule, " + std::to_string(dev.sm_count) + " SMs)")
             << ", CTAs " << std::int64_t(r.splits()) * s.heads_kv * s.row_blocks() * s.batch << ", workspace "
