@@ -75,6 +75,7 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
       p.max_blocks_per_seq = h.max_blocks_per_seq;
     }
     p.cache_seqlens = per_sequence ? h.seqlens.data() : nullptr;
+    if (!h.cache_batch_idx.empty()) p.cache_batch_idx = h.cache_batch_idx.data();
     p.cache_len = h.seqlens.front();
     p.o = o.data();
     p.lse = lse.data();

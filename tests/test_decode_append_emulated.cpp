@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -96,4 +97,24 @@ TEST_CASE("step 10 on the CPU, append with a rotary embedding", "[emulated][deco
         check_append(DecodeShape{2, 8, 2, 4, 300, 128}, {0, 141}, DType::bf16, 0, causal, 3, true, rotary_dim, interleaved);
   for (int page : {0, 16})  // paged, one length, fp16, d = 64
     check_append(DecodeShape{2, 4, 2, 3, 60, 64}, {33, 33}, DType::fp16, page, true, 1, false, 64, false);
+}
+
+// An append through cache_batch_idx writes the cache's picked sequences, and no other: a cache of
+// 4 sequences, a batch of 2 reading sequences 3 and 1.
+TEST_CASE("step 10 on the CPU, append through cache_batch_idx", "[emulated][decode][append][batch_idx]") {
+  const DecodeShape cache_shape{4, 8, 2, 3, 64, 64};
+  const auto cache = fs::decoding::random_decode_problem(cache_shape, {10, 20, 30, 40}, DType::bf16, 71);
+  const auto h = fs::decoding::batch_from_cache(cache, {3, 1}, 72);
+  const auto k_new = fs::decoding::random_new_rows(h.shape, DType::bf16, 73);
+  const auto v_new = fs::decoding::random_new_rows(h.shape, DType::bf16, 74);
+  const auto want = h.appended(k_new, v_new);
+  const auto got = fs::testing::decode_run(h, true, 2, true, &k_new, &v_new);
+  REQUIRE(same_bits(got.k, want.k));
+  REQUIRE(same_bits(got.v, want.v));
+  // sequences 0 and 2 as they were; 1 and 3 grew by the new rows at keys 20.. and 40..
+  const std::size_t seq = std::size_t(cache_shape.seqlen_cache) * cache_shape.heads_kv * cache_shape.d;
+  REQUIRE(std::equal(got.k.begin(), got.k.begin() + seq, cache.k.begin()));
+  REQUIRE(std::equal(got.k.begin() + 2 * seq, got.k.begin() + 3 * seq, cache.k.begin() + 2 * seq));
+  REQUIRE_FALSE(std::equal(got.k.begin() + 3 * seq, got.k.end(), cache.k.begin() + 3 * seq));
+  fs::testing::require_decode_within_rule(want, true, got.o, got.lse, 75);
 }

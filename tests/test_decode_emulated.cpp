@@ -145,3 +145,31 @@ TEST_CASE("step 10 on the CPU: the combine merges the splits by their LSE", "[em
       }
     }
 }
+
+// cache_batch_idx (flash_attn_with_kvcache's): a cache of 5 sequences of their own lengths, a batch
+// of 4 that reads sequences 3, 0, 3 and 4 of it (one twice); the result equals, bit for bit, a run
+// on the cache's rows gathered by hand into a batch of its own, and is within the rule.
+TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[emulated][decode][batch_idx]") {
+  const DecodeShape cache_shape{5, 16, 4, 2, 900, 128};
+  const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 777, 900, 5}, DType::bf16, 61);
+  const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 62);
+  fs::decoding::DecodeHost gathered = h;  // the same problem, its cache's sequences copied into batch order
+  gathered.cache_batch_idx.clear();
+  gathered.k.clear();
+  gathered.v.clear();
+  const std::size_t seq = std::size_t(cache_shape.seqlen_cache) * cache_shape.heads_kv * cache_shape.d;
+  for (std::int32_t i : h.cache_batch_idx) {
+    gathered.k.insert(gathered.k.end(), cache.k.begin() + i * seq, cache.k.begin() + (i + 1) * seq);
+    gathered.v.insert(gathered.v.end(), cache.v.begin() + i * seq, cache.v.begin() + (i + 1) * seq);
+  }
+  for (int splits : {1, 3})
+    for (bool causal : {false, true}) {
+      DYNAMIC_SECTION("splits=" << splits << (causal ? " causal" : "")) {
+        const auto got = fs::testing::decode_run(h, causal, splits);
+        const auto want = fs::testing::decode_run(gathered, causal, splits);
+        REQUIRE(got.o == want.o);
+        REQUIRE(got.lse == want.lse);
+        fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 63);
+      }
+    }
+}

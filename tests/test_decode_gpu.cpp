@@ -47,6 +47,7 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   const std::size_t table_size = rotary ? rotary->cos.size() : 1;
   fs::DeviceTensor rot_cos(table_size, h.dtype), rot_sin(table_size, h.dtype);
   fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
+  fs::DeviceBuffer<std::int32_t> batch_idx(std::max<std::size_t>(1, h.cache_batch_idx.size()));
   fs::DeviceBuffer<std::int32_t> table(std::max<std::size_t>(1, h.block_table.size()));
   const std::size_t new_size = k_new ? k_new->size() : 1;
   fs::DeviceTensor kn(new_size, h.dtype), vn(new_size, h.dtype);
@@ -67,6 +68,10 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   p.k_cache = k.get();
   p.v_cache = v.get();
   p.cache_seqlens = lens.get();
+  if (!h.cache_batch_idx.empty()) {
+    batch_idx.upload(h.cache_batch_idx.data(), h.cache_batch_idx.size());
+    p.cache_batch_idx = batch_idx.get();
+  }
   if (h.page_size > 0) {
     p.block_table = table.get();
     p.page_size = h.page_size;
@@ -255,6 +260,28 @@ TEST_CASE("step 10 on the GPU: append with a rotary embedding", "[gpu][decode][a
             fs::testing::require_decode_within_rule(want, causal, got.o, got.lse, seed);
           }
         }
+}
+
+// cache_batch_idx (the emulated test's case, longer caches): a batch reading the cache's sequences
+// 3, 0, 3, 4 equals a run on those sequences gathered by hand, bit for bit, and is within the rule.
+TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[gpu][decode][batch_idx]") {
+  const DecodeShape cache_shape{5, 32, 8, 1, 9000, 128};
+  const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 7777, 9000, 5}, DType::bf16, 81);
+  const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 82);
+  fs::decoding::DecodeHost gathered = h;
+  gathered.cache_batch_idx.clear();
+  gathered.k.clear();
+  gathered.v.clear();
+  const std::size_t seq = std::size_t(cache_shape.seqlen_cache) * cache_shape.heads_kv * cache_shape.d;
+  for (std::int32_t i : h.cache_batch_idx) {
+    gathered.k.insert(gathered.k.end(), cache.k.begin() + i * seq, cache.k.begin() + (i + 1) * seq);
+    gathered.v.insert(gathered.v.end(), cache.v.begin() + i * seq, cache.v.begin() + (i + 1) * seq);
+  }
+  const int S = fs::decoding::num_splits(4, 8, 9000, fs::query_device().sm_count);
+  const GpuOutputs got = run_gpu(h, false, S), want = run_gpu(gathered, false, S);
+  REQUIRE(got.o == want.o);
+  REQUIRE(got.lse == want.lse);
+  fs::testing::require_decode_within_rule(h, false, got.o, got.lse, 83);
 }
 
 // What decode_forward refuses of an append, before any kernel runs: one length that overflows the

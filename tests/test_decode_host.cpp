@@ -340,3 +340,13 @@ TEST_CASE("step 10 refuses an inconsistent rotary embedding, in one line each", 
   REQUIRE(fs::decoding::decode_workspace_bytes(p.shape, 3, true) ==
           fs::decoding::rotary_q_offset(p.shape, 3) + 2 * std::size_t(p.shape.q_elems()));
 }
+
+TEST_CASE("step 10 refuses cache_batch_idx with a paged cache, in one line", "[decode][batch_idx]") {
+  fs::decoding::DecodeParams p;
+  const std::int32_t idx[1] = {0};
+  REQUIRE(fs::decoding::batch_idx_unsupported(p).empty());
+  p.cache_batch_idx = idx;
+  REQUIRE(fs::decoding::batch_idx_unsupported(p).empty());  // contiguous
+  p.block_table = idx;
+  REQUIRE(fs::decoding::batch_idx_unsupported(p).find("a paged cache's are its block table's rows") != std::string::npos);
+}

@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kAppendThreads) decode_append_kernel(const Dec
   const Cache cache(p);
   // The cache's rows are the caller's writable memory; Cache gives them as const (the split kernel
   // only reads), so the one row map is reused here and the constness dropped.
-  E* dst = const_cast<E*>(is_v ? cache.v_row(b, hk, key) : cache.k_row(b, hk, key)) + 8 * chunk;
+  const int cb = cache_sequence(p, b);  // the cache's sequence (cache_batch_idx)
+  E* dst = const_cast<E*>(is_v ? cache.v_row(cb, hk, key) : cache.k_row(cb, hk, key)) + 8 * chunk;
   const E* src = as<E>(is_v ? p.v_new : p.k_new) + ((std::int64_t(b) * s.new_tokens + t) * s.heads_kv + hk) * s.d;
   if (is_v) {  // values are not rotated
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src + 8 * chunk);

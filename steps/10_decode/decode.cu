@@ -74,6 +74,8 @@ void decode_forward(const DecodeParams& p) {
   if (p.k_new && !p.cache_seqlens)  // per-sequence lengths are on the device: the caller checks those
     if (std::string why = append_unsupported(p.shape, nullptr, p.cache_len); !why.empty())
       throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
+  if (std::string why = batch_idx_unsupported(p); !why.empty())
+    throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if (std::string why = rotary_unsupported(p); !why.empty()) throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if ((p.num_splits > 1 || p.rotary_dim > 0) && !p.workspace)  // the partial results go there: without it the kernels write through null
     throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split, or a rotary embedding, needs the "

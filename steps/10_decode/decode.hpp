@@ -106,6 +106,12 @@ struct DecodeParams {
   int rotary_dim = 0;  // even, at most d; 0: no rotary embedding
   int rotary_len = 0;  // the tables' rows: positions 0 .. rotary_len − 1
   bool rotary_interleaved = false;  // pairs (2i, 2i + 1), else (i, i + rotary_dim / 2)
+  // flash_attn_with_kvcache's cache_batch_idx, contiguous caches only: (batch) int32, sequence b's
+  // keys and values are the cache's sequence cache_batch_idx[b] (a cache of more sequences than the
+  // batch, e.g. a server's slots); null: sequence b is the cache's b. cache_seqlens stay the
+  // batch's, indexed by b. With an append, indices that repeat write the same rows (whose values
+  // then come from any one of them, as in flash_attn).
+  const std::int32_t* cache_batch_idx = nullptr;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
@@ -130,6 +136,10 @@ std::string decode_unsupported(const DecodeShape& s, DType dtype, int num_splits
 // block table, page_size a power of two ≥ 16 and max_blocks_per_seq · page_size ≥ seqlen_cache);
 // otherwise why not, in one line (decode_forward throws it as decode_unsupported's).
 std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int page_size, int max_blocks_per_seq);
+
+// Empty when cache_batch_idx may be used: null, or with a contiguous cache (a paged cache's
+// sequences are its block table's rows); otherwise why not, in one line (decode_forward throws it).
+std::string batch_idx_unsupported(const DecodeParams& p);
 
 // Empty when appending n = s.new_tokens tokens fits the cache's room: every length + n ≤
 // seqlen_cache (the room of a contiguous sequence; with pages, paging_unsupported has checked that

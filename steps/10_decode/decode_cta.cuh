@@ -23,6 +23,7 @@ namespace fs::decoding {
 
 struct DecodeCta {
   int split, b, hk, rb;
+  int cb;         // the cache's sequence that b reads: cache_batch_idx[b], or b (kv_cache.cuh)
   int g, n;       // query heads per K/V head, new tokens
   int rows;       // the CTA's real rows (the rest of its 16 are zero-filled and never written)
   int keys;       // L: keys the sequence holds
@@ -35,6 +36,7 @@ struct DecodeCta {
         b(blockIdx.z),
         hk(blockIdx.y / p.shape.row_blocks()),
         rb(blockIdx.y % p.shape.row_blocks()),
+        cb(cache_sequence(p, blockIdx.z)),
         g(p.shape.group()),
         n(p.shape.new_tokens),
         rows(min(kRowsPerCta, p.shape.group_rows() - rb * kRowsPerCta)),

@@ -69,6 +69,12 @@ std::string paging_unsupported(const DecodeShape& s, bool has_block_table, int p
   return {};
 }
 
+std::string batch_idx_unsupported(const DecodeParams& p) {
+  if (p.cache_batch_idx && p.block_table)
+    return "cache_batch_idx picks sequences of a contiguous cache; a paged cache's are its block table's rows";
+  return {};
+}
+
 std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths, int cache_len) {
   for (int b = 0; b < (lengths ? s.batch : 1); ++b) {
     const std::int64_t len = lengths ? lengths[b] : cache_len;

@@ -32,9 +32,29 @@ DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::in
   return h;
 }
 
+DecodeHost batch_from_cache(const DecodeHost& cache, const std::vector<std::int32_t>& idx, std::uint64_t seed) {
+  if (cache.page_size != 0 || !cache.cache_batch_idx.empty())
+    throw std::invalid_argument("batch_from_cache: the cache must be contiguous, its sequences its own");
+  DecodeHost h = cache;
+  h.shape.batch = static_cast<int>(idx.size());
+  h.cache_batch_idx = idx;
+  h.seqlens.clear();
+  for (std::int32_t i : idx) {
+    if (i < 0 || i >= cache.shape.batch) throw std::invalid_argument("batch_from_cache: an index outside the cache");
+    h.seqlens.push_back(cache.seqlens[std::size_t(i)]);
+  }
+  h.q.assign(static_cast<std::size_t>(h.shape.q_elems()), 0.f);
+  fill_normal(h.q, seed, 5);
+  round_all(h.dtype, h.q);
+  return h;
+}
+
 std::int64_t DecodeHost::key_row(int b, int hk, int j) const {
   const DecodeShape& s = shape;
-  if (page_size == 0) return ((std::int64_t(b) * s.seqlen_cache + j) * s.heads_kv + hk) * s.d;
+  if (page_size == 0) {
+    const std::int64_t cb = cache_batch_idx.empty() ? b : cache_batch_idx[std::size_t(b)];
+    return ((cb * s.seqlen_cache + j) * s.heads_kv + hk) * s.d;
+  }
   const std::int64_t page = block_table[std::size_t(b) * max_blocks_per_seq + j / page_size];
   return ((page * page_size + j % page_size) * s.heads_kv + hk) * s.d;
 }

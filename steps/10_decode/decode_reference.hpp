@@ -39,6 +39,9 @@ struct DecodeHost {
   int page_size = 0;
   int max_blocks_per_seq = 0;
   std::vector<std::int32_t> block_table;  // (batch, max_blocks_per_seq)
+  // Contiguous only: sequence b's keys are the cache's sequence cache_batch_idx[b] (empty: b), k
+  // and v then holding as many sequences as the cache has (DecodeParams::cache_batch_idx).
+  std::vector<std::int32_t> cache_batch_idx;
   int num_blocks() const {  // pages in k (and v); 0 contiguous
     return page_size ? static_cast<int>(k.size() / (std::size_t(page_size) * shape.heads_kv * shape.d)) : 0;
   }
@@ -69,6 +72,11 @@ DecodeHost random_decode_problem(const DecodeShape& s, const std::vector<std::in
 // shuffled by seed: (batch, max_blocks_per_seq) entries for paged_layout and for the program's
 // timed runs, whose inputs never leave the GPU.
 std::vector<std::int32_t> shuffled_block_table(int entries, int pages, std::uint64_t seed);
+
+// A batch of idx.size() sequences that read the cache of `cache` (a contiguous problem whose
+// sequences are the cache's: k, v, their lengths) through cache_batch_idx = idx: fresh q for the
+// batch (drawn from seed, rounded to its dtype), sequence b's length the cache's idx[b]'s.
+DecodeHost batch_from_cache(const DecodeHost& cache, const std::vector<std::int32_t>& idx, std::uint64_t seed);
 
 // The same problem (q, the cache's values, lengths) with its cache laid out in pages of page_size
 // keys (a power of two ≥ 16) in shuffled order: ⌈seqlen_cache / page_size⌉ pages per sequence,

@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
       const int j0 = (cta.tiles.first + t) * BN, n = min(BN, cta.key_end - j0);
       // Key j0 + r's row, row by row: with pages, a tile's keys may lie in several pages (a tile
       // of 64 keys over pages of 16), so no row is derived from another's address.
-      const auto k_of = [&](int r) { return cache.k_row(cta.b, cta.hk, j0 + r); };
-      const auto v_of = [&](int r) { return cache.v_row(cta.b, cta.hk, j0 + r); };
+      const auto k_of = [&](int r) { return cache.k_row(cta.cb, cta.hk, j0 + r); };
+      const auto v_of = [&](int r) { return cache.v_row(cta.cb, cta.hk, j0 + r); };
       load_rows<KVTile, Kt::kThreads>(sK + stage * KVTile::kElems, k_of, n);
       load_rows<KVTile, Kt::kThreads>(sV + stage * KVTile::kElems, v_of, n);
     }

@@ -33,6 +33,11 @@ __device__ __forceinline__ int sequence_keys(const DecodeParams& p, int b) {
   return p.k_new ? min(base + p.shape.new_tokens, p.shape.seqlen_cache) : base;
 }
 
+// The cache's sequence that sequence b reads (and appends to): cache_batch_idx[b], or b.
+__device__ __forceinline__ int cache_sequence(const DecodeParams& p, int b) {
+  return p.cache_batch_idx ? p.cache_batch_idx[b] : b;
+}
+
 // A contiguous cache, (batch, seqlen_cache, heads_kv, d): key j of sequence b, K/V head hk is the
 // row at b·seqlen_cache·heads_kv·d + j·heads_kv·d + hk·d. Rows of one head are heads_kv·d apart.
 template <typename E>
