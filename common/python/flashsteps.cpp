@@ -236,7 +236,8 @@ Keywords keywords(const py::object& dropout_p, const py::object& scale, const py
 }
 
 namespace fs::python {
-void add_gpu(py::module_& m);  // flashsteps_gpu.cpp: the kernels on CUDA tensors
+void add_gpu(py::module_& m);     // flashsteps_gpu.cpp: the kernels on CUDA tensors
+void add_decode(py::module_& m);  // flashsteps_decode.cpp: step 10's, where it is built
 }
 
 // The native half of the package flashsteps (common/python/flashsteps/__init__.py is the other).
@@ -254,6 +255,9 @@ PYBIND11_MODULE(_flashsteps, m) {
     }
   });
   fs::python::add_gpu(m);
+#ifdef FS_PYTHON_DECODE
+  fs::python::add_decode(m);
+#endif
   using O = const py::object&;
   m.def(
       "reference",

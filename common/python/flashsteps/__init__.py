@@ -9,6 +9,8 @@
 flash_attn_varlen_func's: packed sequences, q (total_q, heads, head_dim) with cu_seqlens), and reads
 them where they are: the kernels of steps 08 (bfloat16, float16), 04 and 05 (float32) take any strides
 whose rows start on 16-byte boundaries (the last dimension contiguous), so nothing is copied.
+`attention_with_kvcache` takes flash_attn_with_kvcache's arguments: decoding (step 10), a few new query
+tokens against a KV cache, contiguous or paged, with the new keys and values appended in place.
 `attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
 outputs given. `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes`
 (docs/verify.md) take any DLPack CPU tensor.
@@ -164,3 +166,52 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     return attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                      return_lse, step=step, variant=variant, seed=seed, cu_seqlens_q=cu_seqlens_q,
                      cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                           cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                           window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                           return_softmax_lse=False):
+    """Decoding by step 10's kernels, with flash_attn_with_kvcache's arguments, on PyTorch CUDA tensors
+    (bfloat16 or float16, contiguous): q (batch, seqlen_q, heads, head_dim), seqlen_q ≤ 16 new tokens;
+    k_cache, v_cache (batch_cache, seqlen_cache, heads_k, head_dim), or paged (num_blocks, page_size,
+    heads_k, head_dim) with block_table (batch, max_blocks) int32, page_size a power of two ≥ 16;
+    head_dim 64, 128 or 256. k, v (batch, seqlen_q, heads_k, head_dim): appended into the cache in place
+    at cache_seqlens before attending (rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) then turn them
+    and q: causal at each token's position, else all at cache_seqlens). cache_seqlens: an int or (batch)
+    int32; None: the whole cache. cache_batch_idx (batch) int32: the contiguous cache's sequence each
+    reads. causal: aligned to the bottom-right corner. num_splits: 0 for the split rule. Returns out like
+    q, or (out, lse) with lse float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad,
+    window_size, softcap, alibi_slopes."""
+    torch = sys.modules.get("torch")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if torch is None or not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: attention_with_kvcache takes PyTorch tensors")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: expected a CUDA tensor")
+    from . import _flashsteps
+
+    if not hasattr(_flashsteps, "_decode"):
+        raise ValueError("attention_with_kvcache: this build has no step 10 (configure without FS_STEPS, or with 10 in it)")
+    untaken = {"cache_leftpad": cache_leftpad is not None, "window_size": tuple(window_size) != (-1, -1),
+               "softcap": float(softcap) != 0.0, "alibi_slopes": alibi_slopes is not None}
+    for name, given in untaken.items():
+        if given:
+            raise ValueError(f"{name}: step 10 does not take it yet (see the issue 'Step 10: decoding')")
+    if q.dim() != 4:
+        raise ValueError(f"q: (batch, seqlen_q, heads, head_dim), got shape {tuple(q.shape)}")
+    B, n, H, _ = q.shape
+    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    lse = torch.empty(B, H, n, dtype=torch.float32, device=q.device)
+
+    def int32(x):
+        return None if x is None else torch.as_tensor(x, dtype=torch.int32, device=q.device).contiguous()
+
+    if cache_seqlens is not None and not isinstance(cache_seqlens, int):
+        cache_seqlens = int32(cache_seqlens)
+    _flashsteps._decode(q, k_cache, v_cache, out, lse, k=k, v=v, cache_seqlens=cache_seqlens,
+                        block_table=int32(block_table), cache_batch_idx=int32(cache_batch_idx), rotary_cos=rotary_cos,
+                        rotary_sin=rotary_sin, rotary_interleaved=bool(rotary_interleaved),
+                        softmax_scale=softmax_scale, causal=bool(causal), num_splits=int(num_splits),
+                        stream=_launch_stream(q))
+    return (out, lse) if return_softmax_lse else out
