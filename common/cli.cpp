@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <iostream>
+#include <tuple>
 #include <vector>
 
 #include "common/block_mask.hpp"
@@ -27,6 +28,23 @@ DType default_dtype(const StepInfo& step, int variant) {
     if (step.refusal(kTraceShape, settings).empty()) return t;
   }
   return order.front();
+}
+
+std::pair<int, int> window_option(const std::string& window) {
+  constexpr long long kMaxInt = 0x7fffffff;
+  const auto comma = window.find(',');
+  if (comma == std::string::npos)
+    throw InputError("--window takes L,R: the keys each query sees on its left and right (-1: unbounded)");
+  auto reach = [&](const std::string& text, const char* side) {
+    long long v = 0;
+    const char* end = text.data() + text.size();
+    const auto [stop, ec] = std::from_chars(text.data(), end, v, 10);
+    if (text.empty() || ec != std::errc() || stop != end || v < -1 || v > kMaxInt)
+      throw InputError(std::string("--window: ") + side + " must be -1 (unbounded) or 0 to " + std::to_string(kMaxInt) +
+                       " (got '" + text + "')");
+    return static_cast<int>(v);
+  };
+  return {reach(window.substr(0, comma), "L"), reach(window.substr(comma + 1), "R")};
 }
 
 std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv) {
@@ -217,22 +235,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
     o.smyrf.r = lsh_r;
     o.smyrf_given = app.count("--hashes") || app.count("--cluster") || split;
   }
-  if (app.count("--window")) {
-    const auto comma = window.find(',');
-    if (comma == std::string::npos)
-      throw InputError("--window takes L,R: the keys each query sees on its left and right (-1: unbounded)");
-    auto reach = [&](const std::string& text, const char* side) {
-      long long v = 0;
-      const char* end = text.data() + text.size();
-      const auto [stop, ec] = std::from_chars(text.data(), end, v, 10);
-      if (text.empty() || ec != std::errc() || stop != end || v < -1 || v > kMaxInt)
-        throw InputError(std::string("--window: ") + side + " must be -1 (unbounded) or 0 to " +
-                         std::to_string(kMaxInt) + " (got '" + text + "')");
-      return static_cast<int>(v);
-    };
-    o.window_left = reach(window.substr(0, comma), "L");
-    o.window_right = reach(window.substr(comma + 1), "R");
-  }
+  if (app.count("--window")) std::tie(o.window_left, o.window_right) = window_option(window);
   if (!(std::isfinite(o.softcap) && o.softcap >= 0.f))
     throw InputError("--softcap must be a finite number, 0 (off) or more");
   o.alibi = app.count("--alibi") > 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/problem.hpp"
 
@@ -77,6 +78,9 @@ DType default_dtype(const StepInfo& step, int variant);
 // Parses and validates argv for `step`'s program. Returns std::nullopt when --help was
 // asked for (and printed). Throws InputError with one line on any bad input. Numbers are
 // decimal and range-checked (common/cli_numbers.hpp).
+// --window L,R: the keys a query sees on its left and right (-1: unbounded); InputError otherwise.
+std::pair<int, int> window_option(const std::string& window);
+
 std::optional<Options> parse_options(const StepInfo& step, int argc, const char* const* argv);
 
 }  // namespace fs

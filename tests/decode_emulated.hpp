@@ -76,6 +76,10 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     }
     p.cache_seqlens = per_sequence ? h.seqlens.data() : nullptr;
     if (!h.cache_batch_idx.empty()) p.cache_batch_idx = h.cache_batch_idx.data();
+    p.mods.window_left = h.mods.window_left;
+    p.mods.window_right = h.mods.window_right;
+    p.mods.softcap = h.mods.softcap;
+    p.mods.alibi_slopes = h.mods.alibi_slopes.empty() ? nullptr : h.mods.alibi_slopes.data();
     p.cache_len = h.seqlens.front();
     p.o = o.data();
     p.lse = lse.data();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "steps/10_decode/decode.hpp"
+#include "common/reference.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 #include "tests/decode_checks.hpp"
@@ -172,4 +173,33 @@ TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[e
         fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 63);
       }
     }
+}
+
+// flash_attn_with_kvcache's window_size, softcap and alibi_slopes (DecodeParams::mods), each alone
+// and together, causal and not, several new tokens (each its own diagonal), per-sequence lengths
+// (the window's first key differs per sequence and row), splits 1 and 3 (a window leaves some
+// splits no tile): against the fp64 reference, which applies them as step 08's features do.
+TEST_CASE("step 10 on the CPU: sliding window, softcap and ALiBi", "[emulated][decode][mods]") {
+  struct Mods {
+    int left, right;
+    float softcap;
+    bool alibi;
+  };
+  const Mods cases[] = {{100, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, false},
+                        {-1, -1, 0.f, true},   {250, 0, 30.f, true}, {0, 0, 0.f, false}};
+  const DecodeShape s{3, 8, 2, 4, 1000, 128};
+  for (const Mods& c : cases)
+    for (bool causal : {false, true})
+      for (int splits : {1, 3}) {
+        DYNAMIC_SECTION("window (" << c.left << ", " << c.right << ") softcap " << c.softcap << (c.alibi ? " alibi" : "")
+                                   << (causal ? " causal" : "") << " splits=" << splits) {
+          auto h = fs::decoding::random_decode_problem(s, {1000, 333, 2}, DType::bf16, 91 + splits);
+          h.mods.window_left = c.left;
+          h.mods.window_right = c.right;
+          h.mods.softcap = c.softcap;
+          if (c.alibi) h.mods.alibi_slopes = fs::alibi_slopes(s.heads);
+          const auto got = fs::testing::decode_run(h, causal, splits);
+          fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 92);
+        }
+      }
 }

@@ -17,6 +17,7 @@
 #include "common/device.hpp"
 #include "common/verify.hpp"
 #include "steps/10_decode/decode.hpp"
+#include "common/reference.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 #include "tests/decode_checks.hpp"
@@ -48,6 +49,7 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   fs::DeviceTensor rot_cos(table_size, h.dtype), rot_sin(table_size, h.dtype);
   fs::DeviceBuffer<std::int32_t> lens(h.seqlens.size());
   fs::DeviceBuffer<std::int32_t> batch_idx(std::max<std::size_t>(1, h.cache_batch_idx.size()));
+  fs::DeviceBuffer<float> slopes(std::max<std::size_t>(1, h.mods.alibi_slopes.size()));
   fs::DeviceBuffer<std::int32_t> table(std::max<std::size_t>(1, h.block_table.size()));
   const std::size_t new_size = k_new ? k_new->size() : 1;
   fs::DeviceTensor kn(new_size, h.dtype), vn(new_size, h.dtype);
@@ -68,6 +70,13 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   p.k_cache = k.get();
   p.v_cache = v.get();
   p.cache_seqlens = lens.get();
+  p.mods.window_left = h.mods.window_left;
+  p.mods.window_right = h.mods.window_right;
+  p.mods.softcap = h.mods.softcap;
+  if (!h.mods.alibi_slopes.empty()) {
+    slopes.upload(h.mods.alibi_slopes.data(), h.mods.alibi_slopes.size());
+    p.mods.alibi_slopes = slopes.get();
+  }
   if (!h.cache_batch_idx.empty()) {
     batch_idx.upload(h.cache_batch_idx.data(), h.cache_batch_idx.size());
     p.cache_batch_idx = batch_idx.get();
@@ -282,6 +291,31 @@ TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[g
   REQUIRE(got.o == want.o);
   REQUIRE(got.lse == want.lse);
   fs::testing::require_decode_within_rule(h, false, got.o, got.lse, 83);
+}
+
+// The score modifiers (the emulated test's cases, a longer cache and the rule's splits).
+TEST_CASE("step 10 on the GPU: sliding window, softcap and ALiBi", "[gpu][decode][mods]") {
+  struct Mods {
+    int left, right;
+    float softcap;
+    bool alibi;
+  };
+  const Mods cases[] = {{1000, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, true}, {2500, 0, 30.f, true}};
+  const DecodeShape s{3, 32, 8, 4, 9000, 128};
+  const int S = fs::decoding::num_splits(s.batch, s.heads_kv, 9000, fs::query_device().sm_count, s.row_blocks());
+  for (const Mods& c : cases)
+    for (bool causal : {false, true}) {
+      DYNAMIC_SECTION("window (" << c.left << ", " << c.right << ") softcap " << c.softcap << (c.alibi ? " alibi" : "")
+                                 << (causal ? " causal" : "") << " splits=" << S) {
+        auto h = fs::decoding::random_decode_problem(s, {9000, 4321, 2}, DType::bf16, 93);
+        h.mods.window_left = c.left;
+        h.mods.window_right = c.right;
+        h.mods.softcap = c.softcap;
+        if (c.alibi) h.mods.alibi_slopes = fs::alibi_slopes(s.heads);
+        const GpuOutputs got = run_gpu(h, causal, S);
+        fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 94);
+      }
+    }
 }
 
 // What decode_forward refuses of an append, before any kernel runs: one length that overflows the

@@ -4,13 +4,14 @@
 //
 //   _decode(q, k_cache, v_cache, out, lse, *, k=None, v=None, cache_seqlens=None, block_table=None,
 //           cache_batch_idx=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=False,
-//           softmax_scale=None, causal=False, num_splits=0, stream=0)
+//           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+//           num_splits=0, stream=0)
 //
 // q, out (batch, seqlen_q, heads, d); k_cache, v_cache (batch_cache, seqlen_cache, heads_k, d), or
 // paged (num_blocks, page_size, heads_k, d) with block_table (batch, max_blocks) int32; k, v
 // (batch, seqlen_q, heads_k, d); cache_seqlens an int or (batch) int32; cache_batch_idx (batch)
-// int32; rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) of q's dtype; lse (batch, heads,
-// seqlen_q) float32. Every tensor contiguous (step 10's kernels take no strides) and on q's GPU.
+// int32; rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) of q's dtype; alibi_slopes (heads)
+// float32; lse (batch, heads, seqlen_q) float32. Every tensor contiguous (step 10's kernels take no strides) and on q's GPU.
 // The int32 tensors are read back (a few bytes, in the stream's order) and checked, so that no
 // length, page or index sends the kernels outside the cache; the split rule then sees the longest
 // sequence. Bad input raises ValueError or TypeError with one line.
@@ -87,7 +88,8 @@ int as_int(std::int64_t x, const char* what) {
 }
 
 void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v_obj, O seqlens_obj, O table_obj, O idx_obj,
-            O cos_obj, O sin_obj, O interleaved, O scale_obj, O causal, O splits_obj, O stream_obj) {
+            O cos_obj, O sin_obj, O interleaved, O scale_obj, O causal, O window_obj, O softcap_obj, O alibi_obj,
+            O splits_obj, O stream_obj) {
   const std::int64_t stream = fs::python::integer(stream_obj, "stream", 0, std::numeric_limits<std::int64_t>::max());
   const cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   const Operand q(q_obj, "q", stream), kc(kc_obj, "k_cache", stream), vc(vc_obj, "v_cache", stream);
@@ -221,6 +223,22 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
   if (scale && !(*scale > 0.0)) throw py::value_error("softmax_scale must be positive");
   p.scale = scale ? float(*scale) : fs::default_scale(s.d);
   p.causal = fs::python::flag(causal);
+  const auto [left, right] = fs::python::window(window_obj);
+  if (left < -1 || right < -1 || left > std::numeric_limits<int>::max() || right > std::numeric_limits<int>::max())
+    throw py::value_error("window_size: each side -1 (unbounded) or 0 and more");
+  p.mods.window_left = int(left);
+  p.mods.window_right = int(right);
+  const double cap = fs::python::number(softcap_obj, "softcap");
+  if (!(cap >= 0.0 && cap < 1e30)) throw py::value_error("softcap: 0 (off) or a positive finite number");
+  p.mods.softcap = float(cap);
+  std::optional<Operand> alibi;
+  if (!alibi_obj.is_none()) {
+    alibi.emplace(alibi_obj, "alibi_slopes", stream);
+    const DLDataType t = alibi->t.t().dtype;
+    if (t.code != kDLFloat || t.bits != 32) throw py::type_error("alibi_slopes: float32, got " + Borrowed::dtype_name(t));
+    expect_dense(*alibi, {s.heads}, dev);
+    p.mods.alibi_slopes = static_cast<const float*>(alibi->data());
+  }
   p.q = q.data();
   p.k_cache = kc.data();
   p.v_cache = vc.data();
@@ -248,7 +266,8 @@ void add_decode(py::module_& m) {
         py::arg("k") = py::none(), py::arg("v") = py::none(), py::arg("cache_seqlens") = py::none(),
         py::arg("block_table") = py::none(), py::arg("cache_batch_idx") = py::none(), py::arg("rotary_cos") = py::none(),
         py::arg("rotary_sin") = py::none(), py::arg("rotary_interleaved") = false, py::arg("softmax_scale") = py::none(),
-        py::arg("causal") = false, py::arg("num_splits") = 0, py::arg("stream") = 0);
+        py::arg("causal") = false, py::arg("window_size") = py::make_tuple(-1, -1), py::arg("softcap") = 0.0,
+        py::arg("alibi_slopes") = py::none(), py::arg("num_splits") = 0, py::arg("stream") = 0);
 }
 
 }  // namespace fs::python

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/dtype.hpp"
+#include "common/problem.hpp"
 
 namespace fs::decoding {
 
@@ -112,6 +113,13 @@ struct DecodeParams {
   // batch's, indexed by b. With an append, indices that repeat write the same rows (whose values
   // then come from any one of them, as in flash_attn).
   const std::int32_t* cache_batch_idx = nullptr;
+  // flash_attn_with_kvcache's window_size, softcap and alibi_slopes (common/problem.hpp's ScoreMods,
+  // the same as step 08's), aligned to the bottom-right corner: token t of n is query row L − n + t
+  // of its sequence of L keys (its diagonal key). In that order: the score τ q·k capped,
+  // softcap · tanh(τ q·k / softcap); ALiBi's −slope_h · |L − n + t − j|; then the window keeps keys
+  // L − n + t − window_left ≤ j ≤ L − n + t + window_right (−1: that side unbounded), and causal
+  // (if set) none past the diagonal. alibi_slopes: (heads) float32 where the kernels run.
+  ScoreMods mods;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each

@@ -10,7 +10,9 @@
 //               (split_rule.hpp, split_tiles)
 //
 // Causal, aligned to the bottom-right corner: token t of n sees keys j ≤ L − n + t, L the
-// sequence's keys; the last token sees them all, the first n − 1 fewer.
+// sequence's keys; the last token sees them all, the first n − 1 fewer. A window (DecodeParams::
+// mods) bounds both sides around that diagonal key; its keys before the first row's lower bound
+// are never read (the splits are dealt the tiles from there on).
 #pragma once
 
 #include <cmath>
@@ -27,11 +29,15 @@ struct DecodeCta {
   int g, n;       // query heads per K/V head, new tokens
   int rows;       // the CTA's real rows (the rest of its 16 are zero-filled and never written)
   int keys;       // L: keys the sequence holds
-  int key_end;    // keys any of its rows sees: L, or causal L − n + (its last row's token) + 1, in [0, L]
-  int first_end;  // keys its first row sees (causal: the fewest); tiles past it need a mask
+  bool causal;
+  int left, right;  // the window (DecodeParams::mods); −1: that side unbounded
+  int key_end;      // keys any of its rows sees: L, or (causal or a window's right side) its last row's bound
+  int first_end;    // keys its first row sees (the fewest); tiles past it need a mask
+  int key_begin;    // the first key any of its rows sees: 0, or its first row's window bound
+  int last_begin;   // its last row's first key (the latest); tiles before it need a mask
   SplitTiles tiles;
 
-  __device__ __forceinline__ DecodeCta(const DecodeParams& p, int tile_keys, bool causal)
+  __device__ __forceinline__ DecodeCta(const DecodeParams& p, int tile_keys, bool causal_)
       : split(blockIdx.x),
         b(blockIdx.z),
         hk(blockIdx.y / p.shape.row_blocks()),
@@ -41,17 +47,29 @@ struct DecodeCta {
         n(p.shape.new_tokens),
         rows(min(kRowsPerCta, p.shape.group_rows() - rb * kRowsPerCta)),
         keys(sequence_keys(p, blockIdx.z)),
-        key_end(causal ? visible_end(token(rows - 1)) : keys),
-        first_end(causal ? visible_end(token(0)) : keys),
-        tiles(split_tiles(key_end, tile_keys, split, p.num_splits)) {}
+        causal(causal_),
+        left(p.mods.window_left),
+        right(p.mods.window_right),
+        key_end(visible_end(token(rows - 1))),
+        first_end(visible_end(token(0))),
+        key_begin(min(visible_begin(token(0)), key_end)),
+        last_begin(visible_begin(token(rows - 1))),
+        tiles(split_tiles(key_end, tile_keys, split, p.num_splits, key_begin)) {}
 
   // Row r of the CTA (0 ≤ r < 16): its new token t and query head h.
   __device__ __forceinline__ int token(int r) const { return (rb * kRowsPerCta + r) / g; }
   __device__ __forceinline__ int head(int r) const { return hk * g + (rb * kRowsPerCta + r) % g; }
-  // The keys token t sees under the causal mask: [0, L − n + t + 1) within [0, L].
+  // The keys token t sees: [visible_begin(t), visible_end(t)), within [0, L]. Its diagonal key is
+  // L − n + t; causal, none after it; a window, none before diagonal − left or after diagonal + right.
   __device__ __forceinline__ int visible_end(int t) const {
-    const int end = keys - n + t + 1;
-    return end < 0 ? 0 : end < keys ? end : keys;
+    const int diag = keys - n + t;
+    int end = keys;
+    if (causal) end = min(end, diag + 1);
+    if (right >= 0) end = min(end, diag + right + 1);
+    return max(end, 0);
+  }
+  __device__ __forceinline__ int visible_begin(int t) const {
+    return left >= 0 ? min(max(keys - n + t - left, 0), keys) : 0;
   }
   // Row r's index in LSE's order, (batch, heads, new_tokens): the workspace's rows too.
   __device__ __forceinline__ std::int64_t lse_row(const DecodeShape& s, int r) const {
@@ -64,21 +82,43 @@ struct DecodeCta {
 };
 
 // A warp's scores S (16 rows × 8·NT keys from key k0, the mma's accumulator layout: element e of
-// 8-key tile nt is row g + 8(e / 2), key k0 + 8nt + 2·t4 + e mod 2): keys the sequence does not
-// hold (≥ L) and, causal, keys after a row's diagonal (> L − n + t) get −inf, in the tiles that
-// reach past what the CTA's first row sees (the others need nothing).
+// 8-key tile nt is row g + 8(e / 2), key k0 + 8nt + 2·t4 + e mod 2): keys a row does not see
+// (visible_begin, visible_end: past L, past its diagonal when causal, outside its window) get
+// −inf, in the tiles that reach past what the CTA's first row sees or before what its last row
+// sees (the others need nothing).
 template <bool kCausal, int NT>
 __device__ __forceinline__ void decode_mask(float (&s)[1][NT][4], const DecodeCta& cta, int k0) {
-  if (k0 + 8 * NT <= cta.first_end) return;
+  if (k0 + 8 * NT <= cta.first_end && k0 >= cta.last_begin) return;
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int row = g + 8 * (e >> 1), key = k0 + 8 * nt + 2 * t4 + (e & 1);
-      const int end = kCausal ? cta.visible_end(cta.token(row)) : cta.keys;
-      if (key >= end) s[0][nt][e] = -INFINITY;
+      const int row = g + 8 * (e >> 1), key = k0 + 8 * nt + 2 * t4 + (e & 1), t = cta.token(row);
+      if (key >= cta.visible_end(t) || key < cta.visible_begin(t)) s[0][nt][e] = -INFINITY;
     }
+}
+
+// Softcap and ALiBi (DecodeParams::mods) on a warp's raw scores q·k (the softmax multiplies by τ
+// later): cap c = softcap / τ, s ← c · tanh(s / c); ALiBi's bias in the same units,
+// s ← s − (slope_h / τ) · |L − n + t − j|. Before the masks, as the reference orders them.
+template <int NT>
+__device__ __forceinline__ void decode_scores(float (&s)[1][NT][4], const DecodeCta& cta, const DecodeParams& p, int k0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const float cap = p.mods.softcap > 0.f ? p.mods.softcap / p.scale : 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1);
+    const float slope = p.mods.alibi_slopes ? p.mods.alibi_slopes[cta.head(row)] / p.scale : 0.f;
+    const int diag = cta.keys - cta.n + cta.token(row);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float x = s[0][nt][e];
+      if (cap > 0.f) x = cap * tanhf(x / cap);
+      const int key = k0 + 8 * nt + 2 * t4 + (e & 1);
+      s[0][nt][e] = x - slope * float(abs(diag - key));
+    }
+  }
 }
 
 }  // namespace fs::decoding

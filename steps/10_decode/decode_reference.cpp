@@ -180,8 +180,13 @@ void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::in
   const int b = static_cast<int>(row / n / s.heads);          // its sequence
   const int hk = head / s.group();                            // the K/V head it reads
   const int L = h.seqlens[b];
-  // Keys [0, end): the sequence's, and causal, none after token t's diagonal key L − n + t.
-  const int end = causal ? std::clamp(L - n + t + 1, 0, L) : L;
+  // Keys [begin, end): the sequence's; causal, none after token t's diagonal key L − n + t; a
+  // window, none outside [diagonal − left, diagonal + right].
+  const int diag = L - n + t;
+  const ScoreFeatures& mods = h.mods;
+  int end = causal ? std::clamp(diag + 1, 0, L) : L;
+  if (mods.window_right >= 0) end = std::clamp(diag + mods.window_right + 1, 0, end);
+  const int begin = mods.window_left >= 0 ? std::clamp(diag - mods.window_left, 0, L) : 0;
   const float* q = h.q.data() + ((std::int64_t(b) * n + t) * s.heads + head) * d;                       // (d)
   // Key j's row (d), contiguous or through the block table (DecodeHost::key_row).
   auto key_row = [&](const std::vector<float>& c, int j) { return c.data() + h.key_row(b, hk, j); };
@@ -193,22 +198,26 @@ void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::in
 
   for (int c = 0; c < d; ++c) o_row[c] = 0;
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  if (end == 0) {  // no key: O = 0, LSE = −inf
+  if (end <= begin) {  // no key: O = 0, LSE = −inf
     *lse = neg_inf;
     return;
   }
-  // S = τ q Kᵀ over the visible keys, m = max, P̃ = e^{S − m}, ℓ = Σ P̃, O = P̃V / ℓ, LSE = m + ln ℓ.
+  // S = τ q Kᵀ over the visible keys (capped, then ALiBi's bias), m = max, P̃ = e^{S − m}, ℓ = Σ P̃,
+  // O = P̃V / ℓ, LSE = m + ln ℓ.
+  const T slope = mods.alibi_slopes.empty() ? T(0) : T(mods.alibi_slopes[std::size_t(head)]);
   std::vector<T> srow(end);
   T m = neg_inf;
-  for (int j = 0; j < end; ++j) {
+  for (int j = begin; j < end; ++j) {
     const float* kj = key_row(h.k, j);
     T dot = 0;
     for (int c = 0; c < d; ++c) dot += T(q[c]) * T(kj[c]);
-    srow[j] = T(scale) * dot;
+    T x = T(scale) * dot;
+    if (mods.softcap > 0.f) x = T(mods.softcap) * std::tanh(x / T(mods.softcap));
+    srow[j] = x - slope * T(std::abs(diag - j));
     m = std::max(m, srow[j]);
   }
   T l = 0;
-  for (int j = 0; j < end; ++j) {
+  for (int j = begin; j < end; ++j) {
     const T p = std::exp(srow[j] - m);
     l += p;
     const T pr = rounded(p);  // as P̃V reads it

@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
       tc::a_fragments<Kt::kQInRegs>(a, qf, q_at, kk);
       tc::mma_row_tiles<E>(s, a, [&](std::uint32_t(&b)[4], int nt) { tc::load_b_k(b, k_at, wk0 + 8 * nt, kk); });
     }
+    if (p.mods.softcap > 0.f || p.mods.alibi_slopes) decode_scores(s, cta, p, j0 + wk0);
     decode_mask<kCausal>(s, cta, j0 + wk0);  // keys past L, and (causal) past a row's diagonal: −inf
 
     // The online softmax (step 08's): m, ℓ and O updated, S replaced by P̃.

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <filesystem>
@@ -24,16 +25,19 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/buffer.hpp"
 #include "common/check.hpp"
+#include "common/cli.hpp"
 #include "common/cli_numbers.hpp"
 #include "common/device.hpp"
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/files.hpp"
 #include "common/host_memory.hpp"
+#include "common/reference.hpp"
 #include "common/problem.hpp"
 #include "common/results.hpp"
 #include "common/timing.hpp"
@@ -59,6 +63,7 @@ struct Options {
   int page_size = 0;     // 0: a contiguous cache; else pages of this many keys, in shuffled order
   bool causal = false, check = false;
   bool append = false;   // the new tokens' k, v appended into the cache before attending (k_new, v_new)
+  ScoreFeatures mods;    // --window, --softcap, --alibi (the slopes of the query heads)
   int rotary_dim = 0;    // with append: the new keys and q turned by a rotary embedding of this many columns
   bool rotary_interleaved = false;
   int reps = 0;          // timed runs; 0: none
@@ -99,6 +104,13 @@ std::optional<Options> parse(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--rotary-interleaved", o.rotary_interleaved,
                "the rotary pairs are neighbouring columns (2i, 2i+1), GPT-J's layout; else (i, i + rotary_dim/2)");
+  std::string window;
+  app.add_option("--window", window, "sliding window around each token's diagonal key L-n+t: keys from L-n+t-L' to "
+                                     "L-n+t+R (-1: that side unbounded)")->type_name("L',R");
+  app.add_option("--softcap", o.mods.softcap, "cap the scores: C*tanh(s/C) before the softmax (0: off)")
+      ->type_name("C")->transform(decimal_real());
+  bool alibi = false;
+  app.add_flag("--alibi", alibi, "ALiBi: subtract slope_h*|L-n+t-j| from the scores, the standard slopes of the heads");
   app.add_flag("--causal", o.causal, "token t of n sees keys up to cache_len - n + t (the bottom-right corner; with --append, cache_len + t)");
   app.add_flag("--check", o.check, "compare O and LSE against the fp64 CPU reference");
   app.add_option("--reps", reps, "timed runs, L2 flushed before each, median reported (0: not timed)")
@@ -144,6 +156,10 @@ std::optional<Options> parse(int argc, char** argv) {
   if (std::string why = decode_unsupported(o.shape, o.dtype, std::max(1, o.splits)); !why.empty()) throw InputError(why);
   if (o.append)  // the room is made for them above; the refusal stays the launcher's own rule
     if (std::string why = append_unsupported(o.shape, nullptr, o.cache_len); !why.empty()) throw InputError(why);
+  if (app.count("--window")) std::tie(o.mods.window_left, o.mods.window_right) = window_option(window);
+  if (!(std::isfinite(o.mods.softcap) && o.mods.softcap >= 0.f))
+    throw InputError("--softcap must be a finite number, 0 (off) or more");
+  if (alibi) o.mods.alibi_slopes = fs::alibi_slopes(o.shape.heads);
   if (o.rotary_dim != 0 || o.rotary_interleaved) {
     if (!o.append) throw InputError("--rotary-dim turns the appended keys: give --append too");
     if (o.rotary_dim < 2 || o.rotary_dim > o.shape.d || o.rotary_dim % 2 != 0)
@@ -275,6 +291,15 @@ class DecodeRun {
     p_.shape = s_;
     p_.scale = default_scale(s_.d);
     p_.causal = opt.causal;
+    host_.mods = opt.mods;  // the reference applies them as the kernels do
+    p_.mods.window_left = opt.mods.window_left;
+    p_.mods.window_right = opt.mods.window_right;
+    p_.mods.softcap = opt.mods.softcap;
+    if (!opt.mods.alibi_slopes.empty()) {
+      slopes_.emplace(opt.mods.alibi_slopes.size());
+      slopes_->upload(opt.mods.alibi_slopes.data(), opt.mods.alibi_slopes.size());
+      p_.mods.alibi_slopes = slopes_->get();
+    }
     p_.num_splits = splits_;
     p_.workspace = ws_->get();
   }
@@ -318,7 +343,7 @@ class DecodeRun {
   DecodeHost host_;
   RotaryTables rotary_;  // with --rotary-dim
   std::optional<DeviceTensor> q_, k_, v_, o_, k_new_, v_new_, rot_cos_, rot_sin_;
-  std::optional<DeviceBuffer<float>> lse_, ws_;
+  std::optional<DeviceBuffer<float>> lse_, ws_, slopes_;
   std::optional<DeviceBuffer<std::int32_t>> seqlens_, table_;
   DecodeParams p_;
 };

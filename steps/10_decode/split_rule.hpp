@@ -42,16 +42,18 @@ inline int num_splits(int batch, int heads_kv, int cache_len, int sm_count, int 
   return static_cast<int>(std::clamp<std::int64_t>(std::min(enough, keys_allow), 1, kMaxSplits));
 }
 
-// The tiles of `tile_keys` keys of a sequence of `keys` keys that split `split` of `splits` walks:
+// The tiles of `tile_keys` keys of a sequence of `keys` keys that split `split` of `splits` walks,
+// from the tile of key `first_key` on (a window's first key: the tiles before it are never read):
 // the tiles are dealt in runs of ⌈tiles / splits⌉, so the last splits of a short sequence may get
 // none (they write an empty partial: O = 0, LSE = −inf, which the merge weighs 0).
 struct SplitTiles {
   int first = 0, count = 0;
 };
-__host__ __device__ inline SplitTiles split_tiles(int keys, int tile_keys, int split, int splits) {
+__host__ __device__ inline SplitTiles split_tiles(int keys, int tile_keys, int split, int splits, int first_key = 0) {
+  const int t0 = first_key / tile_keys;
   const int tiles = (keys + tile_keys - 1) / tile_keys;
-  const int per = (tiles + splits - 1) / splits;
-  const int first = split * per;
+  const int per = (tiles - t0 + splits - 1) / splits;
+  const int first = t0 + split * per;
   const int end = first + per < tiles ? first + per : tiles;
   return first < end ? SplitTiles{first, end - first} : SplitTiles{first, 0};
 }

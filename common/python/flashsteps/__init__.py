@@ -180,9 +180,10 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
     at cache_seqlens before attending (rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) then turn them
     and q: causal at each token's position, else all at cache_seqlens). cache_seqlens: an int or (batch)
     int32; None: the whole cache. cache_batch_idx (batch) int32: the contiguous cache's sequence each
-    reads. causal: aligned to the bottom-right corner. num_splits: 0 for the split rule. Returns out like
-    q, or (out, lse) with lse float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad,
-    window_size, softcap, alibi_slopes."""
+    reads. causal, window_size, softcap, alibi_slopes (heads float32): as attention's, aligned to the
+    bottom-right corner (token t of n at query position cache_seqlens + t when appending, else
+    cache_seqlens − n + t). num_splits: 0 for the split rule. Returns out like q, or (out, lse) with lse
+    float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad."""
     torch = sys.modules.get("torch")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -193,11 +194,10 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
 
     if not hasattr(_flashsteps, "_decode"):
         raise ValueError("attention_with_kvcache: this build has no step 10 (configure without FS_STEPS, or with 10 in it)")
-    untaken = {"cache_leftpad": cache_leftpad is not None, "window_size": tuple(window_size) != (-1, -1),
-               "softcap": float(softcap) != 0.0, "alibi_slopes": alibi_slopes is not None}
-    for name, given in untaken.items():
-        if given:
-            raise ValueError(f"{name}: step 10 does not take it yet (see the issue 'Step 10: decoding')")
+    if cache_leftpad is not None:
+        raise ValueError("cache_leftpad: step 10 does not take it yet")
+    if alibi_slopes is not None:
+        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
     if q.dim() != 4:
         raise ValueError(f"q: (batch, seqlen_q, heads, head_dim), got shape {tuple(q.shape)}")
     B, n, H, _ = q.shape
@@ -212,6 +212,8 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
     _flashsteps._decode(q, k_cache, v_cache, out, lse, k=k, v=v, cache_seqlens=cache_seqlens,
                         block_table=int32(block_table), cache_batch_idx=int32(cache_batch_idx), rotary_cos=rotary_cos,
                         rotary_sin=rotary_sin, rotary_interleaved=bool(rotary_interleaved),
-                        softmax_scale=softmax_scale, causal=bool(causal), num_splits=int(num_splits),
+                        softmax_scale=softmax_scale, causal=bool(causal),
+                        window_size=(int(window_size[0]), int(window_size[1])), softcap=float(softcap),
+                        alibi_slopes=alibi_slopes, num_splits=int(num_splits),
                         stream=_launch_stream(q))
     return (out, lse) if return_softmax_lse else out

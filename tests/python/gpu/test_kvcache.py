@@ -113,6 +113,23 @@ def test_append_in_place(rotary):
     check_rows(out, q_turned, kc, vc, [L + n for L in lens], True)
 
 
+@pytest.mark.parametrize("mods", [dict(window_size=(100, 0)), dict(window_size=(50, 7)), dict(softcap=5.0),
+                                  dict(alibi_slopes=True), dict(window_size=(300, -1), softcap=20.0, alibi_slopes=True)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_window_softcap_alibi(mods, causal):
+    B, S, H, Hk, d, n = 2, 2000, 16, 4, 128, 3
+    q, kc, vc = rand(B, n, H, d, seed=17), rand(B, S, Hk, d, seed=18), rand(B, S, Hk, d, seed=19)
+    lens = [2000, 555]
+    if mods.get("alibi_slopes") is True:
+        mods = dict(mods, alibi_slopes=torch.tensor(flashsteps.alibi_slopes(H), dtype=torch.float32))
+    out, lse = flashsteps.attention_with_kvcache(q, kc, vc, cache_seqlens=torch.tensor(lens, dtype=torch.int32),
+                                                 causal=causal, return_softmax_lse=True, **mods)
+    for b, L in enumerate(lens):
+        res = flashsteps.check(out[b:b + 1].cpu(), q[b:b + 1].cpu(), kc[b:b + 1, :L].cpu(), vc[b:b + 1, :L].cpu(),
+                               causal=causal, lse=lse[b:b + 1].cpu(), **mods)
+        assert res["ok"], f"sequence {b}: {res['summary']}"
+
+
 def test_cache_batch_idx():
     B, Bc, S, H, Hk, d = 3, 5, 1000, 16, 4, 64
     q, kc, vc = rand(B, 1, H, d, seed=12), rand(Bc, S, Hk, d, seed=13), rand(Bc, S, Hk, d, seed=14)
@@ -128,7 +145,8 @@ def test_errors():
         (dict(q=q, k_cache=kc, v_cache=kc, cache_seqlens=101), ValueError, "cache_seqlens"),
         (dict(q=q, k_cache=kc, v_cache=kc, cache_seqlens=torch.tensor([200], dtype=torch.int32)), ValueError,
          "outside 0..100"),
-        (dict(q=q, k_cache=kc, v_cache=kc, window_size=(8, 0)), ValueError, "window_size"),
+        (dict(q=q, k_cache=kc, v_cache=kc, cache_leftpad=torch.zeros(1)), ValueError, "cache_leftpad"),
+        (dict(q=q, k_cache=kc, v_cache=kc, window_size=(-2, 0)), ValueError, "window_size"),
         (dict(q=q, k_cache=kc, v_cache=kc, k=q[:, :, :2]), ValueError, "go together"),
         (dict(q=q, k_cache=kc, v_cache=kc, cache_batch_idx=torch.tensor([3], dtype=torch.int32)), ValueError,
          "outside the cache's 1 sequences"),
