@@ -28,6 +28,7 @@ decode_cases=(
   "--cache-len 777 --dim 64 --page-size 16 --splits 5 --dtype fp16"
   "--cache-len 2000 --dim 256 --page-size 256 --append --new-tokens 3 --causal --rotary-dim 256"
   "--cache-len 0 --splits 2"
+  "--cache-len 3000 --new-tokens 4 --window 300,0 --softcap 20 --alibi --causal"
   "--batch 3 --heads 16 --heads-kv 16 --cache-len 4097 --append --new-tokens 16 --rotary-dim 64 --rotary-interleaved"
 )
 run_cases() {  # the program under the tool "$@" (compute-sanitizer and its options)
