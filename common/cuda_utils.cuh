@@ -34,7 +34,23 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+// Programmatic dependent launch (sm_90+; trace::launch_dependent launches the second grid): the
+// first grid's CTAs let the second start launching (its CTAs may then become resident beside
+// them), and the second waits, before it reads anything the first wrote, until the first has
+// finished and its writes are visible. Below sm_90 both are nothing (and the launch is a plain one).
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 #else  // the CPU emulation (common/emulator): the copy happens at once, the waits have nothing to wait for
+inline void grid_dependents_launch() {}
+inline void grid_dependency_wait() {}
 inline void cp_async_16(void* smem, const void* gmem, bool valid) {
   if (valid) std::memcpy(smem, gmem, 16);
   else std::memset(smem, 0, 16);

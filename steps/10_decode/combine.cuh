@@ -27,6 +27,7 @@ template <typename E, int D>
 __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const DecodeParams p) {
   static_assert(D % 64 == 0, "a warp's lanes take column pairs, 64 columns a round");
   constexpr int kPairs = D / 64;  // column pairs per lane
+  grid_dependency_wait();  // launched as the split kernel's dependent: its partials are written and visible
   const DecodeShape& s = p.shape;
   const std::int64_t row = std::int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;  // (b, h, t), LSE's order
   if (row >= s.rows()) return;  // the whole warp: no barrier below but the warp's own shuffles

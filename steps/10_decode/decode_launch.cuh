@@ -52,8 +52,10 @@ void launch_decode(const DecodeParams& p) {
     launch_split<Kt, ContiguousCache<E>>(ps, grid);
   if (p.num_splits > 1) {
     const dim3 rows(static_cast<unsigned>((s.rows() + kCombineWarps - 1) / kCombineWarps));
-    trace::launch_untraced("decode_combine_kernel", decode_combine_kernel<E, D>, rows, 32 * kCombineWarps, 0,
-                           p.stream, p);
+    // Launched as the split kernel's dependent: its CTAs start while the splits finish, and wait
+    // (grid_dependency_wait) before they read the workspace.
+    trace::launch_dependent("decode_combine_kernel", decode_combine_kernel<E, D>, rows, 32 * kCombineWarps, 0,
+                            p.stream, p);
   }
 }
 

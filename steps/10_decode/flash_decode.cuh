@@ -122,24 +122,25 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   E* sK = sQ + QTile::kElems;           // ST × (BN, D): the stages
   E* sV = sK + ST * KVTile::kElems;     // ST × (BN, D)
 
+  grid_dependents_launch();  // the combine (its dependent) may launch now; it waits for this grid to finish
   const DecodeCta cta(p, BN, kCausal);
   const Cache cache(p);  // contiguous or paged: one row address per key, either way
   const int warp = threadIdx.x / 32;
   const int wk0 = warp * WK;  // the warp's keys in every tile: [wk0, wk0 + WK)
 
-  // Tile t of the split (keys j0 .. j0 + BN of the sequence) into stage `stage`, K and V under one
-  // commit; past the split's last tile an empty commit, so that every iteration below waits for
-  // the same count of groups.
-  auto load_kv = [&](int stage, int t) {
-    if (t < cta.tiles.count) {
-      const int j0 = (cta.tiles.first + t) * BN, n = min(BN, cta.key_end - j0);
-      // Key j0 + r's row, row by row: with pages, a tile's keys may lie in several pages (a tile
-      // of 64 keys over pages of 16), so no row is derived from another's address.
-      const auto k_of = [&](int r) { return cache.k_row(cta.cb, cta.hk, j0 + r); };
-      const auto v_of = [&](int r) { return cache.v_row(cta.cb, cta.hk, j0 + r); };
-      load_rows<KVTile, Kt::kThreads>(sK + stage * KVTile::kElems, k_of, n);
-      load_rows<KVTile, Kt::kThreads>(sV + stage * KVTile::kElems, v_of, n);
-    }
+  // The rows of tile t of the split (keys j0 .. j0 + BN of the sequence) that this thread copies,
+  // as offsets in the cache (kv_cache.cuh, TileRows): row by row, since with pages a tile's keys may
+  // lie in several pages (64 keys over pages of 16); none past the split's last tile.
+  using Rows = TileRows<KVTile, Kt::kThreads>;
+  auto rows_of = [&](int t) {
+    if (t >= cta.tiles.count) return Rows();
+    const int j0 = (cta.tiles.first + t) * BN;
+    return Rows(cache, cta.cb, cta.hk, j0, min(BN, cta.key_end - j0));
+  };
+  // Those rows of K and V into stage `stage` under one commit; past the split's last tile an empty
+  // commit, so that every iteration below waits for the same count of groups.
+  auto load_kv = [&](int stage, const Rows& rows) {
+    if (rows.n_rows > 0) rows.load(sK + stage * KVTile::kElems, sV + stage * KVTile::kElems, cache.k, cache.v);
     cp_async_commit();
   };
 
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   const E* gQ = as<E>(p.q);
   load_rows<QTile, Kt::kThreads>(sQ, [&](int r) { return gQ + cta.q_row(p.shape, r); }, cta.rows);
   cp_async_commit();
-  for (int t = 0; t < ST - 1; ++t) load_kv(t, t);
+  for (int t = 0; t < ST - 1; ++t) load_kv(t, rows_of(t));
   [[maybe_unused]] std::uint32_t qf[1][Kt::kQInRegs ? KD : 1][4];  // Q's A fragments, where kept in registers
   const auto q_at = tc::a_address<QTile, false>(sQ);  // Q's reads: the offset at each load, as step 08's
   const auto k_at0 = tc::b_k_address<KVTile>(sK), v_at0 = tc::a_address<KVTile>(sV);
@@ -164,9 +165,10 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   tc::tc_softmax_start(m, l);
 
   for (int t = 0; t < cta.tiles.count; ++t) {
+    const Rows next = rows_of(t + ST - 1);  // its offsets first: a block table's loads overlap the wait
     cp_async_wait<ST - 2>();  // tile t (and what was committed before it) has landed for this thread,
     __syncthreads();         // for every warp; and every warp is done with tile t − 1, whose stage
-    load_kv((t + ST - 1) % ST, t + ST - 1);  // tile t + ST − 1 refills: in flight while t is computed
+    load_kv((t + ST - 1) % ST, next);  // tile t + ST − 1 refills: in flight while t is computed
     const int stage = t % ST, j0 = (cta.tiles.first + t) * BN;
     const auto k_at = k_at0 + stage * kStageBytes;
     const auto v_at = v_at0 + stage * kStageBytes;

@@ -131,4 +131,46 @@ __device__ __forceinline__ void load_rows(E* s, RowOf&& row_of, int n_rows) {
   }
 }
 
+// The rows of a K/V tile this thread copies (load_rows' split of the work: chunk c = i mod kChunks
+// of rows i / kChunks, + kStep, ...), as element offsets in the cache from its one row map. K and V
+// share them (a key's row is at the same offset in both), and the split kernel computes a tile's
+// before it waits for the previous one (flash_decode.cuh): with pages each offset is a block
+// table entry loaded from memory, whose latency then overlaps the wait instead of stalling the
+// copies. Rows at or past n_rows (≥ 1) take row 0's offset and are zero-filled by the copy.
+template <typename Tile, int kThreads>
+struct TileRows {
+  static constexpr int kChunks = Tile::kChunks;
+  static constexpr int kStep = kThreads / kChunks;
+  static constexpr int kCount = Tile::kRows / kStep;  // rows per thread
+  static_assert(kThreads % kChunks == 0 && Tile::kRows % kStep == 0, "every thread copies whole columns of chunks");
+  std::int64_t at[kCount];
+  int n_rows = 0;
+
+  // Rows [0, n_rows) of the tile are keys key0 .. key0 + n_rows − 1 of (sequence cb, K/V head hk).
+  template <class Cache>
+  __device__ __forceinline__ TileRows(const Cache& cache, int cb, int hk, int key0, int n)
+      : n_rows(n) {
+    const int r0 = threadIdx.x / kChunks;
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      const int r = r0 + k * kStep;
+      at[k] = cache.row(cb, hk, key0 + (r < n ? r : 0));
+    }
+  }
+  __device__ __forceinline__ TileRows() : n_rows(0) {}
+
+  // The copies of K's and V's rows into their stages (SmemTile layout), 16 bytes per cp.async.
+  template <typename E>
+  __device__ __forceinline__ void load(E* sk, E* sv, const E* k, const E* v) const {
+    const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+      const int r = r0 + i * kStep;
+      const bool valid = r < n_rows;
+      cp_async_16(sk + Tile::offset(r, c), k + at[i] + 8 * c, valid);
+      cp_async_16(sv + Tile::offset(r, c), v + at[i] + 8 * c, valid);
+    }
+  }
+};
+
 }  // namespace fs::decoding

@@ -8,14 +8,15 @@
 // written and read back by the combine (decode_workspace_bytes, decode.hpp: d + 1 floats per split and row, a
 // row of the cache being 2·d bytes per key and K/V head), and a second kernel.
 //
-// The rule, three bounds:
-//   enough CTAs   S ≥ ⌈kCtasPerSm · SMs / CTAs⌉, about kCtasPerSm CTAs on every SM, so that every
-//                 SM keeps loads in flight (the cache's bytes do not shrink; only who reads them)
+// The rule, measured (docs/lab/10_decode.md: every split count from 1 to 128 at batch 1, 8 and 64
+// × caches of 4K, 32K and 128K, on an H100): the fastest runs put about one CTA on every SM, in one
+// wave, and no more. Two CTAs per SM (the first rule) read no faster, and a wave and a bit (batch 8:
+// 5 splits, 320 CTAs on 132 SMs) was 8-12% slower than 2 splits, its last CTAs streaming alone.
+// So, three bounds:
+//   one wave      S = ⌊SMs / CTAs⌋ (at least 1): as many CTAs as SMs, never a second wave
 //   enough keys   S ≤ cache_len / kMinKeysPerSplit: a split of a few tiles spends more of its time
 //                 starting (Q's load, the pipeline's first tiles) and in the merge than streaming
 //   a cap         S ≤ kMaxSplits, so that the combine's loop over the splits stays short
-// The constants are a first choice, not yet measured (phase 2 times the rule against its
-// neighbours on the H200 and the lesson will quote that).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,21 +26,20 @@
 
 namespace fs::decoding {
 
-inline constexpr int kCtasPerSm = 2;          // CTAs the rule puts on each SM
-inline constexpr int kMinKeysPerSplit = 256;  // keys a split gets at least (4 tiles of 64 keys)
+inline constexpr int kMinKeysPerSplit = 512;  // keys a split gets at least (8 tiles of 64 keys)
 inline constexpr int kMaxSplits = 128;        // the most splits, given or chosen
 
-// The splits for `batch` sequences of `cache_len` keys (the cache's room: the launcher cannot read
-// per-sequence lengths on the device without a synchronisation, and flash_attn_with_kvcache also
-// decides from the cache's length), `heads_kv` K/V heads and `row_blocks` CTAs of query rows per
-// K/V head (DecodeShape::row_blocks: 1 whenever g · new tokens ≤ 16), on a GPU of `sm_count` SMs.
+// The splits for `batch` sequences of `cache_len` keys (the longest sequence's, or the cache's
+// room where the lengths are on the device only), `heads_kv` K/V heads and `row_blocks` CTAs of
+// query rows per K/V head (DecodeShape::row_blocks: 1 whenever g · new tokens ≤ 16), on a GPU of
+// `sm_count` SMs.
 inline int num_splits(int batch, int heads_kv, int cache_len, int sm_count, int row_blocks = 1) {
   const std::int64_t ctas = std::int64_t(batch) * heads_kv * std::max(1, row_blocks);  // CTAs of one split
-  const std::int64_t slots = std::int64_t(kCtasPerSm) * std::max(1, sm_count);           // CTAs the GPU holds
-  if (ctas <= 0 || ctas >= slots) return 1;  // already full (or nothing to do): no merge to pay for
-  const std::int64_t enough = (slots + ctas - 1) / ctas;
+  const std::int64_t sms = std::max(1, sm_count);
+  if (ctas <= 0 || ctas >= sms) return 1;  // a wave already (or nothing to do): no merge to pay for
+  const std::int64_t one_wave = sms / ctas;
   const std::int64_t keys_allow = std::max<std::int64_t>(1, cache_len / kMinKeysPerSplit);
-  return static_cast<int>(std::clamp<std::int64_t>(std::min(enough, keys_allow), 1, kMaxSplits));
+  return static_cast<int>(std::clamp<std::int64_t>(std::min(one_wave, keys_allow), 1, kMaxSplits));
 }
 
 // The tiles of `tile_keys` keys of a sequence of `keys` keys that split `split` of `splits` walks,
