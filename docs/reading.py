@@ -414,17 +414,22 @@ READING = {
         ("steps/10_decode/decode.hpp", ["kRowsPerCta", "kMaxNewTokens", "DecodeShape", "DecodeParams"],
          "the step's own problem and parameters: q, the KV cache, the lengths per sequence, the splits and their "
          "workspace (not common/problem.hpp's FwdParams)"),
-        ("steps/10_decode/decode_cta.cuh", ["DecodeCta", "decode_mask"],
-         "the schedule: a CTA's 16 rows (query heads of one K/V head × new tokens), its split's key tiles, and the "
-         "masks at the bottom-right corner"),
+        ("steps/10_decode/decode_cta.cuh", ["DecodeCta", "decode_mask", "decode_scores"],
+         "the schedule: a CTA's 16 rows (query heads of one K/V head × new tokens), its split's key tiles, the "
+         "masks at the bottom-right corner (causal, a window) and the softcap and ALiBi on the scores"),
         ("steps/10_decode/split_rule.hpp", ["SplitTiles", "split_tiles"], "how a split's tiles are dealt"),
         ("steps/10_decode/flash_decode.cuh", ["decode_split_kernel"],
          "the split kernel: Q once, K and V through the stages, each warp its own keys, step 08's softmax per warp"),
-        ("steps/10_decode/kv_cache.cuh", ["append_base", "sequence_keys", "ContiguousCache", "PagedCache", "load_rows"],
-         "the keys a sequence holds (+ n when appending), where a key's row is, contiguous or through the block table of a paged cache (one function each), and "
-         "tiles of such rows by cp.async, an address per row"),
-        ("steps/10_decode/append.cuh", ["append_chunks", "decode_append_kernel"],
-         "the append: the new tokens' k and v written into the cache through the same row(), 16 bytes a thread"),
+        ("steps/10_decode/kv_cache.cuh", ["append_base", "sequence_keys", "cache_sequence", "ContiguousCache",
+                                          "PagedCache", "load_rows", "TileRows"],
+         "the keys a sequence holds (+ n when appending), the cache's sequence it reads (cache_batch_idx), where a "
+         "key's row is, contiguous or through the block table of a paged cache (one function each), and tiles of "
+         "such rows by cp.async, an address per row, computed before the wait"),
+        ("steps/10_decode/append.cuh", ["kAppendThreads", "append_chunks", "append_chunk", "decode_append_kernel"],
+         "the append: the new tokens' k and v written into the cache through the same row(), 16 bytes a thread, "
+         "the keys and q turned by the rotary embedding on the way"),
+        ("steps/10_decode/rotary.hpp", ["RotaryPair", "rotary_pair", "rotary_value"],
+         "the rotary embedding's pairs and turn, one function for kernel, emulation and reference"),
         ("steps/10_decode/decode_configs.cuh", ["DecodeConfig", "DecodeTraits"],
          "the tiles and stages per head dimension, as named fields, and what they imply"),
         ("steps/10_decode/flash_decode.cuh", ["merge_warps"],
@@ -433,6 +438,7 @@ READING = {
          "the combine: a warp per row merges the splits by their log-sum-exp"),
         ("steps/10_decode/decode_launch.cuh", ["launch_split", "launch_decode"],
          "the launcher: the append, the grid, the split kernel for a contiguous or a paged cache, the combine"),
+        ("steps/10_decode/decode.hpp", ["rotary_q_offset"], "where the turned queries sit in the workspace"),
         ("steps/08_tensor_cores/tc_softmax.cuh", ["tc_softmax_start", "tc_online_softmax"],
          "step 08's online softmax, run by each warp on its own keys"),
         ("steps/08_tensor_cores/tc_tiles.cuh", ["a_address", "b_k_address", "load_a", "load_b_k", "load_b_v",
@@ -443,12 +449,14 @@ READING = {
                                            "LaneAddress"],
          "step 08's instructions: mma.sync, ldmatrix, the swizzled tile, a lane's address in it"),
         ("common/cuda_utils.cuh", ["kWarpSize", "warp_sum", "warp_max", "cp_async_16", "cp_async_commit",
-                                   "cp_async_wait"],
-         "the warp reductions of the combine, and cp.async"),
+                                   "cp_async_wait", "grid_dependents_launch", "grid_dependency_wait"],
+         "the warp reductions of the combine, cp.async, and the programmatic dependent launch's two instructions"),
         ("common/flash_tile.cuh", ["kLog2e"], "log₂ e, for scores in base-2 units"),
-        ("common/problem.hpp", ["as"], "a tensor's pointer as its element type"),
-        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch_untraced"],
-         "a launch without a tracing switch (tracing comes in phase 2), opting in to its shared memory"),
+        ("common/problem.hpp", ["as", "ScoreMods"], "a tensor's pointer as its element type; the window, softcap and "
+                                                   "ALiBi as every step takes them"),
+        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch_untraced", "launch_dependent"],
+         "a launch without a tracing switch (tracing comes in phase 2), opting in to its shared memory; the "
+         "combine's, as the split kernel's dependent"),
     ],
 }
 

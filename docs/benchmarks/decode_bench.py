@@ -122,53 +122,66 @@ def step_rows(args, B, L, page, splits=0):
               f"{(r.stderr or r.stdout).strip()[:200]}", file=sys.stderr)
 
 
-def summary(path):
-    """Each shape's median µs per implementation, the fraction of the copy rate, the step against cuDNN."""
+def summary(path, part="all"):
+    """Markdown: each shape's median µs per implementation (the fastest of a backend's two forms) with
+    the fraction of the copy rate, cuDNN's time over the step's, the rule's splits; then, where the
+    run swept them, the step's time by split count, one table per batch (part: "all", "summary" or
+    "sweep"). render.py puts it in the docs (<!-- decode: file=... [part=...] -->); at most 8
+    columns a table."""
     import csv
     rows = list(csv.DictReader(open(path)))
     copies = [float(r["gbps"]) for r in rows if r["impl"] == "copy"]
     copy = statistics.median(copies) if copies else float("nan")
     by = collections.defaultdict(dict)
     for r in rows:
-        if r["impl"] == "copy":
-            continue
-        key = (int(r["batch"]), int(r["cache_len"]), int(r["new_tokens"]))
         impl = r["impl"]
+        if impl == "copy" or r["new_tokens"] != "1" or r["append"] != "0":
+            continue
+        key = (int(r["batch"]), int(r["cache_len"]))
         if impl == "step10_decode":
             if r["split_rule"] != "1":
                 continue
             impl = "step10" + (f" paged {r['page_size']}" if r["page_size"] != "0" else "")
-        by[key][impl] = (float(r["median_us"]), float(r["gbps"]), r.get("splits", ""))
-    impls = ["step10", "step10 paged 16", "step10 paged 256", "torch_flash", "torch_flash/folded", "torch_cudnn",
-             "torch_cudnn/folded"]
-    impls = [i for i in impls if any(i in v for v in by.values())]
+        impl = impl.split("/")[0]  # a backend's fastest form
+        t = (float(r["median_us"]), float(r["gbps"]), r["splits"])
+        if impl not in by[key] or t[0] < by[key][impl][0]:
+            by[key][impl] = t
+    impls = [i for i in ("step10", "step10 paged 16", "step10 paged 256", "torch_flash", "torch_cudnn")
+             if any(i in v for v in by.values())]
     gpu = rows[0]["gpu"] if rows else "?"
-    print(f"{gpu}: median µs (fraction of the copy rate, {copy:.0f} GB/s); cudnn / step10: the best cuDNN time over the step's (≥ 1: the step is at least as fast); the rule's splits")
-    print("| batch · cache | " + " | ".join(impls) + " | cudnn / step10 | splits |")
-    print("|---|" + "---:|" * (len(impls) + 2))
+    commit = rows[0]["commit"] if rows else "?"
+    out = [f"{gpu}, {commit}: median µs (in brackets the bytes moved over the time, as a "
+           f"fraction of the copy rate, {copy:,.0f} GB/s); cuDNN / step 10 ≥ 1 where the step is at least as fast\n",
+           "| batch · cache | " + " | ".join(impls) + " | cuDNN / step 10 | splits |",
+           "|---|" + "---:|" * (len(impls) + 2)]
     for key in sorted(by):
-        cells = []
-        for i in impls:
-            t = by[key].get(i)
-            cells.append(f"{t[0]:,.1f} ({t[1] / copy:.0%})" if t else "–")
-        cud = [by[key][i][0] for i in ("torch_cudnn", "torch_cudnn/folded") if i in by[key]]
-        own = by[key].get("step10")
-        ratio = f"{min(cud) / own[0]:.2f}" if cud and own else "–"
-        print(f"| {key[0]} · {key[1] // 1024}K | " + " | ".join(cells) + f" | {ratio} | {own[2] if own else ''} |")
+        cells = [f"{by[key][i][0]:,.1f} ({by[key][i][1] / copy:.0%})" if i in by[key] else "–" for i in impls]
+        own, cud = by[key].get("step10"), by[key].get("torch_cudnn")
+        ratio = f"{cud[0] / own[0]:.2f}" if cud and own else "–"
+        out.append(f"| {key[0]} · {key[1] // 1024}K | " + " | ".join(cells) + f" | {ratio} | {own[2] if own else ''} |")
+    if part == "sweep":
+        out = []
     sweep = collections.defaultdict(dict)
     for r in rows:
-        if r["impl"] == "step10_decode" and r["page_size"] == "0":
-            sweep[(int(r["batch"]), int(r["cache_len"]))][int(r["splits"])] = float(r["median_us"])
-    if any(len(v) > 1 for v in sweep.values()):
-        counts = sorted({s for v in sweep.values() for s in v})
-        print("\nstep10 by splits (µs; * the rule's choice)")
-        print("| batch · cache | " + " | ".join(str(c) for c in counts) + " |")
-        print("|---|" + "---:|" * len(counts))
-        for key in sorted(sweep):
-            rule = by.get((key[0], key[1], 1), {}).get("step10", (0, 0, ""))[2]
-            print(f"| {key[0]} · {key[1] // 1024}K | " + " | ".join(
-                (f"{sweep[key][c]:,.1f}" + ("*" if str(c) == rule else "")) if c in sweep[key] else "–"
-                for c in counts) + " |")
+        if part == "summary":
+            break
+        if r["impl"] == "step10_decode" and r["page_size"] == "0" and r["new_tokens"] == "1" and r["append"] == "0":
+            sweep[(int(r["batch"]), int(r["cache_len"]))][int(r["splits"])] = (float(r["median_us"]), r["split_rule"])
+    for batch in sorted({b for b, _ in sweep}):
+        lens = sorted(L for b, L in sweep if b == batch)
+        counts = sorted({c for (b, _), v in sweep.items() if b == batch for c in v})
+        if len(counts) < 2:
+            continue
+        out += [""] if out else []
+        out += [f"Step 10 at batch {batch} by split count (µs; * the rule's choice)\n",
+                "| splits | " + " | ".join(f"{L // 1024}K" for L in lens) + " |", "|---|" + "---:|" * len(lens)]
+        for c in counts:
+            cells = []
+            for L in lens:
+                t = sweep[(batch, L)].get(c)
+                cells.append("–" if t is None else f"{t[0]:,.1f}" + ("*" if t[1] == "1" else ""))
+            out.append(f"| {c} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def main():
@@ -189,7 +202,7 @@ def main():
     ap.add_argument("--summary", metavar="CSV", help="only print the summary of an earlier run's rows")
     args = ap.parse_args()
     if args.summary:
-        summary(args.summary)
+        print(summary(args.summary), end="")
         return
     import torch
     if not torch.cuda.is_available():
@@ -211,7 +224,7 @@ def main():
                     if B * args.heads_kv * s <= 2048:
                         step_rows(args, B, L, 0, s)
     copy_rate(torch, rows, args.reps)
-    summary(args.csv)
+    print(summary(args.csv), end="")
 
 
 if __name__ == "__main__":

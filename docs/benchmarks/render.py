@@ -20,6 +20,11 @@ and the lab notebooks (docs/lab/*.md):
     ...SMYRF on a real model's attention (steps/07_smyrf/quality/run.sh writes the CSVs)...
     <!-- /quality -->
 
+    <!-- decode: file=docs/benchmarks/experiments/<gpu>_*_decode.csv [part=summary|sweep] -->
+    ...step 10 beside PyTorch's SDPA on decoding shapes (decode_bench.py writes the CSV, whose
+    columns are its own: render.py renders no <slug>.md for a *_decode CSV)...
+    <!-- /decode -->
+
 A marker's gpu= names a CSV of docs/benchmarks without its .csv (gpu=h200), or one in a folder of
 it (gpu=experiments/h200_tc_tiles: docs/benchmarks/experiments/h200_tc_tiles.csv, where the files
 of one-off experiments live); a figure is named after the CSV's own name, without the folder.
@@ -57,6 +62,7 @@ MARKER = re.compile(r"(<!-- results:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /r
 NCU_MARKER = re.compile(r"(<!-- ncu:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /ncu -->)", re.S)
 FIGURE_MARKER = re.compile(r"(<!-- figure:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /figure -->)", re.S)
 QUALITY_MARKER = re.compile(r"(<!-- quality:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /quality -->)", re.S)
+DECODE_MARKER = re.compile(r"(<!-- decode:(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /decode -->)", re.S)
 # fwd_prep, fwd_kernel: the two parts of a forward that prepares its inputs (step 09's fp8: the
 # quantizer, then the kernel on its output), timed alone beside the whole (common/driver.hpp).
 PASS_NAME = {"fwd": "forward", "bwd": "backward", "fwdbwd": "forward + backward",
@@ -83,7 +89,7 @@ def csv_slugs(bench=None):
     for folder in CSV_FOLDERS:
         for path in sorted(glob.glob(os.path.join(bench, folder, "*.csv"))):
             slug = os.path.relpath(os.path.splitext(path)[0], bench).replace(os.sep, "/")
-            if not slug.endswith(("_ncu", "_model")):
+            if not slug.endswith(("_ncu", "_model", "_decode")):
                 slugs.append(slug)
     names = [os.path.basename(s) for s in slugs]
     twice = sorted({s for s in slugs if names.count(os.path.basename(s)) > 1})
@@ -988,6 +994,16 @@ def render_quality(match):
     return match.group(1) + body + match.group(4)
 
 
+def render_decode(match):
+    """A decode block: decode_bench.py's summary of the CSV its file= names (from the repository's root)."""
+    import decode_bench  # beside this script (render_all puts BENCH on the path)
+    args = dict(a.split("=", 1) for a in match.group("args").split())
+    full = os.path.join(ROOT, args["file"])
+    if not os.path.exists(full):
+        return match.group(1) + "(not measured yet)\n" + match.group(4)
+    return match.group(1) + decode_bench.summary(full, args.get("part", "all")) + match.group(4)
+
+
 # --- Driver ------------------------------------------------------------------------------------
 
 def matplotlib_version():
@@ -1026,6 +1042,7 @@ def render_all():
         new = NCU_MARKER.sub(render_ncu, new)
         new = FIGURE_MARKER.sub(lambda m: render_figure_marker(m, cache, figures, os.path.dirname(path)), new)
         new = QUALITY_MARKER.sub(render_quality, new)
+        new = DECODE_MARKER.sub(render_decode, new)
         texts[path] = new
     return texts, figures.draw()
 
@@ -1034,7 +1051,8 @@ def generated_parts(path, text):
     """What render.py wrote in a file: all of a <gpu>.md, the marker blocks elsewhere."""
     if os.path.dirname(path) in [os.path.normpath(os.path.join(BENCH, f)) for f in CSV_FOLDERS]:
         return [text]
-    return [m.group("body") for marker in (MARKER, NCU_MARKER, QUALITY_MARKER) for m in marker.finditer(text)]
+    return [m.group("body") for marker in (MARKER, NCU_MARKER, QUALITY_MARKER, DECODE_MARKER)
+            for m in marker.finditer(text)]
 
 
 def too_wide_tables(texts):
