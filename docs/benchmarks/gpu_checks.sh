@@ -19,6 +19,7 @@
 #   gpu_tests  ctest -L gpu
 #   ncu        ncu_bytes.sh for step 09 at its default shape and at B=1 H=16 N=16384 d=128
 #   builds10   step 10 alone (its program, its GPU and host tests), for a call that needs no more
+#   builds09   step 09's program and io_model (for ncu) beside step 10's, without the base
 #   decode     step 10's GPU tests and command-line tests, then the sanitizer over its cases
 #              (tests/sanitize.sh --decode)
 #   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
@@ -39,7 +40,7 @@ cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUD
 log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
-                  [builds10]=150 [decode]=150 [decode_bench]=200)  # seconds
+                  [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200)  # seconds
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -91,6 +92,11 @@ task_builds10() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
   cmake -S . -B build "${cfg[@]}" > "$out/configure.log" 2>&1 || return 1
   ninja -C build -j16 step10_decode test_decode_gpu test_decode_host > "$out/build10.log" 2>&1
+}
+task_builds09() {
+  nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
+  cmake -S . -B build "${cfg[@]}" > "$out/configure.log" 2>&1 || return 1
+  ninja -C build -j16 step09_hopper io_model step10_decode test_decode_gpu test_decode_host > "$out/build09.log" 2>&1
 }
 task_decode() {
   local rc=0
