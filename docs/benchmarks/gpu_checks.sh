@@ -23,6 +23,8 @@
 #   decode     step 10's GPU tests and command-line tests, then the sanitizer over its cases
 #              (tests/sanitize.sh --decode)
 #   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
+#   python10   the Python module with steps 04, 05, 08 and 10 alone (./build-py), and
+#              tests/python/gpu/test_kvcache.py (flashsteps.attention_with_kvcache) on it
 # A task starts only while the time since the start plus its usual length is below DEADLINE
 # seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
 # the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
@@ -40,7 +42,8 @@ cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUD
 log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
-                  [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200)  # seconds
+                  [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200
+                  [python10]=300)  # seconds
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -97,6 +100,16 @@ task_builds09() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
   cmake -S . -B build "${cfg[@]}" > "$out/configure.log" 2>&1 || return 1
   ninja -C build -j16 step09_hopper io_model step10_decode test_decode_gpu test_decode_host > "$out/build09.log" 2>&1
+}
+task_python10() {
+  python3 -c "import torch, pytest" 2> /dev/null || { echo "python10: needs PyTorch and pytest"; return 1; }
+  cmake -S . -B build-py "${cfg[@]}" -DFS_STEPS="04;05;08;10" > "$out/configure_py.log" 2>&1 || return 1
+  ninja -C build-py -j16 fs_python > "$out/build_py.log" 2>&1 || { tail -20 "$out/build_py.log"; return 1; }
+  PYTHONPATH=build-py/python PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider \
+    tests/python/gpu/test_kvcache.py > "$out/pytest_kvcache.log" 2>&1
+  local rc=$?
+  tail -15 "$out/pytest_kvcache.log"
+  return $rc
 }
 task_decode() {
   local rc=0
