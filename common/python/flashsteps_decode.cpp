@@ -169,7 +169,7 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
   std::vector<std::int32_t> lens;
   if (seqlens_obj.is_none()) {
     p.cache_len = s.seqlen_cache;
-  } else if (PyIndex_Check(seqlens_obj.ptr()) && !py::isinstance<py::bool_>(seqlens_obj)) {
+  } else if (!py::hasattr(seqlens_obj, "__dlpack__")) {  // an int (a tensor has __index__ too: tested first)
     p.cache_len = int(fs::python::integer(seqlens_obj, "cache_seqlens", 0, s.seqlen_cache));
   } else {
     seqlens.emplace(seqlens_obj, "cache_seqlens", stream);

@@ -57,7 +57,7 @@ def test_paged_equals_contiguous(page):
     q, kc, vc = rand(B, n, H, d, seed=4), rand(B, S, Hk, d, seed=5), rand(B, S, Hk, d, seed=6)
     lens = torch.tensor([2048, 999], dtype=torch.int32)
     per = S // page
-    order = torch.randperm(B * per + 3, generator=torch.Generator().manual_seed(7))[:B * per]
+    order = torch.randperm(B * per + 3, generator=torch.Generator().manual_seed(7))[:B * per].cuda()
     pages_k = torch.zeros(B * per + 3, page, Hk, d, dtype=kc.dtype, device="cuda")
     pages_v = torch.zeros_like(pages_k)
     pages_k[order] = kc.reshape(B * per, page, Hk, d)
