@@ -125,7 +125,6 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   grid_dependents_launch();  // the combine (its dependent) may launch now; it waits for this grid to finish
   const DecodeCta cta(p, BN, kCausal);
   const Cache cache(p);  // contiguous or paged: one row address per key, either way
-  cache.prefetch_table(cta.cb, cta.tiles.first * BN, min(cta.key_end, (cta.tiles.first + cta.tiles.count) * BN));
   const int warp = threadIdx.x / 32;
   const int wk0 = warp * WK;  // the warp's keys in every tile: [wk0, wk0 + WK)
 

@@ -60,7 +60,6 @@ struct ContiguousCache {
   }
   __device__ __forceinline__ const E* k_row(int b, int hk, int key) const { return k + row(b, hk, key); }
   __device__ __forceinline__ const E* v_row(int b, int hk, int key) const { return v + row(b, hk, key); }
-  __device__ __forceinline__ void prefetch_table(int, int, int) const {}  // no table
 };
 
 // A paged cache, as flash_attn_with_kvcache's block_table defines it: K and V are
@@ -110,24 +109,6 @@ struct PagedCache {
   }
   __device__ __forceinline__ const E* k_row(int b, int hk, int key) const { return k + row(b, hk, key); }
   __device__ __forceinline__ const E* v_row(int b, int hk, int key) const { return v + row(b, hk, key); }
-
-  // The table's entries for keys [k0, k1) of sequence b pulled into L2 ahead of the loads that read
-  // them, by all the CTA's threads, a 128-byte line each. A line holds 32 entries: with pages of 16,
-  // a new one every 512 keys, whose first read would otherwise be a DRAM round trip on the copies'
-  // critical path (Nsight Compute: twice the long-scoreboard stalls of the contiguous cache at
-  // batch 1, 4K; docs/lab/10_decode.md). A hint: nothing waits for it.
-  __device__ __forceinline__ void prefetch_table(int b, int k0, int k1) const {
-#if defined(__CUDA_ARCH__)
-    if (k1 <= k0) return;
-    const std::int32_t* row0 = table + std::int64_t(b) * max_blocks;
-    const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(row0 + (k0 >> page_shift)) & ~std::uintptr_t(127);
-    const std::uintptr_t last = reinterpret_cast<std::uintptr_t>(row0 + ((k1 - 1) >> page_shift));
-    for (std::uintptr_t p = first + 128 * threadIdx.x; p <= last; p += 128 * blockDim.x)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#else
-    (void)b, (void)k0, (void)k1;
-#endif
-  }
 };
 
 // Rows [0, Tile::kRows) of a tile, row r's Tile::kCols elements at row_of(r) (a pointer, 16-byte
