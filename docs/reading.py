@@ -455,7 +455,7 @@ READING = {
         ("common/problem.hpp", ["as", "ScoreMods"], "a tensor's pointer as its element type; the window, softcap and "
                                                    "ALiBi as every step takes them"),
         ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch_untraced", "launch_dependent"],
-         "a launch without a tracing switch (tracing comes in phase 2), opting in to its shared memory; the "
+         "a launch without a tracing switch (step 10 is not traced yet), opting in to its shared memory; the "
          "combine's, as the split kernel's dependent"),
     ],
 }

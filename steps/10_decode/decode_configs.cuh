@@ -1,5 +1,6 @@
 // The split kernel's configuration per head dimension, as named fields, and what it implies
-// (DecodeTraits). First choices, not measured yet (phase 2 sweeps them on the H200):
+// (DecodeTraits). First choices; the split rule was measured around them on an H100
+// (docs/lab/10_decode.md), the tiles not yet:
 //
 //   kWarps        warps per CTA; each takes kBlockN / kWarps keys of every tile (its own keys, its
 //                 own running max, ℓ and O), so all of them hold all 16 query rows

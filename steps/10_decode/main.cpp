@@ -4,8 +4,8 @@
 //
 // Its own driver, not the table of steps (steps/registry.cpp) that the tour, the bench and the
 // tests iterate over: those hand every step common/problem.hpp's FwdParams, (B, H, N, d) tensors and
-// one length for all; a KV cache has other layouts, a length per sequence, and (phase 2) pages and
-// appends, which belong in this step's own struct (DecodeParams), not in FwdParams.
+// one length for all; a KV cache has other layouts, a length per sequence, pages and appends, which
+// belong in this step's own struct (DecodeParams), not in FwdParams.
 //
 // `step10_decode --tour` prints its row of the tour (common/tour.hpp) at the tour's size, as the
 // other steps' programs do, so that bash cmake/quickstart.sh runs it after step 09: the tour's
