@@ -118,3 +118,27 @@ TEST_CASE("step 10 on the CPU, append through cache_batch_idx", "[emulated][deco
   REQUIRE_FALSE(std::equal(got.k.begin() + 3 * seq, got.k.end(), cache.k.begin() + 3 * seq));
   fs::testing::require_decode_within_rule(want, true, got.o, got.lse, 75);
 }
+
+// With a window and no causal mask, flash_attn_with_kvcache still turns each new token's query at
+// its own position (local attention is positional): the reference turns them so, and the run must
+// equal it bit for bit, as the rotary cases above.
+TEST_CASE("step 10 on the CPU, append with rotary under a window", "[emulated][decode][append][rotary]") {
+  const DecodeShape s{2, 8, 2, 4, 200, 64};
+  for (bool interleaved : {false, true}) {
+    DYNAMIC_SECTION((interleaved ? "interleaved" : "halves")) {
+      fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(s, {50, 120}, DType::bf16, 301);
+      h.mods.window_left = 30;
+      h.mods.window_right = 2;
+      const auto k_new = fs::decoding::random_new_rows(s, DType::bf16, 302);
+      const auto v_new = fs::decoding::random_new_rows(s, DType::bf16, 303);
+      const auto rot = fs::decoding::rotary_tables(s.seqlen_cache, 64, interleaved, DType::bf16);
+      const fs::decoding::DecodeHost want = h.appended(k_new, v_new, &rot, true);  // windowed: per token
+      const auto got = fs::testing::decode_run(h, false, 3, true, &k_new, &v_new, &rot);
+      const auto plain = fs::testing::decode_run(want, false, 3, true);
+      REQUIRE(same_bits(got.k, want.k));
+      REQUIRE(got.o == plain.o);
+      REQUIRE(got.lse == plain.lse);
+      fs::testing::require_decode_within_rule(want, false, got.o, got.lse, 304);
+    }
+  }
+}

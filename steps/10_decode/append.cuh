@@ -72,9 +72,10 @@ __global__ void __launch_bounds__(kAppendThreads) decode_append_kernel(const Dec
     const std::int64_t row = c / chunks * s.d;  // the element offset of row (b, t, h)
     const int t = static_cast<int>(c / chunks / s.heads % s.new_tokens);
     const int b = static_cast<int>(c / chunks / s.heads / s.new_tokens);
-    // Causal: token t at its own position; else every token at the sequence's length (the rule of
-    // flash_attn_with_kvcache without a window).
-    const int pos = append_base(p, b) + (p.causal ? t : 0);
+    // Causal or windowed: token t at its own position; else every token at the sequence's length
+    // (flash_attn_with_kvcache's rule).
+    const bool per_token = p.causal || p.mods.window_left >= 0 || p.mods.window_right >= 0;
+    const int pos = append_base(p, b) + (per_token ? t : 0);
     E* q_rot = reinterpret_cast<E*>(reinterpret_cast<unsigned char*>(p.workspace) +
                                            rotary_q_offset(s, p.num_splits));
     append_chunk(q_rot + row + 8 * chunk, as<E>(p.q) + row, 8 * chunk, p, pos);

@@ -97,8 +97,8 @@ struct DecodeParams {
   // Rotary embedding (flash_attn_with_kvcache's rotary_cos, rotary_sin, rotary_interleaved), with an
   // append only: tables (rotary_len, rotary_dim / 2) of dtype, row `pos` holding cos and sin of
   // position pos's angles (rotary.hpp). As the append writes token t of sequence b it rotates the
-  // key at position cache_seqlens[b] + t; the queries are rotated at that position too when causal,
-  // and all at cache_seqlens[b] when not (flash_attn_with_kvcache's rule without a window), into
+  // key at position cache_seqlens[b] + t; the queries are rotated at that position too when causal
+  // or windowed, and all at cache_seqlens[b] when neither (flash_attn_with_kvcache's rule), into
   // the workspace (decode_workspace_bytes with rotary: q stays the caller's), where the split kernel
   // reads them. Columns past rotary_dim keep their values. A position past the tables is the
   // caller's error (rotary_unsupported checks the one-length form; the kernels clamp it).

@@ -56,8 +56,9 @@ struct DecodeHost {
   // lengths grown by n — the problem the kernels attend over after their append, so that the
   // reference of an appending run is decode_reference_row on it. Throws std::invalid_argument
   // with append_unsupported's line when a sequence would overflow seqlen_cache. With `rotary`, the
-  // new keys are turned at their positions seqlens[b] + t as they are written, and q (causal: at
-  // seqlens[b] + t; else at seqlens[b]), each value rounded to dtype, as the append kernel does.
+  // new keys are turned at their positions seqlens[b] + t as they are written, and q (causal, or
+  // `mods` windowed: at seqlens[b] + t; else at seqlens[b]), each value rounded to dtype, as the
+  // append kernel does. per_token: q at each token's position (pass causal || windowed).
   DecodeHost appended(const std::vector<float>& k_new, const std::vector<float>& v_new,
                       const RotaryTables* rotary = nullptr, bool causal = false) const;
 };

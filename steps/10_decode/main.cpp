@@ -253,7 +253,7 @@ class DecodeRun {
         k_new_->upload(k_new);
         v_new_->upload(v_new);
         if (opt.rotary_dim) rotary_ = rotary_tables(s_.seqlen_cache, opt.rotary_dim, opt.rotary_interleaved, opt.dtype);
-        host_ = host_.appended(k_new, v_new, opt.rotary_dim ? &rotary_ : nullptr, opt.causal);
+        host_ = host_.appended(k_new, v_new, opt.rotary_dim ? &rotary_ : nullptr, opt.causal || opt.mods.windowed());
       } else {
         fill_uniform(k_new_->get(), new_elems(), opt.dtype, opt.seed + 3);
         fill_uniform(v_new_->get(), new_elems(), opt.dtype, opt.seed + 4);
