@@ -23,3 +23,21 @@ def exported_symbols(path):
 def test_the_module_exports_its_entry_point_only():
     symbols = exported_symbols(flashsteps._flashsteps.__file__)
     assert symbols == ["PyInit__flashsteps"], f"{len(symbols)} symbols exported, e.g. {symbols[:8]}"
+
+
+def test_flash_attn_interface_names_and_refusals():
+    """flashsteps.flash_attn_interface has flash_attn's names; what it refuses it refuses before any
+    kernel runs (the kernels' own tests, on a GPU: tests/python/gpu/test_flash_attn_interface.py)."""
+    import numpy as np
+    import pytest
+    from flashsteps import flash_attn_interface as fai
+
+    for name in fai.__all__:
+        assert callable(getattr(fai, name)), name
+    with pytest.raises(ValueError, match="return_attn_probs"):
+        fai.flash_attn_func(None, None, None, return_attn_probs=True)
+    with pytest.raises(ValueError, match="block_table"):
+        fai.flash_attn_varlen_func(None, None, None, None, None, 1, 1, block_table=object())
+    x = np.zeros((1, 4, 2, 8), np.float32)
+    with pytest.raises(TypeError, match="PyTorch tensors"):
+        fai.flash_attn_func(x, x, x)
