@@ -479,7 +479,7 @@ def python_child(calls, seed):
             if rng.random() < 0.3:
                 kw[key] = rng.choice(good if clean or rng.random() < 0.5 else bad)
         fn = rng.choice(["reference", "reference", "check", "reference_backward", "check_backward", "alibi_slopes",
-                         "attention_into"])
+                         "attention_into", "decode"])
         print(f"call {i}: {fn} q{qs} k{ks} {np.dtype(dt).name} {sorted(kw)}", flush=True)
         start = time.monotonic()
         try:  # the arguments, made here: NumPy's own refusals (a shape past memory) are not the module's
@@ -510,6 +510,16 @@ def python_child(calls, seed):
                 flashsteps.check_backward(q, k, v, q, k, v, other, **kw)
             elif fn == "alibi_slopes":
                 flashsteps.alibi_slopes(rng.choice([0, -1, 1, 3, 2 ** 20, 2 ** 30, 2 ** 31, 2 ** 64, 2.5, "8"]))
+            elif fn == "decode":  # step 10's call, where the module has it: its keywords, then the tensors
+                decode = getattr(flashsteps._flashsteps, "_decode", None)
+                if decode is None:
+                    raise TypeError("no step 10 in this build")
+                dkw = {key: rng.choice(values) for key, values in (
+                    ("cache_seqlens", [None, 0, 5, -1, 2 ** 40, "5", 1.5, q]), ("num_splits", [0, 3, -1, 129, 2 ** 70]),
+                    ("window_size", [(-1, -1), (2, 0), (-3, 0), (2 ** 40, 1), 5]), ("softcap", [0.0, 5.0, float("nan"), -1]),
+                    ("stream", [0, -1, 2 ** 70, "0"]), ("block_table", [None, q]), ("rotary_cos", [None, k]))
+                    if rng.random() < 0.4}
+                decode(q, k, v, other, np.zeros(1, np.float32), **dkw)
             else:
                 flashsteps.attention_into(q, k, v, other, np.zeros(1, np.float32), **kw)
             result = "returned"
