@@ -1,5 +1,6 @@
-// What step 10's tests (emulated and GPU) share: a case's name for its DYNAMIC_SECTION, and a run's
-// O and LSE held to the project's rule against the fp64 reference.
+// What step 10's tests (emulated and GPU) share: a case's name for its DYNAMIC_SECTION, a run's
+// O and LSE held to the project's rule against the fp64 reference, the score modifiers' cases, and
+// a cache_batch_idx problem's cache gathered by hand.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/dtype.hpp"
+#include "common/reference.hpp"
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 
@@ -36,6 +38,41 @@ inline void require_decode_within_rule(const decoding::DecodeHost& h, bool causa
       decoding::verify_decode(h, 1.f / std::sqrt(float(h.shape.d)), causal, o.data(), lse.data(), seed, budget);
   INFO(report.summary());
   REQUIRE(report.pass());
+}
+
+// A case of the score modifiers (DecodeParams::mods): the window (−1: that side unbounded), the
+// softcap (0: none), the standard ALiBi slopes or none.
+struct ModsCase {
+  int left, right;
+  float softcap;
+  bool alibi;
+  void apply(decoding::DecodeHost& h) const {
+    h.mods.window_left = left;
+    h.mods.window_right = right;
+    h.mods.softcap = softcap;
+    if (alibi) h.mods.alibi_slopes = alibi_slopes(h.shape.heads);
+  }
+  std::string name(bool causal, int splits) const {
+    std::ostringstream out;
+    out << "window (" << left << ", " << right << ") softcap " << softcap << (alibi ? " alibi" : "")
+        << (causal ? " causal" : "") << " splits=" << splits;
+    return out.str();
+  }
+};
+
+// h (a batch reading `cache`'s sequences through h.cache_batch_idx, batch_from_cache) with those
+// sequences copied into batch order: the same problem without cache_batch_idx.
+inline decoding::DecodeHost gathered_by_hand(const decoding::DecodeHost& h, const decoding::DecodeHost& cache) {
+  decoding::DecodeHost g = h;
+  g.cache_batch_idx.clear();
+  g.k.clear();
+  g.v.clear();
+  const std::size_t seq = std::size_t(cache.shape.seqlen_cache) * cache.shape.heads_kv * cache.shape.d;
+  for (std::int32_t i : h.cache_batch_idx) {
+    g.k.insert(g.k.end(), cache.k.begin() + i * seq, cache.k.begin() + (i + 1) * seq);
+    g.v.insert(g.v.end(), cache.v.begin() + i * seq, cache.v.begin() + (i + 1) * seq);
+  }
+  return g;
 }
 
 }  // namespace fs::testing

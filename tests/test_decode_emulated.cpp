@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "steps/10_decode/decode.hpp"
-#include "common/reference.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 #include "tests/decode_checks.hpp"
@@ -154,15 +153,7 @@ TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[e
   const DecodeShape cache_shape{5, 16, 4, 2, 900, 128};
   const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 777, 900, 5}, DType::bf16, 61);
   const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 62);
-  fs::decoding::DecodeHost gathered = h;  // the same problem, its cache's sequences copied into batch order
-  gathered.cache_batch_idx.clear();
-  gathered.k.clear();
-  gathered.v.clear();
-  const std::size_t seq = std::size_t(cache_shape.seqlen_cache) * cache_shape.heads_kv * cache_shape.d;
-  for (std::int32_t i : h.cache_batch_idx) {
-    gathered.k.insert(gathered.k.end(), cache.k.begin() + i * seq, cache.k.begin() + (i + 1) * seq);
-    gathered.v.insert(gathered.v.end(), cache.v.begin() + i * seq, cache.v.begin() + (i + 1) * seq);
-  }
+  const auto gathered = fs::testing::gathered_by_hand(h, cache);
   for (int splits : {1, 3})
     for (bool causal : {false, true}) {
       DYNAMIC_SECTION("splits=" << splits << (causal ? " causal" : "")) {
@@ -180,24 +171,15 @@ TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[e
 // (the window's first key differs per sequence and row), splits 1 and 3 (a window leaves some
 // splits no tile): against the fp64 reference, which applies them as step 08's features do.
 TEST_CASE("step 10 on the CPU: sliding window, softcap and ALiBi", "[emulated][decode][mods]") {
-  struct Mods {
-    int left, right;
-    float softcap;
-    bool alibi;
-  };
-  const Mods cases[] = {{100, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, false},
-                        {-1, -1, 0.f, true},   {250, 0, 30.f, true}, {0, 0, 0.f, false}};
+  const fs::testing::ModsCase cases[] = {{100, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, false},
+                                         {-1, -1, 0.f, true},   {250, 0, 30.f, true}, {0, 0, 0.f, false}};
   const DecodeShape s{3, 8, 2, 4, 1000, 128};
-  for (const Mods& c : cases)
+  for (const fs::testing::ModsCase& c : cases)
     for (bool causal : {false, true})
       for (int splits : {1, 3}) {
-        DYNAMIC_SECTION("window (" << c.left << ", " << c.right << ") softcap " << c.softcap << (c.alibi ? " alibi" : "")
-                                   << (causal ? " causal" : "") << " splits=" << splits) {
+        DYNAMIC_SECTION(c.name(causal, splits)) {
           auto h = fs::decoding::random_decode_problem(s, {1000, 333, 2}, DType::bf16, 91 + splits);
-          h.mods.window_left = c.left;
-          h.mods.window_right = c.right;
-          h.mods.softcap = c.softcap;
-          if (c.alibi) h.mods.alibi_slopes = fs::alibi_slopes(s.heads);
+          c.apply(h);
           const auto got = fs::testing::decode_run(h, causal, splits);
           fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 92);
         }

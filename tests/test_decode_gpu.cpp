@@ -17,7 +17,6 @@
 #include "common/device.hpp"
 #include "common/verify.hpp"
 #include "steps/10_decode/decode.hpp"
-#include "common/reference.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 #include "tests/decode_checks.hpp"
@@ -277,15 +276,7 @@ TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[g
   const DecodeShape cache_shape{5, 32, 8, 1, 9000, 128};
   const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 7777, 9000, 5}, DType::bf16, 81);
   const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 82);
-  fs::decoding::DecodeHost gathered = h;
-  gathered.cache_batch_idx.clear();
-  gathered.k.clear();
-  gathered.v.clear();
-  const std::size_t seq = std::size_t(cache_shape.seqlen_cache) * cache_shape.heads_kv * cache_shape.d;
-  for (std::int32_t i : h.cache_batch_idx) {
-    gathered.k.insert(gathered.k.end(), cache.k.begin() + i * seq, cache.k.begin() + (i + 1) * seq);
-    gathered.v.insert(gathered.v.end(), cache.v.begin() + i * seq, cache.v.begin() + (i + 1) * seq);
-  }
+  const auto gathered = fs::testing::gathered_by_hand(h, cache);
   const int S = fs::decoding::num_splits(4, 8, 9000, fs::query_device().sm_count);
   const GpuOutputs got = run_gpu(h, false, S), want = run_gpu(gathered, false, S);
   REQUIRE(got.o == want.o);
@@ -295,23 +286,15 @@ TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[g
 
 // The score modifiers (the emulated test's cases, a longer cache and the rule's splits).
 TEST_CASE("step 10 on the GPU: sliding window, softcap and ALiBi", "[gpu][decode][mods]") {
-  struct Mods {
-    int left, right;
-    float softcap;
-    bool alibi;
-  };
-  const Mods cases[] = {{1000, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, true}, {2500, 0, 30.f, true}};
+  const fs::testing::ModsCase cases[] = {{1000, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, true},
+                                         {2500, 0, 30.f, true}};
   const DecodeShape s{3, 32, 8, 4, 9000, 128};
   const int S = fs::decoding::num_splits(s.batch, s.heads_kv, 9000, fs::query_device().sm_count, s.row_blocks());
-  for (const Mods& c : cases)
+  for (const fs::testing::ModsCase& c : cases)
     for (bool causal : {false, true}) {
-      DYNAMIC_SECTION("window (" << c.left << ", " << c.right << ") softcap " << c.softcap << (c.alibi ? " alibi" : "")
-                                 << (causal ? " causal" : "") << " splits=" << S) {
+      DYNAMIC_SECTION(c.name(causal, S)) {
         auto h = fs::decoding::random_decode_problem(s, {9000, 4321, 2}, DType::bf16, 93);
-        h.mods.window_left = c.left;
-        h.mods.window_right = c.right;
-        h.mods.softcap = c.softcap;
-        if (c.alibi) h.mods.alibi_slopes = fs::alibi_slopes(s.heads);
+        c.apply(h);
         const GpuOutputs got = run_gpu(h, causal, S);
         fs::testing::require_decode_within_rule(h, causal, got.o, got.lse, 94);
       }

@@ -16,8 +16,8 @@ heads over 8 K/V heads, as issue "Step 10: decoding" asks):
                            CTAs (split_rule = 0)
 Every row is written to --csv with the bytes the run must move (K and V of the keys, q, O and LSE:
 the same count for every implementation) and GB/s. Timed alike: warm-up, then the median of --reps
-runs, each after the L2 flush enqueued 32 times (common/timing.hpp); the step's rows are its own
-program's measurement. The summary printed last (and by --summary CSV alone) puts each shape's
+runs, each after the L2 flush enqueued 32 times (common/timing.hpp; torch_sdpa.py's time_ms); the
+step's rows are its own program's measurement. The summary printed last (and by --summary CSV alone) puts each shape's
 times side by side with the fraction of the copy rate.
 """
 import argparse
@@ -30,7 +30,6 @@ import sys
 
 HEADER = ("gpu,impl,dtype,batch,heads,heads_kv,cache_len,new_tokens,d,causal,page_size,append,splits,split_rule,"
           "median_us,bytes,gbps,commit,date")
-HOLD_FLUSHES = 32  # as L2Flusher::kHoldFlushes
 SWEEP = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 40, 48, 64, 96, 128)  # --sweep's split counts
 
 
@@ -39,23 +38,10 @@ def run_bytes(B, H, Hkv, L, n, d, elem):
     return 2 * elem * B * L * Hkv * d + 2 * elem * B * n * H * d + 4 * B * H * n
 
 
-def time_us(torch, fn, reps, warmup=3):
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        for _ in range(HOLD_FLUSHES):
-            flush.zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
-    return statistics.median(times)
+def time_us(fn, reps):
+    """torch_sdpa.py's timing (the L2 flush held before each run, median of reps), in µs."""
+    from torch_sdpa import time_ms  # beside this script
+    return 1e3 * time_ms(fn, reps)
 
 
 class Rows:
@@ -77,7 +63,7 @@ def copy_rate(torch, rows, reps):
     n = 1 << 31
     src = torch.empty(n, dtype=torch.uint8, device="cuda").fill_(1)
     dst = torch.empty_like(src)
-    us = time_us(torch, lambda: dst.copy_(src), reps)
+    us = time_us(lambda: dst.copy_(src), reps)
     rows.add("copy", "u8", 1, 1, 1, n, 1, 1, us, 2 * n)
     del src, dst
     torch.cuda.empty_cache()
@@ -104,7 +90,7 @@ def torch_rows(torch, args, rows, B, L):
                 with sdpa_kernel(backends[name]):
                     fn = lambda: F.scaled_dot_product_attention(qq, k, v, **kw)  # noqa: E731
                     fn()
-                    us = time_us(torch, fn, args.reps)
+                    us = time_us(fn, args.reps)
                 rows.add(name + suffix, args.dtype, B, H, Hkv, L, n, d, us, nbytes)
             except RuntimeError as e:
                 print(f"  {name}{suffix} B={B} L={L}: skipped ({str(e).splitlines()[0][:120]})", file=sys.stderr)

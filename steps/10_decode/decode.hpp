@@ -129,11 +129,14 @@ struct DecodeParams {
 // and with rotary (DecodeParams::rotary_dim > 0) the rotated queries after them, q's layout and
 // its 2-byte elements, at rotary_q_offset bytes (16-byte aligned).
 std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits, bool rotary = false);
-__host__ __device__ inline std::size_t rotary_q_offset(const DecodeShape& s, int num_splits) {
+// The partial results' bytes alone (0 for one split), and where the rotated queries start.
+__host__ __device__ inline std::size_t partials_bytes(const DecodeShape& s, int num_splits) {
   if (num_splits <= 1) return 0;
-  const std::size_t partials = sizeof(float) * static_cast<std::size_t>(s.rows()) *
-                               static_cast<std::size_t>(num_splits) * static_cast<std::size_t>(s.d + 1);
-  return (partials + 15) / 16 * 16;
+  return sizeof(float) * static_cast<std::size_t>(s.rows()) * static_cast<std::size_t>(num_splits) *
+         static_cast<std::size_t>(s.d + 1);
+}
+__host__ __device__ inline std::size_t rotary_q_offset(const DecodeShape& s, int num_splits) {
+  return (partials_bytes(s, num_splits) + 15) / 16 * 16;
 }
 
 // Empty when the kernels take this problem; otherwise why not, in one line (decode_forward throws

@@ -10,10 +10,7 @@
 namespace fs::decoding {
 
 std::size_t decode_workspace_bytes(const DecodeShape& s, int num_splits, bool rotary) {
-  const std::size_t partials = num_splits <= 1 ? 0
-                                               : sizeof(float) * static_cast<std::size_t>(s.rows()) *
-                                                     static_cast<std::size_t>(num_splits) * static_cast<std::size_t>(s.d + 1);
-  if (!rotary) return partials;
+  if (!rotary) return partials_bytes(s, num_splits);  // o_part (rows, splits, d), then lse_part (rows, splits)
   return rotary_q_offset(s, num_splits) + 2 * static_cast<std::size_t>(s.q_elems());  // q's 2-byte elements
 }
 
