@@ -32,15 +32,59 @@ std::string backward_trace_path(const std::string& path) {
   return base + ".bwd.json";
 }
 
-trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
-                         const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
-                         const nvtx_tool::Capture& host, const SmyrfClusters* clusters) {
+trace::Trace trace_of_run(const DeviceInfo& dev, const trace::DeviceSink& sink, const nvtx_tool::Capture& host) {
   trace::Trace t;
   trace::Meta& m = t.meta;
   m.gpu = dev.name;
   m.driver = driver_text(dev.driver_version);
   m.commit = build_commit();
   m.date = today_utc();
+  m.Br = sink.Br();
+  m.Bc = sink.Bc();
+  m.sram_budget_bytes = static_cast<std::int64_t>(dev.smem_per_block_optin);
+  m.smem_per_cta_bytes = sink.max_smem_per_cta();
+  m.event_cap = sink.effective_cap();
+
+  // t0: the first host range's start, or the first launch's when NVTX went to another tool.
+  std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
+  for (const auto& r : host.ranges) t0 = std::min(t0, static_cast<std::int64_t>(r.ts_ns));
+  for (const auto& k : sink.captures()) t0 = std::min(t0, k.launch_begin_ns);
+  if (t0 == std::numeric_limits<std::int64_t>::max()) t0 = 0;
+
+  trace::decode_kernels(sink.captures(), t0, t);
+  t.ranges = host.ranges;
+  t.marks = host.marks;
+  t.buffers = host.buffers;
+  for (auto& r : t.ranges) r.ts_ns -= double(t0);
+  for (auto& mk : t.marks) mk.ts_ns -= double(t0);
+  return t;
+}
+
+void list_tensors(trace::Trace& t, const std::vector<trace::Tensor>& io) {
+  using trace::Tensor;
+  trace::Meta& m = t.meta;
+  std::vector<bool> listed(trace::kTensorCount, false);
+  for (Tensor id : io) listed[static_cast<int>(id)] = true;
+  for (const auto& e : t.events) listed[static_cast<int>(e.tensor)] = true;
+  for (const auto& u : m.untraced)
+    for (Tensor w : u.writes) listed[static_cast<int>(w)] = true;
+  listed[static_cast<int>(Tensor::None)] = false;
+  m.tensors.clear();
+  for (int i = 0; i < trace::kTensorCount; ++i) {
+    if (!listed[i]) continue;
+    trace::TensorInfo ti;
+    ti.id = static_cast<Tensor>(i);
+    ti.shape = trace::tensor_shape(ti.id, m);
+    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(ti.id, m.dtype);
+    m.tensors.push_back(std::move(ti));
+  }
+}
+
+trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSettings& settings,
+                         const DeviceInfo& dev, const std::string& pass, const trace::DeviceSink& sink,
+                         const nvtx_tool::Capture& host, const SmyrfClusters* clusters) {
+  trace::Trace t = trace_of_run(dev, sink, host);
+  trace::Meta& m = t.meta;
   m.step = step.id;
   m.variant = step.variants.empty() ? "" : step.variants[settings.variant];
   m.pass = pass;
@@ -53,14 +97,9 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
   m.dropout = settings.dropout.p;
   m.dtype = dtype_name(settings.dtype);
   if (settings.mask) m.block_mask = describe(*settings.mask);
-  m.Br = sink.Br();
-  m.Bc = sink.Bc();
-  m.sram_budget_bytes = static_cast<std::int64_t>(dev.smem_per_block_optin);
-  m.smem_per_cta_bytes = sink.max_smem_per_cta();
   const IoCount io = pass_io(step, shape, settings, pass);
   m.io_read_bytes = io.read_bytes;
   m.io_write_bytes = io.write_bytes;
-  m.event_cap = sink.effective_cap();
   if (clusters) {
     m.clusters.hashes = clusters->hashes;
     m.clusters.q_cluster = clusters->geo.q_cluster;
@@ -75,38 +114,11 @@ trace::Trace build_trace(const StepInfo& step, const Shape& shape, const PassSet
       m.untraced.push_back(std::move(x));
     }
 
-  // t0: the first host range's start, or the first launch's when NVTX went to another tool.
-  std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
-  for (const auto& r : host.ranges) t0 = std::min(t0, static_cast<std::int64_t>(r.ts_ns));
-  for (const auto& k : sink.captures()) t0 = std::min(t0, k.launch_begin_ns);
-  if (t0 == std::numeric_limits<std::int64_t>::max()) t0 = 0;
-
-  trace::decode_kernels(sink.captures(), t0, t);
-  t.ranges = host.ranges;
-  t.marks = host.marks;
-  t.buffers = host.buffers;
-  for (auto& r : t.ranges) r.ts_ns -= double(t0);
-  for (auto& mk : t.marks) mk.ts_ns -= double(t0);
-
-  // The pass's inputs and outputs, then whatever else the events touch (S, P, dP, ...).
-  std::vector<bool> listed(trace::kTensorCount, false);
   using trace::Tensor;
   const std::vector<Tensor> fwd = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
   const std::vector<Tensor> bwd = {Tensor::Q,  Tensor::K,  Tensor::V,  Tensor::O, Tensor::LSE,
                                    Tensor::dO, Tensor::dQ, Tensor::dK, Tensor::dV};
-  for (Tensor id : pass == "fwd" ? fwd : bwd) listed[static_cast<int>(id)] = true;
-  for (const auto& e : t.events) listed[static_cast<int>(e.tensor)] = true;
-  for (const auto& u : m.untraced)
-    for (Tensor w : u.writes) listed[static_cast<int>(w)] = true;
-  listed[static_cast<int>(Tensor::None)] = false;
-  for (int i = 0; i < trace::kTensorCount; ++i) {
-    if (!listed[i]) continue;
-    trace::TensorInfo ti;
-    ti.id = static_cast<Tensor>(i);
-    ti.shape = trace::tensor_shape(ti.id, shape.B, shape.H, shape.N, shape.d, m.clusters.hashes);
-    ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(ti.id, m.dtype);
-    m.tensors.push_back(std::move(ti));
-  }
+  list_tensors(t, pass == "fwd" ? fwd : bwd);
   return t;
 }
 

@@ -29,6 +29,17 @@ struct TraceFile {
 // Where the backward's trace goes when the forward's goes to `path`.
 std::string backward_trace_path(const std::string& path);
 
+// What every traced pass's file holds alike, whatever its step: the device and the build in the
+// metadata (gpu, driver, commit, date, tiles, shared memory, event cap), the kernels, tracks and
+// events from the sink's records, and the host ranges, marks and buffers from the NVTX capture,
+// times relative to t0 (the first host range's start, or the first launch's). The step fills in
+// the rest of the metadata (a step of its own driver, step 10, too), then list_tensors.
+trace::Trace trace_of_run(const DeviceInfo& dev, const trace::DeviceSink& sink, const nvtx_tool::Capture& host);
+
+// Meta::tensors: `io` (the pass's inputs and outputs), then whatever else the events touch (S, P,
+// dP, ...) or an untraced step writes, each at its shape for t.meta (trace::tensor_shape).
+void list_tensors(trace::Trace& t, const std::vector<trace::Tensor>& io);
+
 // The trace of one pass: metadata from the step, shape, settings and device; kernels, tracks
 // and events from the sink's records; host ranges, marks and buffers from the NVTX capture.
 // Times are relative to t0, the start of the first host range (or of the first launch).

@@ -241,6 +241,72 @@ TEST_CASE("a clustered trace is checked through its orders", "[trace][validate][
   }
 }
 
+TEST_CASE("a decoding trace is checked against its KV cache", "[trace][validate][decode]") {
+  SECTION("as recorded, it adds up: the cache's shapes, its slots, the model's bytes") {
+    const auto r = fs::trace::validate(fs::test::decode_trace());
+    INFO(joined(r));
+    REQUIRE(r.ok());
+    REQUIRE(r.read_bytes == 184);
+    REQUIRE(r.write_bytes == 128);
+  }
+  SECTION("K and V are shaped by the cache's slots, S by the group's rows and the room") {
+    const Trace t = fs::test::decode_trace();
+    REQUIRE(fs::trace::tensor_shape(Tensor::K, t.meta) == std::vector<std::int64_t>{1, 1, 10, 2});
+    REQUIRE(fs::trace::tensor_shape(Tensor::S, t.meta) == std::vector<std::int64_t>{2, 1, 2, 4});
+    REQUIRE(fs::trace::tensor_shape(Tensor::OPart, t.meta) == std::vector<std::int64_t>{2, 2, 2, 2});
+    REQUIRE(fs::trace::tensor_shape(Tensor::LSE, t.meta) == std::vector<std::int64_t>{2, 2, 1});
+  }
+  SECTION("a load of a page no sequence's keys are on (page 2: slots 4, 5)") {
+    Trace t = fs::test::decode_trace();
+    find_event(t, Kind::Load, Tensor::V, 1).row0 = 4;  // sequence 0's key 2 read from slot 4, not 2
+    REQUIRE_THAT(errors_of(t), Catch::Contains("touches slot 4, which holds no sequence's key"));
+  }
+  SECTION("a load past a sequence's keys: slot 3 is page 1's second row, but sequence 0 has 3 keys") {
+    Trace t = fs::test::decode_trace();
+    Event& k = find_event(t, Kind::Load, Tensor::K, 1);
+    k.rows = 2;
+    k.bytes = 8;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("touches slot 3, which holds no sequence's key"));
+  }
+  SECTION("a cache row outside the cache") {
+    Trace t = fs::test::decode_trace();
+    find_event(t, Kind::Load, Tensor::K, 3).row0 = 9;  // rows 9, 10 of 10
+    REQUIRE_THAT(errors_of(t), Catch::Contains("is outside K (1, 1, 10, 2)"));
+  }
+  SECTION("a block table entry outside the cache, lengths past the room, a table too short") {
+    Trace t = fs::test::decode_trace();
+    t.meta.cache.block_table[3] = 5;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("the block table names page 5, outside the cache"));
+    t = fs::test::decode_trace();
+    t.meta.cache.lengths[1] = 5;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("sequence 1 holds 5 keys, outside [0, seqlen_cache]"));
+    t = fs::test::decode_trace();
+    t.meta.cache.block_table = {3, 1};
+    REQUIRE_THAT(errors_of(t), Catch::Contains("the block table's rows hold fewer than seqlen_cache keys"));
+  }
+  SECTION("a partial the combine does not read: the bytes fall short of the model") {
+    Trace t = fs::test::decode_trace();
+    find_event(t, Kind::Load, Tensor::OPart, 2).kind = Kind::AccumulateO;
+    find_event(t, Kind::AccumulateO, Tensor::OPart).bytes = 0;
+    REQUIRE_THAT(errors_of(t), Catch::Contains("non-cached loads move 168 bytes, but the IO model reads 184"));
+  }
+  SECTION("the cache's fields survive the file: written, read back, still valid") {
+    const Trace t = fs::test::decode_trace();
+    const Trace back = fs::trace::parse_trace(fs::trace::trace_to_json(t));
+    REQUIRE(back.meta.cache.on());
+    REQUIRE(back.meta.cache.block_table == t.meta.cache.block_table);
+    REQUIRE(back.meta.cache.lengths == t.meta.cache.lengths);
+    REQUIRE(back.meta.cache.splits == 2);
+    REQUIRE(back.meta.cache.page_size == 2);
+    REQUIRE(fs::trace::validate(back).ok());
+  }
+  SECTION("the reader refuses a block table that names a page past the slots") {
+    Trace t = fs::test::decode_trace();
+    t.meta.cache.block_table[0] = 7;
+    REQUIRE_THROWS_WITH(fs::trace::parse_trace(fs::trace::trace_to_json(t)), Catch::Contains("block_table"));
+  }
+}
+
 TEST_CASE("messages of one kind are capped and counted", "[trace][validate]") {
   Trace t = fs::test::good_trace();
   for (auto& e : t.events) e.bh = 7;

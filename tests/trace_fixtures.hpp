@@ -97,7 +97,7 @@ inline void list_tensors(trace::Meta& m, std::initializer_list<trace::Tensor> id
   for (trace::Tensor id : ids) {
     trace::TensorInfo ti;
     ti.id = id;
-    ti.shape = trace::tensor_shape(id, m.B, m.H, m.N, m.d, m.clusters.hashes);
+    ti.shape = trace::tensor_shape(id, m);
     ti.bytes = trace::shape_elems(ti.shape) * trace::element_bytes(id, m.dtype);
     m.tensors.push_back(ti);
   }
@@ -230,6 +230,67 @@ inline trace::Trace laned_trace() {
   }
   for (const auto& e : t.events)
     (e.kind == Kind::Load ? m.io_read_bytes : m.io_write_bytes) += e.bytes;
+  return t;
+}
+
+// A decoding trace (step 10) that adds up: B = 2 sequences, H = 2 query heads over one K/V head,
+// one new token, d = 2, bf16; a paged cache of five pages of 2 keys (slots 0..9), sequence 0's
+// three keys on pages 3 and 1 (slots 6, 7, 2), sequence 1's four on pages 0 and 4 (slots 0, 1, 8,
+// 9), page 2 unused; two splits of tiles of 2 keys, then the combine. Reads 184 bytes: Q 4 × 8,
+// K and V 56, the combine's partials 96; writes 128: the partials 96, O and LSE 32.
+inline trace::Trace decode_trace() {
+  using trace::Kind;
+  using trace::Tensor;
+  trace::Trace t;
+  trace::Meta& m = t.meta;
+  m = fixture_meta("10_decode", "paged");
+  m.B = 2;
+  m.H = 2;
+  m.N = 1;
+  m.d = 2;
+  m.dtype = "bf16";
+  m.event_cap = 64;
+  m.Br = 16;
+  m.Bc = 2;
+  trace::KvCache& c = m.cache;
+  c.heads_kv = 1;
+  c.seqlen_cache = 4;
+  c.slots = 10;
+  c.page_size = 2;
+  c.splits = 2;
+  c.lengths = {3, 4};
+  c.block_table = {3, 1, 0, 4};
+  m.io_read_bytes = 184;
+  m.io_write_bytes = 128;
+  list_tensors(m, {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE, Tensor::S, Tensor::OPart, Tensor::LSEPart});
+  t.ranges = {{"decode_forward (traced)", 0, 9000, 0}, {"decode_split_kernel", 100, 4000, 1},
+              {"decode_combine_kernel", 4200, 3000, 1}};
+
+  TraceBuilder b(t);
+  const int split = b.kernel("decode_split_kernel", 4, 100, 4000);
+  const int combine = b.kernel("decode_combine_kernel", 1, 4200, 3000);
+  // CTA (sequence, split): its slots of K and V, and its tile's keys.
+  struct Cta { int b, split, slot0, n_keys, key0; };
+  const Cta ctas[] = {{0, 0, 6, 2, 0}, {0, 1, 2, 1, 2}, {1, 0, 0, 2, 0}, {1, 1, 8, 2, 2}};
+  for (int i = 0; i < 4; ++i) {
+    const Cta& x = ctas[i];
+    const int tr = b.track(split, i, i);
+    for (int h = 0; h < 2; ++h) b.event(tr, Kind::Load, Tensor::Q, 0, 1, 0, 2, 50).bh = 2 * x.b + h;
+    b.event(tr, Kind::Load, Tensor::K, x.slot0, x.n_keys, 0, 2, 100);
+    b.event(tr, Kind::Load, Tensor::V, x.slot0, x.n_keys, 0, 2, 100);
+    b.event(tr, Kind::ComputeS, Tensor::S, 0, 2, x.key0, x.n_keys, 200).bh = x.b;
+    for (int h = 0; h < 2; ++h) {
+      b.event(tr, Kind::Store, Tensor::OPart, x.split, 1, 0, 2, 50).bh = 2 * x.b + h;
+      b.event(tr, Kind::Store, Tensor::LSEPart, x.split, 1, 0, 1, 50).bh = 2 * x.b + h;
+    }
+  }
+  const int tc = b.track(combine, 0, 0);
+  for (int bh = 0; bh < 4; ++bh) {
+    b.event(tc, Kind::Load, Tensor::LSEPart, 0, 2, 0, 1, 50).bh = bh;
+    b.event(tc, Kind::Load, Tensor::OPart, 0, 2, 0, 2, 50).bh = bh;
+    b.event(tc, Kind::Store, Tensor::O, 0, 1, 0, 2, 50).bh = bh;
+    b.event(tc, Kind::Store, Tensor::LSE, 0, 1, 0, 1, 50).bh = bh;
+  }
   return t;
 }
 

@@ -17,7 +17,7 @@ static_assert(std::size(kKindNames) == kKindCount, "a name for every kind");
 // Indexed by the Tensor value; "none" is never written to a file.
 constexpr const char* kTensorNames[kTensorCount] = {
     "none", "Q", "K", "V", "O", "LSE", "S", "P", "dO", "dQ", "dK", "dV", "dP", "dS", "D", "m", "l", "dQacc",
-    "order", "sort_key",
+    "order", "sort_key", "k_new", "v_new", "o_part", "lse_part",
 };
 
 }  // namespace
@@ -76,10 +76,33 @@ std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d, int
   }
 }
 
+std::vector<std::int64_t> tensor_shape(Tensor t, const Meta& m) {
+  const KvCache& c = m.cache;
+  if (!c.on()) return tensor_shape(t, m.B, m.H, m.N, m.d, m.clusters.hashes);
+  const std::int64_t splits = c.splits;
+  switch (t) {
+    case Tensor::K:
+    case Tensor::V:
+      return {1, c.heads_kv, c.slots, m.d};
+    case Tensor::KNew:
+    case Tensor::VNew:
+      return {m.B, c.heads_kv, m.N, m.d};
+    case Tensor::S:
+      return {m.B, c.heads_kv, std::int64_t(m.H / c.heads_kv) * m.N, c.seqlen_cache};
+    case Tensor::OPart:
+      return {m.B, m.H, m.N * splits, m.d};
+    case Tensor::LSEPart:
+      return {m.B, m.H, m.N * splits};
+    default:
+      return tensor_shape(t, m.B, m.H, m.N, m.d, m.clusters.hashes);
+  }
+}
+
 int element_bytes(Tensor t, const std::string& dtype) {
   if (t == Tensor::Order) return 4;
   if (t == Tensor::SortKey) return 8;
-  const bool fp32 = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L || t == Tensor::dQacc;
+  const bool fp32 = t == Tensor::LSE || t == Tensor::D || t == Tensor::M || t == Tensor::L || t == Tensor::dQacc ||
+                    t == Tensor::OPart || t == Tensor::LSEPart;
   return !fp32 && (dtype == "bf16" || dtype == "fp16") ? 2 : 4;
 }
 

@@ -30,6 +30,9 @@ inline bool valid_tensor(unsigned v) { return v < unsigned(kTensorCount); }
 // (B, H, N, d) for Q..dV, (B, H, N, N) for S, P, dP, dS, (B, H, N) for LSE, D, m, l,
 // (B, H, N, 2·hashes) for a clustering's order and sort_key. Empty for Tensor::None.
 std::vector<std::int64_t> tensor_shape(Tensor t, int B, int H, int N, int d, int hashes = 0);
+// The same for a trace's metadata: with a KV cache (Meta::cache, a decoding trace) K, V, S and the
+// decoding tensors as KvCache lays them out; else the shape above.
+std::vector<std::int64_t> tensor_shape(Tensor t, const Meta& m);
 
 // Whether a clustered event's slots of `t` go through the key order (K, V, dK, dV) rather than
 // the query order (Event::round).
@@ -39,8 +42,9 @@ bool key_side(Tensor t);
 std::int64_t shape_elems(const std::vector<std::int64_t>& shape);
 
 // Bytes of one element of tensor `t` in a run of `dtype` ("fp32", "bf16", "fp16"): the row
-// statistics (LSE, D, m, l) and the dQ accumulator (dQacc) are float32 always, an order int32,
-// a sort key a float and an int32; the rest are of the run's dtype.
+// statistics (LSE, D, m, l), the dQ accumulator (dQacc) and decoding's partials (o_part, lse_part)
+// are float32 always, an order int32, a sort key a float and an int32; the rest are of the run's
+// dtype.
 int element_bytes(Tensor t, const std::string& dtype);
 // Whether `dtype` names an element type a trace can have.
 bool valid_dtype(const std::string& dtype);

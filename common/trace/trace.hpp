@@ -42,13 +42,19 @@ enum class Tensor : std::uint8_t {
   // c ≥ hashes of round c − hashes's key side.
   Order,    // int32: slot i of the round's sorted order holds row Order[i] (the sort's output)
   SortKey,  // a float hash and an int32 row index per row and round (8 bytes): the sort's input
+  // Step 10 (decoding, KvCache below): the new tokens' keys and values that the append writes into
+  // the cache, and the splits' partial results (float32) that the combine merges.
+  KNew,     // (B, H_kv, N, d): flash_attn_with_kvcache's k, token t of sequence b at row t of head (b, h_kv)
+  VNew,     // likewise v
+  OPart,    // (B, H, N·splits, d) float32: row t·splits + s is split s's O of token t
+  LSEPart,  // (B, H, N·splits) float32: its LSE
 };
-constexpr int kTensorCount = 20;
+constexpr int kTensorCount = 24;
 const char* tensor_name(Tensor t);  // "Q", "K", ..., "dS", "D", "m", "l", "dQacc"
 
 // One HBM tensor of the run, for drawing it at its true size. Shapes are per the layouts in
 // common/problem.hpp: (B, H, N, d) for Q..dV, (B, H, N, N) for S, P, dP, dS, (B, H, N) for
-// LSE, D, m, l.
+// LSE, D, m, l; a decoding trace's cache tensors as KvCache says.
 struct TensorInfo {
   Tensor id = Tensor::None;
   std::vector<std::int64_t> shape;
@@ -154,6 +160,32 @@ struct Untraced {
   std::vector<Tensor> writes;
 };
 
+// A decoding trace's KV cache (step 10; flash_attn_with_kvcache's layouts): N is then the new
+// tokens per sequence, and the tensors are
+//   Q, O        (B, H, N, d)      the new tokens' queries and outputs; LSE (B, H, N)
+//   K, V        (1, H_kv, slots, d): the cache, one row per slot of each K/V head. A contiguous cache
+//               has batch_cache · seqlen_cache slots, key j of cache sequence c at slot c·seqlen_cache + j;
+//               a paged one num_blocks · page_size, key j of sequence b at slot
+//               block_table[b][j / page_size] · page_size + j mod page_size
+//   S           (B, H_kv, (H / H_kv)·N, seqlen_cache): the scores of one K/V head's group of query rows
+//               (row t·g + i is token t of query head h_kv·g + i) against its sequence's keys
+//   k_new, v_new, o_part, lse_part  as the Tensor enum says
+// Sequence b holds lengths[b] keys when the pass attends (after the append).
+struct KvCache {
+  int heads_kv = 0;      // H_kv; 0: not a decoding trace
+  int seqlen_cache = 0;  // keys of room per sequence
+  int slots = 0;         // rows of K and V per K/V head
+  int page_size = 0;     // 0: contiguous
+  int splits = 1;        // of every sequence's keys; above 1 the partials go through o_part, lse_part
+  bool append = false;   // k_new and v_new were written into the cache first
+  std::vector<std::int32_t> lengths;      // B: keys per sequence as the attention sees them
+  std::vector<std::int32_t> block_table;  // paged: B × (entries per sequence), row-major
+  std::vector<std::int32_t> batch_idx;    // contiguous: the cache sequence of each sequence (B); empty: b
+  bool on() const { return heads_kv > 0; }
+  bool paged() const { return page_size > 0; }
+  int blocks_per_seq(int B) const { return B > 0 ? int(block_table.size()) / B : 0; }
+};
+
 struct Meta {
   int schema_version = kSchemaVersion;
   std::string gpu, driver, commit, date;
@@ -177,6 +209,7 @@ struct Meta {
   std::vector<TensorInfo> tensors;
   Clustering clusters;             // clustered steps (optional in the file)
   std::vector<Untraced> untraced;  // traffic no event records (optional in the file)
+  KvCache cache;                   // decoding traces (optional in the file)
 };
 
 struct Trace {

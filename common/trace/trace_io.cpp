@@ -42,7 +42,7 @@ std::string hex_address(std::uint64_t a) {
 std::string tile_text(const Event& e, const Meta& m) {
   std::string s = tensor_name(e.tensor);
   s += "[" + std::to_string(e.row0) + ":" + std::to_string(std::int64_t(e.row0) + e.rows);
-  const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d, m.clusters.hashes);
+  const auto shape = tensor_shape(e.tensor, m);
   const bool whole_rows = shape.size() < 4 || (e.col0 == 0 && e.cols == shape.back());
   if (!whole_rows)
     s += ", " + std::to_string(e.col0) + ":" + std::to_string(std::int64_t(e.col0) + e.cols);
@@ -105,6 +105,14 @@ ojson meta_json(const Trace& t) {
                           {"writes", std::move(writes)}});
     }
     o["untraced"] = std::move(untraced);
+  }
+  if (m.cache.on()) {
+    const KvCache& c = m.cache;
+    ojson cj = {{"heads_kv", c.heads_kv}, {"seqlen_cache", c.seqlen_cache}, {"slots", c.slots},
+                {"page_size", c.page_size}, {"splits", c.splits}, {"append", c.append}, {"lengths", c.lengths}};
+    if (c.paged()) cj["block_table"] = c.block_table;
+    if (!c.batch_idx.empty()) cj["batch_idx"] = c.batch_idx;
+    o["cache"] = std::move(cj);
   }
   ojson kernels = ojson::array();
   for (const auto& k : t.kernels) {
@@ -580,6 +588,39 @@ Meta read_meta(const json& o, const Reader& r) {
         x.writes.push_back(*t);
       }
       m.untraced.push_back(std::move(x));
+    }
+  }
+  if (const json* c = r.optional(o, "cache")) {  // a decoding trace (step 10): its KV cache
+    const std::string wc = w + ".cache";
+    if (!c->is_object()) r.fail(wc, std::string("expected an object, got ") + type_of(*c));
+    KvCache& k = m.cache;
+    k.heads_kv = static_cast<int>(r.integer(*c, "heads_kv", wc, 1, m.H));
+    if (m.H % k.heads_kv != 0) r.fail(wc + ".heads_kv", "the query heads H are not a multiple of it");
+    k.seqlen_cache = static_cast<int>(r.integer(*c, "seqlen_cache", wc, 1, kMaxDim));
+    k.slots = static_cast<int>(r.integer(*c, "slots", wc, 1, kMaxDim));
+    k.page_size = static_cast<int>(r.integer(*c, "page_size", wc, 0, kMaxDim));
+    k.splits = static_cast<int>(r.integer(*c, "splits", wc, 1, kMaxDim));
+    k.append = r.boolean(*c, "append", wc);
+    if (double(k.slots) * k.heads_kv * m.d > double(kMaxElems) ||
+        double(m.B) * m.H * m.N * double(k.splits) * m.d > double(kMaxElems) ||
+        double(m.B) * m.H * m.N * double(k.seqlen_cache) > double(kMaxElems))
+      r.fail(wc, "the cache is beyond any GPU's memory");
+    const auto lengths = r.int_array(*c, "lengths", wc, std::size_t(m.B), std::size_t(m.B), 0, k.seqlen_cache);
+    k.lengths.assign(lengths.begin(), lengths.end());
+    if (k.paged()) {
+      const std::int64_t per = (std::int64_t(k.seqlen_cache) + k.page_size - 1) / k.page_size;
+      const std::int64_t n = std::int64_t(m.B) * per, most = std::int64_t(m.B) * (k.slots / k.page_size + 1);
+      if (n > kMaxOrderEntries) r.fail(wc, std::to_string(n) + " block table entries are more than a trace holds");
+      const auto table = r.int_array(*c, "block_table", wc, std::size_t(n), std::size_t(std::max(n, most)), 0,
+                                     k.slots / k.page_size - 1);
+      if (table.size() % std::size_t(m.B) != 0)
+        r.fail(wc + ".block_table", "expected a row of entries per sequence (B = " + std::to_string(m.B) + ")");
+      k.block_table.assign(table.begin(), table.end());
+    }
+    if (r.optional(*c, "batch_idx")) {
+      const auto idx = r.int_array(*c, "batch_idx", wc, std::size_t(m.B), std::size_t(m.B), 0,
+                                   k.slots / k.seqlen_cache - 1);
+      k.batch_idx.assign(idx.begin(), idx.end());
     }
   }
   return m;

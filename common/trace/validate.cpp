@@ -238,7 +238,7 @@ ValidationReport validate(const Trace& t) {
     if (!listed.emplace(ti.id, &ti).second)
       err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " is listed twice");
     if (!shape_ok) continue;
-    const auto want = tensor_shape(ti.id, m.B, m.H, m.N, m.d, m.clusters.hashes);
+    const auto want = tensor_shape(ti.id, m);
     if (ti.shape != want)
       err.add("tensor", std::string("tensor ") + tensor_name(ti.id) + " has shape " + shape_text(ti.shape) +
                             ", but the layout for this shape is " + shape_text(want));
@@ -279,6 +279,50 @@ ValidationReport validate(const Trace& t) {
       }
     }
   }
+  // --- the KV cache (decoding): its geometry, and which slots hold a key of some sequence ---
+  const KvCache& kv = m.cache;
+  std::vector<char> key_slot;  // slot → holds key j < lengths[b] of some sequence b (empty: not checked)
+  if (kv.on() && shape_ok) {
+    const std::size_t errors_before = rep.errors.size();
+    if (m.H % kv.heads_kv != 0) err.add("cache", "H = " + std::to_string(m.H) + " is not a multiple of heads_kv = " + std::to_string(kv.heads_kv));
+    if (kv.splits < 1) err.add("cache", "splits must be at least 1");
+    if (kv.seqlen_cache < 1 || kv.slots < 1) err.add("cache", "seqlen_cache and slots must be at least 1");
+    if (std::int64_t(kv.lengths.size()) != m.B) err.add("cache", "lengths has " + std::to_string(kv.lengths.size()) + " entries, not B = " + std::to_string(m.B));
+    for (std::size_t b = 0; b < kv.lengths.size(); ++b)
+      if (kv.lengths[b] < 0 || kv.lengths[b] > kv.seqlen_cache)
+        err.add("cache", "sequence " + std::to_string(b) + " holds " + std::to_string(kv.lengths[b]) + " keys, outside [0, seqlen_cache]");
+    if (kv.paged()) {
+      const int per = kv.blocks_per_seq(m.B);
+      if (kv.page_size < 1 || kv.slots % kv.page_size != 0) err.add("cache", "slots are not whole pages of page_size");
+      else if (kv.block_table.size() % std::size_t(m.B) != 0 || std::int64_t(per) * kv.page_size < kv.seqlen_cache)
+        err.add("cache", "the block table's rows hold fewer than seqlen_cache keys");
+      for (std::int32_t page : kv.block_table)
+        if (page < 0 || kv.page_size < 1 || std::int64_t(page) * kv.page_size >= kv.slots) {
+          err.add("cache", "the block table names page " + std::to_string(page) + ", outside the cache");
+          break;
+        }
+    } else {
+      if (kv.slots % kv.seqlen_cache != 0) err.add("cache", "a contiguous cache's slots are not whole sequences of seqlen_cache");
+      if (!kv.batch_idx.empty() && std::int64_t(kv.batch_idx.size()) != m.B) err.add("cache", "batch_idx has not B entries");
+      for (std::int32_t c : kv.batch_idx)
+        if (c < 0 || std::int64_t(c) * kv.seqlen_cache >= kv.slots) {
+          err.add("cache", "batch_idx names cache sequence " + std::to_string(c) + ", outside the cache");
+          break;
+        }
+    }
+    if (rep.errors.size() == errors_before) {
+      key_slot.assign(std::size_t(kv.slots), 0);
+      const int per = kv.paged() ? kv.blocks_per_seq(m.B) : 0;
+      for (int b = 0; b < m.B; ++b)
+        for (std::int64_t j = 0; j < kv.lengths[std::size_t(b)]; ++j) {
+          const std::int64_t slot =
+              kv.paged() ? std::int64_t(kv.block_table[std::size_t(b) * per + std::size_t(j / kv.page_size)]) * kv.page_size + j % kv.page_size
+                         : std::int64_t(kv.batch_idx.empty() ? b : kv.batch_idx[std::size_t(b)]) * kv.seqlen_cache + j;
+          key_slot[std::size_t(slot)] = 1;
+        }
+    }
+  }
+
   // The row a clustered event's slot stands for (Event::round).
   auto row_of = [&](const Event& e, std::int64_t slot) -> std::int64_t {
     const auto& order = key_side(e.tensor) ? cl.k_order : cl.q_order;
@@ -392,9 +436,9 @@ ValidationReport validate(const Trace& t) {
       err.add("tensor", what + " is a wait but names a tensor: a wait works on none");
 
     if (e.tensor != Tensor::None && shape_ok) {
-      const auto shape = tensor_shape(e.tensor, m.B, m.H, m.N, m.d, m.clusters.hashes);
+      const auto shape = tensor_shape(e.tensor, m);
       const std::int64_t row_end = shape[2], col_end = shape.size() == 4 ? shape[3] : 1;
-      const bool inside = e.bh >= 0 && e.bh < heads && e.row0 >= 0 && e.rows >= 0 &&
+      const bool inside = e.bh >= 0 && e.bh < shape[0] * shape[1] && e.row0 >= 0 && e.rows >= 0 &&
                           std::int64_t(e.row0) + e.rows <= row_end && e.col0 >= 0 && e.cols >= 0 &&
                           std::int64_t(e.col0) + e.cols <= col_end;
       if (!inside)
@@ -403,6 +447,17 @@ ValidationReport validate(const Trace& t) {
                              ", " + std::to_string(std::int64_t(e.col0) + e.cols) + ") is outside " +
                              tensor_name(e.tensor) + " " + shape_text(shape));
     }
+
+    // A decoding trace's cache rows: a load or store of K or V touches only slots that hold a key
+    // of some sequence (through its block table or batch index): no read of a stale page, no append
+    // past a sequence's keys.
+    if (!key_slot.empty() && moves && (e.tensor == Tensor::K || e.tensor == Tensor::V) && e.row0 >= 0 && e.rows > 0 &&
+        std::int64_t(e.row0) + e.rows <= kv.slots)
+      for (std::int64_t r = e.row0; r < std::int64_t(e.row0) + e.rows; ++r)
+        if (!key_slot[std::size_t(r)]) {
+          err.add("cache", what + " touches slot " + std::to_string(r) + ", which holds no sequence's key");
+          break;
+        }
 
     if (e.track < 0 || std::size_t(e.track) >= t.tracks.size()) {
       err.add("track", what + " is on track " + std::to_string(e.track) + ", which does not exist");
@@ -485,7 +540,7 @@ ValidationReport validate(const Trace& t) {
         continue;
       }
       if (written_whole.count(out)) continue;  // an untraced step (a memset) wrote all of it
-      const auto shape = tensor_shape(out, m.B, m.H, m.N, m.d, m.clusters.hashes);
+      const auto shape = tensor_shape(out, m);
       const std::int64_t elems = shape_elems(shape), rows = shape[2], cols = shape.size() == 4 ? shape[3] : 1;
       std::vector<Rect> stores;  // in (head·rows + row, col)
       for (const Event& e : t.events) {

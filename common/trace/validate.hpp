@@ -20,6 +20,9 @@
 //   coverage    every element of the pass's outputs (O and LSE forward; dQ, dK, dV backward)
 //               is stored by some event (a clustered event's slots through its round's order)
 //               or written whole by an untraced step: every tile movement is accounted for
+//   cache       a decoding trace's KV cache (meta.cache): lengths within the room, the block table's
+//               pages (or batch_idx's sequences) inside the cache, and every load or store of K or V
+//               on slots that hold a key of some sequence
 //
 //   const auto report = fs::trace::validate(trace);
 //   if (!report.ok()) std::cerr << report.errors.front() << "\n";

@@ -11,8 +11,10 @@ namespace fs::viz {
 namespace tr = fs::trace;
 
 const char* tensor_label(tr::Tensor t) {
-  static const char* const names[] = {"-",  "Q",  "K",  "V", "O", "LSE", "S",     "P",     "dO", "dQ",
-                                       "dK", "dV", "dP", "dS", "D", "m",   "l", "dQacc", "order", "sort_key"};
+  static const char* const names[] = {"-",     "Q",     "K",      "V",       "O",  "LSE", "S",
+                                       "P",     "dO",    "dQ",     "dK",      "dV", "dP",  "dS",
+                                       "D",     "m",     "l",      "dQacc",   "order", "sort_key",
+                                       "k_new", "v_new", "o_part", "lse_part"};
   static_assert(std::size(names) == tr::kTensorCount, "a name for every tensor");
   const int i = int(t);
   return i >= 0 && i < tr::kTensorCount ? names[i] : "?";

@@ -92,8 +92,10 @@ const char* tensor_display(tr::Tensor t) {
     case tr::Tensor::None: return "-";
     default: break;
   }
-  static const char* const names[] = {"-",  "Q",  "K",  "V", "O", "LSE", "S",     "P",     "dO", "dQ",
-                                       "dK", "dV", "dP", "dS", "D", "m",   "ℓ", "dQacc", "order", "sort key"};
+  static const char* const names[] = {"-",     "Q",     "K",      "V",       "O",  "LSE", "S",
+                                       "P",     "dO",    "dQ",     "dK",      "dV", "dP",  "dS",
+                                       "D",     "m",     "ℓ",      "dQacc",   "order", "sort key",
+                                       "K new", "V new", "O part", "LSE part"};
   static_assert(std::size(names) == tr::kTensorCount, "a label for every tensor");
   const int i = int(t);
   return i >= 0 && i < tr::kTensorCount ? names[i] : "?";
