@@ -15,7 +15,7 @@ void decode_emulated(const decoding::DecodeParams& p) {
 template <typename E, int D>
 void decode_combine_emulated(const decoding::DecodeParams& p) {
   const dim3 grid(static_cast<unsigned>((p.shape.rows() + decoding::kCombineWarps - 1) / decoding::kCombineWarps));
-  emu::launch(decoding::decode_combine_kernel<E, D>, grid, 32 * decoding::kCombineWarps, 0, p);
+  emu::launch(decoding::decode_combine_kernel<E, D>, grid, 32 * decoding::kCombineWarps, 0, p, trace::Slices{});
 }
 template void decode_emulated<FS_DECODE_EMULATED_E, FS_DECODE_EMULATED_D>(const decoding::DecodeParams&);
 template void decode_combine_emulated<FS_DECODE_EMULATED_E, FS_DECODE_EMULATED_D>(const decoding::DecodeParams&);

@@ -15,8 +15,12 @@
 
 #include "common/buffer.hpp"
 #include "common/device.hpp"
+#include "common/recorder/sink.hpp"
+#include "common/trace/validate.hpp"
+#include "common/traced_run.hpp"
 #include "common/verify.hpp"
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_io.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 #include "tests/decode_checks.hpp"
@@ -37,9 +41,10 @@ struct GpuOutputs {
 // paged (h.page_size > 0: its block table uploaded too). k_new, v_new (both or neither): appended
 // by the kernels before attending, h's lengths those before the append.
 // rotary (with an append): the new keys and q turned by these tables.
+// sink: a traced run, recording into it.
 GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
                    const std::vector<float>* k_new = nullptr, const std::vector<float>* v_new = nullptr,
-                   const fs::decoding::RotaryTables* rotary = nullptr) {
+                   const fs::decoding::RotaryTables* rotary = nullptr, fs::trace::DeviceSink* sink = nullptr) {
   const DecodeShape& s = h.shape;
   fs::DeviceTensor q(h.q.size(), h.dtype), k(h.k.size(), h.dtype), v(h.v.size(), h.dtype), o(h.q.size(), h.dtype);
   fs::DeviceBuffer<float> lse(static_cast<std::size_t>(s.rows()));
@@ -106,6 +111,7 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
     p.rotary_len = rotary->len;
     p.rotary_interleaved = rotary->interleaved;
   }
+  p.trace = sink;
   fs::decoding::decode_forward(p);
   FS_CUDA_CHECK(cudaDeviceSynchronize());
   GpuOutputs out{o.download(), std::vector<float>(static_cast<std::size_t>(s.rows())), k.download(), v.download()};
@@ -315,4 +321,79 @@ TEST_CASE("step 10 on the GPU: decode_forward refuses an overflowing append", "[
   p.v_new = nullptr;
   p.cache_len = 10;
   REQUIRE_THROWS_WITH(fs::decoding::decode_forward(p), Catch::Contains("k_new and v_new come together"));
+}
+
+// Traced runs (d = 64, the traced twins' head dimension): the trace of each validates — its loads
+// and stores add up to decode_io's count, every K/V row it names is a slot of some sequence's keys
+// (through the block table or cache_batch_idx), O and LSE stored whole — and the traced kernels'
+// outputs equal the plain ones bit for bit. One split and three, the combine's rows that see no
+// key (an empty cache), two row blocks (8 heads a group × 4 causal tokens), pages of 16 in shuffled
+// order, an append, a window, cache_batch_idx.
+TEST_CASE("step 10 on the GPU: a traced run's trace adds up to the IO model", "[gpu][decode][trace]") {
+  struct TraceCase {
+    const char* name;
+    DecodeShape s;
+    std::vector<std::int32_t> lens;
+    int splits, page;
+    bool causal, append;
+    int left;
+    bool batch_idx;
+  };
+  const TraceCase cases[] = {
+      {"contiguous, one split", DecodeShape{2, 16, 4, 1, 1000, 64}, {1000, 333}, 1, 0, false, false, -1, false},
+      {"contiguous, three splits, an empty cache", DecodeShape{2, 16, 4, 1, 1000, 64}, {1000, 0}, 3, 0, false, false, -1, false},
+      {"two row blocks, causal", DecodeShape{1, 8, 1, 4, 700, 64}, {700}, 2, 0, true, false, -1, false},
+      {"pages of 16, shuffled", DecodeShape{2, 16, 4, 1, 900, 64}, {900, 517}, 3, 16, false, false, -1, false},
+      {"pages of 16, append, causal", DecodeShape{2, 16, 4, 4, 900, 64}, {600, 17}, 2, 16, true, true, -1, false},
+      {"a window of 100 keys", DecodeShape{1, 16, 4, 1, 2000, 64}, {2000}, 4, 0, false, false, 100, false},
+      {"cache_batch_idx", DecodeShape{3, 16, 4, 1, 800, 64}, {800, 5, 401}, 2, 0, false, false, -1, true}};
+  for (const TraceCase& c : cases)
+    DYNAMIC_SECTION(c.name) {
+      const std::uint64_t seed = 20011 + c.splits + c.page;
+      fs::decoding::DecodeHost h = fs::decoding::random_decode_problem(c.s, c.lens, DType::bf16, seed);
+      if (c.batch_idx) {  // a cache of 4 sequences, read in the order 2, 0, 2
+        const DecodeShape cache_shape{4, c.s.heads, c.s.heads_kv, c.s.new_tokens, c.s.seqlen_cache, c.s.d};
+        const auto cache = fs::decoding::random_decode_problem(cache_shape, {800, 800, 800, 800}, DType::bf16, seed);
+        h = fs::decoding::batch_from_cache(cache, {2, 0, 2}, seed + 1);
+        h.seqlens = c.lens;
+      }
+      if (c.page) h = fs::decoding::paged_layout(h, c.page, seed + 1);
+      h.mods.window_left = c.left;
+      const auto k_new = fs::decoding::random_new_rows(c.s, DType::bf16, seed + 2);
+      const auto v_new = fs::decoding::random_new_rows(c.s, DType::bf16, seed + 3);
+      const std::vector<float>* kn = c.append ? &k_new : nullptr;
+      const std::vector<float>* vn = c.append ? &v_new : nullptr;
+
+      fs::decoding::DecodeTraceCase tc;
+      tc.io.shape = c.s;
+      tc.io.base = h.seqlens;
+      tc.io.append = c.append;
+      tc.io.causal = c.causal;
+      tc.io.window_left = c.left;
+      tc.io.splits = c.splits;
+      tc.io.tile_keys = fs::decoding::decode_tile_keys(c.s.d);
+      tc.scale = 1.f / std::sqrt(float(c.s.d));
+      tc.page_size = h.page_size;
+      tc.slots = static_cast<int>(h.k.size() / (std::size_t(c.s.heads_kv) * c.s.d));
+      tc.block_table = h.block_table;
+      tc.batch_idx = h.cache_batch_idx;
+      fs::trace::DeviceSink sink(fs::decoding::decode_event_cap(tc));
+      const GpuOutputs traced = run_gpu(h, c.causal, c.splits, kn, vn, nullptr, &sink);
+      const GpuOutputs plain = run_gpu(h, c.causal, c.splits, kn, vn);
+      REQUIRE(traced.o == plain.o);
+      REQUIRE(traced.lse == plain.lse);
+
+      fs::trace::Trace t = fs::trace_of_run(fs::query_device(), sink, fs::nvtx_tool::Capture{});
+      fs::decoding::describe_decode(t.meta, tc);
+      fs::list_tensors(t, {fs::trace::Tensor::Q, fs::trace::Tensor::K, fs::trace::Tensor::V, fs::trace::Tensor::O,
+                           fs::trace::Tensor::LSE});
+      const fs::trace::ValidationReport r = fs::trace::validate(t);
+      std::string errors;
+      for (const auto& e : r.errors) errors += e + "\n";
+      INFO(r.summary() << "\n" << errors);
+      REQUIRE(r.ok());
+      REQUIRE(r.read_bytes == t.meta.io_read_bytes);
+      REQUIRE(r.read_bytes > 0);
+      REQUIRE(t.kernels.size() == std::size_t(1 + (c.splits > 1) + c.append));
+    }
 }

@@ -13,6 +13,7 @@
 
 #include "common/reference.hpp"
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_io.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/rotary.hpp"
 #include "steps/10_decode/split_rule.hpp"
@@ -348,4 +349,65 @@ TEST_CASE("step 10 refuses cache_batch_idx with a paged cache, in one line", "[d
   REQUIRE(fs::decoding::batch_idx_unsupported(p).empty());  // contiguous
   p.block_table = idx;
   REQUIRE(fs::decoding::batch_idx_unsupported(p).find("a paged cache's are its block table's rows") != std::string::npos);
+}
+
+namespace {
+
+fs::decoding::DecodeIoCase io_case(int batch, int heads, int heads_kv, int n, int room, int d, std::vector<std::int32_t> base,
+                                   int splits, int tile_keys) {
+  fs::decoding::DecodeIoCase c;
+  c.shape = fs::decoding::DecodeShape{batch, heads, heads_kv, n, room, d};
+  c.base = std::move(base);
+  c.splits = splits;
+  c.tile_keys = tile_keys;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("step 10's IO model counts what the kernels schedule", "[decode][io]") {
+  using fs::decoding::decode_io;
+  SECTION("four splits of 1000 keys, one K/V head, four query heads: every key once, Q once per split") {
+    const auto io = decode_io(io_case(1, 4, 1, 1, 1000, 64, {1000}, 4, 128));
+    const std::int64_t q = 4 * 4 * 64 * 2, kv = 2 * 1000 * 64 * 2, combine = 4 * (4 * 4 + 4 * 64 * 4);
+    REQUIRE(io.read_bytes == q + kv + combine);
+    REQUIRE(io.write_bytes == 4 * 4 * (64 * 4 + 4) + 4 * (64 * 2 + 4));
+  }
+  SECTION("causal, 4 new tokens of 8 heads: two row blocks, the first one's keys end at its last token's diagonal") {
+    auto c = io_case(1, 8, 1, 4, 100, 64, {100}, 1, 64);
+    c.causal = true;
+    const auto io = decode_io(c);
+    // Block 0 holds tokens 0 and 1 (keys up to 97), block 1 tokens 2 and 3 (all 100).
+    REQUIRE(io.read_bytes == 32 * 64 * 2 + 2 * (98 + 100) * 64 * 2);
+    REQUIRE(io.write_bytes == 32 * (64 * 2 + 4));
+  }
+  SECTION("a window of 10 keys to the left: from the tile of key 989 on") {
+    auto c = io_case(1, 1, 1, 1, 1000, 64, {1000}, 1, 64);
+    c.window_left = 10;
+    REQUIRE(decode_io(c).read_bytes == 64 * 2 + 2 * (1000 - 960) * 64 * 2);
+  }
+  SECTION("an append reads and writes the new rows that fit the room, and the keys grow by them") {
+    auto c = io_case(1, 2, 2, 2, 5, 64, {4}, 1, 64);
+    c.append = true;
+    REQUIRE(c.keys(0) == 5);  // 4 + 2, at most the room
+    const auto io = decode_io(c);
+    const std::int64_t appended = 2 * 2 * 64 * 2;  // token 0 alone fits: K and V of 2 heads
+    REQUIRE(io.read_bytes == appended + 2 * 2 * 64 * 2 + 2 * 2 * 5 * 64 * 2);
+    REQUIRE(io.write_bytes == appended + 2 * 2 * (64 * 2 + 4));
+  }
+  SECTION("an empty cache: no key, no partial O read by the combine, only its LSEs") {
+    const auto io = decode_io(io_case(1, 2, 1, 1, 1, 64, {0}, 2, 64));
+    REQUIRE(io.read_bytes == 2 * 2 * 64 * 2 + 2 * (2 * 4));
+  }
+  SECTION("without masks, the splits deal each key out once, whatever their count") {
+    for (int splits : {1, 2, 3, 7, 16})
+      for (int tile : {64, 128}) {
+        const auto c = io_case(3, 8, 2, 1, 5000, 128, {5000, 17, 4096}, splits, tile);
+        const std::int64_t kv = 2 * std::int64_t(5000 + 17 + 4096) * 2 * 128 * 2;
+        const std::int64_t q = std::int64_t(splits) * 3 * 8 * 128 * 2;
+        const std::int64_t combine = splits > 1 ? 3 * 8 * (splits * 4 + splits * 128 * 4) : 0;
+        INFO("splits " << splits << ", tiles of " << tile);
+        REQUIRE(decode_io(c).read_bytes == q + kv + combine);
+      }
+  }
 }

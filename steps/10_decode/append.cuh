@@ -16,6 +16,7 @@
 
 #include "common/cuda_utils.cuh"
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_trace.cuh"
 #include "steps/10_decode/kv_cache.cuh"
 #include "steps/10_decode/rotary.hpp"
 
@@ -59,10 +60,10 @@ __device__ __forceinline__ void append_chunk(E* dst, const E* row, int c0, const
   *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
 }
 
+// Chunk i of the append (K's, V's, then with a rotary embedding q's).
 template <typename E, class Cache>
-__global__ void __launch_bounds__(kAppendThreads) decode_append_kernel(const DecodeParams p) {
+__device__ __forceinline__ void append_one(const DecodeParams& p, std::int64_t i) {
   const DecodeShape& s = p.shape;
-  const std::int64_t i = std::int64_t(blockIdx.x) * kAppendThreads + threadIdx.x;
   const std::int64_t half = append_chunks(s) / 2;
   const int chunks = s.d / 8;
   if (i >= 2 * half) {  // a chunk of q, with a rotary embedding: (b, t, h, chunk) in q's order
@@ -102,6 +103,16 @@ __global__ void __launch_bounds__(kAppendThreads) decode_append_kernel(const Dec
     return;
   }
   append_chunk(dst, src, 8 * chunk, p, key);  // the key at its position in the sequence
+}
+
+// kTrace: the traced twin, whose recording thread describes the CTA's chunks once they are
+// copied (decode_trace.cuh; traced runs take no rotary embedding).
+template <typename E, class Cache, bool kTrace = false>
+__global__ void __launch_bounds__(kAppendThreads) decode_append_kernel(const DecodeParams p, trace::Slices slices) {
+  trace::CtaTracer<kTrace> tr(slices);
+  const std::int64_t c0 = std::int64_t(blockIdx.x) * kAppendThreads;
+  append_one<E, Cache>(p, c0 + threadIdx.x);
+  trace_append<decltype(tr), Cache>(tr, p, c0, c0 + kAppendThreads, sizeof(E));
 }
 
 }  // namespace fs::decoding

@@ -18,16 +18,20 @@
 #include "common/problem.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_trace.cuh"
 
 namespace fs::decoding {
 
 inline constexpr int kCombineWarps = 4;  // rows per CTA of the combine
 
-template <typename E, int D>
-__global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const DecodeParams p) {
+// kTrace: the traced twin, whose recording thread (warp 0's, whose row always exists) describes
+// the CTA's rows once its own is merged (decode_trace.cuh).
+template <typename E, int D, bool kTrace = false>
+__global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(const DecodeParams p, trace::Slices slices) {
   static_assert(D % 64 == 0, "a warp's lanes take column pairs, 64 columns a round");
   constexpr int kPairs = D / 64;  // column pairs per lane
   grid_dependency_wait();  // launched as the split kernel's dependent: its partials are written and visible
+  trace::CtaTracer<kTrace> tr(slices);
   const DecodeShape& s = p.shape;
   const std::int64_t row = std::int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;  // (b, h, t), LSE's order
   if (row >= s.rows()) return;  // the whole warp: no barrier below but the warp's own shuffles
@@ -66,6 +70,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) decode_combine_kernel(cons
   for (int k = 0; k < kPairs; ++k)
     *reinterpret_cast<std::uint32_t*>(o + 2 * (lane + 32 * k)) = tc::Element<E>::pack(acc[k][0], acc[k][1]);
   if (lane == 0) p.lse[row] = lse;
+  trace_combine(tr, p, std::int64_t(blockIdx.x) * kCombineWarps, kCombineWarps, sizeof(E));
 }
 
 }  // namespace fs::decoding

@@ -77,6 +77,9 @@ void decode_forward(const DecodeParams& p) {
   if (std::string why = batch_idx_unsupported(p); !why.empty())
     throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if (std::string why = rotary_unsupported(p); !why.empty()) throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
+  if (p.trace)
+    if (std::string why = traced_unsupported(p.shape, p.rotary_dim); !why.empty())
+      throw CudaError(cudaErrorInvalidValue, "decode_forward: " + why);
   if ((p.num_splits > 1 || p.rotary_dim > 0) && !p.workspace)  // the partial results go there: without it the kernels write through null
     throw CudaError(cudaErrorInvalidValue, "decode_forward: more than one split, or a rotary embedding, needs the "
                                            "workspace (decode_workspace_bytes)");

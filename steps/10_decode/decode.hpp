@@ -26,6 +26,10 @@
 #include "common/dtype.hpp"
 #include "common/problem.hpp"
 
+namespace fs::trace {
+class DeviceSink;
+}  // namespace fs::trace
+
 namespace fs::decoding {
 
 // The CTA's query rows are one m16 tile of the mma: 16 (query head, new token) pairs.
@@ -120,6 +124,10 @@ struct DecodeParams {
   // L − n + t − window_left ≤ j ≤ L − n + t + window_right (−1: that side unbounded), and causal
   // (if set) none past the diagonal. alibi_slopes: (heads) float32 where the kernels run.
   ScoreMods mods;
+  // A traced run (step10_decode --trace): the kernels' traced twins record into this sink
+  // (decode_trace.cuh has what they record); null, the plain kernels. Traced twins exist at
+  // d = kTracedHeadDim alone, and take no rotary embedding (traced_unsupported).
+  trace::DeviceSink* trace = nullptr;
 };
 
 // The workspace of num_splits splits (0 for one): a partial O (fp32) and an LSE per split of each
@@ -164,6 +172,13 @@ std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths
 // append (k_new), rotary_dim even in 2..d, and (cache_seqlens null) cache_len + n ≤ rotary_len;
 // otherwise why not, in one line (decode_forward throws it).
 std::string rotary_unsupported(const DecodeParams& p);
+
+// Empty when a traced run (DecodeParams::trace) takes a problem of shape s and rotary_dim:
+// d = kTracedHeadDim, the one head dimension the traced twins are compiled at (a twin at every d
+// and type would double the step's build for traces nobody records), and no rotary embedding (its
+// tables' rows are re-read by every chunk that turns a column, which the IO model does not count);
+// otherwise why not, in one line (decode_forward throws it).
+std::string traced_unsupported(const DecodeShape& s, int rotary_dim);
 
 // The split kernel, and with num_splits > 1 the combine kernel, on p.stream.
 void decode_forward(const DecodeParams& p);

@@ -12,12 +12,14 @@
 // Causal, aligned to the bottom-right corner: token t of n sees keys j ≤ L − n + t, L the
 // sequence's keys; the last token sees them all, the first n − 1 fewer. A window (DecodeParams::
 // mods) bounds both sides around that diagonal key; its keys before the first row's lower bound
-// are never read (the splits are dealt the tiles from there on).
+// are never read (the splits are dealt the tiles from there on). key_range.hpp has the rule, which
+// the IO model shares.
 #pragma once
 
 #include <cmath>
 
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/key_range.hpp"
 #include "steps/10_decode/kv_cache.cuh"
 #include "steps/10_decode/split_rule.hpp"
 
@@ -27,14 +29,14 @@ struct DecodeCta {
   int split, b, hk, rb;
   int cb;         // the cache's sequence that b reads: cache_batch_idx[b], or b (kv_cache.cuh)
   int g, n;       // query heads per K/V head, new tokens
-  int rows;       // the CTA's real rows (the rest of its 16 are zero-filled and never written)
   int keys;       // L: keys the sequence holds
   bool causal;
   int left, right;  // the window (DecodeParams::mods); −1: that side unbounded
-  int key_end;      // keys any of its rows sees: L, or (causal or a window's right side) its last row's bound
-  int first_end;    // keys its first row sees (the fewest); tiles past it need a mask
-  int key_begin;    // the first key any of its rows sees: 0, or its first row's window bound
-  int last_begin;   // its last row's first key (the latest); tiles before it need a mask
+  // Its rows and the keys they see (key_range.hpp): rows, the real ones (the rest of its 16 are
+  // zero-filled and never written); [key_begin, key_end), the keys any of them sees; first_end,
+  // its first row's end (tiles past it need a mask); last_begin, its last row's first key (tiles
+  // before it need a mask).
+  int rows, key_begin, key_end, first_end, last_begin;
   SplitTiles tiles;
 
   __device__ __forceinline__ DecodeCta(const DecodeParams& p, int tile_keys, bool causal_)
@@ -45,32 +47,25 @@ struct DecodeCta {
         cb(cache_sequence(p, blockIdx.z)),
         g(p.shape.group()),
         n(p.shape.new_tokens),
-        rows(min(kRowsPerCta, p.shape.group_rows() - rb * kRowsPerCta)),
         keys(sequence_keys(p, blockIdx.z)),
         causal(causal_),
         left(p.mods.window_left),
-        right(p.mods.window_right),
-        key_end(visible_end(token(rows - 1))),
-        first_end(visible_end(token(0))),
-        key_begin(min(visible_begin(token(0)), key_end)),
-        last_begin(visible_begin(token(rows - 1))),
-        tiles(split_tiles(key_end, tile_keys, split, p.num_splits, key_begin)) {}
+        right(p.mods.window_right) {
+    const CtaKeys k(p.shape, rb, keys, causal, left, right);
+    rows = k.rows;
+    key_begin = k.key_begin;
+    key_end = k.key_end;
+    first_end = k.first_end;
+    last_begin = k.last_begin;
+    tiles = k.tiles(tile_keys, split, p.num_splits);
+  }
 
   // Row r of the CTA (0 ≤ r < 16): its new token t and query head h.
   __device__ __forceinline__ int token(int r) const { return (rb * kRowsPerCta + r) / g; }
   __device__ __forceinline__ int head(int r) const { return hk * g + (rb * kRowsPerCta + r) % g; }
-  // The keys token t sees: [visible_begin(t), visible_end(t)), within [0, L]. Its diagonal key is
-  // L − n + t; causal, none after it; a window, none before diagonal − left or after diagonal + right.
-  __device__ __forceinline__ int visible_end(int t) const {
-    const int diag = keys - n + t;
-    int end = keys;
-    if (causal) end = min(end, diag + 1);
-    if (right >= 0) end = min(end, diag + right + 1);
-    return max(end, 0);
-  }
-  __device__ __forceinline__ int visible_begin(int t) const {
-    return left >= 0 ? min(max(keys - n + t - left, 0), keys) : 0;
-  }
+  // The keys token t sees: [visible_begin(t), visible_end(t)), within [0, L] (key_range.hpp).
+  __device__ __forceinline__ int visible_end(int t) const { return decoding::visible_end(keys, n, t, causal, right); }
+  __device__ __forceinline__ int visible_begin(int t) const { return decoding::visible_begin(keys, n, t, left); }
   // Row r's index in LSE's order, (batch, heads, new_tokens): the workspace's rows too.
   __device__ __forceinline__ std::int64_t lse_row(const DecodeShape& s, int r) const {
     return (std::int64_t(b) * s.heads + head(r)) * s.new_tokens + token(r);

@@ -72,6 +72,14 @@ std::string batch_idx_unsupported(const DecodeParams& p) {
   return {};
 }
 
+std::string traced_unsupported(const DecodeShape& s, int rotary_dim) {
+  if (s.d != kTracedHeadDim)
+    return "a traced run takes d = " + std::to_string(kTracedHeadDim) + " (the traced kernels are compiled at it); got " +
+           std::to_string(s.d);
+  if (rotary_dim > 0) return "a traced run takes no rotary embedding (the IO model does not count its tables' re-reads)";
+  return {};
+}
+
 std::string append_unsupported(const DecodeShape& s, const std::int32_t* lengths, int cache_len) {
   for (int b = 0; b < (lengths ? s.batch : 1); ++b) {
     const std::int64_t len = lengths ? lengths[b] : cache_len;

@@ -32,6 +32,7 @@
 #include "steps/08_tensor_cores/tc_tiles.cuh"
 #include "steps/10_decode/decode_configs.cuh"
 #include "steps/10_decode/decode_cta.cuh"
+#include "steps/10_decode/decode_trace.cuh"
 #include "steps/10_decode/kv_cache.cuh"
 
 namespace fs::decoding {
@@ -105,9 +106,10 @@ __device__ __forceinline__ void merge_warps(float* s_merge, const float (&o)[1][
 // runtime branch or pointer: the contiguous kernel's code stays what it was (no table to test for
 // in its loads), and the paged kernel is a second instantiation whose only difference is the
 // row() it calls per key (the block table's entry, a shift and a mask). The cost is compile time:
-// twice the split kernels per element type and head dimension.
-template <class Kt, bool kCausal, class Cache = ContiguousCache<typename Kt::E>>
-__global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const DecodeParams p) {
+// twice the split kernels per element type and head dimension. kTrace: the traced twin, which
+// records each phase's end (decode_trace.cuh) into `slices`; off, the calls compile to nothing.
+template <class Kt, bool kCausal, class Cache = ContiguousCache<typename Kt::E>, bool kTrace = false>
+__global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const DecodeParams p, trace::Slices slices) {
   using E = typename Kt::E;
   using QTile = typename Kt::QTile;
   using KVTile = typename Kt::KVTile;
@@ -123,6 +125,7 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
   E* sV = sK + ST * KVTile::kElems;     // ST × (BN, D)
 
   grid_dependents_launch();  // the combine (its dependent) may launch now; it waits for this grid to finish
+  trace::CtaTracer<kTrace> tr(slices);
   const DecodeCta cta(p, BN, kCausal);
   const Cache cache(p);  // contiguous or paged: one row address per key, either way
   const int warp = threadIdx.x / 32;
@@ -170,6 +173,8 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
     __syncthreads();         // for every warp; and every warp is done with tile t − 1, whose stage
     load_kv((t + ST - 1) % ST, next);  // tile t + ST − 1 refills: in flight while t is computed
     const int stage = t % ST, j0 = (cta.tiles.first + t) * BN;
+    if (t == 0) trace_q(tr, cta, p.shape, sizeof(E));  // Q landed with (or before) the first tile
+    trace_kv_tile(tr, cache, cta, D, j0, min(BN, cta.key_end - j0), sizeof(E));
     const auto k_at = k_at0 + stage * kStageBytes;
     const auto v_at = v_at0 + stage * kStageBytes;
 
@@ -195,10 +200,12 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
       tc::pack_a<E>(a[0], s[0][2 * kk], s[0][2 * kk + 1]);
       tc::mma_row_tiles<E>(o, a, [&](std::uint32_t(&b)[4], int dt) { tc::load_b_v(b, v_at, wk0 / 16 + kk, 8 * dt); });
     }
+    trace_compute(tr, cta, p.shape, j0, min(BN, cta.key_end - j0));
   }
 
   cp_async_wait<0>();  // nothing is in flight (the groups past the last tile are empty)
   __syncthreads();     // every warp is done with the stages: the merge reuses their bytes
+  if (cta.tiles.count == 0) trace_q(tr, cta, p.shape, sizeof(E));  // a split with no keys loads Q all the same
   if (p.num_splits == 1) {  // the CTA's O is the result: rounded to E, and LSE
     E* gO = as<E>(p.o);
     merge_warps<Kt>(
@@ -219,6 +226,7 @@ __global__ void __launch_bounds__(Kt::kThreads) decode_split_kernel(const Decode
         },
         [&](int r, float x) { lse_part[cta.lse_row(p.shape, r) * splits + cta.split] = x; });
   }
+  trace_split_result(tr, cta, p.shape, p.num_splits, sizeof(E));
 }
 
 }  // namespace fs::decoding

@@ -41,7 +41,14 @@
 #include "common/problem.hpp"
 #include "common/results.hpp"
 #include "common/timing.hpp"
+#include "common/nvtx_tool/nvtx_tool.hpp"
+#include "common/recorder/nvtx.hpp"
+#include "common/recorder/sink.hpp"
+#include "common/trace/trace_io.hpp"
+#include "common/trace/validate.hpp"
+#include "common/traced_run.hpp"
 #include "steps/10_decode/decode.hpp"
+#include "steps/10_decode/decode_io.hpp"
 #include "steps/10_decode/decode_reference.hpp"
 #include "steps/10_decode/split_rule.hpp"
 
@@ -68,6 +75,7 @@ struct Options {
   bool rotary_interleaved = false;
   int reps = 0;          // timed runs; 0: none
   std::string csv;       // with reps: append the timed run's row here (decode_csv_header)
+  std::string trace;     // a traced run's file (step 10's kernels at d = 64, validated)
   std::uint64_t seed = 1;
 };
 
@@ -118,6 +126,9 @@ std::optional<Options> parse(int argc, char** argv) {
   app.add_option("--csv", o.csv, "append the timed run's row to FILE (needs --reps; docs/benchmarks/decode_bench.py "
                                  "writes PyTorch's rows beside it)")->type_name("FILE");
   app.add_option("--seed", o.seed, "seed of the random inputs")->transform(decimal<std::uint64_t>())->capture_default_str();
+  app.add_option("--trace", o.trace, "run once more traced and write the trace to FILE (the visualizer's input; "
+                                     "d = 64, no rotary embedding), validated against the IO model")
+      ->type_name("FILE");
   if (!parse_command_line(app, argc, argv)) return std::nullopt;
 
   o.shape.batch = size_option("--batch", B, 65535);
@@ -165,6 +176,10 @@ std::optional<Options> parse(int argc, char** argv) {
     if (o.rotary_dim < 2 || o.rotary_dim > o.shape.d || o.rotary_dim % 2 != 0)
       throw InputError("--rotary-dim must be even and in 2..d = " + std::to_string(o.shape.d) + " (got " +
                        std::to_string(o.rotary_dim) + ")");
+  }
+  if (!o.trace.empty()) {
+    if (std::string why = traced_unsupported(o.shape, o.rotary_dim); !why.empty()) throw InputError("--trace: " + why);
+    if (std::string why = output_file_problem(o.trace); !why.empty()) throw InputError("--trace " + o.trace + ": " + why);
   }
   return o;
 }
@@ -326,12 +341,61 @@ class DecodeRun {
            (opt_.rotary_dim ? 2.0 * elem * double(s_.q_elems()) : 0.0);  // the turned q, written and read
   }
   double flops() const { return 4.0 * double(s_.rows()) * keys_ * s_.d; }
+  // One more forward, traced (--trace): its trace written to `path` and validated (the events' bytes
+  // against decode_io's count, the cache's slots against the block table, every output stored).
+  trace::ValidationReport trace_to(const std::string& path, const DeviceInfo& dev) {
+    const DecodeTraceCase c = trace_case();
+    trace::DeviceSink sink(decode_event_cap(c));
+    DecodeParams p = p_;
+    p.trace = &sink;
+    nvtx_tool::start();
+    try {
+      {
+        FS_NVTX_RANGE("decode_forward (traced)");
+        decode_forward(p);
+      }
+      FS_CUDA_CHECK(cudaStreamSynchronize(p.stream));
+    } catch (...) {
+      nvtx_tool::stop();
+      throw;
+    }
+    trace::Trace t = trace_of_run(dev, sink, nvtx_tool::stop());
+    describe_decode(t.meta, c);
+    using trace::Tensor;
+    std::vector<Tensor> io = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
+    if (opt_.append) {
+      io.push_back(Tensor::KNew);
+      io.push_back(Tensor::VNew);
+    }
+    list_tensors(t, io);
+    trace::write_trace(t, path);
+    return trace::validate(t);
+  }
   int splits() const { return splits_; }
   std::size_t workspace_bytes() const { return ws_bytes_; }
   std::uint64_t device_bytes() const { return device_bytes_; }
 
  private:
   std::int64_t new_elems() const { return std::int64_t(s_.batch) * s_.new_tokens * s_.heads_kv * s_.d; }  // k_new's
+  // The run as its trace describes it.
+  DecodeTraceCase trace_case() const {
+    DecodeTraceCase c;
+    c.io.shape = s_;
+    c.io.elem_bytes = static_cast<int>(dtype_bytes(opt_.dtype));
+    c.io.base = lens_;
+    c.io.append = opt_.append;
+    c.io.causal = opt_.causal;
+    c.io.window_left = opt_.mods.window_left;
+    c.io.window_right = opt_.mods.window_right;
+    c.io.splits = splits_;
+    c.io.tile_keys = decode_tile_keys(s_.d);
+    c.dtype = opt_.dtype;
+    c.scale = p_.scale;
+    c.page_size = opt_.page_size;
+    c.slots = static_cast<int>(cache_elems(opt_) / (std::int64_t(s_.heads_kv) * s_.d));
+    c.block_table = host_.block_table;
+    return c;
+  }
 
   Options opt_;
   DecodeShape s_;
@@ -409,6 +473,16 @@ int run(const Options& opt, const std::string& prog) {
               << r.bytes() / (t.median_ms * 1e-3) / 1e9 << " GB/s\n" << std::defaultfloat;
     if (!opt.csv.empty()) append_decode_row(opt, r, t, dev);
   }
+  if (!opt.trace.empty()) {
+    const trace::ValidationReport report = r.trace_to(opt.trace, dev);
+    std::cout << "trace fwd: " << opt.trace << ": " << report.summary() << "\n";
+    if (!report.ok()) {
+      std::cout << "  TRACE INVALID: " << report.errors.front() << "\n";
+      ok = false;
+    }
+    if (!nvtx_tool::attached())
+      std::cout << "  NVTX is attached to another tool (NVTX_INJECTION64_PATH): the trace has no host ranges\n";
+  }
   if (!ok) {
     std::cout << "CHECK FAILED\n";
     return kExitCheckFailed;
@@ -437,7 +511,8 @@ int tour(int argc, char** argv, const std::string& prog) {
   app.add_option("--reps", reps, "timed runs")->transform(decimal<long long>())->capture_default_str();
   app.add_option("--csv", csv, "taken for the tour's sake: step 10's row is not written (its columns are not the "
                                "other steps')");
-  app.add_option("--trace-dir", trace_dir, "taken for the tour's sake: step 10 has no traced kernels yet")->type_name("DIR");
+  app.add_option("--trace-dir", trace_dir, "also record a traced run of this row's problem into DIR/10_decode.fwd.json "
+                                           "(d = 64 only), for the visualizer")->type_name("DIR");
   app.add_flag("--no-header", no_header, "the row alone, under an earlier run's header; without a GPU, nothing");
   if (!parse_command_line(app, argc, argv)) return kExitOk;
   Options opt;
@@ -475,9 +550,22 @@ int tour(int argc, char** argv, const std::string& prog) {
                 report.pass() ? "ok" : "FAIL", t.median_ms, r.flops() / (t.median_ms * 1e-3) / 1e12,
                 shown_bytes(double(r.device_bytes())).c_str(), shown_bytes(r.bytes()).c_str(), report.max_err());
     if (!report.pass()) std::printf("%s", report.summary().c_str());
-    if (!trace_dir.empty()) std::printf("trace 10_decode: skipped: step 10 has no traced kernels yet\n");
+    bool trace_ok = true;
+    if (!trace_dir.empty()) {
+      if (std::string why = traced_unsupported(opt.shape, 0); !why.empty()) {
+        std::printf("trace 10_decode: skipped: %s\n", why.c_str());
+      } else {
+        std::error_code ec;
+        std::filesystem::create_directories(trace_dir, ec);
+        if (ec) throw InputError("--trace-dir " + trace_dir + ": cannot create the folder (" + ec.message() + ")");
+        const std::string path = trace_dir + "/10_decode.fwd.json";
+        const trace::ValidationReport v = r.trace_to(path, dev);
+        trace_ok = v.ok();
+        std::printf("trace 10_decode: %s: %s%s\n", path.c_str(), v.ok() ? "" : "INVALID: ", v.summary().c_str());
+      }
+    }
     std::fflush(stdout);
-    return report.pass() ? kExitOk : kExitCheckFailed;
+    return report.pass() && trace_ok ? kExitOk : kExitCheckFailed;
   } catch (const ResourceError& e) {
     std::printf("%-30s skipped: %s\n", name.c_str(), e.what());
     return kExitOk;
