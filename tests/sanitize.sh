@@ -21,7 +21,8 @@ if [ ! -x "$cases" ]; then
   exit 2
 fi
 # Step 10's cases: contiguous and paged caches, the append, causal with several new tokens, one
-# split and several (the combine), each head dimension; small, as the tools slow a run 10-100×.
+# split and several (the combine), each head dimension, and the traced kernels (--trace, d = 64);
+# small, as the tools slow a run 10-100×.
 decode_cases=(
   "--cache-len 1000 --splits 1"
   "--cache-len 1000 --splits 3 --causal --new-tokens 8"
@@ -30,6 +31,7 @@ decode_cases=(
   "--cache-len 0 --splits 2"
   "--cache-len 3000 --new-tokens 4 --window 300,0 --softcap 20 --alibi --causal"
   "--batch 3 --heads 16 --heads-kv 16 --cache-len 4097 --append --new-tokens 16 --rotary-dim 64 --rotary-interleaved"
+  "--batch 2 --heads 16 --heads-kv 4 --cache-len 900 --dim 64 --page-size 16 --splits 3 --append --new-tokens 2 --causal --trace $build/sanitize_decode_trace.json"
 )
 run_cases() {  # the program under the tool "$@" (compute-sanitizer and its options)
   if [ $decode -eq 0 ]; then "$@" "$cases" "${case_args[@]}"; return; fi

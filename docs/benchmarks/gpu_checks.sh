@@ -22,6 +22,8 @@
 #   builds09   step 09's program and io_model (for ncu) beside step 10's, without the base
 #   decode     step 10's GPU tests and command-line tests, then the sanitizer over its cases
 #              (tests/sanitize.sh --decode)
+#   trace10    step 10's traced runs (d = 64: contiguous, pages of 16 shuffled, an append), each
+#              checked and its trace validated, written to OUTDIR/traces
 #   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
 #   python10   the Python module with steps 04, 05, 08 and 10 alone (./build-py), and
 #              tests/python/gpu/test_kvcache.py (flashsteps.attention_with_kvcache) and
@@ -43,7 +45,7 @@ cfg=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUD
 log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
-                  [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200
+                  [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200 [trace10]=40
                   [python10]=300)  # seconds
 
 task_builds() {
@@ -120,6 +122,19 @@ task_decode() {
   tests/sanitize.sh build --decode > "$out/sanitize_decode.log" 2>&1 || rc=1
   mkdir -p "$out/sanitize_decode" && cp build/sanitize_decode/*.log "$out/sanitize_decode/"
   tail -6 "$out/sanitize_decode.log"
+  return $rc
+}
+task_trace10() {
+  local rc=0 common="--dim 64 --batch 2 --heads 16 --heads-kv 4 --cache-len 2048 --check"
+  mkdir -p "$out/traces"
+  # shellcheck disable=SC2086
+  build/bin/step10_decode $common --trace "$out/traces/10_decode_contiguous.fwd.json" > "$out/trace10.log" 2>&1 || rc=1
+  # shellcheck disable=SC2086
+  build/bin/step10_decode $common --page-size 16 --trace "$out/traces/10_decode_paged.fwd.json" >> "$out/trace10.log" 2>&1 || rc=1
+  # shellcheck disable=SC2086
+  build/bin/step10_decode $common --page-size 16 --append --new-tokens 4 --causal \
+    --trace "$out/traces/10_decode_paged_append.fwd.json" >> "$out/trace10.log" 2>&1 || rc=1
+  grep -E "^trace|INVALID|check" "$out/trace10.log"
   return $rc
 }
 task_decode_bench() {
