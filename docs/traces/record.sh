@@ -19,11 +19,27 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1
 # Step 08 runs in bf16 (it has no fp32 kernel).
 declare -A EXTRA=([06]="--seq 1024 --pattern butterfly:2 --trace-cap 2048" [08]="--dtype bf16")
 
+# Step 10 (decoding) has its own driver and no variants: three traces of one problem (d = 64, its
+# traced kernels' head dimension; 2 sequences of 2048 keys, 16 heads over 4 K/V heads, the split
+# rule's splits): the contiguous cache, pages of 16 in shuffled order, and pages with an append of
+# 4 causal tokens (the append kernel too).
+decode_args="--dim 64 --batch 2 --heads 16 --heads-kv 4 --cache-len 2048 --check"
+declare -A DECODE=([contiguous]="" [paged]="--page-size 16" [paged_append]="--page-size 16 --append --new-tokens 4 --causal")
+
 recorded=()
 for exe in "$bin"/step[0-9][0-9]_*; do
   prog=$(basename "$exe")
   id=${prog#step}
   if [ -n "$STEPS" ] && ! grep -qw "${id%%_*}" <<<"$STEPS"; then continue; fi
+  if [ "$prog" = step10_decode ]; then
+    for k in contiguous paged paged_append; do
+      name=10_decode_$k
+      read -r -a args <<<"$decode_args ${DECODE[$k]}"
+      "$exe" "${args[@]}" --trace "$out/$name.fwd.json"
+      recorded+=("$name|$prog ${args[*]} --trace $out/$name.fwd.json|$name.fwd.json")
+    done
+    continue
+  fi
   variants=$("$exe" --help | sed -n 's/.*--variant TEXT:{\([^}]*\)}.*/\1/p' | tr ',' ' ')
   for v in ${variants:-default}; do
     name=$id

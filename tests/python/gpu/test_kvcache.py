@@ -150,10 +150,12 @@ def test_errors():
         (dict(q=q, k_cache=kc, v_cache=kc, k=q[:, :, :2]), ValueError, "go together"),
         (dict(q=q, k_cache=kc, v_cache=kc, cache_batch_idx=torch.tensor([3], dtype=torch.int32)), ValueError,
          "outside the cache's 1 sequences"),
-        (dict(q=q, k_cache=kc, v_cache=kc, block_table=torch.tensor([[0, 9]], dtype=torch.int32)), ValueError, ""),
+        (dict(q=q, k_cache=kc, v_cache=kc, block_table=torch.tensor([[0, 9]], dtype=torch.int32)), ValueError,
+         "block_table: an entry 9 outside the cache's 1 blocks"),
         (dict(q=q, k_cache=kc.transpose(1, 2).contiguous().transpose(1, 2), v_cache=kc), ValueError, "contiguous"),
         (dict(q=q, k_cache=kc, v_cache=kc, k=q[:, :, :2], v=q[:, :, :2], cache_seqlens=100), ValueError, "overflows"),
     ]
     for kw, err, text in cases:
+        assert text, "an empty pattern matches every message"
         with pytest.raises(err, match=text):
             flashsteps.attention_with_kvcache(**kw)
