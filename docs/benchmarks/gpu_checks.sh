@@ -24,8 +24,9 @@
 #              (tests/sanitize.sh --decode)
 #   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
 #   python10   the Python module with steps 04, 05, 08 and 10 alone (./build-py), and
-#              tests/python/gpu/test_kvcache.py (flashsteps.attention_with_kvcache) and
-#              test_flash_attn_interface.py (flashsteps.flash_attn_interface) on it
+#              tests/python/gpu/test_kvcache.py (flashsteps.attention_with_kvcache),
+#              test_flash_attn_interface.py (flashsteps.flash_attn_interface) and test_compile.py
+#              (the custom ops under torch.compile and in CUDA graphs) on it
 # A task starts only while the time since the start plus its usual length is below DEADLINE
 # seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
 # the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
@@ -107,7 +108,8 @@ task_python10() {
   cmake -S . -B build-py "${cfg[@]}" -DFS_STEPS="04;05;08;10" > "$out/configure_py.log" 2>&1 || return 1
   ninja -C build-py -j16 fs_python > "$out/build_py.log" 2>&1 || { tail -20 "$out/build_py.log"; return 1; }
   PYTHONPATH=build-py/python PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider \
-    tests/python/gpu/test_kvcache.py tests/python/gpu/test_flash_attn_interface.py > "$out/pytest_kvcache.log" 2>&1
+    tests/python/gpu/test_kvcache.py tests/python/gpu/test_flash_attn_interface.py \
+    tests/python/gpu/test_compile.py > "$out/pytest_kvcache.log" 2>&1
   local rc=$?
   tail -15 "$out/pytest_kvcache.log"
   return $rc
