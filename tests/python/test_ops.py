@@ -198,6 +198,28 @@ def test_the_real_op_refuses_cpu_tensors():
         _ops.forward_op(q, q, q, None, None, None, "08", "fa2", False, None, -1, -1, 0.0, 0.0, 1, None, None)
 
 
+def test_the_ops_pass_the_native_calls_keywords_they_take(monkeypatch):
+    """Each op's real implementation calls its native function (_forward, _backward, _decode) with
+    keywords the native function takes: on CPU tensors, let through to it here, the call gets as far as
+    the native check that wants CUDA tensors (a keyword it did not take would be pybind11's TypeError
+    before that)."""
+    import contextlib
+
+    monkeypatch.setattr(_ops, "_cuda", lambda t, name: t.detach())
+    monkeypatch.setattr(_ops, "_stream", lambda t: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    q = torch.zeros(1, 16, 2, 64, dtype=torch.bfloat16, requires_grad=True)
+    lse = torch.zeros(1, 2, 16)
+    calls = [lambda: _ops.forward_op(q, q, q, None, None, None, *SETTINGS),
+             lambda: _ops.backward_op(q, q, q, q, q, lse, None, None, None, *SETTINGS)]
+    if HAS_DECODE:
+        calls.append(lambda: _ops.kvcache_op(q, q, q, None, None, None, 5, None, None, None, None, False, None, True,
+                                             -1, -1, 0.0, None, 0))
+    for call in calls:
+        with pytest.raises(ValueError, match="the kernels run on the GPU"):
+            call()
+
+
 def run(code):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
