@@ -27,8 +27,9 @@ graph freezes: every Python number (causal, scales, windows, the dropout seed: a
 same dropout mask), the grid of packed sequences (max_seqlen_q/k where given, else every token),
 a decoding's split count (num_splits where given, else the split rule on the cache's room), and
 cache_seqlens where it is an int (as a CUDA int32 tensor, the replays read its new values).
-Every tensor must be on the GPU before the capture: alibi_slopes, cu_seqlens or cache_seqlens given
-as a list or a CPU tensor are copied from the host, which a capture refuses.
+Every tensor must be on the GPU before the capture: alibi_slopes, cu_seqlens, cache_seqlens,
+block_table or cache_batch_idx given as a list or a CPU tensor are copied from the host (the
+wrappers' torch.as_tensor), which a capture refuses.
 """
 from typing import Optional, Tuple
 
