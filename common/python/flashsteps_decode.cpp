@@ -5,7 +5,7 @@
 //   _decode(q, k_cache, v_cache, out, lse, *, k=None, v=None, cache_seqlens=None, block_table=None,
 //           cache_batch_idx=None, rotary_cos=None, rotary_sin=None, rotary_interleaved=False,
 //           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-//           num_splits=0, stream=0)
+//           num_splits=0, stream=0, workspace=None)
 //
 // q, out (batch, seqlen_q, heads, d); k_cache, v_cache (batch_cache, seqlen_cache, heads_k, d), or
 // paged (num_blocks, page_size, heads_k, d) with block_table (batch, max_blocks) int32; k, v
@@ -14,7 +14,10 @@
 // float32; lse (batch, heads, seqlen_q) float32. Every tensor contiguous (step 10's kernels take no strides) and on q's GPU.
 // The int32 tensors are read back (a few bytes, in the stream's order) and checked, so that no
 // length, page or index sends the kernels outside the cache; the split rule then sees the longest
-// sequence. Bad input raises ValueError or TypeError with one line.
+// sequence. Not while the stream is captured into a CUDA graph: then nothing is read back (see
+// decode_call), and with workspace= (gpu_call.hpp's Workspace: flashsteps/_ops.py passes
+// torch.empty's) the call queues kernels and nothing else. Bad input raises ValueError or TypeError
+// with one line.
 #include <cuda_runtime.h>
 #include <pybind11/pybind11.h>
 
@@ -57,13 +60,15 @@ bool same_dtype(const Operand& a, const Operand& b) {
   return a.t.t().dtype.code == b.t.t().dtype.code && a.t.t().dtype.bits == b.t.t().dtype.bits;
 }
 
-// An int32 tensor of these dims (contiguous, on q's GPU), read back in the stream's order.
+// An int32 tensor of these dims (contiguous, on q's GPU), read back in the stream's order; while the
+// stream is captured into a CUDA graph (`read` false) its layout alone is checked and nothing is read.
 std::vector<std::int32_t> int32_values(const Operand& o, const std::vector<std::int64_t>& dims, int device,
-                                       cudaStream_t stream) {
+                                       cudaStream_t stream, bool read = true) {
   const DLDataType t = o.t.t().dtype;
   if (t.code != kDLInt || t.bits != 32 || t.lanes != 1)
     throw py::type_error(std::string(o.t.name()) + ": int32, got " + Borrowed::dtype_name(t));
   expect_dense(o, dims, device);
+  if (!read) return {};
   std::int64_t n = 1;
   for (std::int64_t d : dims) n *= d;
   std::vector<std::int32_t> host(static_cast<std::size_t>(n));
@@ -89,7 +94,7 @@ int as_int(std::int64_t x, const char* what) {
 
 void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v_obj, O seqlens_obj, O table_obj, O idx_obj,
             O cos_obj, O sin_obj, O interleaved, O scale_obj, O causal, O window_obj, O softcap_obj, O alibi_obj,
-            O splits_obj, O stream_obj) {
+            O splits_obj, O stream_obj, O workspace_obj) {
   const std::int64_t stream = fs::python::integer(stream_obj, "stream", 0, std::numeric_limits<std::int64_t>::max());
   const cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
   const Operand q(q_obj, "q", stream), kc(kc_obj, "k_cache", stream), vc(vc_obj, "v_cache", stream);
@@ -112,6 +117,12 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
   if (paged && idx) throw py::value_error("cache_batch_idx picks sequences of a contiguous cache; a paged cache's are "
                                           "its block table's rows");
   const fs::python::OnDevice on(dev);
+  // A CUDA graph being captured: the host may not wait for the int32 tensors, and a graph replays
+  // whatever they hold then (a decoding loop's lengths grow between replays), so they are not read
+  // back: their entries are the caller's word, as flash_attn takes them (lengths within the cache,
+  // pages and indices within it; the append kernel writes no row past seqlen_cache either way),
+  // and the split rule sees the cache's room instead of the longest length.
+  const bool read = !fs::python::capturing(cs);
   fs::decoding::DecodeParams p;
   std::vector<std::int32_t> table_host, idx_host;
   std::int64_t batch_cache = s.batch, num_blocks = 0;
@@ -120,7 +131,7 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
     num_blocks = kc.t.dim(0);
     p.page_size = as_int(kc.t.dim(1), "page_size");
     s.seqlen_cache = as_int(std::int64_t(max_blocks) * p.page_size, "max_blocks_per_seq * page_size");
-    table_host = int32_values(*table, {s.batch, max_blocks}, dev, cs);
+    table_host = int32_values(*table, {s.batch, max_blocks}, dev, cs, read);
     for (std::int32_t b : table_host)
       if (b < 0 || b >= num_blocks)
         throw py::value_error("block_table: an entry " + std::to_string(b) + " outside the cache's " +
@@ -131,7 +142,7 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
     batch_cache = kc.t.dim(0);
     s.seqlen_cache = as_int(kc.t.dim(1), "seqlen_cache");
     if (idx) {
-      idx_host = int32_values(*idx, {s.batch}, dev, cs);
+      idx_host = int32_values(*idx, {s.batch}, dev, cs, read);
       for (std::int32_t b : idx_host)
         if (b < 0 || b >= batch_cache)
           throw py::value_error("cache_batch_idx: an index " + std::to_string(b) + " outside the cache's " +
@@ -173,14 +184,15 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
     p.cache_len = int(fs::python::integer(seqlens_obj, "cache_seqlens", 0, s.seqlen_cache));
   } else {
     seqlens.emplace(seqlens_obj, "cache_seqlens", stream);
-    lens = int32_values(*seqlens, {s.batch}, dev, cs);
+    lens = int32_values(*seqlens, {s.batch}, dev, cs, read);
     for (std::int32_t L : lens)
       if (L < 0 || L > s.seqlen_cache)
         throw py::value_error("cache_seqlens: a length " + std::to_string(L) + " outside 0.." +
                               std::to_string(s.seqlen_cache));
     p.cache_seqlens = static_cast<const std::int32_t*>(seqlens->data());
   }
-  const int longest = lens.empty() ? p.cache_len : *std::max_element(lens.begin(), lens.end());
+  const bool lens_unread = seqlens.has_value() && !read;  // the lengths on the device only
+  const int longest = lens_unread ? s.seqlen_cache : lens.empty() ? p.cache_len : *std::max_element(lens.begin(), lens.end());
 
   if (k_obj.is_none() != v_obj.is_none()) throw py::value_error("k and v (the new tokens' keys and values) go together");
   if (!k_obj.is_none()) {
@@ -190,7 +202,8 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
       expect_dense(*o, {s.batch, s.new_tokens, s.heads_kv, s.d}, dev);
       if (!same_dtype(*o, q)) throw py::type_error(std::string(o->t.name()) + ": q's dtype");
     }
-    const std::string why = fs::decoding::append_unsupported(s, lens.empty() ? nullptr : lens.data(), p.cache_len);
+    const std::string why =
+        lens_unread ? "" : fs::decoding::append_unsupported(s, lens.empty() ? nullptr : lens.data(), p.cache_len);
     if (!why.empty()) throw py::value_error(why);
     p.k_new = k_new->data();
     p.v_new = v_new->data();
@@ -209,7 +222,7 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
     p.rotary_dim = int(std::min<std::int64_t>(2 * half, std::numeric_limits<int>::max()));
     p.rotary_len = int(std::min<std::int64_t>(len, std::numeric_limits<int>::max()));
     p.rotary_interleaved = fs::python::flag(interleaved);
-    if (longest + std::int64_t(s.new_tokens) > p.rotary_len)
+    if (!lens_unread && longest + std::int64_t(s.new_tokens) > p.rotary_len)  // unread: the kernels clamp
       throw py::value_error("rotary_cos: " + std::to_string(p.rotary_len) + " positions; the last new token's is " +
                             std::to_string(longest + s.new_tokens - 1));
   }
@@ -248,7 +261,8 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
   p.shape = s;
   p.stream = cs;
   if (std::string why = fs::decoding::decode_unsupported(s, dtype, p.num_splits); !why.empty()) throw py::value_error(why);
-  const fs::python::StreamBytes ws(fs::decoding::decode_workspace_bytes(s, p.num_splits, p.rotary_dim > 0), cs);
+  const fs::python::Workspace ws(fs::decoding::decode_workspace_bytes(s, p.num_splits, p.rotary_dim > 0), stream,
+                                 workspace_obj, dev);
   p.workspace = static_cast<float*>(ws.get());
   fs::python::launched([&] { fs::decoding::decode_forward(p); });
 }
@@ -267,7 +281,8 @@ void add_decode(py::module_& m) {
         py::arg("block_table") = py::none(), py::arg("cache_batch_idx") = py::none(), py::arg("rotary_cos") = py::none(),
         py::arg("rotary_sin") = py::none(), py::arg("rotary_interleaved") = false, py::arg("softmax_scale") = py::none(),
         py::arg("causal") = false, py::arg("window_size") = py::make_tuple(-1, -1), py::arg("softcap") = 0.0,
-        py::arg("alibi_slopes") = py::none(), py::arg("num_splits") = 0, py::arg("stream") = 0);
+        py::arg("alibi_slopes") = py::none(), py::arg("num_splits") = 0, py::arg("stream") = 0,
+        py::arg("workspace") = py::none());
 }
 
 }  // namespace fs::python

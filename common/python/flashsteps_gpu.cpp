@@ -1,6 +1,6 @@
 // The module's kernels: a step's forward and backward launchers (steps 04, 05 and 08) on CUDA
-// tensors that speak DLPack, read and written in place. flashsteps/__init__.py builds
-// flashsteps.attention (flash_attn_func's arguments, a PyTorch autograd function) on these two:
+// tensors that speak DLPack, read and written in place. flashsteps/_ops.py makes them PyTorch custom
+// ops (flashsteps::attention_forward, attention_backward), which flashsteps.attention calls:
 //
 //   _forward(q, k, v, out, lse, step=..., variant=..., ...)                  out, lse written
 //   _backward(q, k, v, out, lse, dout, dq, dk, dv, step=..., variant=..., ...)  dq, dk, dv written
@@ -11,9 +11,15 @@
 // sequences, int32 CUDA tensors of batch + 1 prefix sums) q, out, dout, dq are (total_q, heads,
 // head_dim), k, v, dk, dv (total_k, heads_k, head_dim) and lse (heads, total_q); the offsets are read
 // back to be checked (a wrong one would send the kernels outside the tensors) and to size the grid by
-// the longest sequence. The kernels of steps 04, 05 and 08 take those strides as they are
-// (StepInfo::strides). Bad shapes, dtypes, devices and layouts raise ValueError or TypeError with
-// one line; nothing is copied here.
+// the longest sequence, except while the stream is captured into a CUDA graph (prepare). The kernels
+// of steps 04, 05 and 08 take those strides as they are (StepInfo::strides). Bad shapes, dtypes,
+// devices and layouts raise ValueError or TypeError with one line; nothing is copied here.
+//
+// workspace=: a callable taking a byte count and returning a CUDA tensor of that many bytes, for the
+// memory a pass needs beside its tensors (gpu_call.hpp's Workspace): flashsteps/_ops.py passes
+// torch.empty's, so that nothing is allocated outside PyTorch's allocator. Together with the offsets
+// left unread while the stream is captured (prepare), a call then queues kernels on `stream` and
+// nothing else, which is what capturing it into a CUDA graph needs.
 #include <cuda_runtime.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -42,7 +48,7 @@ using fs::python::dlpack_stream;
 using fs::python::launched;
 using fs::python::OnDevice;
 using fs::python::Operand;
-using fs::python::StreamBytes;
+using fs::python::Workspace;
 
 // The addresses the last launch was given, by tensor name: the tests compare them with the
 // callers' tensors to show that nothing was copied. (Plain C++: a Python object here would be
@@ -99,15 +105,19 @@ struct VarlenArgs {
   bool on() const { return cu_q.has_value(); }
 };
 
-// The offsets of a cu_seqlens tensor (1-D int32, contiguous, on q's GPU), copied back in the
-// launch stream's order.
-std::vector<std::int32_t> offsets(const Operand& cu, int device, cudaStream_t stream) {
+// A cu_seqlens tensor as the kernels read it: 1-D int32, contiguous, on q's GPU.
+void require_offsets_layout(const Operand& cu, int device) {
   const Borrowed& b = cu.t;
   const DLDataType t = b.t().dtype;
   if (b.ndim() != 1 || t.code != kDLInt || t.bits != 32 || t.lanes != 1 || (b.dim(0) > 1 && b.stride(0) != 1))
     throw py::type_error(std::string(b.name()) + ": expected a contiguous 1-D int32 tensor, got " + Borrowed::dtype_name(t) +
                          " " + b.shape());
   if (b.t().device.device_id != device) throw py::value_error(std::string(b.name()) + ": on q's GPU");
+}
+
+// The offsets of a cu_seqlens tensor, copied back in the launch stream's order (the host waits).
+std::vector<std::int32_t> offsets(const Operand& cu, cudaStream_t stream) {
+  const Borrowed& b = cu.t;
   std::vector<std::int32_t> host(b.dim(0));
   FS_CUDA_CHECK(cudaMemcpyAsync(host.data(), cu.data(), host.size() * 4, cudaMemcpyDeviceToHost, stream));
   FS_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -193,14 +203,30 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   if (varlen.on()) {
     if (!L.step->packed) throw py::value_error("step " + L.step->id + " takes no cu_seqlens (packed sequences)");
     const OnDevice on(dev);
-    const std::vector<std::int32_t> cu_q = offsets(*varlen.cu_q, dev, L.stream), cu_k = offsets(*varlen.cu_k, dev, L.stream);
-    fs::python::require_prefix_sums(cu_q, cu_k, N, Nk);
-    if (cu_q.size() - 1 > 65535) throw py::value_error("cu_seqlens: at most 65535 sequences");
+    require_offsets_layout(*varlen.cu_q, dev);
+    require_offsets_layout(*varlen.cu_k, dev);
+    const std::int64_t offsets_count = varlen.cu_q->t.dim(0);
+    if (offsets_count - 1 > 65535) throw py::value_error("cu_seqlens: at most 65535 sequences");
     L.packed.cu_q = static_cast<const std::int32_t*>(varlen.cu_q->data());
     L.packed.cu_k = static_cast<const std::int32_t*>(varlen.cu_k->data());
-    L.packed.count = int(cu_q.size() - 1);
-    L.packed.max_q = longest(cu_q, varlen.max_q, "max_seqlen_q");
-    L.packed.max_k = longest(cu_k, varlen.max_k, "max_seqlen_k");
+    if (fs::python::capturing(L.stream)) {
+      // A CUDA graph being captured: the host may not wait for the offsets, and a graph replays
+      // whatever they hold then, so they are the caller's word, as flash_attn takes them (prefix
+      // sums from 0 to the tokens of q and of k). The grid is cut to max_seqlen_q/k where given
+      // (trusted: a longer sequence would keep rows unwritten), else spans every token, which no
+      // sequence exceeds (its CTAs past a sequence's end find no rows).
+      if (varlen.cu_k->t.dim(0) != offsets_count || offsets_count < 2)
+        throw py::value_error("cu_seqlens_q, cu_seqlens_k: prefix sums of equal length (batch + 1), at least 2");
+      L.packed.count = int(offsets_count - 1);
+      L.packed.max_q = int(std::min<std::int64_t>(varlen.max_q.value_or(int(N)), N));
+      L.packed.max_k = int(std::min<std::int64_t>(varlen.max_k.value_or(int(Nk)), Nk));
+    } else {
+      const std::vector<std::int32_t> cu_q = offsets(*varlen.cu_q, L.stream), cu_k = offsets(*varlen.cu_k, L.stream);
+      fs::python::require_prefix_sums(cu_q, cu_k, N, Nk);
+      L.packed.count = int(cu_q.size() - 1);
+      L.packed.max_q = longest(cu_q, varlen.max_q, "max_seqlen_q");
+      L.packed.max_k = longest(cu_k, varlen.max_k, "max_seqlen_k");
+    }
   }
   return L;
 }
@@ -246,7 +272,7 @@ Call call_of(O step, O variant, O causal, O scale, O window, O softcap, O dropou
 }
 
 void forward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O step_obj, O variant_obj, O causal, O scale, O window, O softcap,
-             O alibi_obj, O dropout_p, O seed, O cu_q, O cu_k, O max_q, O max_k, O stream_obj) {
+             O alibi_obj, O dropout_p, O seed, O cu_q, O cu_k, O max_q, O max_k, O stream_obj, O workspace_obj) {
   const Call c = call_of(step_obj, variant_obj, causal, scale, window, softcap, dropout_p, seed, max_q, max_k, stream_obj);
   const std::int64_t stream = c.stream;
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream), v(v_obj, "v", stream), out(out_obj, "out", stream);
@@ -263,7 +289,7 @@ void forward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O step_obj, O vari
   lse_check(lse, L);
 
   OnDevice on(L.device);
-  StreamBytes ws(L.step->fwd_workspace(s, L.settings), L.stream);
+  const Workspace ws(L.step->fwd_workspace(s, L.settings), stream, workspace_obj, L.device);
   fs::FwdParams p;
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data();
   p.lse = reinterpret_cast<float*>(lse.address());
@@ -271,13 +297,14 @@ void forward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O step_obj, O vari
   L.into(p, ws.get());
   launched([&] { L.step->forward(p); });
   g_last_launch.clear();
-  for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)}})
-    g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
+  for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)},
+                                  {"workspace", static_cast<const void*>(p.workspace)}})
+    if (ptr) g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
 void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_obj, O dk_obj, O dv_obj, O step_obj,
               O variant_obj, O causal, O scale, O window, O softcap, O alibi_obj, O dropout_p, O seed, O cu_q, O cu_k, O max_q,
-              O max_k, O stream_obj) {
+              O max_k, O stream_obj, O workspace_obj) {
   const Call c = call_of(step_obj, variant_obj, causal, scale, window, softcap, dropout_p, seed, max_q, max_k, stream_obj);
   const std::int64_t stream = c.stream;
   const std::string& variant = c.variant;
@@ -301,7 +328,7 @@ void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_
   lse_check(lse, L);
 
   OnDevice on(L.device);
-  StreamBytes ws(L.step->bwd_workspace(s, L.settings), L.stream);
+  const Workspace ws(L.step->bwd_workspace(s, L.settings), stream, workspace_obj, L.device);
   fs::BwdParams p;
   p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = out.data(), p.dout = dout.data();
   p.lse = reinterpret_cast<const float*>(lse.address());
@@ -313,8 +340,8 @@ void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_
   g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", p.o}, {"dout", p.dout},
                                   {"dq", static_cast<const void*>(p.dq)}, {"dk", static_cast<const void*>(p.dk)},
-                                  {"dv", static_cast<const void*>(p.dv)}})
-    g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
+                                  {"dv", static_cast<const void*>(p.dv)}, {"workspace", static_cast<const void*>(p.workspace)}})
+    if (ptr) g_last_launch.emplace_back(name, reinterpret_cast<std::uintptr_t>(ptr));
 }
 
 }  // namespace
@@ -326,7 +353,7 @@ namespace fs::python {
       py::arg("window_size") = py::make_tuple(-1, -1), py::arg("softcap") = 0.0, py::arg("alibi_slopes") = py::none(),    \
       py::arg("dropout_p") = 0.0, py::arg("seed") = 1, py::arg("cu_seqlens_q") = py::none(),                          \
       py::arg("cu_seqlens_k") = py::none(), py::arg("max_seqlen_q") = py::none(), py::arg("max_seqlen_k") = py::none(),  \
-      py::arg("stream") = 0
+      py::arg("stream") = 0, py::arg("workspace") = py::none()
 
 void add_gpu(py::module_& m) {
   m.def("_forward", &forward,
@@ -343,7 +370,8 @@ void add_gpu(py::module_& m) {
           for (const auto& [name, address] : g_last_launch) d[py::str(name)] = address;
           return d;
         },
-        "The addresses the last _forward or _backward launched the kernels with, by tensor name.");
+        "The addresses the last _forward or _backward launched the kernels with, by tensor name (the workspace's too,\n"
+        "where the pass has one).");
 }
 
 }  // namespace fs::python

@@ -1,6 +1,7 @@
 // What the module's kernel calls share (flashsteps_gpu.cpp: steps 04, 05 and 08;
 // flashsteps_decode.cpp: step 10): a CUDA tensor of the call, borrowed through DLPack for the launch
-// stream; the tensors' GPU made current for the call; device memory in the stream's order; and a
+// stream; the tensors' GPU made current for the call; whether the stream is being captured into a
+// CUDA graph; device memory for a pass, the caller's allocator's or in the stream's order; and a
 // launcher's refusal turned into the caller's ValueError.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,20 +62,63 @@ class OnDevice {
   int before_ = 0;
 };
 
-// Device memory for one pass, allocated and freed in the stream's order.
-class StreamBytes {
+// Whether `stream` is being captured into a CUDA graph (torch.cuda.graph, cudaStreamBeginCapture).
+// While it is, nothing in the call may make the host wait for the GPU: values on the device (the
+// offsets of packed sequences, a decoding's lengths and block table) are then not copied back to
+// be checked, and what the grid needs of them comes from the shapes and the caller's bounds.
+inline bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  FS_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Device memory for one pass. Where the caller gives `allocate` (a callable taking a byte count and
+// returning a 1-D uint8 CUDA tensor of at least that many bytes: flashsteps/_ops.py passes
+// torch.empty's), the memory is the caller's allocator's and the tensor is held for the length of
+// the call: PyTorch's caching allocator hands it to the next user on this stream only after the
+// kernels queued here, and while a CUDA graph is captured it comes from the graph's pool, which the
+// graph keeps for its replays. Without one it is allocated and freed here in the stream's order
+// (cudaMallocAsync), for attention_into's callers (CuPy, JAX), whose allocators this cannot reach.
+class Workspace {
  public:
-  StreamBytes(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes) FS_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream));
+  Workspace(std::size_t bytes, std::int64_t stream, const py::object& allocate, int device)
+      : stream_(reinterpret_cast<cudaStream_t>(stream)) {
+    if (!bytes) return;
+    if (allocate.is_none()) {
+      FS_CUDA_CHECK(cudaMallocAsync(&p_, bytes, stream_));
+      owned_ = true;
+      return;
+    }
+    if (!PyCallable_Check(allocate.ptr()))
+      throw py::type_error("workspace: a callable taking a byte count and returning a CUDA tensor, got " + type_name(allocate));
+    tensor_ = allocate(bytes);
+    const std::int64_t dl = dlpack_stream(stream);
+    tensor_view_.emplace(tensor_, "workspace", &dl);
+    const Borrowed& b = *tensor_view_;
+    const DLDataType t = b.t().dtype;
+    // 256 bytes: cudaMalloc's alignment, which the kernels' vector loads from the workspace assume.
+    const bool ok = b.t().device.device_type == kDLCUDA && b.t().device.device_id == device && b.ndim() == 1 &&
+                    t.bits == 8 && t.lanes == 1 && b.dim(0) >= std::int64_t(bytes) && (b.dim(0) < 2 || b.stride(0) == 1) &&
+                    b.address() % 256 == 0;
+    if (!ok)
+      throw py::value_error("workspace: the allocator must return a contiguous 1-D 8-bit tensor of at least " +
+                            std::to_string(bytes) + " bytes on q's GPU, 256-byte aligned; got " + Borrowed::dtype_name(t) +
+                            " " + b.shape());
+    p_ = reinterpret_cast<void*>(b.address());
   }
-  ~StreamBytes() {
-    if (p_) cudaFreeAsync(p_, stream_);
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace() {
+    if (owned_) cudaFreeAsync(p_, stream_);
   }
   void* get() const { return p_; }
 
  private:
   void* p_ = nullptr;
   cudaStream_t stream_;
+  bool owned_ = false;
+  py::object tensor_;                   // the caller's allocation, alive until the kernels are queued
+  std::optional<Borrowed> tensor_view_;  // its DLPack view (released before tensor_: declared after it)
 };
 
 // A launcher's refusal of what it was handed (a layout off the 16-byte grid) is the caller's

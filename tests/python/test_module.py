@@ -41,3 +41,12 @@ def test_flash_attn_interface_names_and_refusals():
     x = np.zeros((1, 4, 2, 8), np.float32)
     with pytest.raises(TypeError, match="PyTorch tensors"):
         fai.flash_attn_func(x, x, x)
+
+
+def test_import_needs_no_pytorch():
+    """`import flashsteps` imports no PyTorch (seconds, where it is installed) for the reference's
+    users: the custom ops (flashsteps/_ops.py), which import it, come with the first call that passes
+    PyTorch tensors, or at the import where PyTorch is imported already (tests/python/test_ops.py)."""
+    code = "import sys, flashsteps; print('torch' in sys.modules, 'flashsteps._ops' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["False", "False"]

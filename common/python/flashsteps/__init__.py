@@ -12,10 +12,15 @@ whose rows start on 16-byte boundaries (the last dimension contiguous), so nothi
 `attention_with_kvcache` takes flash_attn_with_kvcache's arguments: decoding (step 10), a few new query
 tokens against a KV cache, contiguous or paged, with the new keys and values appended in place.
 `attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
-outputs given. `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes`
-(docs/verify.md) take any DLPack CPU tensor.
+outputs given. With PyTorch, the kernels are custom ops (flashsteps/_ops.py, namespace
+`flashsteps`) with fake implementations and autograd: `torch.compile(model, fullgraph=True)` traces
+attention, attention_varlen and attention_with_kvcache without a graph break, and a CUDA graph
+(torch.cuda.graph) captures them: no host synchronisation, no allocation but PyTorch's.
+`reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes` (docs/verify.md)
+take any DLPack CPU tensor.
 """
 import importlib.util
+import operator
 import sys
 
 from ._flashsteps import (  # noqa: F401  (the package's interface)
@@ -46,12 +51,6 @@ def _step_of(step):
     return key
 
 
-def _launch_stream(t):
-    import torch
-
-    return torch.cuda.current_stream(t.device).cuda_stream
-
-
 def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False, softmax_scale=None,
                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None, dropout_p=0.0, seed=1, cu_seqlens_q=None,
                    cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, stream=0):
@@ -59,51 +58,44 @@ def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False,
     (batch, seqlen_k, heads_k, head_dim), out like q, lse float32 (batch, heads, seqlen_q) contiguous; with
     cu_seqlens_q, cu_seqlens_k (int32 CUDA tensors of batch + 1 prefix sums) q (total_q, heads, head_dim),
     k and v (total_k, heads_k, head_dim), lse (heads, total_q). stream: the CUDA stream to launch on (a
-    pointer; 0, the default stream)."""
+    pointer; 0, the default stream). A workspace, where the pass has one (step 04), is allocated in the
+    stream's order (cudaMallocAsync); attention's ops take theirs from PyTorch's allocator instead."""
     _forward(q, k, v, out, lse, step=step, variant=variant, causal=causal, softmax_scale=softmax_scale,
              window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes, dropout_p=dropout_p, seed=seed,
              cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
              max_seqlen_k=max_seqlen_k, stream=stream)
 
 
-def _make_function():
-    import torch
+def _torch_ops():
+    """flashsteps/_ops.py, the kernels as PyTorch custom ops: imported on the first call with PyTorch
+    tensors (PyTorch is then imported already), or at the package's import where it was."""
+    from . import _ops
 
-    class _Attention(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, q, k, v, opts):
-            # The data, without autograd's bookkeeping (which DLPack refuses to export): the same memory.
-            q, k, v = q.detach(), k.detach(), v.detach()
-            out = torch.empty_like(q)  # q's strides where q is dense, else contiguous
-            if q.dim() == 3:  # packed sequences: (heads, total_q)
-                lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
-            else:
-                lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
-            with torch.cuda.device(q.device):
-                _forward(q, k, v, out, lse, **opts, stream=_launch_stream(q))
-            ctx.save_for_backward(q, k, v, out, lse)
-            ctx.opts = opts
-            ctx.mark_non_differentiable(lse)
-            return out, lse
-
-        @staticmethod
-        def backward(ctx, dout, _dlse):
-            q, k, v, out, lse = (t.detach() for t in ctx.saved_tensors)
-            dout = dout.detach()
-            opts = ctx.opts
-            if opts["step"] == "04":
-                raise RuntimeError("flashsteps.attention: step 04 has no backward; use step='05' or '08'")
-            if dout.stride(-1) != 1:  # the kernels read head_dim contiguous
-                dout = dout.contiguous()
-            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            with torch.cuda.device(q.device):
-                _backward(q, k, v, out, lse, dout, dq, dk, dv, **opts, stream=_launch_stream(q))
-            return dq, dk, dv, None
-
-    return _Attention
+    return _ops
 
 
-_function = None
+def _number(x, name):
+    """A float keyword for the ops' schema, refused in one line as the native calls refuse it."""
+    if x is not None and not isinstance(x, (str, bytes)):
+        try:
+            return float(x)
+        except TypeError:
+            pass
+    raise TypeError(f"{name}: expected a number, got {type(x).__name__}")
+
+
+def _int64(x):
+    """An integer keyword for the ops' schema (int64): past it, the nearest int64, which the native
+    call then refuses with its own one line (no bound of theirs comes near it)."""
+    return max(-2**63, min(2**63 - 1, operator.index(x)))
+
+
+def _seed(seed):
+    """The dropout seed, 0 to 2^64 - 1, as the int64 of the same bits (the ops' schema has no uint64)."""
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be from 0 to 2^64 - 1 (got {seed})")
+    return seed - 2**64 if seed >= 2**63 else seed
 
 
 def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -117,12 +109,13 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
-    cu_seqlens_k: packed sequences, as attention_varlen takes them."""
+    cu_seqlens_k: packed sequences, as attention_varlen takes them. The kernels run as PyTorch custom ops
+    (torch.ops.flashsteps.attention_forward, attention_backward): torch.compile traces this call with
+    no graph break, and it can be captured in a CUDA graph, alibi_slopes and cu_seqlens then CUDA
+    tensors already (flashsteps/_ops.py: what a graph freezes, the offsets unread while captured)."""
     # A PyTorch tensor means PyTorch is imported already: anything else is refused without importing
     # it (seconds, where it is installed).
     torch = sys.modules.get("torch")
-
-    global _function
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
             installed = importlib.util.find_spec("torch") is not None
@@ -144,13 +137,11 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     if cu_seqlens_q is not None:
         cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
         cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
-    opts = dict(step=key, variant=variant, causal=bool(causal), softmax_scale=softmax_scale,
-                window_size=(int(window_size[0]), int(window_size[1])), softcap=float(softcap),
-                alibi_slopes=alibi_slopes, dropout_p=float(dropout_p), seed=int(seed), cu_seqlens_q=cu_seqlens_q,
-                cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
-    if _function is None:
-        _function = _make_function()
-    out, lse = _function.apply(q, k, v, opts)
+    out, lse = _torch_ops().forward_op(
+        q, k, v, alibi_slopes, cu_seqlens_q, cu_seqlens_k, key, variant, bool(causal),
+        None if softmax_scale is None else _number(softmax_scale, "softmax_scale"), _int64(int(window_size[0])),
+        _int64(int(window_size[1])), _number(softcap, "softcap"), _number(dropout_p, "dropout_p"), _seed(seed),
+        None if max_seqlen_q is None else _int64(max_seqlen_q), None if max_seqlen_k is None else _int64(max_seqlen_k))
     return (out, lse) if return_lse else out
 
 
@@ -161,8 +152,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     (total_k, heads_k, head_dim), cu_seqlens_q and cu_seqlens_k int32 prefix sums of batch + 1 offsets
     (sequence b is q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]] against k, v[cu_seqlens_k[b]:cu_seqlens_k[b + 1]],
     each with its own bottom-right causal and window alignment; a sequence may be empty). max_seqlen_q,
-    max_seqlen_k: checked if given (the offsets are read back to be checked in any case). Returns out like
-    q, or (out, lse) with lse float32 (heads, total_q). The rest as attention."""
+    max_seqlen_k: checked if given (the offsets are read back to be checked in any case), except while a
+    CUDA graph is captured: then nothing is read back and the grid is cut to them (flashsteps/_ops.py).
+    Returns out like q, or (out, lse) with lse float32 (heads, total_q). The rest as attention."""
     return attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                      return_lse, step=step, variant=variant, seed=seed, cu_seqlens_q=cu_seqlens_q,
                      cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
@@ -183,7 +175,10 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
     reads. causal, window_size, softcap, alibi_slopes (heads float32): as attention's, aligned to the
     bottom-right corner (token t of n at query position cache_seqlens + t when appending, else
     cache_seqlens − n + t). num_splits: 0 for the split rule. Returns out like q, or (out, lse) with lse
-    float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad."""
+    float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad. A PyTorch custom op
+    (torch.ops.flashsteps.attention_with_kvcache, the cache declared mutated): torch.compile traces it
+    and a CUDA graph captures it; while captured the int32 tensors are not read back to be checked,
+    and cache_seqlens as a CUDA int32 tensor is read again at each replay (flashsteps/_ops.py)."""
     torch = sys.modules.get("torch")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -200,20 +195,34 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
         alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
     if q.dim() != 4:
         raise ValueError(f"q: (batch, seqlen_q, heads, head_dim), got shape {tuple(q.shape)}")
-    B, n, H, _ = q.shape
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    lse = torch.empty(B, H, n, dtype=torch.float32, device=q.device)
+    for name, t in (("k", k), ("v", v), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: attention_with_kvcache takes PyTorch tensors, got {type(t).__name__}")
 
     def int32(x):
         return None if x is None else torch.as_tensor(x, dtype=torch.int32, device=q.device).contiguous()
 
-    if cache_seqlens is not None and not isinstance(cache_seqlens, int):
+    # cache_seqlens: one length for all (an int, cache_len to the op) or a length per sequence.
+    cache_len = None
+    if isinstance(cache_seqlens, bool):
+        raise TypeError("cache_seqlens: expected an integer or an int32 tensor, got bool")
+    if isinstance(cache_seqlens, int):
+        cache_len, cache_seqlens = _int64(cache_seqlens), None
+    elif cache_seqlens is not None:
         cache_seqlens = int32(cache_seqlens)
-    _flashsteps._decode(q, k_cache, v_cache, out, lse, k=k, v=v, cache_seqlens=cache_seqlens,
-                        block_table=int32(block_table), cache_batch_idx=int32(cache_batch_idx), rotary_cos=rotary_cos,
-                        rotary_sin=rotary_sin, rotary_interleaved=bool(rotary_interleaved),
-                        softmax_scale=softmax_scale, causal=bool(causal),
-                        window_size=(int(window_size[0]), int(window_size[1])), softcap=float(softcap),
-                        alibi_slopes=alibi_slopes, num_splits=int(num_splits),
-                        stream=_launch_stream(q))
+    out, lse = _torch_ops().kvcache_op(
+        q, k_cache, v_cache, k, v, cache_seqlens, cache_len, int32(block_table), int32(cache_batch_idx), rotary_cos,
+        rotary_sin, bool(rotary_interleaved), None if softmax_scale is None else _number(softmax_scale, "softmax_scale"),
+        bool(causal), _int64(int(window_size[0])), _int64(int(window_size[1])), _number(softcap, "softcap"),
+        alibi_slopes, _int64(int(num_splits)))
     return (out, lse) if return_softmax_lse else out
+
+
+# The ops registered now where PyTorch is imported already, so that the first call, even one that
+# torch.compile traces, finds them (otherwise that call imports them: _torch_ops). An older PyTorch
+# without torch.library.custom_op leaves the reference usable; attention then says what it needs.
+if "torch" in sys.modules:
+    try:
+        _torch_ops()
+    except ImportError:
+        pass
