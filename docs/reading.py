@@ -417,6 +417,8 @@ READING = {
         ("steps/10_decode/decode_cta.cuh", ["DecodeCta", "decode_mask", "decode_scores"],
          "the schedule: a CTA's 16 rows (query heads of one K/V head × new tokens), its split's key tiles, the "
          "masks at the bottom-right corner (causal, a window) and the softcap and ALiBi on the scores"),
+        ("steps/10_decode/key_range.hpp", ["visible_end", "visible_begin", "CtaKeys"],
+         "the keys a row sees and a CTA walks, one rule for the kernel and the IO model"),
         ("steps/10_decode/split_rule.hpp", ["SplitTiles", "split_tiles"], "how a split's tiles are dealt"),
         ("steps/10_decode/flash_decode.cuh", ["decode_split_kernel"],
          "the split kernel: Q once, K and V through the stages, each warp its own keys, step 08's softmax per warp"),
@@ -432,12 +434,22 @@ READING = {
          "the rotary embedding's pairs and turn, one function for kernel, emulation and reference"),
         ("steps/10_decode/decode_configs.cuh", ["DecodeConfig", "DecodeTraits"],
          "the tiles and stages per head dimension, as named fields, and what they imply"),
+        ("steps/10_decode/decode.hpp", ["partials_bytes"], "the workspace's partial results: d + 1 floats per split and row"),
         ("steps/10_decode/flash_decode.cuh", ["merge_warps"],
          "the end of a split: the warps' (m, ℓ, O) merged through shared memory, O and LSE written"),
         ("steps/10_decode/combine.cuh", ["kCombineWarps", "decode_combine_kernel"],
          "the combine: a warp per row merges the splits by their log-sum-exp"),
-        ("steps/10_decode/decode_launch.cuh", ["launch_split", "launch_decode"],
+        ("steps/10_decode/decode_launch.cuh", ["kTraced", "launch_split", "launch_decode"],
          "the launcher: the append, the grid, the split kernel for a contiguous or a paged cache, the combine"),
+        ("steps/10_decode/decode_io.hpp", ["decode_tile_keys"], "the tile's keys as host code knows them (the IO model)"),
+        ("common/recorder/device.cuh", ["kF", "global_timer", "sm_id", "CtaTracer", "FS_TRACE_EVENT"],
+         "tracing, as in step 04: one thread per CTA records the end of each phase"),
+        ("common/recorder/launch.cuh", ["kTracedAt", "allow_dynamic_smem", "launch"], "a launch, plain or traced"),
+        ("common/problem.hpp", ["kTracedHeadDim"], "the one head dimension traced twins are compiled at"),
+        ("steps/10_decode/decode_trace.cuh", ["cache_slot", "for_each_slot_run", "for_each_query_run", "trace_q",
+                                              "trace_kv_tile", "trace_compute", "trace_split_result", "trace_append",
+                                              "trace_combine"],
+         "what the kernels record: the cache's rows as slots, a load per run of a page, the partials and the merge"),
         ("steps/10_decode/decode.hpp", ["rotary_q_offset"], "where the turned queries sit in the workspace"),
         ("steps/08_tensor_cores/tc_softmax.cuh", ["tc_softmax_start", "tc_online_softmax"],
          "step 08's online softmax, run by each warp on its own keys"),
@@ -1269,8 +1281,8 @@ OUTLINE = [
      "the generated <!-- reading --> block"),
     ("the ladder (what each rung bought)", r"\bladder|\bwhat each \w+ bought", None, None),
     ("how to run it", r"\brun it\b|\bhow to run", None, None),
-    ("results on a named GPU (generated)", r"\bresults\b", r"<!-- (results|figure):",
-     "a generated <!-- results --> or <!-- figure --> block"),
+    ("results on a named GPU (generated)", r"\bresults\b", r"<!-- (results|figure|decode):",
+     "a generated <!-- results -->, <!-- figure --> or <!-- decode --> block"),
     ("pitfalls", r"\bpitfall", None, None),
     ("what comes next", r"\bnext\b|\bwhat step \d+ (adds|fixes)", None, None),
     ("check yourself", r"\bcheck yourself", None, None),
@@ -1284,10 +1296,7 @@ MIN_QUESTIONS = 3
 
 # Lessons not held to the shape for now, and why. An entry goes when its lesson is rewritten; an
 # exempt lesson that passes fails the check until its entry is removed.
-EXEMPT = {
-    "10_decode": "step 10 (issue 48) has H100 results but no measured bytes and no H200 run yet; the lesson gets "
-                 "them, and the rest of the outline, with the H200's rows",
-}
+EXEMPT = {}
 
 # A generated block or a number's marker (<!-- kind:args -->...<!-- /kind -->), or another HTML comment.
 MARKUP = re.compile(r"(?P<open><!-- (?P<kind>\w+):[^>]*-->)(?P<inner>.*?)<!-- /(?P=kind) -->|<!--.*?-->", re.S)

@@ -215,8 +215,11 @@ class Shape(Tree):
         res = GOOD.index("<!-- results:")
         no_results = GOOD[:res] + "Fast.\n" + GOOD[GOOD.index("<!-- /results -->") + len("<!-- /results -->"):]
         self.assertEqual(self.problems(no_results), [
-            "results on a named GPU (generated): the section holds no a generated <!-- results --> or "
-            "<!-- figure --> block"])
+            "results on a named GPU (generated): the section holds no a generated <!-- results -->, "
+            "<!-- figure --> or <!-- decode --> block"])
+        decode = GOOD[:res] + "<!-- decode: file=x.csv part=summary -->\n| a |\n<!-- /decode -->\n" + \
+            GOOD[GOOD.index("<!-- /results -->") + len("<!-- /results -->"):]
+        self.assertEqual(self.problems(decode), [])
 
     def test_check_yourself_needs_three_questions_answered_with_a_link_into_the_lesson(self):
         q = GOOD.index("3. **What does a fully")
