@@ -141,6 +141,18 @@ DecodeSchedule::DecodeSchedule(const tr::Trace& t, const CacheGeometry& cache,
         c.row1 = any ? std::max(c.row1, r1) : r1;
         any = true;
       }
+      if (any) {
+        c.b = int(c.row0 / cache.new_tokens() / cache.heads());
+        c.hk = int(c.row0 / cache.new_tokens() % cache.heads() / cache.group());
+      }
+    } else if (c.role == DecodeRole::Append) {
+      for (int e : list) {  // k_new's and v_new's rows are (b, hk)
+        const tr::Event& ev = t.events[std::size_t(e)];
+        if (ev.kind != tr::Kind::Load || (ev.tensor != tr::Tensor::KNew && ev.tensor != tr::Tensor::VNew) || ev.bh < 0) continue;
+        c.b = ev.bh / Hkv;
+        c.hk = ev.bh % Hkv;
+        break;
+      }
     }
   }
   if (!any_split) {
@@ -162,7 +174,6 @@ DecodeSchedule::DecodeSchedule(const tr::Trace& t, const CacheGeometry& cache,
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
   for (int i : order) {
     const DecodeCta& c = ctas_[std::size_t(i)];
-    if (c.role == DecodeRole::None) continue;
     const bool same = !groups_.empty() && groups_.back().role == c.role &&
                       (c.role != DecodeRole::Split ||
                        (groups_.back().b == c.b && groups_.back().hk == c.hk && groups_.back().rb == c.rb));
@@ -179,7 +190,7 @@ DecodeSchedule::DecodeSchedule(const tr::Trace& t, const CacheGeometry& cache,
           g.label += " · rows " + range_text(r0, r1);
         }
       } else {
-        g.label = c.role == DecodeRole::Append ? "append" : "combine";
+        g.label = c.role == DecodeRole::Append ? "append" : c.role == DecodeRole::Combine ? "combine" : "other kernels";
       }
       groups_.push_back(std::move(g));
     }
@@ -221,6 +232,23 @@ std::vector<int> DecodeSchedule::combine_of(int group) const {
     if (std::find(list.begin(), list.end(), group) != list.end()) out.push_back(int(i));
   }
   return out;
+}
+
+int DecodeSchedule::split_group_of(int track) const {
+  const DecodeCta& c = cta(track);
+  switch (c.role) {
+    case DecodeRole::Split: return group_of(track);
+    case DecodeRole::Combine: {
+      const auto& list = combine_groups_[std::size_t(track)];
+      return list.empty() ? -1 : list.front();
+    }
+    case DecodeRole::Append:
+      for (std::size_t g = 0; g < groups_.size(); ++g)
+        if (groups_[g].role == DecodeRole::Split && groups_[g].b == c.b && groups_[g].hk == c.hk && groups_[g].rb == 0) return int(g);
+      return -1;
+    case DecodeRole::None: break;
+  }
+  return -1;
 }
 
 std::string DecodeSchedule::label(const tr::Trace& t, int track) const {

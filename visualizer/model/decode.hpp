@@ -98,7 +98,9 @@ enum class DecodeRole : std::uint8_t { None, Append, Split, Combine };
 
 struct DecodeCta {
   DecodeRole role = DecodeRole::None;
-  int b = -1, hk = -1, rb = 0, split = -1;  // a split CTA's place in the grid
+  // A split CTA's place in the grid; a combine CTA's first row's sequence and K/V head, an append
+  // CTA's first new row's (split −1 for both): where the panels look when following it.
+  int b = -1, hk = -1, rb = 0, split = -1;
   int key0 = 0, key1 = 0;                   // the keys its scores cover (its ComputeS events); empty: none
   std::int64_t row0 = 0, row1 = 0;          // a combine CTA: the rows [row0, row1) of LSE's order it writes
 };
@@ -121,11 +123,15 @@ class DecodeSchedule {
   bool on() const { return !groups_.empty(); }
   const DecodeCta& cta(int track) const;
   // The append's group first (when there is one), then each (sequence, K/V head, row block)'s splits
-  // in (b, hk, rb) order, then the combine's.
+  // in (b, hk, rb) order, then the combine's, then any other kernel's CTAs (role None): every track
+  // is in one group.
   const std::vector<DecodeGroup>& groups() const { return groups_; }
-  int group_of(int track) const;  // −1: in none (a kernel the schedule does not know)
+  int group_of(int track) const;  // −1 for a trace that is not decoding
   // The combine's CTAs (tracks) that write rows of split group `group`: where its splits are merged.
   std::vector<int> combine_of(int group) const;
+  // The split group a track's CTA works for: its own group for a split CTA, the first group whose
+  // rows a combine CTA writes, the group of an append CTA's first new row (row block 0); −1: none.
+  int split_group_of(int track) const;
   // "seq 0 · kv head 1 · split 2", "combine · seq 1 · heads 0–7", "append · CTA 3"; "" for none.
   std::string label(const tr::Trace& t, int track) const;
 

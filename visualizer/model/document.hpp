@@ -24,6 +24,9 @@ struct Document {
   // that SM works. A click on a CTA follows it until the cursor moves again.
   bool follow_sm = true;
   Cursor followed_at{Order::Real, -1};
+  // A decoding trace: the sequence under the mouse in the cache's picture (its pages and block table
+  // row highlighted in place of the followed CTA's), or −1.
+  int hovered_sequence = -1;
   std::vector<std::string> warnings;  // what the validator found; the trace still replays
 
   // Brings the coverage to the playback cursor (call after moving the cursor).

@@ -468,7 +468,8 @@ std::int64_t decode_slot(const tr::KvCache& c, int b, int key) {
 //   combine  (more than one split) four rows (b, h, t) of LSE's order a CTA: each row's LSEs of its
 //            splits, their partial O's, its O and LSE
 // Loads take a page's bytes at the SM's share of the bandwidth, after one latency per tile (the
-// kernel keeps tiles in flight); the products run at the tensor cores' rate.
+// kernel keeps tiles in flight); the products run at the tensor cores' rate. The CTA's Q rows, its
+// results and the combine's rows after the first go out or come in together: one latency for all.
 std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c, Timing& tm) {
   constexpr int kRows = 16, kCombineRows = 4, kAppendChunks = 256;
   constexpr const char* kDtype = "bf16";
@@ -478,6 +479,9 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
   const int group_rows = g * n, blocks = ceil_div(group_rows, kRows);
   auto run_load = [&](std::int64_t bytes, bool first) {
     return ((first ? kHbmLatencyNs : 40.0) + double(bytes) / kHbmBytesPerNs) * tm.jitter();
+  };
+  auto run_store = [&](std::int64_t bytes, bool first) {
+    return ((first ? kStoreLatencyNs : 40.0) + double(bytes) / kHbmBytesPerNs) * tm.jitter();
   };
   std::vector<KernelPlan> plans;
 
@@ -499,10 +503,12 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
         const int key = c.lengths[std::size_t(b)] - n + t;
         ch += m;
         const std::int64_t bytes = std::int64_t(m) * 8 * kE;
+        // Every thread copies its chunk at once: the CTA's first copy takes the latencies.
+        const bool first = cta.ops().empty();
         cta.ops().push_back({Kind::Load, is_v ? Tensor::VNew : Tensor::KNew, b * Hkv + hk, t, 1, 8 * chunk, 8 * m, bytes,
-                             false, tm.load(bytes, false)});
+                             false, run_load(bytes, first)});
         cta.ops().push_back({Kind::Store, is_v ? Tensor::V : Tensor::K, hk, int(decode_slot(c, b, key)), 1, 8 * chunk, 8 * m,
-                             bytes, false, tm.store(bytes)});
+                             bytes, false, run_store(bytes, first)});
       }
       k.ctas.push_back(std::move(cta));
     }
@@ -530,7 +536,7 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
             int end = r + 1;
             while (end < rows && head(end) == head(r) && token(end) == token(end - 1) + 1) ++end;
             const std::int64_t bytes = std::int64_t(end - r) * d * kE;
-            cta.ops().push_back({Kind::Load, Tensor::Q, b * H + head(r), token(r), end - r, 0, d, bytes, false, tm.load(bytes, false)});
+            cta.ops().push_back({Kind::Load, Tensor::Q, b * H + head(r), token(r), end - r, 0, d, bytes, false, run_load(bytes, r == 0)});
             r = end;
           }
         };
@@ -558,16 +564,17 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
             int end = r + 1;
             while (end < rows && head(end) == head(r) && token(end) == token(end - 1) + 1) ++end;
             const int bh = b * H + head(r), m = end - r;
-            const std::int64_t o_bytes = tile_bytes(Tensor::O, m, d, kDtype);
-            cta.ops().push_back({Kind::Store, Tensor::O, bh, token(r), m, 0, d, o_bytes, false, tm.store(o_bytes)});
-            cta.ops().push_back(store_op(tm, Tensor::LSE, bh, token(r), m, 0, 1));
+            const std::int64_t o_bytes = tile_bytes(Tensor::O, m, d, kDtype), lse_bytes = tile_bytes(Tensor::LSE, m, 1);
+            cta.ops().push_back({Kind::Store, Tensor::O, bh, token(r), m, 0, d, o_bytes, false, run_store(o_bytes, r == 0)});
+            cta.ops().push_back({Kind::Store, Tensor::LSE, bh, token(r), m, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
             r = end;
           }
         } else {
           for (int r = 0; r < rows; ++r) {
             const int bh = b * H + head(r), row = token(r) * splits + split;
-            cta.ops().push_back(store_op(tm, Tensor::OPart, bh, row, 1, 0, d));
-            cta.ops().push_back(store_op(tm, Tensor::LSEPart, bh, row, 1, 0, 1));
+            const std::int64_t o_bytes = tile_bytes(Tensor::OPart, 1, d), lse_bytes = tile_bytes(Tensor::LSEPart, 1, 1);
+            cta.ops().push_back({Kind::Store, Tensor::OPart, bh, row, 1, 0, d, o_bytes, false, run_store(o_bytes, r == 0)});
+            cta.ops().push_back({Kind::Store, Tensor::LSEPart, bh, row, 1, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
           }
         }
         sk.ctas.push_back(std::move(cta));
@@ -582,13 +589,17 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
     for (std::int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
       Cta cta;
       for (std::int64_t row = r0; row < std::min(rows, r0 + kCombineRows); ++row) {
+        // One warp a row, all at once: the first row's events take the latencies, the others' are
+        // recorded right after it.
         const int bh = int(row / n), t = int(row % n), b = bh / H;
-        cta.ops().push_back(load_op(tm, Tensor::LSEPart, bh, t * splits, splits, 0, 1, false));
+        const bool first = row == r0;
+        const std::int64_t lse_in = tile_bytes(Tensor::LSEPart, splits, 1), o_in = tile_bytes(Tensor::OPart, splits, d);
+        cta.ops().push_back({Kind::Load, Tensor::LSEPart, bh, t * splits, splits, 0, 1, lse_in, false, run_load(lse_in, first)});
         if (c.lengths[std::size_t(b)] > 0)  // a row that saw no key reads no partial O (its LSE is −inf)
-          cta.ops().push_back(load_op(tm, Tensor::OPart, bh, t * splits, splits, 0, d, false));
-        const std::int64_t o_bytes = tile_bytes(Tensor::O, 1, d, kDtype);
-        cta.ops().push_back({Kind::Store, Tensor::O, bh, t, 1, 0, d, o_bytes, false, tm.store(o_bytes)});
-        cta.ops().push_back(store_op(tm, Tensor::LSE, bh, t, 1, 0, 1));
+          cta.ops().push_back({Kind::Load, Tensor::OPart, bh, t * splits, splits, 0, d, o_in, false, run_load(o_in, first)});
+        const std::int64_t o_bytes = tile_bytes(Tensor::O, 1, d, kDtype), lse_bytes = tile_bytes(Tensor::LSE, 1, 1);
+        cta.ops().push_back({Kind::Store, Tensor::O, bh, t, 1, 0, d, o_bytes, false, run_store(o_bytes, first)});
+        cta.ops().push_back({Kind::Store, Tensor::LSE, bh, t, 1, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
       }
       k.ctas.push_back(std::move(cta));
     }
