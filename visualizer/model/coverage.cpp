@@ -164,11 +164,14 @@ Coverage::Coverage(const Replay& replay) {
     else
       g.cols = (t == tr::Tensor::LSE || t == tr::Tensor::D || t == tr::Tensor::M || t == tr::Tensor::L) ? 1 : d;
     if (cache.on()) {
-      // The cache's rows in whole pages where they fit (a page is what the block table moves), S's
-      // keys in whole parts of a tile (so that the splits' bounds, between tiles, fall between cells).
+      // The cache's rows in whole pages where they fit (a page is what the block table moves); S's
+      // keys in whole tiles (a ComputeS event is one), so that the splits' bounds, between tiles,
+      // fall between cells too.
       const bool kv = t == tr::Tensor::K || t == tr::Tensor::V;
       g.cell_rows = kv ? aligned_cell(g.rows, cache.page_rows()) : cell_size(g.rows, min_rows[int(t)]);
-      g.cell_cols = t == tr::Tensor::S && meta.Bc > 0 ? aligned_cell(g.cols, meta.Bc) : cell_size(g.cols, min_cols[int(t)]);
+      const int tiles_floor = std::max(1, (g.cols + kMaxCells - 1) / kMaxCells);
+      g.cell_cols = t == tr::Tensor::S && meta.Bc > 0 ? std::min(g.cols, meta.Bc * ((tiles_floor + meta.Bc - 1) / meta.Bc))
+                                                      : cell_size(g.cols, min_cols[int(t)]);
     } else {
       // Rows of every tensor share one partition where the tiles allow, so that Q_i, O_i and
       // row i of S line up across the grids.

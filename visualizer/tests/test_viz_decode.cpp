@@ -244,7 +244,9 @@ TEST_CASE("a decoding trace's tensors have the layout's shapes in the coverage",
     REQUIRE(s->heads == spec.B * spec.heads_kv);
     REQUIRE(s->rows == c.group_rows());
     REQUIRE(s->cols == r.meta().cache.seqlen_cache);
-    REQUIRE(r.meta().Bc % s->cell_cols == 0);  // the tiles' bounds fall between cells
+    // Whole tiles a cell (a tile of keys is one ComputeS), so the splits' bounds fall between cells.
+    REQUIRE((s->cell_cols % r.meta().Bc == 0 || s->cell_cols == s->cols));
+    REQUIRE(s->grid_cols <= Coverage::kMaxCells);
     const TensorGrid* q = cov.grid(tr::Tensor::Q);
     REQUIRE(q->heads == spec.B * spec.H);
     REQUIRE(q->rows == spec.new_tokens);

@@ -229,7 +229,15 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
   for (int b = 0; b < B; ++b) table_lines += lines_of(b);
   const float table_room = std::max(3 * lh, area.h() * 0.26f);
   const bool full_table = float(table_lines) * lh <= table_room;
-  if (!full_table) table_lines = std::min(B - 1 + lines_of(shown), std::max(1, int(table_room / lh)));
+  // Else: a line for each other sequence as far as they go (one line, at least, for the shown one's
+  // rest), and the shown one's row in what is left.
+  int others = B - 1, shown_lines = lines_of(shown);
+  if (!full_table) {
+    table_lines = std::max(1, int(table_room / lh));
+    others = std::min(B - 1, std::max(0, table_lines - 2));
+    shown_lines = std::max(1, std::min(lines_of(shown), table_lines - others));
+    table_lines = others + shown_lines;
+  }
   const float table_h = lh * float(table_lines + 1);
   const float small_h = std::max(54.0f, std::min(120.0f, area.h() * 0.24f));
   const float maps_h = std::max(40.0f, area.h() - table_h - small_h - 2 * kSectionGap - lh);
@@ -270,6 +278,8 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
       const std::int64_t s0 = std::int64_t(p) * cache.page_rows();
       fill_bands(dl, {ImVec2(in.min.x + (framed ? 4 : 0), in.min.y), in.max}, cache.page_rows(), t,
                  [&](std::int64_t a, std::int64_t b) { return reader.at(s0 + a, s0 + b); });
+      if (!framed && pg.owner >= 0 && m.page_w >= 8)  // too thin for frames: the owner's strip alone
+        dl->AddRectFilled(pr.min, ImVec2(pr.min.x + 3, pr.max.y), theme::sequence_color(pg.owner, pg.owner == shown ? 0.95f : 0.4f));
       if (framed) {
         // The owner's strip on the left, and a frame: strong for the sequence shown.
         if (pg.owner >= 0) dl->AddRectFilled(in.min, ImVec2(in.min.x + 4, in.max.y), theme::sequence_color(pg.owner, 0.95f));
@@ -314,11 +324,11 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
               cache.paged() ? "block table: each sequence's keys gathered from these pages, in this order"
                             : "each sequence's keys: one contiguous run of the cache (its cache sequence)");
   y += lh;
-  int lines_left = table_lines;
-  for (int b = 0; b < B && lines_left > 0; ++b) {
+  int others_left = others;
+  for (int b = 0; b < B; ++b) {
     const auto& row = cache.table_row(b);
-    const int lines = full_table || b == shown ? std::min(lines_of(b), lines_left) : 1;
-    lines_left -= lines;
+    if (b != shown && others_left-- <= 0) continue;
+    const int lines = full_table ? lines_of(b) : b == shown ? shown_lines : 1;
     const bool emph = b == shown;
     std::snprintf(buf, sizeof buf, "seq %d · %d keys", b, cache.length(b));
     const Rect label{ImVec2(area.min.x, y), ImVec2(area.min.x + label_w, y + lh)};

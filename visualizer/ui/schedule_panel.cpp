@@ -124,7 +124,10 @@ void schedule_panel(UiState& s) {
   const float legend_h = f.small->FontSize + 8;
   const float left = origin.x + kGutter, width = std::max(10.0f, avail.x - kGutter - 8);
   const float rows_h = std::max(10.0f, avail.y - kRulerH - legend_h);
-  const float row_h = std::min(kMaxRowH, rows_h / float(lanes.size()) - kRowGap);
+  // Many lanes (a decoding row of many splits): thinner rows, thinner gaps, every k-th name.
+  const float pitch = rows_h / float(lanes.size());
+  const float gap = std::min(kRowGap, pitch * 0.25f), row_h = std::min(kMaxRowH, pitch - gap);
+  const int name_every = std::max(1, int(std::ceil((f.small->FontSize - 1) / std::max(1.0f, row_h + gap))));
   const Rect area{ImVec2(left, origin.y + kRulerH), ImVec2(left + width, origin.y + kRulerH + rows_h)};
 
   // The ruler: ticks in time since the CTA began.
@@ -147,11 +150,12 @@ void schedule_panel(UiState& s) {
   dl->PushClipRect(ImVec2(origin.x, area.min.y), area.max, true);
   for (std::size_t li = 0; li < lanes.size(); ++li) {
     const int track = lanes[li];
-    const float y0 = area.min.y + float(li) * (row_h + kRowGap) + kRowGap * 0.5f, y1 = y0 + row_h;
+    const float y0 = area.min.y + float(li) * (row_h + gap) + gap * 0.5f, y1 = y0 + row_h;
     const bool sel = track == selected;
     const std::string& name = names[li];
     const float fy = y0 + (row_h - f.small->FontSize) * 0.5f;
-    dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 4, fy), sel ? theme::kAccent : theme::kText, name.c_str());
+    if (li % std::size_t(name_every) == 0 || sel)
+      dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 4, fy), sel ? theme::kAccent : theme::kText, name.c_str());
     dl->AddRectFilled(ImVec2(left, y0), ImVec2(left + width, y1), theme::with_alpha(theme::kPanelRaised, sel ? 1.0f : 0.6f), 3);
     const auto& list = r.track_events(track);
     // The first event that ends in view (ends are a running maximum, so this search holds).
@@ -174,7 +178,7 @@ void schedule_panel(UiState& s) {
         if (px1 - px0 > 5) dl->AddRect(ImVec2(px0, y0 + 2), ImVec2(px1, y1 - 2), IM_COL32(0, 0, 0, 90), 2);
         const std::string l = bar_label(e, r);
         const ImVec2 ts = f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, l.c_str());
-        if (ts.x + 6 < px1 - px0)
+        if (ts.x + 6 < px1 - px0 && ts.y <= row_h + 1)
           dl->AddText(f.small, f.small->FontSize, ImVec2((px0 + px1 - ts.x) * 0.5f, y0 + (row_h - ts.y) * 0.5f),
                       IM_COL32(15, 16, 20, 255), l.c_str());
       }
