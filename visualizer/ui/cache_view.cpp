@@ -19,21 +19,7 @@ namespace {
 
 constexpr float kColGap = 6, kSectionGap = 10;
 
-// Pages folded into columns, in slot order down each column: page p in column p / per_col.
-struct PageMap {
-  Rect area;
-  int pages = 1, cols = 1, per_col = 1;
-  float page_w = 1, page_h = 1;
-  Rect column(int c) const {
-    const float x = area.min.x + float(c) * (page_w + kColGap);
-    return {ImVec2(x, area.min.y), ImVec2(x + page_w, area.min.y + float(per_col) * page_h)};
-  }
-  Rect page(int p) const {
-    const Rect c = column(p / per_col);
-    const float y = c.min.y + float(p % per_col) * page_h;
-    return {ImVec2(c.min.x, y), ImVec2(c.max.x, y + page_h)};
-  }
-};
+using PageMap = CacheRects::Fold;
 
 // The fold that draws pages largest, as wide as about 3.5 times their height (a page of 16 keys
 // of d = 64 is a wide tile), in `area`.
@@ -188,6 +174,37 @@ std::vector<const tr::Event*> moving_now(const Replay& r, Cursor c) {
 
 }  // namespace
 
+Rect CacheRects::Fold::page(int p) const {
+  const int c = p / per_col;
+  const float x = area.min.x + float(c) * (page_w + kColGap), y = area.min.y + float(p % per_col) * page_h;
+  return {ImVec2(x, y), ImVec2(x + page_w, y + page_h)};
+}
+
+std::vector<Rect> CacheRects::rows_of(const Replay& r, const tr::Event& e) const {
+  std::vector<Rect> out;
+  if (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V) {
+    if (e.bh != hk) return out;
+    const Fold& m = e.tensor == tr::Tensor::K ? k : v;
+    const int rows = r.cache().page_rows();
+    const std::int64_t s0 = e.row0, s1 = std::int64_t(e.row0) + e.rows;
+    for (std::int64_t p = s0 / rows; p * rows < s1 && p < m.pages; ++p) {
+      const std::int64_t a = std::max(s0, p * rows) - p * rows, b = std::min(s1, (p + 1) * rows) - p * rows;
+      const Rect pr = m.page(int(p));
+      const float y0 = pr.min.y + float(double(a) / rows * pr.h()), y1 = pr.min.y + float(double(b) / rows * pr.h());
+      out.push_back({ImVec2(pr.min.x, y0), ImVec2(pr.max.x, std::max(y0 + 2, y1))});
+    }
+    return out;
+  }
+  for (const Small& sm : small) {
+    if (sm.grid->tensor != e.tensor || e.bh < sm.first || e.bh >= sm.first + sm.heads) continue;
+    const float hh = sm.box.h() / float(sm.heads);
+    const Rect hr{ImVec2(sm.box.min.x, sm.box.min.y + hh * float(e.bh - sm.first)),
+                  ImVec2(sm.box.max.x, sm.box.min.y + hh * float(e.bh - sm.first + 1))};
+    out.push_back(element_rect(*sm.grid, hr, e.row0, e.rows, e.col0, e.cols));
+  }
+  return out;
+}
+
 CacheFocus cache_focus(const Replay& r, int track) {
   const DecodeCta& c = r.decode().cta(track);
   CacheFocus f;
@@ -196,7 +213,8 @@ CacheFocus cache_focus(const Replay& r, int track) {
   return f;
 }
 
-void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) {
+CacheRects draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) {
+  CacheRects drawn;
   const Replay& r = *doc.replay;
   const CacheGeometry& cache = r.cache();
   const DecodeSchedule& sched = r.decode();
@@ -248,6 +266,9 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
   // --- The page maps of K and V. ---
   const int pages = cache.pages();
   const PageMap k_map = fit_pages(pages, k_area), v_map = fit_pages(pages, v_area);
+  drawn.k = k_map;
+  drawn.v = v_map;
+  drawn.hk = focus.hk;
   // The keys of the followed split: its pages get an accent frame.
   const std::int64_t split_k0 = split_followed ? cta.key0 : 0, split_k1 = split_followed ? cta.key1 : 0;
   auto split_page = [&](int p) {
@@ -385,6 +406,7 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
     const int first = shown * heads;  // the sequence's first head (b·H, or b·H_kv)
     const float w = g->cols > 8 ? std::max(name_w(g), float(g->cols) * sx) : name_w(g);
     const Rect box{ImVec2(x, y + lh), ImVec2(x + w, y + lh + std::max(8.0f, tensors_h))};
+    drawn.small.push_back({g, box, first, heads});
     dl->AddText(f.small, f.small->FontSize, ImVec2(x, y), theme::tensor_color(g->tensor), theme::tensor_display(g->tensor));
     const float hh = box.h() / float(heads);
     for (int h = 0; h < heads; ++h) {
@@ -474,6 +496,7 @@ void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive) 
           break;
         }
   }
+  return drawn;
 }
 
 }  // namespace fs::viz

@@ -10,6 +10,8 @@
 // colour (its pages framed, the tile it holds outlined), the loads in flight outlined in white.
 #pragma once
 
+#include <vector>
+
 #include "visualizer/model/document.hpp"
 #include "visualizer/ui/widgets.hpp"
 
@@ -22,9 +24,30 @@ struct CacheFocus {
 };
 CacheFocus cache_focus(const Replay& r, int track);
 
+// Where a decoding view drew its tensors, for the memory panel's tile in flight: the screen
+// rectangles of an event's rows (K's and V's slots of the K/V head shown, a small tensor's rows of
+// the sequence shown), or none where it is not drawn.
+struct CacheRects {
+  struct Fold {  // pages folded into columns, in slot order down each column
+    Rect area;
+    int pages = 1, cols = 1, per_col = 1;
+    float page_w = 1, page_h = 1;
+    Rect page(int p) const;
+  };
+  struct Small {
+    const TensorGrid* grid = nullptr;
+    Rect box;
+    int first = 0, heads = 1;  // the heads drawn, a row each: [first, first + heads)
+  };
+  Fold k, v;
+  int hk = 0;  // the K/V head whose cache is drawn
+  std::vector<Small> small;
+  std::vector<Rect> rows_of(const Replay& r, const fs::trace::Event& e) const;
+};
+
 // Draws a decoding trace's HBM into `area`. With `interactive` (the memory panel's) hovering a page
 // or a row of the block table highlights that sequence's pages (Document::hovered_sequence) and
 // shows what it holds; a click follows the sequence's first split of the followed K/V head.
-void draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive);
+CacheRects draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interactive);
 
 }  // namespace fs::viz

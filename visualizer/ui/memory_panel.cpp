@@ -426,8 +426,9 @@ void memory_panel(UiState& s) {
 
   // HBM.
   const HbmLayout layout = decoding ? HbmLayout{} : layout_hbm(*doc, hbm_area, true);
+  CacheRects cache_rects;
   if (decoding)
-    draw_cache_hbm(dl, *doc, hbm_area, true);
+    cache_rects = draw_cache_hbm(dl, *doc, hbm_area, true);
   else
     draw_hbm(dl, *doc, layout, bh, true);
   // Where the selected CTA's tiles came from (a gathered tile: each of its rows).
@@ -804,10 +805,14 @@ void memory_panel(UiState& s) {
               (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V))
             pslot = e.tensor == tr::Tensor::K ? &prects.k[st] : &prects.v[st];
       }
-      if ((sl || pslot) && it && r.placeable(e.tensor, e.bh, e.round)) {
+      // Where its rows are in HBM: a decoding trace's in the cache's pages or its sequence's rows.
+      const std::vector<Rect> rows_in_hbm =
+          decoding ? cache_rects.rows_of(r, e)
+          : it && r.placeable(e.tensor, e.bh, e.round)
+              ? element_rects(*it->grid, it->rect, r.slot_orders(e.tensor, e.bh, e.round), e.row0, e.rows, e.col0, e.cols)
+              : std::vector<Rect>{};
+      if ((sl || pslot) && !rows_in_hbm.empty()) {
         // A gathered tile travels from (or to) the span of its rows; each row draws its own thread.
-        const std::vector<Rect> rows_in_hbm =
-            element_rects(*it->grid, it->rect, r.slot_orders(e.tensor, e.bh, e.round), e.row0, e.rows, e.col0, e.cols);
         const Rect hr = hull(rows_in_hbm);
         const float w2 = std::max(3.0f, float(e.cols * scale)), h2 = std::max(3.0f, float(e.rows * scale));
         const ImVec2 sc = pslot ? ImVec2((pslot->min.x + pslot->max.x) * 0.5f, (pslot->min.y + pslot->max.y) * 0.5f)
