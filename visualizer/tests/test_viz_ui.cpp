@@ -491,6 +491,16 @@ TEST_CASE("every panel draws a decoding trace", "[viz][ui][decode]") {
   docs.push_back(make_document(make_synthetic_trace(decode_spec(true)), "synthetic:decode"));
   docs.push_back(make_document(make_synthetic_trace(decode_spec(false)), "synthetic:decode-contiguous"));
   docs.push_back(make_document(make_synthetic_trace(append), "synthetic:decode-append"));
+  // One split (no combine: the split kernel writes O and LSE), and 32 query heads over one K/V head
+  // (two row blocks of 16, each with its splits), sequences of 700, 130 and no keys.
+  SyntheticSpec one = decode_spec(true), wide = decode_spec(false);
+  one.splits = 1;
+  wide.B = 3;
+  wide.H = 32;
+  wide.heads_kv = 1;
+  wide.keys = {700, 130, 0};
+  docs.push_back(make_document(make_synthetic_trace(one), "synthetic:decode-one-split"));
+  docs.push_back(make_document(make_synthetic_trace(wide), "synthetic:decode-row-blocks"));
   for (auto& doc : docs) {
     INFO(doc->path);
     app.set_document(std::move(doc), false);
