@@ -45,7 +45,7 @@ PageMap fit_pages(int pages, Rect area) {
 }
 
 // What slots [s0, s1) of one K/V head of K or V hold and went through: the share of them holding a
-// key, read from HBM, written (by an append); the sequence of the first page they touch.
+// key, read from HBM, written (by an append).
 struct SlotState {
   double held = 0, read = 0, written = 0;
   int reads = 0;  // the most times one of them was read
@@ -184,16 +184,7 @@ std::vector<Rect> CacheRects::rows_of(const Replay& r, const tr::Event& e) const
   std::vector<Rect> out;
   if (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V) {
     if (e.bh != hk) return out;
-    const Fold& m = e.tensor == tr::Tensor::K ? k : v;
-    const int rows = r.cache().page_rows();
-    const std::int64_t s0 = e.row0, s1 = std::int64_t(e.row0) + e.rows;
-    for (std::int64_t p = s0 / rows; p * rows < s1 && p < m.pages; ++p) {
-      const std::int64_t a = std::max(s0, p * rows) - p * rows, b = std::min(s1, (p + 1) * rows) - p * rows;
-      const Rect pr = m.page(int(p));
-      const float y0 = pr.min.y + float(double(a) / rows * pr.h()), y1 = pr.min.y + float(double(b) / rows * pr.h());
-      out.push_back({ImVec2(pr.min.x, y0), ImVec2(pr.max.x, std::max(y0 + 2, y1))});
-    }
-    return out;
+    return slot_rects(e.tensor == tr::Tensor::K ? k : v, r.cache(), e.row0, std::int64_t(e.row0) + e.rows);
   }
   for (const Small& sm : small) {
     if (sm.grid->tensor != e.tensor || e.bh < sm.first || e.bh >= sm.first + sm.heads) continue;
@@ -237,7 +228,7 @@ CacheRects draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interac
   const float lh = f.small->FontSize + 3;
   const int B = cache.sequences();
   const float label_w = text_w(f.small, "seq 000 · 000000 keys") + 8;
-  float chip_w = text_w(f.small, std::to_string(std::max(1, cache.pages() - 1)).c_str()) + 6;
+  const float chip_w = text_w(f.small, std::to_string(std::max(1, cache.pages() - 1)).c_str()) + 6;
   const float chips_w = std::max(40.0f, area.w() - label_w);
   const int per_line = std::max(1, int(chips_w / (chip_w + 2)));
   auto lines_of = [&](int b) { return std::max(1, (int(cache.table_row(b).size()) + per_line - 1) / per_line); };
@@ -460,14 +451,16 @@ CacheRects draw_cache_hbm(ImDrawList* dl, Document& doc, Rect area, bool interac
       // Which splits read it: the split CTAs of its sequence whose keys reach it.
       std::string who;
       for (const auto& g : sched.groups()) {
-        if (g.role != DecodeRole::Split || g.b != pg.owner || g.hk != focus.hk) continue;
+        if (g.role != DecodeRole::Split || g.b != pg.owner || g.hk != focus.hk || g.rb != 0) continue;
         for (int tk : g.tracks) {
           const DecodeCta& c = sched.cta(tk);
           const std::int64_t a = std::int64_t(pg.entry) * cache.page_rows();
           if (c.key1 > a && c.key0 < a + pg.keys) who += (who.empty() ? "" : ", ") + std::string("split ") + std::to_string(c.split);
         }
       }
-      if (!who.empty()) ImGui::Text("read by %s (kv head %d)", who.c_str(), focus.hk);
+      if (!who.empty())
+        ImGui::Text("read by %s (kv head %d%s)", who.c_str(), focus.hk,
+                    cache.row_blocks() > 1 ? (", each of its " + std::to_string(cache.row_blocks()) + " row blocks'").c_str() : "");
     }
     if (hovered_tensor != tr::Tensor::None) {
       const SlotReader reader(r, cov, hovered_tensor, focus.hk);
