@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"flashsteps_viz: replay how FlashAttention's tiles move between HBM and SRAM"};
   cli.add_option("traces", o.paths, "trace files or folders (default: docs/traces/)");
   cli.add_option("--compare", o.compare, "a second trace, shown side by side in step");
-  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal, smyrf, hopper or pair (01 vs 04)");
+  cli.add_option("--synthetic", o.synthetic, "open a synthetic trace: naive, flash, flash-causal, smyrf, hopper, decode, decode-contiguous or pair (01 vs 04)");
   cli.add_option("--N", o.N, "synthetic: sequence length")->transform(fs::decimal<int>())->check(CLI::Range(1, 1 << 20));
   cli.add_option("--d", o.d, "synthetic: head dimension")->transform(fs::decimal<int>())->check(CLI::Range(1, 1024));
   cli.add_option("--heads", o.heads, "synthetic: B·H")->transform(fs::decimal<int>())->check(CLI::Range(1, 4096));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/host_memory.hpp"
+#include "common/trace/names.hpp"
 
 namespace fs::viz {
 
@@ -16,6 +17,23 @@ int cell_size(int extent, int smallest_tile) {
   const int floor_size = int((std::int64_t(extent) + Coverage::kMaxCells - 1) / Coverage::kMaxCells);
   const int s = smallest_tile > 0 ? smallest_tile : extent;
   return std::clamp(std::max(s, floor_size), 1, std::max(1, extent));
+}
+
+// A cell size along an axis of `unit`-sized blocks (a cache's pages, S's key tiles) that keeps them
+// whole: the smallest divisor of the unit at least cell_size's floor, or whole units, several a cell,
+// when the unit is below it; the floor itself where that would be far coarser (a unit with no
+// divisor near the floor, such as a contiguous cache's room of 701 keys).
+int aligned_cell(int extent, int unit) {
+  const int floor_size = std::max(1, int((std::int64_t(extent) + Coverage::kMaxCells - 1) / Coverage::kMaxCells));
+  int c = 0;
+  if (unit >= floor_size) {
+    for (int k = floor_size; k <= unit && c == 0; ++k)
+      if (unit % k == 0) c = k;
+  } else if (unit > 0) {
+    c = unit * ((floor_size + unit - 1) / unit);
+  }
+  if (c <= 0 || c > 4 * floor_size) return cell_size(extent, 1);
+  return std::clamp(c, 1, std::max(1, extent));
 }
 
 // The cells an event's elements fall into along one axis, as (cell, elements) pairs: a range of
@@ -107,13 +125,17 @@ Coverage::Coverage(const Replay& replay) {
   // finest cells show where (a tile of rows would blur a gather into its whole block).
   const bool clustered = replay.clustered();
   if (clustered) common_rows = 1;
+  // A decoding trace's tensors have shapes of their own (trace::tensor_shape): K and V are the
+  // cache's slots of each K/V head, S one K/V head's group of query rows against a sequence's keys,
+  // o_part a row per split. Their rows are not one axis, so each is cut by its own tiles.
+  const CacheGeometry& cache = replay.cache();
   const int N = std::max(1, meta.N), d = std::max(1, meta.d);
   const std::int64_t heads = head_count(meta);
-  // The heads each tensor's grid keeps: those its events touch (what the file can hold).
+  // The heads each tensor's events touch (what the file can hold); each grid keeps those it has.
   std::vector<int> touched[tr::kTensorCount];
   for (const auto& e : replay.trace().events) {
     const tr::Tensor t = (e.kind == tr::Kind::ComputeS || e.kind == tr::Kind::Skip) ? tr::Tensor::S : e.tensor;
-    if (t != tr::Tensor::None && e.bh >= 0 && e.bh < heads) touched[int(t)].push_back(e.bh);
+    if (t != tr::Tensor::None && e.bh >= 0) touched[int(t)].push_back(e.bh);
   }
   for (auto& list : touched) {
     std::sort(list.begin(), list.end());
@@ -126,7 +148,14 @@ Coverage::Coverage(const Replay& replay) {
     g.heads = heads;
     g.rows = N;
     const auto* info = find_tensor(meta, t);
-    if (score_like(t))
+    if (cache.on()) {
+      // (B·H or 1·H_kv heads, rows, cols): the layout's, whatever a damaged file lists.
+      const auto shape = tr::tensor_shape(t, meta);
+      auto dim = [&](std::size_t i) { return i < shape.size() ? std::clamp<std::int64_t>(shape[i], 1, INT32_MAX) : 1; };
+      g.heads = std::max<std::int64_t>(1, dim(0) * dim(1));
+      g.rows = int(dim(2));
+      g.cols = shape.size() >= 4 ? int(dim(3)) : 1;
+    } else if (score_like(t))
       g.cols = N;
     else if (info && info->shape.size() == 4)
       g.cols = int(info->shape[3]);
@@ -134,13 +163,25 @@ Coverage::Coverage(const Replay& replay) {
       g.cols = 1;
     else
       g.cols = (t == tr::Tensor::LSE || t == tr::Tensor::D || t == tr::Tensor::M || t == tr::Tensor::L) ? 1 : d;
-    // Rows of every tensor share one partition where the tiles allow, so that Q_i, O_i and
-    // row i of S line up across the grids.
-    g.cell_rows = cell_size(g.rows, common_rows);
-    g.cell_cols = cell_size(g.cols, clustered && score_like(t) ? 1 : min_cols[int(t)]);
+    if (cache.on()) {
+      // The cache's rows in whole pages where they fit (a page is what the block table moves); S's
+      // keys in whole tiles (a ComputeS event is one), so that the splits' bounds, between tiles,
+      // fall between cells too.
+      const bool kv = t == tr::Tensor::K || t == tr::Tensor::V;
+      g.cell_rows = kv ? aligned_cell(g.rows, cache.page_rows()) : cell_size(g.rows, min_rows[int(t)]);
+      const int tiles_floor = std::max(1, (g.cols + kMaxCells - 1) / kMaxCells);
+      g.cell_cols = t == tr::Tensor::S && meta.Bc > 0 ? std::min(g.cols, meta.Bc * ((tiles_floor + meta.Bc - 1) / meta.Bc))
+                                                      : cell_size(g.cols, min_cols[int(t)]);
+    } else {
+      // Rows of every tensor share one partition where the tiles allow, so that Q_i, O_i and
+      // row i of S line up across the grids.
+      g.cell_rows = cell_size(g.rows, common_rows);
+      g.cell_cols = cell_size(g.cols, clustered && score_like(t) ? 1 : min_cols[int(t)]);
+    }
     g.grid_rows = int((std::int64_t(g.rows) + g.cell_rows - 1) / g.cell_rows);
     g.grid_cols = int((std::int64_t(g.cols) + g.cell_cols - 1) / g.cell_cols);
-    g.touched = touched[int(t)];
+    for (int bh : touched[int(t)])
+      if (bh < g.heads) g.touched.push_back(bh);
     grid_of_[int(t)] = int(grids_.size());
     grids_.push_back(std::move(g));
   };
@@ -183,8 +224,17 @@ Coverage::Coverage(const Replay& replay) {
   each_grid([&](TensorGrid& g) {
     cells += std::uint64_t(g.touched.size()) * std::uint64_t(g.grid_rows) * std::uint64_t(g.grid_cols);
   });
-  require_host_memory(cells * sizeof(CellCounts), "the coverage of this trace's " + std::to_string(heads) + " heads");
+  // A decoding trace's cache slot by slot, where it is small enough to (what a person can look at).
+  const std::int64_t slot_total = cache.on() ? cache.slots() * cache.heads_kv() : 0;
+  const bool per_slot = slot_total > 0 && slot_total <= kMaxSlotCounts;
+  require_host_memory(cells * sizeof(CellCounts) + (per_slot ? 2 * std::uint64_t(slot_total) * sizeof(SlotCounts) : 0),
+                      "the coverage of this trace's " + std::to_string(heads) + " heads");
   each_grid([](TensorGrid& g) { g.cells.assign(g.touched.size() * std::size_t(g.grid_rows) * std::size_t(g.grid_cols), {}); });
+  if (per_slot) {
+    slots_ = cache.slots();
+    slot_heads_ = cache.heads_kv();
+    for (auto& v : slot_counts_) v.assign(std::size_t(slot_total), SlotCounts{});
+  }
 }
 
 const TensorGrid* Coverage::round_scores(int round, bool sorted) const {
@@ -197,9 +247,16 @@ const TensorGrid* Coverage::grid(tr::Tensor t) const {
   return i < 0 ? nullptr : &grids_[std::size_t(i)];
 }
 
+const SlotCounts* Coverage::slot_counts(tr::Tensor t, int hk) const {
+  const int i = t == tr::Tensor::K ? 0 : t == tr::Tensor::V ? 1 : -1;
+  if (i < 0 || slot_counts_[i].empty() || hk < 0 || hk >= slot_heads_) return nullptr;
+  return slot_counts_[i].data() + std::size_t(hk) * std::size_t(slots_);
+}
+
 void Coverage::reset() {
   for (auto* list : {&grids_, &round_sorted_, &round_original_})
     for (auto& g : *list) std::fill(g.cells.begin(), g.cells.end(), CellCounts{});
+  for (auto& v : slot_counts_) std::fill(v.begin(), v.end(), SlotCounts{});
   applied_ = 0;
 }
 
@@ -224,6 +281,13 @@ void Coverage::apply(const Replay& replay, int e, int sign) {
   if (gi < 0) return;
   const std::int64_t r0 = ev.row0, r1 = std::int64_t(ev.row0) + ev.rows;
   const std::int64_t c0 = ev.col0, c1 = std::int64_t(ev.col0) + ev.cols;
+  // The cache slot by slot: a load or store of K or V counts each of its rows once.
+  const int kv = t == tr::Tensor::K ? 0 : t == tr::Tensor::V ? 1 : -1;
+  if (kv >= 0 && !slot_counts_[kv].empty() && ev.bh >= 0 && ev.bh < slot_heads_ && (ev.kind == tr::Kind::Load || ev.kind == tr::Kind::Store)) {
+    std::int32_t SlotCounts::*f = ev.kind == tr::Kind::Store ? &SlotCounts::written : ev.cached ? &SlotCounts::cached : &SlotCounts::read;
+    SlotCounts* head = slot_counts_[kv].data() + std::size_t(ev.bh) * std::size_t(slots_);
+    for (std::int64_t r = std::max<std::int64_t>(0, r0); r < std::min(r1, slots_); ++r) head[r].*f += sign;
+  }
   if (ev.round < 0) {
     add_elements(grids_[std::size_t(gi)], ev.bh, r0, r1, c0, c1, {}, field, sign);
     return;

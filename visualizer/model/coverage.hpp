@@ -50,9 +50,16 @@ struct TensorGrid {
   std::int64_t cell_area(int r, int c) const;
 };
 
+// A decoding trace's cache, slot by slot: rows of K (or V) read from HBM, re-read, written.
+struct SlotCounts {
+  std::int32_t read = 0, cached = 0, written = 0;
+};
+
 class Coverage {
  public:
   static constexpr int kMaxCells = 128;
+  // Slots of one cache tensor (K or V) over all its K/V heads counted one by one, at most.
+  static constexpr std::int64_t kMaxSlotCounts = std::int64_t(1) << 21;
 
   explicit Coverage(const Replay& replay);
 
@@ -66,6 +73,10 @@ class Coverage {
   // keys); nullptr for a round the trace does not have. The grid of S holds every round's
   // computed scores in the original order (a round's skips say nothing of the other rounds').
   const TensorGrid* round_scores(int round, bool sorted) const;
+  // A decoding trace's cache of K/V head hk, slot by slot (the grids of K and V are cut into whole
+  // pages, a cell each): Replay::cache().slots() counts, or nullptr for a tensor other than K and V,
+  // a trace without a cache, or a cache of more than kMaxSlotCounts slots over its heads.
+  const SlotCounts* slot_counts(tr::Tensor t, int hk) const;
 
  private:
   void apply(const Replay& replay, int e, int sign);
@@ -73,6 +84,9 @@ class Coverage {
 
   std::vector<TensorGrid> grids_;
   std::vector<TensorGrid> round_sorted_, round_original_;  // [round]
+  std::vector<SlotCounts> slot_counts_[2];                 // K, V: [hk · slots + slot]
+  std::int64_t slots_ = 0;
+  int slot_heads_ = 0;
   int grid_of_[tr::kTensorCount];
   Order order_ = Order::Logical;
   std::int64_t applied_ = 0;

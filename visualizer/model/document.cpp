@@ -1,5 +1,6 @@
 #include "visualizer/model/document.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,15 @@ std::string describe(const tr::Meta& m) {
   std::snprintf(buf, sizeof buf, "%s %s %s · B=%d H=%d N=%d d=%d%s", m.step.c_str(), m.variant.c_str(),
                 m.pass.c_str(), m.B, m.H, m.N, m.d, m.causal ? " · causal" : "");
   std::string out = buf;
+  if (m.cache.on()) {  // decoding: N new tokens against a cache, its keys split among CTAs
+    const tr::KvCache& c = m.cache;
+    int longest = 0;
+    for (int L : c.lengths) longest = std::max(longest, L);
+    std::snprintf(buf, sizeof buf, " · H_kv=%d · up to %d keys · %s · %d split%s%s", c.heads_kv, longest,
+                  c.paged() ? ("pages of " + std::to_string(c.page_size)).c_str() : "contiguous", c.splits,
+                  c.splits == 1 ? "" : "s", c.append ? " · append" : "");
+    out += buf;
+  }
   if (m.dropout > 0) {
     std::snprintf(buf, sizeof buf, " · dropout %g", double(m.dropout));
     out += buf;

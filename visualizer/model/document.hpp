@@ -24,6 +24,9 @@ struct Document {
   // that SM works. A click on a CTA follows it until the cursor moves again.
   bool follow_sm = true;
   Cursor followed_at{Order::Real, -1};
+  // A decoding trace: the sequence under the mouse in the cache's picture (its pages and block table
+  // row highlighted in place of the followed CTA's), or −1.
+  int hovered_sequence = -1;
   std::vector<std::string> warnings;  // what the validator found; the trace still replays
 
   // Brings the coverage to the playback cursor (call after moving the cursor).
@@ -52,7 +55,8 @@ std::unique_ptr<Document> load_document(const std::string& path, std::string& er
 // else: another form, a number that is not decimal, out of range, NaN or infinite.
 bool parse_moment(const std::string& at, const Document& doc, Cursor& out, std::string& error);
 
-// "04_online_softmax fa2 fwd · B=1 H=1 N=1024 d=64 · causal · NVIDIA H200"
+// "04_online_softmax fa2 fwd · B=1 H=1 N=1024 d=64 · causal · NVIDIA H200"; a decoding trace's
+// cache too: "… N=1 d=64 · H_kv=2 · up to 700 keys · pages of 16 · 3 splits · …"
 std::string describe(const fs::trace::Meta& m);
 
 }  // namespace fs::viz

@@ -19,9 +19,10 @@ int index_of(tr::Tensor t) { return int(t); }
 // (tensor, residence): a new tile of K replaces the previous K tile, as a kernel's buffer
 // would be overwritten. P̃ is the exception where the track's P̃V lags (pv_lags): there a tile
 // of P̃ stays until the AccumulateO that uses it, the k-th P̃ the k-th's, beside the next tile's
-// S or P̃.
+// S or P̃. In a decoding trace a tile is gathered: one load per run of slots (K's pages, Q's rows
+// of the group's heads), so a load right after a load of the same tensor (`prev`) adds to its tile.
 void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, const tr::Event& ev, int e,
-                     bool pv_lags) {
+                     bool pv_lags, const tr::Event* prev) {
   auto put = [&](tr::Tensor t, Residence where, std::int64_t bytes) {
     ResidentTile tile{t, where, ev.bh, ev.row0, ev.rows, ev.col0, ev.cols, bytes, e, ev.round};
     for (auto& s : slots)
@@ -37,8 +38,20 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
                 slots.end());
   };
   const std::int64_t area_bytes = std::int64_t(ev.rows) * ev.cols * register_element_bytes(meta, ev.tensor);
+  const bool gathers = meta.cache.on() && prev && prev->kind == tr::Kind::Load && prev->tensor == ev.tensor;
   switch (ev.kind) {
-    case tr::Kind::Load: put(ev.tensor, Residence::Smem, ev.bytes); break;
+    case tr::Kind::Load:
+      if (gathers)
+        for (auto& s : slots)
+          if (s.tensor == ev.tensor && s.where == Residence::Smem) {
+            s.rows += ev.rows;
+            s.bytes += ev.bytes;
+            s.event = e;
+            ++s.loads;
+            return;
+          }
+      put(ev.tensor, Residence::Smem, ev.bytes);
+      break;
     case tr::Kind::ComputeS:
       // The previous tile's P̃ has been used by then (P̃V comes before the next S), unless the
       // track's P̃V lags: then it waits, beside this S, for its AccumulateO.
@@ -54,13 +67,15 @@ void apply_residency(std::vector<ResidentTile>& slots, const tr::Meta& meta, con
         put(tr::Tensor::P, Residence::Regs, area_bytes);
       break;
     case tr::Kind::AccumulateO: {
+      // Step 10 records its P̃V on no tensor: the accumulator is O's all the same (float32).
+      const std::int64_t o_bytes = std::int64_t(ev.rows) * ev.cols * register_element_bytes(meta, tr::Tensor::O);
       // Where P̃V lags, it uses up the oldest P̃ (slots keep the order they were put in).
       if (pv_lags) {
         const auto p = std::find_if(slots.begin(), slots.end(),
                                     [](const ResidentTile& s) { return s.tensor == tr::Tensor::P && s.where == Residence::Regs; });
         if (p != slots.end()) slots.erase(p);
       }
-      put(tr::Tensor::O, Residence::Regs, area_bytes);
+      put(tr::Tensor::O, Residence::Regs, o_bytes);
       break;
     }
     case tr::Kind::Rescale: put(tr::Tensor::O, Residence::Regs, area_bytes); break;
@@ -206,7 +221,9 @@ Replay::Replay(tr::Trace trace) : trace_(std::move(trace)) {
     untraced_written_ += std::max<std::int64_t>(0, u.write_bytes);
   }
 
+  cache_ = CacheGeometry(trace_.meta);
   index_tracks();
+  decode_ = DecodeSchedule(trace_, cache_, track_events_);
   index_flops();
   index_orders();
   index_residency();
@@ -327,6 +344,24 @@ std::vector<ResidentTile> Replay::cta_tiles(int track, Cursor c) const {
 
 void Replay::index_flops() {
   const auto& m = trace_.meta;
+  if (cache_.on()) {
+    // Decoding: the new tokens' rows against each sequence's keys, as the CTAs computed them.
+    event_flops_.assign(trace_.events.size(), 0.0);
+    pass_flops_ = 0;
+    const double d = std::max(1, m.d);
+    for (const auto& list : track_events_) {
+      double keys = 0;  // the tile of the ComputeS before an AccumulateO
+      for (int e : list) {
+        const auto& ev = trace_.events[std::size_t(e)];
+        if (ev.kind == tr::Kind::ComputeS) keys = std::max(0, ev.cols);
+        if (ev.kind != tr::Kind::ComputeS && ev.kind != tr::Kind::AccumulateO) continue;
+        const double f = 2 * d * std::max(0, ev.rows) * keys;
+        event_flops_[std::size_t(e)] = f;
+        pass_flops_ += f;
+      }
+    }
+    return;
+  }
   const Shape s{std::max(1, m.B), std::max(1, m.H), std::max(1, m.N), std::max(1, m.d)};
   pass_flops_ = m.pass == "bwd" ? backward_flops(s, m.causal) : forward_flops(s, m.causal);
   if (clustered_) pass_flops_ *= m.clusters.hashes * round_score_share(m);
@@ -340,6 +375,7 @@ void Replay::index_flops() {
 }
 
 double Replay::event_flops(int e) const {
+  if (!event_flops_.empty()) return event_flops_[std::size_t(e)];
   const auto& ev = trace_.events[std::size_t(e)];
   return flops_per_area_[std::size_t(ev.kind)] * double(ev.rows) * ev.cols;
 }
@@ -398,7 +434,8 @@ void Replay::index_residency() {
     smem_after_[t].resize(list.size());
     regs_after_[t].resize(list.size());
     for (std::size_t k = 0; k < list.size(); ++k) {
-      apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[k])], list[k], pv_lags_[t]);
+      apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[k])], list[k], pv_lags_[t],
+                      k > 0 ? &trace_.events[std::size_t(list[k - 1])] : nullptr);
       const std::int64_t sm = sum_bytes(slots, Residence::Smem);
       smem_after_[t][k] = std::int32_t(std::min<std::int64_t>(sm, INT32_MAX));
       regs_after_[t][k] = std::int32_t(std::min<std::int64_t>(sum_bytes(slots, Residence::Regs), INT32_MAX));
@@ -542,7 +579,7 @@ std::vector<ResidentTile> Replay::resident_tiles(int track, int done) const {
   if (done >= int(list.size())) return slots;
   for (int k = 0; k < done; ++k)
     apply_residency(slots, trace_.meta, trace_.events[std::size_t(list[std::size_t(k)])], list[std::size_t(k)],
-                    pv_lags_[std::size_t(track)]);
+                    pv_lags_[std::size_t(track)], k > 0 ? &trace_.events[std::size_t(list[std::size_t(k) - 1])] : nullptr);
   return slots;
 }
 

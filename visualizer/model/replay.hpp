@@ -18,6 +18,7 @@
 
 #include "common/trace/trace.hpp"
 #include "visualizer/model/clusters.hpp"
+#include "visualizer/model/decode.hpp"
 
 namespace fs::viz {
 
@@ -66,6 +67,10 @@ struct ResidentTile {
   std::int64_t bytes = 0;
   int event = -1;  // the event (index into Trace::events) that put it there
   int round = -1;  // clustered steps: the round whose slots its rows are (Event::round)
+  // Loads it was gathered from: a decoding trace's tile of keys is one load per run of slots (its
+  // pages), and its consecutive loads of one tensor fill one tile (`rows` in all, row0 the first
+  // load's); 1 elsewhere.
+  int loads = 1;
 };
 
 // An SM and the tracks (CTAs of every kernel) that ran on it, by start time; the lanes of a CTA
@@ -182,11 +187,18 @@ class Replay {
   // that of the last event done with one (0 before any): always one of the clustering's.
   int round_to_follow(int track, Cursor c) const;
 
+  // Decoding traces (step 10): the KV cache's geometry (on() false for any other trace) and the
+  // roles of the kernels' CTAs (the split kernel's by sequence, K/V head and split).
+  const CacheGeometry& cache() const { return cache_; }
+  const DecodeSchedule& decode() const { return decode_; }
+
   // FLOPs the trace's pass does (the papers' convention; a clustered pass computes only its
   // rounds' clusters of the N×N scores, round_score_share of them per round), and the FLOPs one
   // event accounts for: the pass's total split evenly over the matmul kinds present, then over
   // each kind's events by tile area. (An event names one tile, not its contraction length, so
-  // this is the one split that holds for every step's encoding.)
+  // this is the one split that holds for every step's encoding.) A decoding pass is N new tokens
+  // against each sequence's keys, not N×N: there each ComputeS event of r rows and k keys is
+  // 2·d·r·k FLOPs, the AccumulateO after it (whose tile is r × d) as many, and the pass their sum.
   double pass_flops() const { return pass_flops_; }
   double event_flops(int e) const;
 
@@ -233,7 +245,10 @@ class Replay {
   std::vector<Totals> checkpoints_[2];  // [order][k / kCheckpoint]
   std::vector<double> cum_flops_[2];    // [order][k]: FLOPs of the first k events
   std::array<double, tr::kKindCount> flops_per_area_{};
+  std::vector<double> event_flops_;  // decoding traces: per event (event_flops)
   double pass_flops_ = 0;
+  CacheGeometry cache_;
+  DecodeSchedule decode_;
   Totals grand_;
 };
 

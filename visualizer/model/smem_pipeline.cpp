@@ -768,6 +768,9 @@ SmemPipeline derive_smem_pipeline(const tr::Trace& trace, int kernel) {
   const auto& m = trace.meta;
   // Tensor cores take 16-bit inputs: an fp32 trace keeps its own drawing.
   if (m.dtype != "bf16" && m.dtype != "fp16") return L;
+  // Step 10's split kernel (a decoding trace) has a layout of its own, not step 08's: its tiles are
+  // drawn as they are loaded, gathered from the cache's pages.
+  if (m.cache.on()) return L;
   if (kernel < 0 || kernel >= int(trace.kernels.size())) {
     L.why_not = "no kernel in the trace";
     return L;

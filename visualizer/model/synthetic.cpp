@@ -418,6 +418,196 @@ std::vector<KernelPlan> plan_smyrf(const SyntheticSpec& s, const tr::Clustering&
   return plans;
 }
 
+// Step 10's KV cache for a decode spec, as steps/10_decode's program lays it out: a contiguous cache
+// of seqlen_cache slots per sequence, or ⌈seqlen_cache / page_size⌉ pages per sequence and one spare
+// page (paged_layout), the block table drawn without repeats from all of them in shuffled order.
+// seqlen_cache is the longest sequence's room: its keys, and the new tokens with an append.
+tr::KvCache decode_cache(const SyntheticSpec& s) {
+  tr::KvCache c;
+  c.heads_kv = s.heads_kv;
+  c.splits = s.splits;
+  c.append = s.append;
+  c.page_size = s.page_size;
+  int room = 1;
+  for (int b = 0; b < s.B; ++b) {
+    const int before = s.keys[std::size_t(std::min<int>(b, int(s.keys.size()) - 1))];
+    c.lengths.push_back(before + (s.append ? s.new_tokens : 0));
+    room = std::max(room, c.lengths.back());
+  }
+  c.seqlen_cache = room;
+  if (s.page_size == 0) {
+    c.slots = s.B * room;
+    return c;
+  }
+  const int per = ceil_div(room, s.page_size), pages = s.B * per + 1;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(s.seed ^ 0xdec0deull);
+  std::shuffle(order.begin(), order.end(), rng);
+  c.block_table.assign(order.begin(), order.begin() + std::ptrdiff_t(s.B) * per);
+  c.slots = pages * s.page_size;
+  return c;
+}
+
+// The slot of key `key` of sequence b (trace.hpp, KvCache).
+std::int64_t decode_slot(const tr::KvCache& c, int b, int key) {
+  if (!c.paged()) return std::int64_t(b) * c.seqlen_cache + key;
+  const int per = c.blocks_per_seq(int(c.lengths.size()));
+  return std::int64_t(c.block_table[std::size_t(b) * std::size_t(per) + std::size_t(key / c.page_size)]) * c.page_size +
+         key % c.page_size;
+}
+
+// Step 10's forward (steps/10_decode) in bf16, as decode_trace.cuh records it, without a window or
+// causal mask (every row of a sequence sees all its keys):
+//   append   (with new tokens to add) per row of k_new and v_new its chunks of 8 columns, loaded and
+//            stored at the key's slot, kAppendThreads = 256 chunks a CTA, K's rows before V's
+//   split    grid (splits, K/V heads × row blocks, batch): per tile of 128 keys of its split, Q's
+//            rows with the first tile (one load per run of one head's tokens), K's and V's rows one
+//            load per run of consecutive slots (a page, paged), the scores and P̃V; then O and LSE
+//            with one split, else a partial O and LSE per row (o_part, lse_part, float32)
+//   combine  (more than one split) four rows (b, h, t) of LSE's order a CTA: each row's LSEs of its
+//            splits, their partial O's, its O and LSE
+// Loads take a page's bytes at the SM's share of the bandwidth, after one latency per tile (the
+// kernel keeps tiles in flight); the products run at the tensor cores' rate. The CTA's Q rows, its
+// results and the combine's rows after the first go out or come in together: one latency for all.
+std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c, Timing& tm) {
+  constexpr int kRows = 16, kCombineRows = 4, kAppendChunks = 256;
+  constexpr const char* kDtype = "bf16";
+  constexpr int kE = 2;  // bf16
+  const int B = s.B, H = s.H, Hkv = s.heads_kv, n = s.new_tokens, d = s.d, g = H / Hkv, splits = s.splits;
+  const int tile = d == 64 ? 128 : 64, stages = d == 256 ? 2 : 3;  // decode_configs.cuh
+  const int group_rows = g * n, blocks = ceil_div(group_rows, kRows);
+  auto run_load = [&](std::int64_t bytes, bool first) {
+    return ((first ? kHbmLatencyNs : 40.0) + double(bytes) / kHbmBytesPerNs) * tm.jitter();
+  };
+  auto run_store = [&](std::int64_t bytes, bool first) {
+    return ((first ? kStoreLatencyNs : 40.0) + double(bytes) / kHbmBytesPerNs) * tm.jitter();
+  };
+  std::vector<KernelPlan> plans;
+
+  if (s.append) {
+    KernelPlan k;
+    const int chunks = d / 8;
+    const std::int64_t half = std::int64_t(B) * n * Hkv * chunks, total = 2 * half;
+    k.info = {"decode_append_kernel", {int((total + kAppendChunks - 1) / kAppendChunks), 1, 1}, {kAppendChunks, 1, 1}, 0, 0, 0, 1, {}};
+    k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 8;
+    for (std::int64_t c0 = 0; c0 < total; c0 += kAppendChunks) {
+      Cta cta;
+      for (std::int64_t ch = c0; ch < std::min(total, c0 + kAppendChunks);) {
+        const bool is_v = ch >= half;
+        const std::int64_t i = is_v ? ch - half : ch, row = i / chunks;  // (b, t, hk)
+        const int chunk = int(i % chunks);
+        const std::int64_t end = std::min({c0 + kAppendChunks, is_v ? total : half});
+        const int m = int(std::min<std::int64_t>(end - ch, chunks - chunk));
+        const int hk = int(row % Hkv), t = int(row / Hkv % n), b = int(row / Hkv / n);
+        const int key = c.lengths[std::size_t(b)] - n + t;
+        ch += m;
+        const std::int64_t bytes = std::int64_t(m) * 8 * kE;
+        // Every thread copies its chunk at once: the CTA's first copy takes the latencies.
+        const bool first = cta.ops().empty();
+        cta.ops().push_back({Kind::Load, is_v ? Tensor::VNew : Tensor::KNew, b * Hkv + hk, t, 1, 8 * chunk, 8 * m, bytes,
+                             false, run_load(bytes, first)});
+        cta.ops().push_back({Kind::Store, is_v ? Tensor::V : Tensor::K, hk, int(decode_slot(c, b, key)), 1, 8 * chunk, 8 * m,
+                             bytes, false, run_store(bytes, first)});
+      }
+      k.ctas.push_back(std::move(cta));
+    }
+    plans.push_back(std::move(k));
+  }
+
+  KernelPlan sk;
+  const std::int64_t smem = std::int64_t(kE) * (kRows * d + 2 * stages * tile * d);
+  sk.info = {"decode_split_kernel", {splits, Hkv * blocks, B}, {128, 1, 1}, smem, 0, 0, 1, {}};
+  sk.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 2;
+  // CTAs in the grid's linear order: split fastest, then K/V head and row block, then sequence.
+  for (int b = 0; b < B; ++b)
+    for (int y = 0; y < Hkv * blocks; ++y)
+      for (int split = 0; split < splits; ++split) {
+        const int hk = y / blocks, rb = y % blocks, rows = std::min(kRows, group_rows - rb * kRows);
+        const int L = c.lengths[std::size_t(b)];
+        const int tiles = ceil_div(L, tile), per = ceil_div(tiles, splits);
+        const int first = split * per, count = std::max(0, std::min(first + per, tiles) - first);
+        const int S_bh = b * Hkv + hk;
+        Cta cta;
+        auto token = [&](int r) { return (rb * kRows + r) / g; };
+        auto head = [&](int r) { return hk * g + (rb * kRows + r) % g; };
+        auto load_q = [&] {  // runs of one head's consecutive tokens
+          for (int r = 0; r < rows;) {
+            int end = r + 1;
+            while (end < rows && head(end) == head(r) && token(end) == token(end - 1) + 1) ++end;
+            const std::int64_t bytes = std::int64_t(end - r) * d * kE;
+            cta.ops().push_back({Kind::Load, Tensor::Q, b * H + head(r), token(r), end - r, 0, d, bytes, false, run_load(bytes, r == 0)});
+            r = end;
+          }
+        };
+        for (int t = 0; t < count; ++t) {
+          const int j0 = (first + t) * tile, keys = std::min(tile, L - j0);
+          if (t == 0) load_q();
+          for (Tensor kv : {Tensor::K, Tensor::V}) {
+            bool first_run = kv == Tensor::K;
+            for (int k = 0; k < keys;) {  // a run of consecutive slots
+              const std::int64_t slot0 = decode_slot(c, b, j0 + k);
+              int m = 1;
+              while (k + m < keys && decode_slot(c, b, j0 + k + m) == slot0 + m) ++m;
+              const std::int64_t bytes = std::int64_t(m) * d * kE;
+              cta.ops().push_back({Kind::Load, kv, hk, int(slot0), m, 0, d, bytes, false, run_load(bytes, first_run)});
+              first_run = false;
+              k += m;
+            }
+          }
+          cta.ops().push_back(compute_op(Kind::ComputeS, Tensor::S, S_bh, rb * kRows, rows, j0, keys, tm.tensor(2.0 * rows * keys * d)));
+          cta.ops().push_back(compute_op(Kind::AccumulateO, Tensor::None, S_bh, rb * kRows, rows, 0, d, tm.tensor(2.0 * rows * keys * d)));
+        }
+        if (count == 0) load_q();  // a split with no keys loads Q all the same
+        if (splits == 1) {
+          for (int r = 0; r < rows;) {
+            int end = r + 1;
+            while (end < rows && head(end) == head(r) && token(end) == token(end - 1) + 1) ++end;
+            const int bh = b * H + head(r), m = end - r;
+            const std::int64_t o_bytes = tile_bytes(Tensor::O, m, d, kDtype), lse_bytes = tile_bytes(Tensor::LSE, m, 1);
+            cta.ops().push_back({Kind::Store, Tensor::O, bh, token(r), m, 0, d, o_bytes, false, run_store(o_bytes, r == 0)});
+            cta.ops().push_back({Kind::Store, Tensor::LSE, bh, token(r), m, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
+            r = end;
+          }
+        } else {
+          for (int r = 0; r < rows; ++r) {
+            const int bh = b * H + head(r), row = token(r) * splits + split;
+            const std::int64_t o_bytes = tile_bytes(Tensor::OPart, 1, d), lse_bytes = tile_bytes(Tensor::LSEPart, 1, 1);
+            cta.ops().push_back({Kind::Store, Tensor::OPart, bh, row, 1, 0, d, o_bytes, false, run_store(o_bytes, r == 0)});
+            cta.ops().push_back({Kind::Store, Tensor::LSEPart, bh, row, 1, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
+          }
+        }
+        sk.ctas.push_back(std::move(cta));
+      }
+  plans.push_back(std::move(sk));
+
+  if (splits > 1) {
+    KernelPlan k;
+    const std::int64_t rows = std::int64_t(B) * H * n;
+    k.info = {"decode_combine_kernel", {int((rows + kCombineRows - 1) / kCombineRows), 1, 1}, {32 * kCombineRows, 1, 1}, 0, 0, 0, 1, {}};
+    k.ctas_per_sm = s.ctas_per_sm > 0 ? s.ctas_per_sm : 8;
+    for (std::int64_t r0 = 0; r0 < rows; r0 += kCombineRows) {
+      Cta cta;
+      for (std::int64_t row = r0; row < std::min(rows, r0 + kCombineRows); ++row) {
+        // One warp a row, all at once: the first row's events take the latencies, the others' are
+        // recorded right after it.
+        const int bh = int(row / n), t = int(row % n), b = bh / H;
+        const bool first = row == r0;
+        const std::int64_t lse_in = tile_bytes(Tensor::LSEPart, splits, 1), o_in = tile_bytes(Tensor::OPart, splits, d);
+        cta.ops().push_back({Kind::Load, Tensor::LSEPart, bh, t * splits, splits, 0, 1, lse_in, false, run_load(lse_in, first)});
+        if (c.lengths[std::size_t(b)] > 0)  // a row that saw no key reads no partial O (its LSE is −inf)
+          cta.ops().push_back({Kind::Load, Tensor::OPart, bh, t * splits, splits, 0, d, o_in, false, run_load(o_in, first)});
+        const std::int64_t o_bytes = tile_bytes(Tensor::O, 1, d, kDtype), lse_bytes = tile_bytes(Tensor::LSE, 1, 1);
+        cta.ops().push_back({Kind::Store, Tensor::O, bh, t, 1, 0, d, o_bytes, false, run_store(o_bytes, first)});
+        cta.ops().push_back({Kind::Store, Tensor::LSE, bh, t, 1, 0, 1, lse_bytes, false, run_store(lse_bytes, false)});
+      }
+      k.ctas.push_back(std::move(cta));
+    }
+    plans.push_back(std::move(k));
+  }
+  return plans;
+}
+
 // Random clusters, as the hashes of random inputs give: each round's query and key orders a
 // permutation of the rows.
 tr::Clustering random_clustering(const SyntheticSpec& s) {
@@ -481,6 +671,10 @@ bool parse_synthetic_step(const std::string& s, SyntheticStep& out) {
     out = SyntheticStep::Hopper;
     return true;
   }
+  if (s == "decode" || s == "10" || s == "10_decode") {
+    out = SyntheticStep::Decode;
+    return true;
+  }
   return false;
 }
 
@@ -494,9 +688,29 @@ SyntheticSpec spec_for_event_count(std::int64_t events) {
   return s;
 }
 
+SyntheticSpec decode_spec(bool paged) {
+  SyntheticSpec s;
+  s.step = SyntheticStep::Decode;
+  s.B = 2;
+  s.H = 8;
+  s.heads_kv = 2;
+  s.new_tokens = 1;
+  s.d = 64;
+  s.keys = {700};
+  s.page_size = paged ? 16 : 0;
+  s.splits = 3;
+  return s;
+}
+
 tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   if (s.B < 1 || s.H < 1 || s.N < 1 || s.d < 1 || s.Br < 1 || s.Bc < 1 || s.sms < 1)
     throw std::invalid_argument("synthetic trace: B, H, N, d, Br, Bc and sms must be at least 1");
+  const bool decode = s.step == SyntheticStep::Decode;
+  if (decode && (s.heads_kv < 1 || s.H % s.heads_kv != 0 || s.new_tokens < 1 || s.splits < 1 || s.page_size < 0 ||
+                 s.d % 8 != 0 || s.keys.empty() ||
+                 std::any_of(s.keys.begin(), s.keys.end(), [](int k) { return k < 0 || k > (1 << 24); })))
+    throw std::invalid_argument("synthetic decoding trace: H a multiple of heads_kv, at least one new token and split, "
+                                "d a multiple of 8, 0 to 2^24 keys a sequence, a page size of 0 (contiguous) or more");
   const bool smyrf = s.step == SyntheticStep::Smyrf;
   if (smyrf && (s.hashes < 1 || s.hashes > tr::kMaxRounds || s.cluster < 1 || s.cluster > s.N))
     throw std::invalid_argument("synthetic SMYRF trace: 1 to " + std::to_string(tr::kMaxRounds) +
@@ -504,9 +718,11 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   Timing tm(s.seed);
   const tr::Clustering clusters = smyrf ? random_clustering(s) : tr::Clustering{};
   const bool hopper = s.step == SyntheticStep::Hopper;
+  const tr::KvCache cache = decode ? decode_cache(s) : tr::KvCache{};
   std::vector<KernelPlan> plans = s.step == SyntheticStep::Naive ? plan_naive(s, tm)
                                   : smyrf                        ? plan_smyrf(s, clusters, tm)
                                   : hopper                       ? plan_hopper(s, tm)
+                                  : decode                       ? plan_decode(s, cache, tm)
                                                                  : plan_flash(s, tm);
 
   tr::Trace t;
@@ -515,29 +731,43 @@ tr::Trace make_synthetic_trace(const SyntheticSpec& s) {
   m.driver = "none";
   m.commit = "synthetic";
   m.date = "1970-01-01";
-  m.step = s.step == SyntheticStep::Naive ? "01_naive" : smyrf ? "07_smyrf" : hopper ? "09_hopper" : "04_online_softmax";
-  m.variant = s.step == SyntheticStep::Naive ? "naive" : smyrf ? "clusters" : hopper ? "fa3" : "fa2";
-  if (hopper) m.dtype = "bf16";
+  m.step = s.step == SyntheticStep::Naive ? "01_naive"
+           : smyrf                        ? "07_smyrf"
+           : hopper                       ? "09_hopper"
+           : decode                       ? "10_decode"
+                                          : "04_online_softmax";
+  m.variant = s.step == SyntheticStep::Naive ? "naive"
+              : smyrf                        ? "clusters"
+              : hopper                       ? "fa3"
+              : decode                       ? (s.page_size > 0 ? "paged" : "contiguous")
+                                             : "fa2";
+  if (hopper || decode) m.dtype = "bf16";
   m.pass = "fwd";
   m.B = s.B;
   m.H = s.H;
-  m.N = s.N;
+  m.N = decode ? s.new_tokens : s.N;  // decoding: the new tokens (KvCache)
   m.d = s.d;
-  m.causal = s.causal;
+  m.causal = s.causal && !decode;
   m.scale = 1.0f / std::sqrt(float(s.d));
-  m.Br = s.step == SyntheticStep::Naive ? 0 : smyrf ? s.cluster : hopper ? 128 : s.Br;
-  m.Bc = s.step == SyntheticStep::Naive ? 0 : smyrf ? std::min(16, s.cluster) : hopper ? 128 : s.Bc;
+  m.Br = s.step == SyntheticStep::Naive ? 0 : smyrf ? s.cluster : hopper ? 128 : decode ? 16 : s.Br;
+  m.Bc = s.step == SyntheticStep::Naive ? 0 : smyrf ? std::min(16, s.cluster) : hopper ? 128 : decode ? (s.d == 64 ? 128 : 64) : s.Bc;
   m.sram_budget_bytes = 232448;  // H200: 227 KB per CTA (opt-in)
-  const std::int64_t BH = std::int64_t(s.B) * s.H, Nd = std::int64_t(s.N) * s.d;
+  m.cache = cache;
+  m.clusters = clusters;
+  const std::int64_t BH = std::int64_t(s.B) * s.H, Nd = std::int64_t(m.N) * s.d;
   std::vector<Tensor> ids = {Tensor::Q, Tensor::K, Tensor::V, Tensor::O, Tensor::LSE};
   if (s.step == SyntheticStep::Naive) ids.insert(ids.end(), {Tensor::S, Tensor::P});
   if (smyrf) ids.insert(ids.end(), {Tensor::Order, Tensor::SortKey});
+  // Step 10's program lists its inputs and outputs and every tensor an event names (traced_run.cpp,
+  // list_tensors): the scores S, the splits' partials.
+  if (decode && s.append) ids.insert(ids.end(), {Tensor::KNew, Tensor::VNew});
+  if (decode) ids.push_back(Tensor::S);
+  if (decode && s.splits > 1) ids.insert(ids.end(), {Tensor::OPart, Tensor::LSEPart});
   for (Tensor id : ids) {
-    auto shape = tr::tensor_shape(id, s.B, s.H, s.N, s.d, clusters.hashes);
+    auto shape = tr::tensor_shape(id, m);
     const std::int64_t bytes = tr::shape_elems(shape) * tr::element_bytes(id, m.dtype);
     m.tensors.push_back({id, std::move(shape), bytes});
   }
-  m.clusters = clusters;
   if (smyrf) {
     // CUB's segmented sort of every round's queries and keys: it reads each key and index, writes
     // the orders (as step 07's IO model counts it).

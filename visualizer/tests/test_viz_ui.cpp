@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/trace_fixtures.hpp"
+#include "visualizer/model/decode.hpp"
 #include "visualizer/model/document.hpp"
 #include "visualizer/model/synthetic.hpp"
 #include "visualizer/tests/dqacc_trace.hpp"
@@ -471,4 +473,156 @@ TEST_CASE("a gathered tile is outlined row by row where its rows are", "[viz][ui
   g.cols = 8;
   const auto scores = element_rects(g, area, SlotOrders{order, order}, 0, 4, 0, 4);
   REQUIRE(scores.size() == 4);
+}
+
+// Decoding traces (step 10): the hand-built fixture (tests/trace_fixtures.hpp) and synthetic ones,
+// paged, contiguous and with an append, through every panel, following a split CTA, the combine,
+// the append; in compare mode; the timeline's rows by sequence and by SM.
+TEST_CASE("every panel draws a decoding trace", "[viz][ui][decode]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.state().panels = parse_panels("all", bad);
+  SyntheticSpec append = decode_spec(true);
+  append.append = true;
+  append.new_tokens = 2;
+  std::vector<std::unique_ptr<Document>> docs;
+  docs.push_back(make_document(fs::test::decode_trace(), "test:decode"));
+  docs.push_back(make_document(make_synthetic_trace(decode_spec(true)), "synthetic:decode"));
+  docs.push_back(make_document(make_synthetic_trace(decode_spec(false)), "synthetic:decode-contiguous"));
+  docs.push_back(make_document(make_synthetic_trace(append), "synthetic:decode-append"));
+  // One split (no combine: the split kernel writes O and LSE), and 32 query heads over one K/V head
+  // (two row blocks of 16, each with its splits), sequences of 700, 130 and no keys.
+  SyntheticSpec one = decode_spec(true), wide = decode_spec(false);
+  one.splits = 1;
+  wide.B = 3;
+  wide.H = 32;
+  wide.heads_kv = 1;
+  wide.keys = {700, 130, 0};
+  docs.push_back(make_document(make_synthetic_trace(one), "synthetic:decode-one-split"));
+  docs.push_back(make_document(make_synthetic_trace(wide), "synthetic:decode-row-blocks"));
+  for (auto& doc : docs) {
+    INFO(doc->path);
+    app.set_document(std::move(doc), false);
+    Document& d = *app.state().doc;
+    REQUIRE((app.state().panels & kPanelSchedule));
+    const DecodeSchedule& dec = d.replay->decode();
+    REQUIRE(dec.on());
+    for (const auto& g : dec.groups())
+      for (int track : {g.tracks.front(), g.tracks.back()}) {
+        d.select(track);
+        for (Order o : {Order::Real, Order::Logical})
+          for (double f : {0.0, 0.35, 1.0}) {
+            d.playback.set_order(*d.replay, o);
+            d.playback.seek_fraction(*d.replay, f);
+            d.sync();
+            d.selected_track = track;
+            REQUIRE(h.frame(app) > 1000);
+          }
+      }
+    app.state().timeline.by_sm = true;
+    REQUIRE(h.frame(app) > 1000);
+    REQUIRE(app.state().timeline.sm_expanded.size() == d.replay->sm_groups().size());
+    app.state().timeline.by_sm = false;
+    REQUIRE(h.frame(app) > 1000);
+    REQUIRE(app.state().timeline.sm_expanded.size() == dec.groups().size());
+  }
+  // Compare: a decoding trace beside step 04's, and beside itself.
+  app.set_document(make_document(make_synthetic_trace(small(SyntheticStep::Flash)), "synthetic:flash"), true);
+  REQUIRE(h.frame(app) > 1000);
+  app.set_document(make_document(make_synthetic_trace(decode_spec(true)), "synthetic:decode"), true);
+  REQUIRE(h.frame(app) > 1000);
+  std::string error;
+  REQUIRE(app.open("synthetic:decode", false, error));
+  REQUIRE(app.open("synthetic:decode-contiguous", false, error));
+  REQUIRE(h.frame(app) > 1000);
+}
+
+// Hovering the cache's pages highlights the sequence they belong to; a click follows its first split.
+TEST_CASE("hovering a page of the cache names its sequence, a click follows it", "[viz][ui][decode]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.state().panels = parse_panels("memory,timeline", bad);
+  app.set_document(make_document(make_synthetic_trace(decode_spec(true)), "synthetic:decode"), false);
+  app.state().panels = parse_panels("memory,timeline", bad);
+  Document& d = *app.state().doc;
+  d.playback.seek_fraction(*d.replay, 0.5);
+  d.sync();
+  h.frame(app);
+  const PanelRect mem = rect_of(app, kPanelMemory);
+  // Sweep the panel: every sequence's pages are somewhere under the mouse, and nothing else is.
+  std::vector<int> seen(2, 0);
+  ImVec2 on_seq1(-1, -1);
+  for (float y = mem.pos.y + 40; y < mem.pos.y + mem.size.y; y += 6)
+    for (float x = mem.pos.x + 10; x < mem.pos.x + mem.size.x * 0.6f; x += 9) {
+      h.frame(app, ImVec2(x, y));
+      const int s = d.hovered_sequence;
+      REQUIRE(s >= -1);
+      REQUIRE(s < 2);
+      if (s >= 0) ++seen[std::size_t(s)];
+      if (s == 1 && on_seq1.x < 0) on_seq1 = ImVec2(x, y);
+    }
+  REQUIRE(seen[0] > 0);
+  REQUIRE(seen[1] > 0);
+  // A click there follows sequence 1's first split (of the followed K/V head, 0).
+  ImGuiIO& io = ImGui::GetIO();
+  h.frame(app, on_seq1);
+  io.MouseDown[0] = true;
+  h.frame(app, on_seq1);
+  io.MouseDown[0] = false;
+  h.frame(app, on_seq1);
+  const DecodeCta& c = d.replay->decode().cta(d.selected_track);
+  REQUIRE(c.role == DecodeRole::Split);
+  REQUIRE(c.b == 1);
+  REQUIRE(c.hk == 0);
+  REQUIRE(c.split == 0);
+  // Away from the picture, nothing is hovered.
+  h.frame(app, ImVec2(-1e6f, -1e6f));
+  REQUIRE(d.hovered_sequence == -1);
+}
+
+// The schedule of a decoding trace: the followed CTA's splits as rows side by side, then the
+// combine's CTAs that merge its rows; a click on a split's bar follows that split.
+TEST_CASE("the schedule of a decoding trace draws one row's splits and their combine", "[viz][ui][decode]") {
+  Headless h;
+  App app;
+  std::string bad;
+  app.set_document(make_document(make_synthetic_trace(decode_spec(true)), "synthetic:decode"), false);
+  app.state().panels = parse_panels("schedule", bad);
+  Document& d = *app.state().doc;
+  const Replay& r = *d.replay;
+  const DecodeSchedule& dec = r.decode();
+  const DecodeGroup& g = dec.groups().front();
+  REQUIRE(g.role == DecodeRole::Split);
+  d.select(g.tracks.front());
+  const std::vector<int> combine = dec.combine_of(0);
+  REQUIRE(!combine.empty());
+  h.frame(app);
+  const PanelRect pr = rect_of(app, kPanelSchedule);
+  const float left = pr.pos.x + ImGui::GetStyle().WindowPadding.x + 96;
+  const float width = pr.size.x - 2 * ImGui::GetStyle().WindowPadding.x - 96 - 8;
+  const TimeView& v = app.state().schedule.view;
+  // Each row's first event is somewhere on its row: split 1's, then the combine's.
+  auto hit = [&](int track) {
+    const int e = r.track_events(track).front();
+    const auto& ev = r.trace().events[std::size_t(e)];
+    const float x = float(v.to_px(ev.ts_ns + 0.5 * ev.dur_ns, left, width));
+    for (float y = pr.pos.y + 30; y < pr.pos.y + pr.size.y; y += 2) {
+      h.frame(app, ImVec2(x, y));
+      if (app.state().hovered_event == e) return ImVec2(x, y);
+    }
+    return ImVec2(-1, -1);
+  };
+  const ImVec2 at_combine = hit(combine.front());
+  REQUIRE(at_combine.x >= 0);
+  const ImVec2 at_split1 = hit(g.tracks[1]);
+  REQUIRE(at_split1.x >= 0);
+  REQUIRE(at_split1.y < at_combine.y);  // the combine below the splits
+  ImGuiIO& io = ImGui::GetIO();
+  io.MouseDown[0] = true;
+  h.frame(app, at_split1);
+  io.MouseDown[0] = false;
+  h.frame(app, at_split1);
+  REQUIRE(d.selected_track == g.tracks[1]);
 }

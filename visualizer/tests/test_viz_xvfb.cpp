@@ -232,6 +232,70 @@ TEST_CASE("a clustered trace's scores: its clusters on the diagonal in sorted or
   REQUIRE(bad.output.find("--round 9: synthetic:smyrf has 8 rounds") != std::string::npos);
 }
 
+namespace {
+
+// In the K map of a decoding trace's memory panel (--panels memory at W×H: the left 28 % of the
+// window, between its title and the block table), the 20-pixel bands of rows that hold pixels of
+// both sequences' colours (the pages' strips and frames), as a share of the bands holding either;
+// `seen`: those bands.
+double mixed_bands(const Image& img, int* seen) {
+  const int x0 = 0, x1 = int(img.w * 0.28f), y0 = 105, y1 = int(img.h * 0.6f);
+  int either = 0, both = 0;
+  for (int y = y0; y + 20 <= y1; y += 20) {
+    const int a = img.count_near(x0, y, x1, y + 20, theme::sequence_color(0), 24);
+    const int b = img.count_near(x0, y, x1, y + 20, theme::sequence_color(1), 24);
+    either += a >= 3 || b >= 3;
+    both += a >= 3 && b >= 3;
+  }
+  *seen = either;
+  return either ? double(both) / either : 0;
+}
+
+}  // namespace
+
+// Step 10's decoding trace (synthetic: no GPU recording exists yet). At the default layout it
+// passes what every shipped trace must (so will a recorded one); in the memory panel the paged
+// cache's pages of the two sequences lie mixed all over the cache, where the contiguous cache has
+// each sequence's slots in one run; the schedule has the splits' loads and the combine's partials.
+TEST_CASE("a decoding trace's cache: pages scattered by the block table, or one run a sequence", "[viz][xvfb][decode]") {
+  const std::string all = (scratch() / "decode.png").string();
+  Result r = run(kXvfb + kExe + " --synthetic decode --order logical --at frac:0.5 --screenshot " + all);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  check_screenshot(all, 100, 0.004);
+  double mixed[2] = {};
+  int seen[2] = {};
+  for (const bool paged : {true, false}) {
+    const std::string png = (scratch() / (paged ? "decode_paged.png" : "decode_contiguous.png")).string();
+    r = run(kXvfb + kExe + " --synthetic " + (paged ? "decode" : "decode-contiguous") +
+            " --order logical --at frac:0.3 --panels memory --size 1400x700 --screenshot " + png);
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    Image img;
+    REQUIRE(img.load(png));
+    // K's and V's colours fill the pages that have been read.
+    REQUIRE(img.count_near(0, 100, img.w / 2, img.h * 3 / 5, theme::tensor_color(fs::trace::Tensor::K), 40) > 2000);
+    REQUIRE(img.count_near(0, 100, img.w / 2, img.h * 3 / 5, theme::tensor_color(fs::trace::Tensor::V), 40) > 2000);
+    mixed[paged ? 0 : 1] = mixed_bands(img, &seen[paged ? 0 : 1]);
+  }
+  INFO("bands with both sequences: paged " << mixed[0] << " of " << seen[0] << ", contiguous " << mixed[1] << " of " << seen[1]);
+  REQUIRE(seen[0] >= 8);  // the pages' strips are found at all, down most of the K map
+  REQUIRE(seen[1] >= 8);
+  REQUIRE(mixed[0] > 0.6);
+  REQUIRE(mixed[1] < 0.3);
+  // The schedule: one row's splits (their K and V loads) and the combine (loading the partial LSEs).
+  const std::string sched = (scratch() / "decode_schedule.png").string();
+  r = run(kXvfb + kExe + " --synthetic decode --order logical --at frac:0.5 --panels schedule --size 1200x300 --screenshot " + sched);
+  REQUIRE(r.code == 0);
+  Image img;
+  REQUIRE(img.load(sched));
+  namespace tr = fs::trace;
+  for (tr::Tensor t : {tr::Tensor::K, tr::Tensor::V, tr::Tensor::LSEPart, tr::Tensor::OPart}) {
+    INFO(tr::tensor_name(t));
+    REQUIRE(img.count_near(0, 0, img.w, img.h, theme::kind_color(tr::Kind::Load, t), 6) > 30);
+  }
+}
+
 TEST_CASE("every shipped trace in docs/traces renders", "[viz][xvfb]") {
   const stdfs::path dir = stdfs::path(FS_SOURCE_DIR) / "docs" / "traces";
   std::error_code ec;

@@ -126,10 +126,14 @@ bool App::open(const std::string& what, bool as_compare, std::string& error) {
       spec.step = SyntheticStep::Smyrf;
     else if (kind == "hopper")
       spec.step = SyntheticStep::Hopper;
+    else if (kind == "decode" || kind == "decode-contiguous") {  // its own shape: a decode is not N×N
+      spec = decode_spec(kind == "decode");
+      spec.sms = synthetic_.sms;
+    }
     else if (kind == "bench")
       spec = spec_for_event_count(1000000);
     else {
-      error = what + ": unknown synthetic trace (naive, flash, flash-causal, smyrf, hopper, bench)";
+      error = what + ": unknown synthetic trace (naive, flash, flash-causal, smyrf, hopper, decode, decode-contiguous, bench)";
       return false;
     }
     try {
@@ -158,8 +162,9 @@ void App::set_document(std::unique_ptr<Document> doc, bool as_compare) {
   state_.doc = std::move(doc);
   state_.timeline = TimelineState{};
   state_.schedule = ScheduleState{};
-  // A trace in lanes opens with its schedule shown: the producer/consumer picture is its point.
-  if (state_.doc && has_lanes(*state_.doc->replay)) state_.panels |= kPanelSchedule;
+  // A trace in lanes opens with its schedule shown: the producer/consumer picture is its point; a
+  // decoding trace's schedule is one row's splits side by side and their combine.
+  if (state_.doc && (has_lanes(*state_.doc->replay) || state_.doc->replay->decode().on())) state_.panels |= kPanelSchedule;
   state_.scores.round = -1;  // follow: a fixed round may be past the new trace's
   state_.counters_curve = CountersCurve{};
   if (state_.doc && state_.doc->replay->meta().N > 0) {
@@ -316,6 +321,8 @@ void App::menu_bar() {
     if (ImGui::MenuItem("Synthetic step 04, causal")) s.requests.push_back({"synthetic:flash-causal", false});
     if (ImGui::MenuItem("Synthetic step 07 (SMYRF clusters)")) s.requests.push_back({"synthetic:smyrf", false});
     if (ImGui::MenuItem("Synthetic step 09 (Hopper: producer, consumers)")) s.requests.push_back({"synthetic:hopper", false});
+    if (ImGui::MenuItem("Synthetic step 10 (decoding, paged KV cache)")) s.requests.push_back({"synthetic:decode", false});
+    if (ImGui::MenuItem("Synthetic step 10, contiguous cache")) s.requests.push_back({"synthetic:decode-contiguous", false});
     if (ImGui::MenuItem("Compare synthetic 01 with 04")) {
       s.requests.push_back({"synthetic:naive", false});
       s.requests.push_back({"synthetic:flash", true});

@@ -29,7 +29,8 @@ class App {
   SyntheticSpec& synthetic_base() { return synthetic_; }
 
   // Opens a trace file, or "synthetic:naive", "synthetic:flash", "synthetic:flash-causal",
-  // "synthetic:smyrf", "synthetic:hopper", "synthetic:bench" (1,000,000 events). On failure sets
+  // "synthetic:smyrf", "synthetic:hopper", "synthetic:decode" (step 10 over a paged cache, decode_spec;
+  // "synthetic:decode-contiguous" over a contiguous one), "synthetic:bench" (1,000,000 events). On failure sets
   // `error` (one line) and keeps what was open.
   bool open(const std::string& what, bool as_compare, std::string& error);
   void set_document(std::unique_ptr<Document> doc, bool as_compare);

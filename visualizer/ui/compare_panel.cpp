@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "visualizer/model/labels.hpp"
+#include "visualizer/ui/cache_view.hpp"
 #include "visualizer/ui/hbm_view.hpp"
 #include "visualizer/ui/panels.hpp"
 #include "visualizer/ui/theme.hpp"
@@ -16,7 +17,7 @@ namespace tr = fs::trace;
 
 namespace {
 
-void side(const Document& doc, Rect area, double full_bytes, const char* tag) {
+void side(Document& doc, Rect area, double full_bytes, const char* tag) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const auto& f = theme::fonts();
   const Replay& r = *doc.replay;
@@ -24,18 +25,31 @@ void side(const Document& doc, Rect area, double full_bytes, const char* tag) {
   const auto& m = r.meta();
   char buf[200];
   dl->AddText(f.title, f.title->FontSize, area.min, theme::kAccent, tag);
-  std::snprintf(buf, sizeof buf, "%s %s · N=%d d=%d%s", m.step.c_str(), m.variant.c_str(), m.N, m.d, m.causal ? " causal" : "");
+  const bool decoding = r.cache().on();
+  if (decoding)  // N new tokens against a cache: its sequences and their keys, not N×N
+    std::snprintf(buf, sizeof buf, "%s %s · B=%d N=%d d=%d · %d splits", m.step.c_str(), m.variant.c_str(), m.B, m.N, m.d,
+                  r.cache().splits());
+  else
+    std::snprintf(buf, sizeof buf, "%s %s · N=%d d=%d%s", m.step.c_str(), m.variant.c_str(), m.N, m.d, m.causal ? " causal" : "");
   dl->AddText(f.title, f.title->FontSize, ImVec2(area.min.x + 22, area.min.y), theme::kText, buf);
   dl->AddText(f.small, f.small->FontSize, ImVec2(area.min.x, area.min.y + f.title->FontSize + 3), theme::kTextDim, m.gpu.c_str());
 
   // HBM on top, the traffic bars, then the ghost score matrix in what is left.
   const float top = area.min.y + f.title->FontSize + f.small->FontSize + 12;
-  const Rect hbm{ImVec2(area.min.x, top), ImVec2(area.max.x, top + std::max(80.0f, area.h() * 0.3f))};
-  const HbmLayout layout = layout_hbm(doc, hbm, true);
+  const Rect hbm{ImVec2(area.min.x, top), ImVec2(area.max.x, top + std::max(80.0f, area.h() * (decoding ? 0.42f : 0.3f)))};
+  const HbmLayout layout = decoding ? HbmLayout{} : layout_hbm(doc, hbm, true);
   const auto& list = r.track_events(doc.selected_track);
-  const int bh = list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
-  draw_hbm(dl, doc, layout, bh, false);
+  // The head shown: the followed CTA's; a decoding trace's S is one (sequence, K/V head)'s.
+  const CacheFocus focus = decoding && r.track_count() > 0 ? cache_focus(r, doc.selected_track) : CacheFocus{};
+  const int bh = decoding ? focus.b * r.cache().heads_kv() + focus.hk
+                          : list.empty() ? 0 : r.trace().events[std::size_t(list.front())].bh;
   float y = hbm.min.y;
+  if (decoding) {
+    draw_cache_hbm(dl, doc, hbm, false);
+    y = hbm.max.y;
+  } else {
+    draw_hbm(dl, doc, layout, bh, false);
+  }
   for (const auto& it : layout.items) y = std::max(y, it.rect.max.y);
   y += 10;
 
@@ -64,12 +78,20 @@ void side(const Document& doc, Rect area, double full_bytes, const char* tag) {
       written += g->at(bh, i, j).written;
     }
   const double NN = double(g->rows) * g->cols;
-  std::snprintf(buf, sizeof buf, "S = τQKᵀ: computed %.0f%%, written to HBM %.0f%%", 100.0 * double(computed) / NN,
-                100.0 * double(written) / NN);
+  if (decoding)  // a sequence's keys past its length are none of its scores
+    std::snprintf(buf, sizeof buf, "S = τQKᵀ of seq %d · kv head %d: computed %.0f%% of its keys, written %.0f%%", focus.b, focus.hk,
+                  100.0 * double(computed) / std::max(1.0, double(g->rows) * r.cache().length(focus.b)), 100.0 * double(written) / NN);
+  else
+    std::snprintf(buf, sizeof buf, "S = τQKᵀ: computed %.0f%%, written to HBM %.0f%%", 100.0 * double(computed) / NN,
+                  100.0 * double(written) / NN);
   dl->AddText(f.small, f.small->FontSize, ImVec2(area.min.x, y), theme::tensor_color(tr::Tensor::S), buf);
   y += f.small->FontSize + 4;
   const float side_px = std::min(area.w(), area.max.y - y - 2);
-  if (side_px > 20) {
+  if (decoding && side_px > 8) {
+    // One (sequence, K/V head)'s g·N rows against its keys: a strip, not a square.
+    const Rect strip{ImVec2(area.min.x, y), ImVec2(area.max.x, y + std::min(side_px, std::max(12.0f, area.w() * float(g->rows) / float(g->cols) * 8)))};
+    draw_grid(dl, *g, bh, strip, GridMode::Scores);
+  } else if (side_px > 20) {
     const Rect sq{ImVec2(area.min.x + (area.w() - side_px) * 0.5f, y), ImVec2(area.min.x + (area.w() + side_px) * 0.5f, y + side_px)};
     draw_grid(dl, *g, bh, sq, GridMode::Scores);
   }

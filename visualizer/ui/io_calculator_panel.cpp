@@ -136,8 +136,12 @@ void io_calculator_panel(UiState& s) {
   const float xn = X(io.log2_N);
   dl->AddLine(ImVec2(xn, box.min.y), ImVec2(xn, box.max.y), theme::with_alpha(theme::kAccent, 0.6f));
   for (const auto& c : curves) dl->AddCircleFilled(ImVec2(xn, Y(c.at(shape))), 4, c.color);
-  // The open trace's IO model, per head.
-  if (s.doc) {
+  // The open trace's IO model, per head. A decoding trace is not on these axes: its N new tokens
+  // read a cache of other lengths, once.
+  if (s.doc && s.doc->replay->cache().on()) {
+    dl->AddText(f.small, f.small->FontSize, ImVec2(box.min.x + 8, box.min.y + 4), theme::kTextDim,
+                "this trace decodes: a few new tokens against a KV cache, read once (no N×N curve; its IO is the counters')");
+  } else if (s.doc) {
     const auto& m = s.doc->replay->meta();
     const double heads = double(head_count(m));
     const double total = double(m.io_read_bytes + m.io_write_bytes) / heads;

@@ -7,6 +7,7 @@
 
 #include "common/trace/names.hpp"
 #include "visualizer/model/labels.hpp"
+#include "visualizer/ui/cache_view.hpp"
 #include "visualizer/ui/hbm_view.hpp"
 #include "visualizer/ui/panels.hpp"
 #include "visualizer/ui/pipeline_view.hpp"
@@ -43,7 +44,8 @@ tr::Tensor on_chip_tensor(const tr::Event& e, Residence* where) {
     case tr::Kind::AccumulateDQ: return tr::Tensor::dQ;
     case tr::Kind::AccumulateDK: return tr::Tensor::dK;
     case tr::Kind::AccumulateDV: return tr::Tensor::dV;
-    case tr::Kind::Store: return e.tensor;  // leaves from where it was computed
+    case tr::Kind::Store:  // leaves from where it was computed: a split's partial O from O's registers
+      return e.tensor == tr::Tensor::OPart ? tr::Tensor::O : e.tensor;
     default: return tr::Tensor::None;
   }
 }
@@ -74,6 +76,9 @@ const char* step_caption(const std::string& step, const std::string& pass) {
     return "SMYRF: Q and K hashed, each round's rows sorted into clusters (the sort's bytes are untraced); "
            "per cluster its rows of Q, K and V are gathered through the order — scattered stripes — and "
            "merged into O by the LSE. Θ(hashes · N · d) bytes.";
+  if (is("10"))
+    return "Flash-Decoding: each split CTA reads its share of one sequence's keys, page by page through the block "
+           "table, and writes a partial O and LSE per row; the combine merges the splits by their LSE.";
   if (is("07"))
     return "SMYRF backward: per round, each cluster's rows of Q, dO, K and V gathered again through the "
            "forward's orders; dQ, dK and dV read, added to and written back at their rows.";
@@ -97,6 +102,9 @@ Rect draw_tile_card(ImDrawList* dl, Rect slot, const ResidentTile& t, double sca
   as_event.cols = t.cols;
   std::string label = tile_label(as_event);
   if (t.tensor == tr::Tensor::P && t.where == Residence::Regs) label = "P̃" + label.substr(1);
+  // A tile gathered from several loads (a decoding trace's pages) is no one range of rows.
+  if (t.loads > 1)
+    label = std::string(theme::tensor_display(t.tensor)) + "[" + std::to_string(t.rows) + " rows, " + std::to_string(t.loads) + " loads]";
   const float ty = slot.max.y - f.small->FontSize * 2 - 2;
   // A label wider than its slot drops its element range: the tensor's name still shows.
   const Rect line{ImVec2(slot.min.x, ty), ImVec2(slot.max.x, ty + f.small->FontSize + 2)};
@@ -393,20 +401,36 @@ void memory_panel(UiState& s) {
 
   // Headings.
   char buf[256];
-  std::snprintf(buf, sizeof buf, "HBM · head %d of %lld", bh, static_cast<long long>(head_count(meta)));
+  // A decoding trace's HBM is its KV cache, one K/V head of it, and one sequence's small tensors.
+  const bool decoding = r.cache().on();
+  const CacheFocus focus = decoding && r.track_count() > 0 ? cache_focus(r, track) : CacheFocus{};
+  if (decoding)
+    std::snprintf(buf, sizeof buf, "HBM · the KV cache · kv head %d · sequence %d", focus.hk, focus.b);
+  else
+    std::snprintf(buf, sizeof buf, "HBM · head %d of %lld", bh, static_cast<long long>(head_count(meta)));
   dl->AddText(f.title, f.title->FontSize, p0, theme::kText, buf);
-  std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d%s", tinfo.sm, tinfo.cta,
-                r.track_count() > 0 && r.laned(track) ? (" · " + tr::lane_name(r.trace(), tinfo)).c_str() : "");
+  const std::string role = decoding && r.track_count() > 0 ? r.decode().label(r.trace(), track) : "";
+  if (!role.empty())
+    std::snprintf(buf, sizeof buf, "On chip · SM %d · %s", tinfo.sm, role.c_str());
+  else
+    std::snprintf(buf, sizeof buf, "On chip · SM %d · CTA %d%s", tinfo.sm, tinfo.cta,
+                  r.track_count() > 0 && r.laned(track) ? (" · " + tr::lane_name(r.trace(), tinfo)).c_str() : "");
   dl->AddText(f.title, f.title->FontSize, ImVec2(chip_area.min.x, p0.y), theme::kText, buf);
   dl->AddText(f.small, f.small->FontSize, ImVec2(chip_area.min.x, p0.y + f.title->FontSize + 3), theme::kTextDim,
-              (kname + " · click a CTA in the timeline or an SM to follow it").c_str());
+              (kname + (role.empty() ? "" : " · CTA " + std::to_string(tinfo.cta)) + " · click a CTA in the timeline or an SM to follow it").c_str());
   dl->AddText(f.small, f.small->FontSize, ImVec2(p0.x, p0.y + f.title->FontSize + 3), theme::kTextDim,
-              "every tensor of the pass, drawn at its true relative size");
+              decoding ? (r.cache().paged() ? "pages in slot order, each framed in its sequence's colour; hover one, or a row of the table"
+                                            : "the cache in slot order, a sequence's keys one run; hover one")
+                       : "every tensor of the pass, drawn at its true relative size");
   dl->AddLine(ImVec2(p0.x + split - 4, p0.y), ImVec2(p0.x + split - 4, p0.y + avail.y - legend_h), theme::kBorder);
 
   // HBM.
-  const HbmLayout layout = layout_hbm(*doc, hbm_area, true);
-  draw_hbm(dl, *doc, layout, bh, true);
+  const HbmLayout layout = decoding ? HbmLayout{} : layout_hbm(*doc, hbm_area, true);
+  CacheRects cache_rects;
+  if (decoding)
+    cache_rects = draw_cache_hbm(dl, *doc, hbm_area, true);
+  else
+    draw_hbm(dl, *doc, layout, bh, true);
   // Where the selected CTA's tiles came from (a gathered tile: each of its rows).
   for (const auto& t : tiles) {
     if (t.where != Residence::Smem || !r.placeable(t.tensor, t.bh, t.round)) continue;
@@ -435,7 +459,8 @@ void memory_panel(UiState& s) {
   // What this step does with HBM, under the picture.
   float hbm_bottom = hbm_area.min.y;
   for (const auto& it : layout.items) hbm_bottom = std::max(hbm_bottom, it.rect.max.y);
-  const char* caption = step_caption(meta.step, meta.pass);
+  // (A decoding trace's cache fills the whole area: the docs and the tooltips say what it does.)
+  const char* caption = decoding ? nullptr : step_caption(meta.step, meta.pass);
   if (caption && hbm_area.max.y - hbm_bottom > 3 * f.regular->FontSize + 30) {
     ImGui::SetCursorScreenPos(ImVec2(hbm_area.min.x, hbm_bottom + 2 * f.small->FontSize + 14));
     ImGui::PushTextWrapPos(hbm_area.max.x);
@@ -493,8 +518,14 @@ void memory_panel(UiState& s) {
   std::vector<int> cta_events;  // a CTA in lanes: every lane's (its consumers compute what a producer only loads)
   for (int lt : r.track_count() > 0 ? r.lanes_of(track) : std::vector<int>{})
     cta_events.insert(cta_events.end(), r.track_events(lt).begin(), r.track_events(lt).end());
-  for (int e : cta_events) {
+  int gathered = 0;  // a decoding trace's tile: the rows of the run of loads it is gathered from
+  for (std::size_t i = 0; i < cta_events.size(); ++i) {
+    const int e = cta_events[i];
     const auto& ev = r.trace().events[std::size_t(e)];
+    const tr::Event* prev = i > 0 ? &r.trace().events[std::size_t(cta_events[i - 1])] : nullptr;
+    const bool gathers = decoding && prev && prev->track == ev.track && prev->kind == tr::Kind::Load &&
+                         ev.kind == tr::Kind::Load && prev->tensor == ev.tensor;
+    gathered = gathers ? gathered + ev.rows : ev.rows;
     Residence w;
     const tr::Tensor t = on_chip_tensor(ev, &w);
     if (t == tr::Tensor::None || ev.kind == tr::Kind::Store || ev.rows <= 0 || ev.cols <= 0) continue;
@@ -506,7 +537,7 @@ void memory_panel(UiState& s) {
       slots.push_back({t, w, {}, 0, 0, lane});
       it = slots.end() - 1;
     }
-    it->max_rows = std::max(it->max_rows, ev.rows);
+    it->max_rows = std::max(it->max_rows, gathered);
     it->max_cols = std::max(it->max_cols, ev.cols);
     if (it->first < 0) it->first = e;
     it->last = e;
@@ -774,10 +805,14 @@ void memory_panel(UiState& s) {
               (e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V))
             pslot = e.tensor == tr::Tensor::K ? &prects.k[st] : &prects.v[st];
       }
-      if ((sl || pslot) && it && r.placeable(e.tensor, e.bh, e.round)) {
+      // Where its rows are in HBM: a decoding trace's in the cache's pages or its sequence's rows.
+      const std::vector<Rect> rows_in_hbm =
+          decoding ? cache_rects.rows_of(r, e)
+          : it && r.placeable(e.tensor, e.bh, e.round)
+              ? element_rects(*it->grid, it->rect, r.slot_orders(e.tensor, e.bh, e.round), e.row0, e.rows, e.col0, e.cols)
+              : std::vector<Rect>{};
+      if ((sl || pslot) && !rows_in_hbm.empty()) {
         // A gathered tile travels from (or to) the span of its rows; each row draws its own thread.
-        const std::vector<Rect> rows_in_hbm =
-            element_rects(*it->grid, it->rect, r.slot_orders(e.tensor, e.bh, e.round), e.row0, e.rows, e.col0, e.cols);
         const Rect hr = hull(rows_in_hbm);
         const float w2 = std::max(3.0f, float(e.cols * scale)), h2 = std::max(3.0f, float(e.rows * scale));
         const ImVec2 sc = pslot ? ImVec2((pslot->min.x + pslot->max.x) * 0.5f, (pslot->min.y + pslot->max.y) * 0.5f)
@@ -808,15 +843,29 @@ void memory_panel(UiState& s) {
   // Legend.
   ImGui::SetCursorScreenPos(ImVec2(p0.x, p0.y + avail.y - legend_h + 6));
   ImGui::PushFont(f.small);
-  const tr::Tensor lt = tr::Tensor::Q;
-  legend_item(theme::tensor_color(lt, 0.09f), "not touched yet");
-  ImGui::SameLine(0, 12);
-  legend_item(theme::tensor_color(lt, 0.5f), "read from HBM (stronger: read again)");
-  ImGui::SameLine(0, 12);
-  legend_item(theme::tensor_color(lt, 1.0f), "written to HBM");
-  legend_item(IM_COL32(255, 255, 255, 200), "moving now (any CTA)", true);
-  ImGui::SameLine(0, 12);
-  legend_item(theme::kAccent, "held by the followed CTA", true);
+  if (decoding) {
+    // The cache's slots in K's colour, its pages' owners in the sequences' colours.
+    legend_item(theme::tensor_color(tr::Tensor::K, 0.15f), "holds a key");
+    ImGui::SameLine(0, 12);
+    legend_item(theme::tensor_color(tr::Tensor::K, 0.85f), "read from HBM");
+    ImGui::SameLine(0, 12);
+    legend_item(theme::sequence_color(focus.b), "frame: its sequence (number: its place in the table)", true);
+    ImGui::SameLine(0, 12);
+    legend_item(theme::with_alpha(theme::kBorder, 0.6f), "unused page", true);
+    legend_item(IM_COL32(255, 255, 255, 200), "moving now (any CTA)", true);
+    ImGui::SameLine(0, 12);
+    legend_item(theme::kAccent, "the followed split: its pages (edge), the tile it holds", true);
+  } else {
+    const tr::Tensor lt = tr::Tensor::Q;
+    legend_item(theme::tensor_color(lt, 0.09f), "not touched yet");
+    ImGui::SameLine(0, 12);
+    legend_item(theme::tensor_color(lt, 0.5f), "read from HBM (stronger: read again)");
+    ImGui::SameLine(0, 12);
+    legend_item(theme::tensor_color(lt, 1.0f), "written to HBM");
+    legend_item(IM_COL32(255, 255, 255, 200), "moving now (any CTA)", true);
+    ImGui::SameLine(0, 12);
+    legend_item(theme::kAccent, "held by the followed CTA", true);
+  }
   if (layout.widened) {
     ImGui::SameLine(0, 12);
     ImGui::TextDisabled("· thin tensors drawn wider than to scale");

@@ -6,6 +6,10 @@
 // other's products) and the producer running ahead of them can be seen. A CTA of one lane is
 // drawn as one row. The wheel zooms at the cursor, dragging pans, hovering shows an event,
 // clicking one follows its lane, double-clicking moves the playhead there.
+//
+// A decoding trace (step 10) has no lanes; its picture is one query row's splits, which the split
+// kernel runs as CTAs of their own: the followed CTA's (sequence, K/V head) is drawn with its splits'
+// CTAs as rows side by side, then the combine's CTAs that merge their rows, on one time axis.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,12 +34,15 @@ constexpr float kRowGap = 6;
 
 // The word a bar carries, as the paper's figure labels its blocks: the tile a copy brings or a
 // product works on (its key tile j), else the phase.
-std::string bar_label(const tr::Event& e, const tr::Meta& m) {
+std::string bar_label(const tr::Event& e, const Replay& r) {
+  const tr::Meta& m = r.meta();
   const int bc = std::max(1, m.Bc);
   switch (e.kind) {
     case tr::Kind::Load: {
       const bool keyed = e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V;
-      return std::string(tensor_label(e.tensor)) + (keyed ? " " + std::to_string(e.row0 / bc) : "");
+      // A decoding trace's K and V rows are slots of the cache: the tile is that of the key there.
+      const int key = keyed && r.cache().on() ? r.cache().key_at(e.row0).key : e.row0;
+      return std::string(tensor_label(e.tensor)) + (keyed && key >= 0 ? " " + std::to_string(key / bc) : "");
     }
     case tr::Kind::Store: return std::string("store ") + tensor_label(e.tensor);
     case tr::Kind::ComputeS: return "QKᵀ " + std::to_string(e.col0 / bc);
@@ -54,9 +61,29 @@ void schedule_panel(UiState& s) {
   const Replay& r = *doc->replay;
   const auto& f = theme::fonts();
   const int selected = std::clamp(doc->selected_track, 0, r.track_count() - 1);
-  const auto& lanes = r.lanes_of(selected);
   const auto& tk = r.trace().tracks[std::size_t(selected)];
   const std::string kname = tk.kernel < int(r.trace().kernels.size()) ? r.trace().kernels[std::size_t(tk.kernel)].name : "?";
+  // The rows: the CTA's lanes; a decoding trace's, its row's splits and their combine.
+  const DecodeSchedule& dec = r.decode();
+  const int group = dec.on() ? dec.split_group_of(selected) : -1;
+  std::vector<int> lanes;
+  std::vector<std::string> names;
+  if (group >= 0) {
+    for (int t : dec.groups()[std::size_t(group)].tracks) {
+      lanes.push_back(t);
+      names.push_back("split " + std::to_string(dec.cta(t).split));
+    }
+    for (int t : dec.combine_of(group)) {
+      lanes.push_back(t);
+      names.push_back("combine " + std::to_string(r.trace().tracks[std::size_t(t)].cta));
+    }
+  } else {
+    lanes = r.lanes_of(selected);
+    for (int t : lanes) {
+      const auto& lane = r.trace().tracks[std::size_t(t)];
+      names.push_back(r.laned(t) ? tr::lane_name(r.trace(), lane) : "CTA " + std::to_string(lane.cta));
+    }
+  }
 
   // The CTA's span, over its lanes; the view fitted to it when another CTA is followed.
   double begin = r.track_begin_ns(lanes.front()), end = r.track_end_ns(lanes.front());
@@ -73,13 +100,21 @@ void schedule_panel(UiState& s) {
   }
 
   char buf[256];
-  std::snprintf(buf, sizeof buf, "CTA %d of %s · SM %d · %zu lane%s", tk.cta, kname.c_str(), tk.sm, lanes.size(),
-                lanes.size() == 1 ? "" : "s");
+  if (group >= 0) {
+    const DecodeGroup& g = dec.groups()[std::size_t(group)];
+    std::snprintf(buf, sizeof buf, "%s: %zu split%s side by side, then the combine", g.label.c_str(), g.tracks.size(),
+                  g.tracks.size() == 1 ? "" : "s");
+  } else {
+    std::snprintf(buf, sizeof buf, "CTA %d of %s · SM %d · %zu lane%s", tk.cta, kname.c_str(), tk.sm, lanes.size(),
+                  lanes.size() == 1 ? "" : "s");
+  }
   ImGui::PushFont(f.small);
   ImGui::TextUnformatted(buf);
   ImGui::SameLine();
-  ImGui::TextDisabled("%s", r.laned(selected) ? "· time since the CTA began · wheel: zoom · click a bar: follow its lane"
-                                              : "· this kernel records each CTA as one lane (step 09's record each warpgroup)");
+  ImGui::TextDisabled("%s", group >= 0 ? "· each split a CTA over its share of the keys; the combine merges their partial O and LSE by "
+                                         "the LSE · click a bar: follow that CTA"
+                            : r.laned(selected) ? "· time since the CTA began · wheel: zoom · click a bar: follow its lane"
+                                                : "· this kernel records each CTA as one lane (step 09's record each warpgroup)");
   ImGui::PopFont();
 
   ImGuiIO& io = ImGui::GetIO();
@@ -89,7 +124,10 @@ void schedule_panel(UiState& s) {
   const float legend_h = f.small->FontSize + 8;
   const float left = origin.x + kGutter, width = std::max(10.0f, avail.x - kGutter - 8);
   const float rows_h = std::max(10.0f, avail.y - kRulerH - legend_h);
-  const float row_h = std::min(kMaxRowH, rows_h / float(lanes.size()) - kRowGap);
+  // Many lanes (a decoding row of many splits): thinner rows, thinner gaps, every k-th name.
+  const float pitch = rows_h / float(lanes.size());
+  const float gap = std::min(kRowGap, pitch * 0.25f), row_h = std::min(kMaxRowH, pitch - gap);
+  const int name_every = std::max(1, int(std::ceil((f.small->FontSize - 1) / std::max(1.0f, row_h + gap))));
   const Rect area{ImVec2(left, origin.y + kRulerH), ImVec2(left + width, origin.y + kRulerH + rows_h)};
 
   // The ruler: ticks in time since the CTA began.
@@ -112,12 +150,12 @@ void schedule_panel(UiState& s) {
   dl->PushClipRect(ImVec2(origin.x, area.min.y), area.max, true);
   for (std::size_t li = 0; li < lanes.size(); ++li) {
     const int track = lanes[li];
-    const auto& lane = r.trace().tracks[std::size_t(track)];
-    const float y0 = area.min.y + float(li) * (row_h + kRowGap) + kRowGap * 0.5f, y1 = y0 + row_h;
+    const float y0 = area.min.y + float(li) * (row_h + gap) + gap * 0.5f, y1 = y0 + row_h;
     const bool sel = track == selected;
-    const std::string name = r.laned(track) ? tr::lane_name(r.trace(), lane) : "CTA " + std::to_string(lane.cta);
+    const std::string& name = names[li];
     const float fy = y0 + (row_h - f.small->FontSize) * 0.5f;
-    dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 4, fy), sel ? theme::kAccent : theme::kText, name.c_str());
+    if (li % std::size_t(name_every) == 0 || sel)
+      dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 4, fy), sel ? theme::kAccent : theme::kText, name.c_str());
     dl->AddRectFilled(ImVec2(left, y0), ImVec2(left + width, y1), theme::with_alpha(theme::kPanelRaised, sel ? 1.0f : 0.6f), 3);
     const auto& list = r.track_events(track);
     // The first event that ends in view (ends are a running maximum, so this search holds).
@@ -138,9 +176,9 @@ void schedule_panel(UiState& s) {
       } else {
         dl->AddRectFilled(ImVec2(px0, y0 + 2), ImVec2(px1, y1 - 2), col, 2);
         if (px1 - px0 > 5) dl->AddRect(ImVec2(px0, y0 + 2), ImVec2(px1, y1 - 2), IM_COL32(0, 0, 0, 90), 2);
-        const std::string l = bar_label(e, r.meta());
+        const std::string l = bar_label(e, r);
         const ImVec2 ts = f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, l.c_str());
-        if (ts.x + 6 < px1 - px0)
+        if (ts.x + 6 < px1 - px0 && ts.y <= row_h + 1)
           dl->AddText(f.small, f.small->FontSize, ImVec2((px0 + px1 - ts.x) * 0.5f, y0 + (row_h - ts.y) * 0.5f),
                       IM_COL32(15, 16, 20, 255), l.c_str());
       }

@@ -6,12 +6,18 @@
 // key slots) the round computes only its clusters, blocks on the diagonal; in the original
 // order (queries × keys) the same scores are scattered over the matrix. Strips along the edges
 // give each query and key the colour of its cluster, so the two pictures can be matched.
+//
+// A decoding trace (step 10) has no N×N matrix: S is, per (sequence, K/V head), the g·N rows of
+// that K/V head's query heads and new tokens against the sequence's keys. Each such S is a strip,
+// its keys in column bands, one per split (the keys that split's CTA walked), so that the splits of
+// one row read side by side; the keys past a sequence's length are none of its scores.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "visualizer/model/labels.hpp"
+#include "visualizer/ui/cache_view.hpp"
 #include "visualizer/ui/panels.hpp"
 #include "visualizer/ui/theme.hpp"
 #include "visualizer/ui/widgets.hpp"
@@ -119,6 +125,159 @@ int round_controls(UiState& s, const Replay& r, int track, Cursor c) {
   return round;
 }
 
+// Tints of the splits' bands, alternating, light enough for the scores to show through.
+ImU32 split_band(int split, float alpha) {
+  return split % 2 == 0 ? IM_COL32(120, 170, 255, int(alpha * 255)) : IM_COL32(255, 255, 255, int(alpha * 0.6f * 255));
+}
+
+// A decoding trace's scores: a strip per (sequence, K/V head), its splits' key ranges as bands.
+void decode_scores(Document& doc, const TensorGrid& g) {
+  const Replay& r = *doc.replay;
+  const CacheGeometry& cache = r.cache();
+  const DecodeSchedule& dec = r.decode();
+  const auto& f = theme::fonts();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const Cursor c = doc.cursor();
+  const int track = std::clamp(doc.selected_track, 0, std::max(0, r.track_count() - 1));
+  const CacheFocus focus = r.track_count() > 0 ? cache_focus(r, track) : CacheFocus{};
+  const int Hkv = cache.heads_kv();
+
+  ImGui::PushFont(f.small);
+  ImGui::TextColored(theme::tensor_color_vec(tr::Tensor::S), "S = τQKᵀ");
+  ImGui::SameLine();
+  ImGui::TextDisabled("per (sequence, K/V head): %d query row%s (%d head%s × %d new token%s) × its keys", cache.group_rows(),
+                      cache.group_rows() == 1 ? "" : "s", cache.group(), cache.group() == 1 ? "" : "s", cache.new_tokens(),
+                      cache.new_tokens() == 1 ? "" : "s");
+  std::int64_t computed = 0, written = 0, keys_total = 0;
+  for (int b = 0; b < cache.sequences(); ++b) keys_total += std::int64_t(cache.length(b)) * Hkv * cache.group_rows();
+  for (int bh : g.touched)
+    for (int i = 0; i < g.grid_rows; ++i)
+      for (int j = 0; j < g.grid_cols; ++j) {
+        computed += g.at(bh, i, j).computed;
+        written += g.at(bh, i, j).written;
+      }
+  ImGui::Text("computed %.0f%% of the keys' scores", keys_total > 0 ? 100.0 * double(computed) / double(keys_total) : 0.0);
+  ImGui::SameLine();
+  ImGui::TextColored(theme::tensor_color_vec(tr::Tensor::S), "written to HBM %s", written > 0 ? format_bytes(double(written) * 4).c_str() : "never");
+  ImGui::SameLine();
+  ImGui::TextDisabled("· %d split%s a sequence", cache.splits(), cache.splits() == 1 ? "" : "s");
+  ImGui::PopFont();
+
+  // The strips: every (sequence, K/V head) where they fit, else the followed sequence's, else its one.
+  std::vector<int> shown;  // S's heads: b·H_kv + hk
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float legend_h = 2 * ImGui::GetTextLineHeightWithSpacing() + 4;
+  const float band_h = f.small->FontSize + 2, label_h = f.small->FontSize + 2, gap = 6;
+  const float room = avail.y - legend_h;
+  auto fits = [&](int n) { return (room - float(n) * (band_h + label_h + gap)) / float(n) >= 10; };
+  const int all = cache.sequences() * Hkv;
+  if (fits(all))
+    for (int bh = 0; bh < all; ++bh) shown.push_back(bh);
+  else if (fits(Hkv))
+    for (int hk = 0; hk < Hkv; ++hk) shown.push_back(focus.b * Hkv + hk);
+  else
+    shown.push_back(focus.b * Hkv + focus.hk);
+  const int n = int(shown.size());
+  const float strip_h = std::clamp((room - float(n) * (band_h + label_h + gap)) / float(n), 6.0f, 90.0f);
+  const float x0 = p.x + 2, w = avail.x - 6;
+  const double kx = double(w) / double(std::max(1, g.cols));  // pixels a key (the room's, seqlen_cache)
+  int hover_bh = -1, hover_key = -1, hover_row = -1;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  float y = p.y;
+  for (int bh : shown) {
+    const int b = bh / Hkv, hk = bh % Hkv;
+    const bool followed = b == focus.b && hk == focus.hk;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "seq %d · kv head %d · %d keys", b, hk, cache.length(b));
+    dl->AddText(f.small, f.small->FontSize, ImVec2(x0, y), followed ? theme::kAccent : theme::kTextDim, buf);
+    y += label_h;
+    // The splits' bands: the keys each split CTA of this (sequence, K/V head) walked.
+    const Rect strip{ImVec2(x0, y + band_h), ImVec2(x0 + w, y + band_h + strip_h)};
+    for (const auto& grp : dec.groups()) {
+      if (grp.role != DecodeRole::Split || grp.b != b || grp.hk != hk || grp.rb != 0) continue;
+      for (int t : grp.tracks) {
+        const DecodeCta& cta = dec.cta(t);
+        if (cta.key1 <= cta.key0) continue;
+        const float a = x0 + float(cta.key0 * kx), e = x0 + float(cta.key1 * kx);
+        const bool mine = t == track || (dec.cta(track).role == DecodeRole::Split && dec.group_of(track) == dec.group_of(t) &&
+                                         dec.cta(track).split == cta.split);
+        dl->AddRectFilled(ImVec2(a, y + 1), ImVec2(e - 1, y + band_h - 1), mine ? theme::with_alpha(theme::kAccent, 0.8f) : split_band(cta.split, 0.45f), 2);
+        std::snprintf(buf, sizeof buf, "split %d", cta.split);
+        centered_text(dl, {ImVec2(a, y), ImVec2(e, y + band_h)}, IM_COL32(16, 18, 22, 255), buf, f.small);
+        dl->AddRectFilled(ImVec2(a, strip.min.y), ImVec2(e - 1, strip.max.y), split_band(cta.split, 0.07f));
+        if (cta.key0 > 0) dl->AddLine(ImVec2(a, strip.min.y - 2), ImVec2(a, strip.max.y + 2), IM_COL32(255, 255, 255, 90), 1.5f);
+      }
+    }
+    draw_grid(dl, g, bh, strip, GridMode::Scores);
+    // Past the sequence's keys: none of its scores.
+    if (cache.length(b) < g.cols) {
+      const Rect none{ImVec2(x0 + float(cache.length(b) * kx), strip.min.y), strip.max};
+      dl->AddRectFilled(none.min, none.max, theme::with_alpha(theme::kPanel, 0.85f));
+      hatch(dl, none, theme::with_alpha(theme::kBorder, 0.6f), 6);
+    }
+    if (followed) dl->AddRect(ImVec2(strip.min.x - 2, strip.min.y - 2), ImVec2(strip.max.x + 2, strip.max.y + 2), theme::with_alpha(theme::kAccent, 0.6f));
+    // Tiles computed now: any CTA's in white, the followed one's in the accent colour.
+    for (int t = 0; t < r.track_count(); ++t) {
+      const auto& tl = r.track_events(t);
+      if (tl.empty() || (c.order == Order::Real ? (c.x < r.track_begin_ns(t) || c.x > r.track_end_ns(t))
+                                                : (c.x < tl.front() || c.x > tl.back() + 1)))
+        continue;
+      const TrackCursor tc = r.track_cursor(t, c);
+      if (tc.active < 0) continue;
+      const auto& e = r.trace().events[std::size_t(tl[std::size_t(tc.active)])];
+      if (e.kind != tr::Kind::ComputeS || e.bh != bh) continue;
+      const Rect er = element_rect(g, strip, e.row0, e.rows, e.col0, e.cols);
+      dl->AddRect(er.min, er.max, t == track ? theme::kAccent : IM_COL32(255, 255, 255, 200), 0, 0, t == track ? 2.0f : 1.0f);
+    }
+    if (strip.contains(mouse) && ImGui::IsWindowHovered()) {
+      hover_bh = bh;
+      hover_key = int((mouse.x - strip.min.x) / kx);
+      hover_row = int((mouse.y - strip.min.y) / strip.h() * g.rows);
+    }
+    y = strip.max.y + gap;
+  }
+  if (hover_bh >= 0) {
+    const int b = hover_bh / Hkv, hk = hover_bh % Hkv;
+    const int gi = std::clamp(hover_row / g.cell_rows, 0, g.grid_rows - 1), gj = std::clamp(hover_key / g.cell_cols, 0, g.grid_cols - 1);
+    const auto& cell = g.at(hover_bh, gi, gj);
+    const int row = std::clamp(hover_row, 0, g.rows - 1), t = row / cache.group(), h = hk * cache.group() + row % cache.group();
+    ImGui::BeginTooltip();
+    ImGui::Text("sequence %d, K/V head %d: row %d (head %d, new token %d) · keys %d–%d", b, hk, row, h, t, gj * g.cell_cols,
+                std::min(g.cols, (gj + 1) * g.cell_cols) - 1);
+    if (hover_key >= cache.length(b)) {
+      ImGui::TextDisabled("past the sequence's %d keys: no scores", cache.length(b));
+    } else {
+      ImGui::Text("computed on chip: %.0f%%", 100.0 * double(cell.computed) / double(std::max<std::int64_t>(1, g.cell_area(gi, gj))));
+      for (const auto& grp : dec.groups())
+        if (grp.role == DecodeRole::Split && grp.b == b && grp.hk == hk)
+          for (int tk : grp.tracks)
+            if (hover_key >= dec.cta(tk).key0 && hover_key < dec.cta(tk).key1)
+              ImGui::Text("by %s (CTA %d)", dec.label(r.trace(), tk).c_str(), r.trace().tracks[std::size_t(tk)].cta);
+      const std::int64_t slot = cache.slot_of(b, hover_key);
+      if (slot >= 0)
+        ImGui::TextDisabled("key %d: slot %lld%s", hover_key, (long long)slot,
+                            cache.paged() ? (" (page " + std::to_string(cache.page_of_slot(slot)) + ")").c_str() : "");
+    }
+    ImGui::EndTooltip();
+  }
+
+  ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + room + 4));
+  ImGui::PushFont(f.small);
+  legend_item(theme::tensor_color(tr::Tensor::S, 0.04f), "not yet");
+  ImGui::SameLine(0, 10);
+  legend_item(theme::tensor_color(tr::Tensor::S, 0.3f), "computed on chip only");
+  ImGui::SameLine(0, 10);
+  legend_item(IM_COL32(255, 255, 255, 200), "computing now", true);
+  legend_item(split_band(0, 0.45f), "a split's keys");
+  ImGui::SameLine(0, 10);
+  legend_item(theme::with_alpha(theme::kAccent, 0.8f), "the followed split's");
+  ImGui::SameLine(0, 10);
+  legend_hatch("past the sequence's keys");
+  ImGui::PopFont();
+  end_panel();
+}
+
 }  // namespace
 
 void score_matrix_panel(UiState& s) {
@@ -126,6 +285,7 @@ void score_matrix_panel(UiState& s) {
   Document* doc = s.doc.get();
   const TensorGrid* g = doc ? doc->coverage->grid(tr::Tensor::S) : nullptr;
   if (!doc || !g) return end_empty_panel();
+  if (doc->replay->cache().on()) return decode_scores(*doc, *g);
   const auto& r = *doc->replay;
   const auto& f = theme::fonts();
   ImDrawList* dl = ImGui::GetWindowDrawList();

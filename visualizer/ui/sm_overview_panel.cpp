@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "visualizer/model/labels.hpp"
 #include "visualizer/ui/panels.hpp"
@@ -127,9 +128,12 @@ void sm_overview_panel(UiState& s) {
     const auto& sn = now[std::size_t(hovered)];
     ImGui::BeginTooltip();
     ImGui::Text("SM %d · %d CTAs over the run", groups[std::size_t(hovered)].sm, groups[std::size_t(hovered)].ctas);
-    if (sn.event)
+    if (sn.event) {
       ImGui::Text("%d resident now; CTA %d: %s %s", sn.active_ctas, r.trace().tracks[std::size_t(sn.first_active)].cta,
                   kind_label(sn.event->kind), tile_label(*sn.event).c_str());
+      // A decoding trace's CTA: which sequence, K/V head and split.
+      if (const std::string role = r.decode().label(r.trace(), sn.first_active); !role.empty()) ImGui::TextDisabled("%s", role.c_str());
+    }
     else
       ImGui::TextDisabled("idle now");
     ImGui::Text("shared memory held: %s", format_bytes(double(sn.smem)).c_str());

@@ -39,6 +39,13 @@ Rgb tensor_rgb(tr::Tensor t) {
     case tr::Tensor::D: return {160, 220, 220};
     case tr::Tensor::Order: return {178, 214, 96};    // lime: the clusters' indices
     case tr::Tensor::SortKey: return {132, 160, 100};  // olive: what the sort reads
+    // Decoding: the new tokens' keys and values in lighter tones of K's and V's (they become rows of
+    // the cache), the splits' partial results in duller tones of O's and LSE's (the combine makes
+    // O and LSE of them).
+    case tr::Tensor::KNew: return {255, 206, 140};
+    case tr::Tensor::VNew: return {214, 184, 255};
+    case tr::Tensor::OPart: return {132, 168, 112};
+    case tr::Tensor::LSEPart: return {96, 156, 164};
     case tr::Tensor::None: break;
   }
   return {150, 150, 150};
@@ -55,6 +62,19 @@ ImU32 tensor_color(tr::Tensor t, float alpha) {
 }
 
 ImVec4 tensor_color_vec(tr::Tensor t) { return ImGui::ColorConvertU32ToFloat4(tensor_color(t)); }
+
+ImU32 sequence_color(int b, float alpha) {
+  if (b < 0) return with_alpha(kSkipped, alpha);
+  // The first few by hand, clear of the accent's yellow and of K's amber and V's violet that fill
+  // the pages; then hues far apart (the golden angle), stepping over the yellows.
+  static const Rgb first[] = {{96, 210, 255}, {255, 112, 182}, {140, 230, 90}, {255, 140, 90}, {120, 140, 255}, {80, 230, 200}};
+  if (b < int(std::size(first))) return rgb(first[b].r, first[b].g, first[b].b, alpha);
+  float h = std::fmod(0.31f + 0.618034f * float(b), 1.0f);
+  if (h > 0.1f && h < 0.2f) h += 0.1f;
+  float r, g, bl;
+  ImGui::ColorConvertHSVtoRGB(h, 0.5f, 0.95f, r, g, bl);
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, bl, alpha));
+}
 
 ImU32 mix(ImU32 a, ImU32 b, float t) {
   const ImVec4 x = ImGui::ColorConvertU32ToFloat4(a), y = ImGui::ColorConvertU32ToFloat4(b);

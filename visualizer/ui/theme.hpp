@@ -23,6 +23,9 @@ constexpr ImU32 kWaiting = IM_COL32(48, 53, 64, 255);  // a lane idle at a barri
 // A tensor's colour at full strength, and with alpha (0…1).
 ImU32 tensor_color(fs::trace::Tensor t, float alpha = 1.0f);
 ImVec4 tensor_color_vec(fs::trace::Tensor t);
+// A decoding trace's sequence b (its pages of the KV cache, its block table row); grey for −1 (no
+// sequence's: an unused page).
+ImU32 sequence_color(int b, float alpha = 1.0f);
 // An event's colour on the timeline: loads and stores take their tensor's colour, on-chip
 // work a darker tone of what it produces, skips grey, waits barely above the panel (idle).
 ImU32 kind_color(fs::trace::Kind k, fs::trace::Tensor t);

@@ -1,7 +1,8 @@
 // Timeline, in the manner of Tracy: the host's NVTX ranges and the kernels on top, then one
 // row per CTA grouped by SM (a collapsed SM shows all its CTAs in one row); a CTA that records
 // in lanes (step 09's warpgroups) has a row per lane, labelled with the lane's name, under its
-// CTA's. The wheel zooms at the cursor, dragging pans, right-drag (or Shift-drag) selects a
+// CTA's. A decoding trace's CTAs are grouped by (sequence, K/V head) instead, its splits one row
+// each, side by side, then the combine's (the ruler's corner switches to SMs and back). The wheel zooms at the cursor, dragging pans, right-drag (or Shift-drag) selects a
 // range, hovering shows an event, clicking one follows its CTA, double-clicking moves the
 // playhead there; the ruler scrubs. Only what is visible is drawn: each row finds its first
 // visible event by binary search, and runs of events narrower than a few pixels are drawn as
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "common/trace/names.hpp"
 #include "visualizer/model/labels.hpp"
@@ -158,9 +160,30 @@ void timeline_panel(UiState& s) {
     v.fit(doc->playback.lo(r), doc->playback.hi(r));
     ts.view_set[oi] = true;
   }
-  if (ts.sm_expanded.size() != r.sm_groups().size()) {
+  // The groups of rows: SMs, or a decoding trace's (sequence, K/V head)s.
+  struct RowGroup {
+    std::string label;
+    const std::vector<int>* tracks;
+  };
+  const DecodeSchedule& dec = r.decode();
+  const bool by_sequence = dec.on() && !ts.by_sm;
+  std::vector<RowGroup> groups;
+  if (by_sequence)
+    for (const auto& g : dec.groups()) groups.push_back({g.label, &g.tracks});
+  else
+    for (const auto& g : r.sm_groups()) groups.push_back({"SM " + std::to_string(g.sm), &g.tracks});
+  auto group_of = [&](int track) { return by_sequence ? dec.group_of(track) : r.sm_group_of_track(track); };
+  auto ctas_of = [&](const RowGroup& g) {  // a CTA in lanes is several tracks, one after another
+    int n = 0;
+    for (std::size_t i = 0; i < g.tracks->size(); ++i)
+      n += i == 0 || &r.lanes_of((*g.tracks)[i]) != &r.lanes_of((*g.tracks)[i - 1]);
+    return n;
+  };
+  if (ts.sm_expanded.size() != groups.size() || ts.grouped_by_sequence != by_sequence) {
     const bool few = r.track_count() <= 48;
-    ts.sm_expanded.assign(r.sm_groups().size(), few ? 1 : 0);
+    ts.sm_expanded.assign(groups.size(), few ? 1 : 0);
+    ts.grouped_by_sequence = by_sequence;
+    ts.revealed_track = -1;
   }
 
   ImGuiIO& io = ImGui::GetIO();
@@ -189,8 +212,21 @@ void timeline_panel(UiState& s) {
     const std::string l = axis_label(order, t, step);
     dl->AddText(f.small, f.small->FontSize, ImVec2(x + 3, ruler.min.y + 3), theme::kTextDim, l.c_str());
   }
-  dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, ruler.min.y + 4), theme::kTextDim,
-              order == Order::Real ? "time since t0" : "logical order (seq)");
+  if (dec.on()) {
+    // A decoding trace: the corner switches the rows between (sequence, K/V head) and SM.
+    const char* what = by_sequence ? "▾ rows: by sequence" : "▾ rows: by SM";
+    ImGui::SetCursorScreenPos(ImVec2(origin.x, ruler.min.y));
+    if (ImGui::InvisibleButton("##rows_by", ImVec2(kGutter - 4, kRulerH))) ts.by_sm = !ts.by_sm;
+    const bool hot = ImGui::IsItemHovered();
+    dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, ruler.min.y + 4), hot ? theme::kText : theme::kTextDim, what);
+    if (hot)
+      ImGui::SetTooltip(by_sequence ? "rows grouped by (sequence, K/V head): its splits' CTAs side by side, then the combine's; "
+                                      "click: group by SM"
+                                    : "rows grouped by the SM each CTA ran on; click: group by (sequence, K/V head)");
+  } else {
+    dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, ruler.min.y + 4), theme::kTextDim,
+                order == Order::Real ? "time since t0" : "logical order (seq)");
+  }
   ImGui::SetCursorScreenPos(ruler.min);
   ImGui::InvisibleButton("##ruler", ImVec2(ruler.w(), ruler.h()));
   if (ImGui::IsItemActive()) {
@@ -209,11 +245,11 @@ void timeline_panel(UiState& s) {
   }
   rows.push_back({RowType::Kernels, 0, y, kHostRowH});
   y += kHostRowH + 4;
-  for (std::size_t g = 0; g < r.sm_groups().size(); ++g) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
     rows.push_back({RowType::Sm, int(g), y, kSmRowH});
     y += kSmRowH + 1;
     if (ts.sm_expanded[g])
-      for (int t : r.sm_groups()[g].tracks) {
+      for (int t : *groups[g].tracks) {
         rows.push_back({RowType::Cta, t, y, kCtaRowH});
         y += kCtaRowH + 1;
       }
@@ -225,8 +261,8 @@ void timeline_panel(UiState& s) {
   // expanded, unless it is visible already.
   if (ts.revealed_track != doc->selected_track && r.track_count() > 0) {
     ts.revealed_track = doc->selected_track;
-    const int g = r.sm_group_of_track(doc->selected_track);
-    if (g >= 0 && r.sm_groups()[std::size_t(g)].tracks.size() <= 16) ts.sm_expanded[std::size_t(g)] = 1;
+    const int g = group_of(doc->selected_track);
+    if (g >= 0 && groups[std::size_t(g)].tracks->size() <= 16) ts.sm_expanded[std::size_t(g)] = 1;
     for (const auto& row : rows)
       if (row.type == RowType::Sm && row.index == g) {
         const bool visible = row.y >= ts.scroll_y && row.y + 3 * kCtaRowH <= ts.scroll_y + view_h;
@@ -294,16 +330,21 @@ void timeline_panel(UiState& s) {
         break;
       }
       case RowType::Sm: {
-        const auto& g = r.sm_groups()[std::size_t(row.index)];
+        const RowGroup& g = groups[std::size_t(row.index)];
         // A line above each SM group, so groups read as units (a band would cost a
         // software renderer a fill of the whole row).
         dl->AddLine(ImVec2(origin.x, y0 - 1), ImVec2(area.max.x, y0 - 1), IM_COL32(255, 255, 255, 14));
-        char label[48];
-        std::snprintf(label, sizeof label, "%s SM %d · %d CTA%s", ts.sm_expanded[std::size_t(row.index)] ? "▾" : "▸",
-                      g.sm, g.ctas, g.ctas == 1 ? "" : "s");
-        const bool sel = r.sm_group_of_track(doc->selected_track) == row.index;
-        dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, y0), sel ? theme::kAccent : theme::kText, label);
-        for (int t : g.tracks) drawer.draw(t, y0 + 2, y1 - 1, false);
+        const int ctas = ctas_of(g);
+        std::string label = std::string(ts.sm_expanded[std::size_t(row.index)] ? "▾ " : "▸ ") + g.label;
+        // The CTA count where it fits (a sequence's label is long already).
+        const std::string counted = label + " · " + std::to_string(ctas) + (ctas == 1 ? " CTA" : " CTAs");
+        if (f.small->CalcTextSizeA(f.small->FontSize, 1e9f, 0, counted.c_str()).x < kGutter - 10) label = counted;
+        const bool sel = group_of(doc->selected_track) == row.index;
+        dl->PushClipRect(ImVec2(origin.x, y0 - 1), ImVec2(left - 2, y1 + 1), true);
+        dl->AddText(f.small, f.small->FontSize, ImVec2(origin.x + 6, y0), sel ? theme::kAccent : theme::kText, label.c_str());
+        dl->PopClipRect();
+        if (in_row && mouse.x < left && !label.empty()) ImGui::SetTooltip("%s · %d CTA%s", g.label.c_str(), ctas, ctas == 1 ? "" : "s");
+        for (int t : *g.tracks) drawer.draw(t, y0 + 2, y1 - 1, false);
         if (in_row && mouse.x < left && ImGui::IsMouseClicked(0))
           ts.sm_expanded[std::size_t(row.index)] = !ts.sm_expanded[std::size_t(row.index)];
         break;
@@ -328,6 +369,13 @@ void timeline_panel(UiState& s) {
           const std::string name = tr::lane_name(r.trace(), tk);
           const float w = f.small->CalcTextSizeA(fs, 1e9f, 0, name.c_str()).x;
           dl->AddText(f.small, fs, ImVec2(left - 6 - w, y0 - 1), text, name.c_str());
+        } else if (by_sequence && dec.cta(row.index).role == DecodeRole::Split) {
+          // A split's row: which split, and where it ran.
+          std::snprintf(label, sizeof label, "split %d · SM %d", dec.cta(row.index).split, tk.sm);
+          dl->AddText(f.small, fs, ImVec2(origin.x + 22, y0 - 1), text, label);
+        } else if (by_sequence) {
+          std::snprintf(label, sizeof label, "CTA %d · SM %d", tk.cta, tk.sm);
+          dl->AddText(f.small, fs, ImVec2(origin.x + 22, y0 - 1), text, label);
         } else {
           std::snprintf(label, sizeof label, "CTA %d · k%d", tk.cta, tk.kernel);
           dl->AddText(f.small, fs, ImVec2(origin.x + 22, y0 - 1), text, label);

@@ -40,7 +40,10 @@ struct OpenRequest {
 struct TimelineState {
   TimeView view[2];               // per order (Real, Logical)
   bool view_set[2] = {false, false};
-  std::vector<char> sm_expanded;  // per SM group: one lane per CTA, or all CTAs in one lane
+  std::vector<char> sm_expanded;  // per group of rows (an SM's): one lane per CTA, or all CTAs in one lane
+  // A decoding trace's rows: by (sequence, K/V head), its splits side by side (the default), or by SM.
+  bool by_sm = false;
+  bool grouped_by_sequence = false;  // what sm_expanded was sized for
   int revealed_track = -1;        // the followed CTA whose lane was last scrolled into view
   bool range_active = false;
   double range0 = 0, range1 = 0;  // the selected range, in the current order's units

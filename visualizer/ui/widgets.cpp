@@ -231,6 +231,19 @@ void event_tooltip(const Replay& r, int e_idx) {
                         tr::lane_name(r.trace(), tk).c_str(), e.bh);
   else
     ImGui::TextDisabled("CTA %d of %s on SM %d · head %d", tk.cta, kname.c_str(), tk.sm, e.bh);
+  // A decoding trace: the CTA's role, and what a cache row range is (slots of the K/V head bh).
+  if (r.decode().on()) {
+    if (const std::string role = r.decode().label(r.trace(), e.track); !role.empty()) ImGui::TextDisabled("%s", role.c_str());
+    const CacheGeometry& c = r.cache();
+    if ((e.tensor == tr::Tensor::K || e.tensor == tr::Tensor::V) && e.rows > 0) {
+      const SlotKey a = c.key_at(e.row0), b = c.key_at(std::int64_t(e.row0) + e.rows - 1);
+      if (a.seq >= 0 && a.seq == b.seq)
+        ImGui::Text("slots %d–%d of kv head %d: sequence %d's keys %d–%d%s", e.row0, e.row0 + e.rows - 1, e.bh, a.seq, a.key,
+                    b.key, c.paged() ? (", page " + std::to_string(a.page)).c_str() : "");
+      else
+        ImGui::Text("slots %d–%d of kv head %d", e.row0, e.row0 + e.rows - 1, e.bh);
+    }
+  }
   if (e.kind == tr::Kind::Load || e.kind == tr::Kind::Store)
     ImGui::Text("%s %s%s", e.kind == tr::Kind::Load ? "read" : "written", format_bytes(double(e.bytes)).c_str(),
                 e.cached ? " · L2 re-read (the IO model does not count it)" : "");
