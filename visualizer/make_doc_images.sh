@@ -95,8 +95,12 @@ t08b=docs/traces/08_tensor_cores_key_warps.bwd.json
 t08s=docs/traces/08_tensor_cores_fa2.bwd.json
 [ -f "$t08s" ] && "$viz" "$t08s" --order logical --at seq:40 --kernel 1 --cta 0 --panels memory --size 1300x760 \
   --screenshot "$out/viz_backward_smem_08.png"
-# Step 10 (decoding) from the synthetic trace (H200 timing model; the file's name says so), until a
-# recording is in docs/traces: batch 2, 8 query heads over 2 K/V heads, one new token against 700 keys
+# Step 10 (decoding) from its recording in docs/traces (an H100's: 2 sequences of 2048 keys in pages of
+# 16, 16 heads over 4, the rule's 4 splits), split 1 of sequence 0, K/V head 1 followed, 45% of the way.
+t10=docs/traces/10_decode_paged.fwd.json
+[ -f "$t10" ] && "$viz" "$t10" --kernel 0 --cta 5 --at frac:0.45 --panels memory,scores,schedule,timeline \
+  --screenshot "$out/viz_decode_paged.png"
+# And from the synthetic trace (H200 timing model; the file's name says so): batch 2, 8 query heads over 2 K/V heads, one new token against 700 keys
 # in shuffled pages of 16, 3 splits. Halfway in logical order: each split has computed its first tile
 # and is loading its second, page by page; the combine is still to come.
 "$viz" --synthetic decode --order logical --at frac:0.5 --panels memory,scores,schedule,timeline \
