@@ -116,8 +116,9 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
     backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
-    dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
-    cu_seqlens_k: packed sequences, as attention_varlen takes them."""
+    dropout mask's (the project's Philox stream, as flashsteps.reference draws it). alibi_slopes: float32
+    (heads,), one slope per head, or (batch, heads), a row per batch. cu_seqlens_q, cu_seqlens_k: packed
+    sequences, as attention_varlen takes them."""
     # A PyTorch tensor means PyTorch is imported already: anything else is refused without importing
     # it (seconds, where it is installed).
     torch = sys.modules.get("torch")
@@ -161,8 +162,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     (total_k, heads_k, head_dim), cu_seqlens_q and cu_seqlens_k int32 prefix sums of batch + 1 offsets
     (sequence b is q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]] against k, v[cu_seqlens_k[b]:cu_seqlens_k[b + 1]],
     each with its own bottom-right causal and window alignment; a sequence may be empty). max_seqlen_q,
-    max_seqlen_k: checked if given (the offsets are read back to be checked in any case). Returns out like
-    q, or (out, lse) with lse float32 (heads, total_q). The rest as attention."""
+    max_seqlen_k: checked if given (the offsets are read back to be checked in any case). alibi_slopes:
+    (heads,), or (batch, heads) with a row per sequence. Returns out like q, or (out, lse) with lse
+    float32 (heads, total_q). The rest as attention."""
     return attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                      return_lse, step=step, variant=variant, seed=seed, cu_seqlens_q=cu_seqlens_q,
                      cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
@@ -180,9 +182,9 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
     at cache_seqlens before attending (rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) then turn them
     and q: causal at each token's position, else all at cache_seqlens). cache_seqlens: an int or (batch)
     int32; None: the whole cache. cache_batch_idx (batch) int32: the contiguous cache's sequence each
-    reads. causal, window_size, softcap, alibi_slopes (heads float32): as attention's, aligned to the
-    bottom-right corner (token t of n at query position cache_seqlens + t when appending, else
-    cache_seqlens − n + t). num_splits: 0 for the split rule. Returns out like q, or (out, lse) with lse
+    reads. causal, window_size, softcap, alibi_slopes (float32 (heads,) or (batch, heads), a row per
+    sequence of q's batch): as attention's, aligned to the bottom-right corner (token t of n at query
+    position cache_seqlens + t when appending, else cache_seqlens − n + t). num_splits: 0 for the split rule. Returns out like q, or (out, lse) with lse
     float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad."""
     torch = sys.modules.get("torch")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
