@@ -145,7 +145,8 @@ TEST_CASE("a result row's text fields are quoted where they hold a comma or a qu
 // --alibi FILE (RunPlan reads it with read_alibi_slopes): float32 slopes of shape (H), one per head,
 // or (B, H), a row per batch (per sequence with --varlen), as flash_attn_func takes them; every
 // other shape refused in one line naming the shape it got and the two it takes.
-TEST_CASE("--alibi FILE holds slopes of shape (H) or (B, H); another shape is refused naming both", "[files][features]") {
+TEST_CASE("ALiBi slope files (--alibi FILE) hold (H) or (B, H), and any other shape is refused naming both",
+          "[files][features]") {
   using Catch::Contains;
   const auto dir = fresh_dir("alibi");
   const auto at = [&](const char* name) { return (dir / name).string(); };

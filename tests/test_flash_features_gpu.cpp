@@ -316,7 +316,7 @@ TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-
 // their batch stride uploaded by the harness, the kernels reading batch b's row (packed: sequence
 // b's, from blockIdx.z), the reference checking with the same rows. The rows differ
 // (batch_slopes): a kernel, an upload or a reference that read row 0 for every batch fails here.
-TEST_CASE("the step programs' --alibi FILE of shape (B, H), and (sequences, H) with --varlen: each batch or "
+TEST_CASE("the step programs' --alibi FILE of shape (B, H), and (sequences, H) with --varlen, each batch or "
           "sequence its own row, planned, run and checked against the fp64 reference",
           "[gpu][features][alibi]") {
   const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_alibi_rows_gpu";

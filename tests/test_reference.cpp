@@ -312,7 +312,7 @@ std::vector<float> batch_of(const std::vector<float>& x, int B, int b) {
 
 }  // namespace
 
-TEST_CASE("ALiBi slopes of shape (B, H): batch b takes row b, forward and backward", "[reference][interface]") {
+TEST_CASE("ALiBi slopes of shape (B, H) give batch b row b's slopes, forward and backward", "[reference][interface]") {
   const int B = 3, H = 4, N = 11, d = 6;
   const bool causal = GENERATE(false, true);
   const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{3, 2});

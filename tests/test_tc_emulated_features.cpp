@@ -93,7 +93,7 @@ TEST_CASE("step 08 on the CPU with the interface features at the other head dime
 // ALiBi slopes of shape (B, H): each of three batches takes its own row, in the forward, the dQ
 // kernel and the dK/dV kernels (whose CTAs find the batch from their K/V head), at the dK/dV
 // kernels of d = 64 and 32 and the column split of d = 256.
-TEST_CASE("step 08 on the CPU with ALiBi slopes of shape (B, H): a row per batch", "[emulated][tc][features]") {
+TEST_CASE("step 08 on the CPU with ALiBi slopes of shape (B, H), a row per batch", "[emulated][tc][features]") {
   for (bool causal : {false, true})
     for (int variant : {fs::tc::kFa2, fs::tc::kDeterministic}) {
       check_features<__nv_bfloat16, 64>(DType::bf16, {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f}, causal, variant, true);
