@@ -145,7 +145,7 @@ std::optional<Options> parse_options(const StepInfo& step, int argc, const char*
       ->transform(decimal_real());
   app.add_option("--alibi", alibi,
                  "ALiBi: subtract slope_h*|i-j| from the scores; the standard slopes of H heads, or FILE's "
-                 "(.npy, H float32)")
+                 "(.npy float32, (H) or (B, H): a row per batch, per sequence with --varlen)")
       ->expected(0, 1)
       ->type_name("[FILE]");
   std::string varlen;

@@ -47,8 +47,8 @@ struct Options {
   bool smyrf_given = false;        // one of those options was given (else --load's clusters.npy may say)
   // FlashAttention's score features (steps with StepInfo::score_mods): --window L,R (−1: that
   // side unbounded), --softcap C (0: off), --alibi (the standard slopes of H heads) or --alibi FILE
-  // (.npy of H float32 slopes). The plan makes them PassSettings::features (the slopes need H,
-  // and a file needs reading).
+  // (.npy of float32 slopes, (H) or (B, H): a row per batch, or with --varlen per sequence). The
+  // plan makes them PassSettings::features (the slopes need B and H, and a file needs reading).
   int window_left = -1, window_right = -1;
   float softcap = 0.f;
   bool alibi = false;

@@ -68,6 +68,7 @@ CaseReport run_case(const RunPlan& plan, const HostProblem& problem, const Devic
   attn.window_right = features.window_right;
   attn.softcap = features.softcap;
   if (!features.alibi_slopes.empty()) attn.alibi_slopes = features.alibi_slopes.data();
+  attn.alibi_batch_stride = features.alibi_batch_stride;
   if (settings.packed.on()) {
     attn.cu_seqlens_q = &settings.packed.cu_q;
     attn.cu_seqlens_k = &settings.packed.cu_k;
@@ -234,6 +235,7 @@ int run_program(const StepInfo& step, Options opt, const std::string& prog) {
     if (f.softcap > 0.f) std::cout << " softcap " << f.softcap << ";";
     if (!f.alibi_slopes.empty())
       std::cout << " ALiBi, " << (opt.alibi_path.empty() ? "the standard slopes" : "slopes from " + opt.alibi_path)
+                << (f.alibi_batch_stride ? ", a row per " + std::string(opt.packed.on() ? "sequence" : "batch") : "")
                 << " (head 0: " << f.alibi_slopes.front() << ")";
     std::cout << "\n";
   }

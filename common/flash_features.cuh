@@ -51,18 +51,20 @@ struct FlashFeaturesOf {
   static constexpr bool kSoftcap = kSoftcap_;
   int left, right;  // the window; −1: unbounded
   float cap;        // softcap · log2(e); 0: none
-  float slope;      // this head's ALiBi slope · log2(e); 0: none
+  float slope;      // this head's ALiBi slope (of its batch or sequence) · log2(e); 0: none
   int delta;        // Nk − N: query i's diagonal key is i + δ (the masks' bottom-right alignment)
   int n_keys;       // Nk
 
   // `unit`: the scores' unit, s = unit · τ q·k — log2(e) in steps 04/05; 1/τ in step 08, whose
   // scores are the τ-less q·k (steps/08_tensor_cores/tc_features.cuh). `seq`: the CTA's span
-  // (sequence()), whose δ and keys the masks and walks take; without one, the whole head.
+  // (sequence()), whose δ and keys the masks and walks take; without one, the whole head. ALiBi's
+  // slope is head bh % H's of batch bh / H, or with packed sequences (one batch: bh / H = 0) of the
+  // span's sequence seq.index (0 without them): row bh / H + seq.index of (B, H) slopes.
   __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, const SeqSpan& seq, long long bh, float unit = kLog2e)
       : left(m.window_left),
         right(m.window_right),
         cap(kSoftcap && m.softcap > 0.f ? m.softcap * unit : 0.f),
-        slope(m.alibi_slopes ? m.alibi_slopes[bh % s.H] * unit : 0.f),
+        slope(m.alibi_slopes ? m.alibi_slope(bh / s.H + seq.index, int(bh % s.H)) * unit : 0.f),
         delta(seq.shift()),
         n_keys(seq.nk) {}
   __device__ FlashFeaturesOf(const ScoreMods& m, const Shape& s, long long bh, float unit = kLog2e)
@@ -74,7 +76,7 @@ struct FlashFeaturesOf {
   static __device__ __forceinline__ SeqSpan sequence(const Packed& pk, const Shape& s) {
     if (!pk.on()) return {0, s.N, 0, s.keys()};
     const int b = blockIdx.z, q0 = pk.cu_q[b], k0 = pk.cu_k[b];
-    return {q0, pk.cu_q[b + 1] - q0, k0, pk.cu_k[b + 1] - k0};
+    return {q0, pk.cu_q[b + 1] - q0, k0, pk.cu_k[b + 1] - k0, b};
   }
 
   // K and V of (B, Hkv, Nk, d): query head h of a batch reads K/V head h / G, G = H / Hkv.

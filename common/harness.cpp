@@ -100,7 +100,8 @@ std::size_t device_bytes_needed(const StepInfo& step, const Shape& s, const Pass
   const std::size_t row = s.rows() * sizeof(float);
   std::size_t bytes = 2 * t + 2 * kv + row + step.fwd_workspace(s, settings);  // q o, k v, lse
   if (backward) bytes += 2 * t + 2 * kv + step.bwd_workspace(s, settings);     // dO dq, dk dv
-  return bytes + (settings.packed.cu_q.size() + settings.packed.cu_k.size()) * sizeof(std::int32_t);
+  return bytes + (settings.packed.cu_q.size() + settings.packed.cu_k.size()) * sizeof(std::int32_t) +
+         settings.features.alibi_slopes.size() * sizeof(float);
 }
 
 BlockMask effective_mask(const StepInfo& step, const Shape& s, const BlockMask* mask) {
@@ -165,6 +166,7 @@ DeviceRun::DeviceRun(const StepInfo& step, const HostProblem& problem, const Pas
       alibi_ = DeviceBuffer<float>(f.alibi_slopes.size());
       alibi_.upload(f.alibi_slopes.data(), f.alibi_slopes.size());
       mods_.alibi_slopes = alibi_.get();
+      mods_.alibi_batch_stride = f.alibi_batch_stride;
     }
   }
   if (settings.packed.on()) {  // the sequences' offsets, once, for every pass

@@ -25,20 +25,6 @@ void check_output(const std::string& option, const std::string& problem) {
 
 int mask_block(const StepInfo& step, const Options& opt) { return opt.block ? opt.block : step.mask_block(opt.shape.d); }
 
-// --alibi=FILE: one float32 slope per head, finite.
-std::vector<float> read_alibi_slopes(const std::string& path, int H) {
-  const NpyRaw raw = read_npy_raw(path, {"<f4"}, "is not float32; save the slopes with slopes.astype(np.float32)");
-  if (raw.shape != std::vector<std::int64_t>{H})
-    throw InputError(path + ": shape " + shape_string(raw.shape) + ", but ALiBi takes one slope per head: (" +
-                     std::to_string(H) + ",)");
-  std::vector<float> slopes(H);
-  for (int h = 0; h < H; ++h) {
-    slopes[h] = static_cast<float>(raw.value(h));
-    if (!std::isfinite(slopes[h])) throw InputError(path + ": slope " + std::to_string(h) + " is not finite");
-  }
-  return slopes;
-}
-
 // Queries and keys of one sequence.
 struct Lengths {
   int n, nk;
@@ -67,6 +53,25 @@ std::string number_label(float x) {
 }
 
 }  // namespace
+
+void read_alibi_slopes(const std::string& path, int batches, int H, bool packed, ScoreFeatures& f) {
+  const NpyRaw raw = read_npy_raw(path, {"<f4"}, "is not float32; save the slopes with slopes.astype(np.float32)");
+  const std::vector<std::int64_t> heads{H}, rows{batches, H};
+  if (raw.shape != heads && raw.shape != rows)
+    throw InputError(path + ": shape " + shape_string(raw.shape) + ", but ALiBi takes one slope per head, " +
+                     shape_string(heads) + ", or a row of them per " + (packed ? "packed sequence, " : "batch, ") +
+                     shape_string(rows));
+  f.alibi_slopes.resize(std::size_t(raw.elements()));
+  f.alibi_batch_stride = raw.shape == heads ? 0 : H;  // (1, H) is a row per batch too: the same slopes
+  for (std::size_t i = 0; i < f.alibi_slopes.size(); ++i) {
+    f.alibi_slopes[i] = static_cast<float>(raw.value(std::int64_t(i)));
+    if (!std::isfinite(f.alibi_slopes[i]))
+      throw InputError(path + ": slope " +
+                       (f.alibi_batch_stride ? "(" + std::to_string(i / H) + ", " + std::to_string(i % H) + ")"
+                                             : std::to_string(i)) +
+                       " is not finite");
+  }
+}
 
 RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(opt) {
   // Outputs first: the cheapest mistake to make and the most annoying to find after the work.
@@ -166,7 +171,9 @@ RunPlan::RunPlan(const StepInfo& step, const Options& opt) : step_(&step), opt_(
     features_.window_left = opt.window_left;
     features_.window_right = opt.window_right;
     features_.softcap = opt.softcap;
-    if (opt.alibi) features_.alibi_slopes = opt.alibi_path.empty() ? alibi_slopes(s.H) : read_alibi_slopes(opt.alibi_path, s.H);
+    if (opt.alibi && opt.alibi_path.empty()) features_.alibi_slopes = alibi_slopes(s.H);
+    if (opt.alibi && !opt.alibi_path.empty())
+      read_alibi_slopes(opt.alibi_path, alibi_batches(s, opt.packed), s.H, opt.packed.on(), features_);
   }
   PassSettings checked{opt.effective_scale(),
                              opt.causal,

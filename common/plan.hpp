@@ -38,6 +38,12 @@ constexpr const char* kStepsPacked = "04 (--variant fa2), 05, 08 (fa2, determini
 // 65535 CTAs: the most (batch, head) pairs any step runs (RunPlan refuses more for every step).
 constexpr std::int64_t kMaxHeads = 65535;
 
+// --alibi FILE's slopes into f (ScoreFeatures::alibi_slopes and alibi_batch_stride): a float32
+// .npy of shape (H), one slope per head, or (B, H), a row of them per batch, B = `batches`
+// (alibi_batches: with packed sequences their count, a row per sequence), every slope finite.
+// Throws InputError naming the shape the file holds and the two it may hold.
+void read_alibi_slopes(const std::string& path, int batches, int H, bool packed, ScoreFeatures& f);
+
 class RunPlan {
  public:
   // Throws InputError, in one line, when `step` cannot run what `opt` asks for:
@@ -57,7 +63,7 @@ class RunPlan {
   //             and cluster sizes must agree with --hashes and --cluster where those are given
   //   trace     --trace for a step that records none
 //   features  --window, --softcap, --alibi for a step whose kernels have none; --alibi=FILE read
-//             (and kept): H finite float32 slopes; --seq-k, --heads-kv (or --load's k.npy of
+//             (and kept): finite float32 slopes, (H) or (B, H) (read_alibi_slopes); --seq-k, --heads-kv (or --load's k.npy of
 //             another shape) for a step whose kernels take square problems only, or with --trace
 //   packed    --varlen (or --load's cu_seqlens) for a step whose kernels take no packed sequences,
 //             a block-sparse or clustered step, or with --trace; sequences that do not pack the

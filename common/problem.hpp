@@ -149,7 +149,7 @@ struct SmyrfParams {
 // softcap, alibi_slopes; common/reference.hpp defines them for the fp64 reference): for query i
 // and key j of head h, with τ the softmax scale,
 //   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap)          (else S_ij = τ q_i·k_j)
-//   ALiBi    S_ij −= slope_h · |i − j|                                 (slopes: one per head, H)
+//   ALiBi    S_ij −= slope_h · |i − j|       (slopes: one per head, (H), or per batch and head, (B, H))
 //   window   key j is visible only when i − window_left ≤ j ≤ i + window_right; −1 leaves that
 //            side unbounded (window_left = −1, window_right = 0 is the causal mask)
 // Square shapes only, so far: N queries and N keys, the masks' diagonal i = j.
@@ -157,8 +157,15 @@ struct ScoreMods {
   int window_left = -1, window_right = -1;
   float softcap = 0.f;
   const float* alibi_slopes = nullptr;  // where the kernels run (device memory on a GPU); null: none
+  // The slopes' shape, as flash_attn_func takes them: 0 for (H), one slope per head that every
+  // batch shares; H for (B, H), a row of H slopes per batch — with packed sequences (B = 1) a row
+  // per sequence, as flash_attn_varlen_func takes them (FlashAttention's alibi_slopes_batch_stride).
+  int alibi_batch_stride = 0;
   bool windowed() const { return window_left >= 0 || window_right >= 0; }
   bool on() const { return windowed() || softcap > 0.f || alibi_slopes != nullptr; }
+  // The slope of head h of batch b (packed: of sequence b). Steps 04-08 read it once per CTA and
+  // step 10 once per row of a warp's scores: the (B, H) form adds one integer multiply-add there.
+  __host__ __device__ float alibi_slope(std::int64_t b, int h) const { return alibi_slopes[b * alibi_batch_stride + h]; }
 };
 
 // The same features as a run asks for them (the command line's --window, --softcap, --alibi),
@@ -166,10 +173,15 @@ struct ScoreMods {
 struct ScoreFeatures {
   int window_left = -1, window_right = -1;
   float softcap = 0.f;
-  std::vector<float> alibi_slopes;  // one per head (H); empty: none
+  std::vector<float> alibi_slopes;  // (H), one per head, or (B, H), a row per batch; empty: none
+  int alibi_batch_stride = 0;       // which of the two: 0 for (H), H for (B, H) (ScoreMods's)
   bool windowed() const { return window_left >= 0 || window_right >= 0; }
   bool on() const { return windowed() || softcap > 0.f || !alibi_slopes.empty(); }
 };
+
+// The batches ALiBi's (B, H) slopes have a row for: the Shape's B, or with packed sequences their
+// count (each sequence its own batch, as flash_attn_varlen_func takes alibi_slopes).
+inline int alibi_batches(const Shape& s, const PackedSeqs& packed) { return packed.on() ? packed.count() : s.B; }
 
 // A window's reach over tiles, the same on the host (IO models) and in the kernels: query rows
 // [first, last] see the keys [window_lo(first, left), window_end(last, right)), and keys

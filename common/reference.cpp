@@ -43,12 +43,13 @@ T score_dot(const AttnOptions& opt, const float* a, const float* b, int d) {
 struct Sequence {
   std::int64_t q0 = 0, q1 = 0;  // its queries [q0, q1)
   std::int64_t k0 = 0, k1 = 0;  // its keys [k0, k1)
+  std::int64_t index = 0;       // which sequence it is (0: the whole head)
   std::int64_t delta() const { return (k1 - k0) - (q1 - q0); }  // aligns the masks bottom-right
 };
 Sequence sequence_at(const AttnOptions& opt, const std::vector<std::int32_t>* cu, std::int64_t x, int n_q, int n_k) {
   if (!opt.cu_seqlens_q) return {0, n_q, 0, n_k};
   const auto b = std::upper_bound(cu->begin(), cu->end(), std::int32_t(x)) - cu->begin() - 1;
-  return {(*opt.cu_seqlens_q)[b], (*opt.cu_seqlens_q)[b + 1], (*opt.cu_seqlens_k)[b], (*opt.cu_seqlens_k)[b + 1]};
+  return {(*opt.cu_seqlens_q)[b], (*opt.cu_seqlens_q)[b + 1], (*opt.cu_seqlens_k)[b], (*opt.cu_seqlens_k)[b + 1], b};
 }
 Sequence sequence_of_query(const Shape& s, const AttnOptions& opt, std::int64_t i) {
   return sequence_at(opt, opt.cu_seqlens_q, i, s.N, opt.keys(s));
@@ -65,6 +66,7 @@ struct RowKeys {
   std::int64_t k0 = 0;     // the sequence's first key
   int n = 0;               // the sequence's keys
   std::int64_t delta = 0;  // keys − queries of the sequence
+  std::int64_t seq = 0;    // the sequence's index (Sequence::index)
   // Keys row i may see are below end(): j ≤ i + δ under the causal mask, j ≤ i + δ + R under a
   // window, all n otherwise; a block mask and the window's left side hide more (visible()).
   int end(const AttnOptions& opt) const {
@@ -81,7 +83,7 @@ struct RowKeys {
 };
 RowKeys row_keys(const Shape& s, const AttnOptions& opt, std::int64_t row) {
   const Sequence q = sequence_of_query(s, opt, row);
-  return {row, row - q.q0, q.k0, static_cast<int>(q.k1 - q.k0), q.delta()};
+  return {row, row - q.q0, q.k0, static_cast<int>(q.k1 - q.k0), q.delta(), q.index};
 }
 
 // The K/V head query head bh reads: bh = b·H + h reads b·H_kv + h / (H / H_kv).
@@ -110,11 +112,18 @@ void require_layout(const Shape& s, const AttnOptions& opt) {
                                 "non-decreasing, ending at N and kv_len");
 }
 
+// ALiBi's slope of query head bh = b·H + h: slope h of batch b's row, or with packed sequences
+// (B = 1) of the row's sequence; (H) slopes have one row, which every batch reads.
+float alibi_slope(const Shape& s, const AttnOptions& opt, const RowKeys& rk, std::int64_t bh) {
+  const std::int64_t batch = opt.cu_seqlens_q ? rk.seq : bh / s.H;
+  return opt.alibi_slopes[batch * opt.alibi_batch_stride + bh % s.H];
+}
+
 // S_ij from raw = τ q_i·k_j: softcapped, then ALiBi's bias (the masks are visible()'s).
 template <typename T>
 T score(const Shape& s, const AttnOptions& opt, const RowKeys& rk, std::int64_t bh, std::int64_t j, T raw) {
   if (opt.softcap > 0) raw = T(opt.softcap) * std::tanh(raw / T(opt.softcap));
-  if (opt.alibi_slopes) raw -= T(opt.alibi_slopes[bh % s.H]) * T(rk.distance(j));
+  if (opt.alibi_slopes) raw -= T(alibi_slope(s, opt, rk, bh)) * T(rk.distance(j));
   return raw;
 }
 // dS_raw / dS: the softcap's derivative 1 − tanh²(raw / softcap) (1 without one).

@@ -60,7 +60,9 @@ struct AttnOptions {
   //   causal   key j is kept for query i when j ≤ i + δ
   //   window   key j is kept when i + δ − window_left ≤ j ≤ i + δ + window_right; −1 leaves that
   //            side unbounded (window_left = −1, window_right = 0 is the causal mask)
-  //   ALiBi    S_ij += −slope_h · |i + δ − j| for head h = bh mod H (one slope per head; null: none)
+  //   ALiBi    S_ij += −slope · |i + δ − j|, the slope of head h = bh mod H: one per head, (H), or
+  //            with alibi_batch_stride = H one per batch and head, (B, H), batch b = bh / H's row
+  //            (packed: sequence b's row, as flash_attn_varlen_func takes them); null: none
   //   softcap  > 0: S_ij = softcap · tanh(τ q_i·k_j / softcap), before the bias and the masks
   //   packed   cu_seqlens_q, cu_seqlens_k (both or neither): sequences packed along the tokens of
   //            one batch (B = 1, N and kv_len the totals, prefix sums from 0 of equal length):
@@ -71,6 +73,7 @@ struct AttnOptions {
   const std::vector<std::int32_t>* cu_seqlens_k = nullptr;
   int window_left = -1, window_right = -1;
   const float* alibi_slopes = nullptr;
+  int alibi_batch_stride = 0;  // 0: (H) slopes; H: (B, H) (ScoreMods::alibi_batch_stride)
   float softcap = 0.f;
   int kv_heads_of(const Shape& s) const { return kv_heads > 0 ? kv_heads : s.kv_heads(); }
   int keys(const Shape& s) const { return kv_len > 0 ? kv_len : s.keys(); }

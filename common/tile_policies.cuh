@@ -96,6 +96,7 @@ struct NoChain {
 // and the dropout mask (which is indexed by token).
 struct SeqSpan {
   int q0 = 0, n = 0, k0 = 0, nk = 0;
+  int index = 0;  // packed sequences: the sequence's (blockIdx.z), ALiBi's batch for (B, H) slopes; else 0
   __host__ __device__ int shift() const { return nk - n; }  // δ: the masks' bottom-right alignment
 };
 

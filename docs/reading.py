@@ -466,9 +466,8 @@ READING = {
         ("common/flash_tile.cuh", ["kLog2e"], "log₂ e, for scores in base-2 units"),
         ("common/problem.hpp", ["as", "ScoreMods"], "a tensor's pointer as its element type; the window, softcap and "
                                                    "ALiBi as every step takes them"),
-        ("common/recorder/launch.cuh", ["allow_dynamic_smem", "launch_untraced", "launch_dependent"],
-         "a launch without a tracing switch (step 10 is not traced yet), opting in to its shared memory; the "
-         "combine's, as the split kernel's dependent"),
+        ("common/recorder/launch.cuh", ["launch_dependent"],
+         "the combine's launch, as the split kernel's dependent (programmatic dependent launch)"),
     ],
 }
 

@@ -15,6 +15,7 @@
 #include "common/reference.hpp"
 #include "steps/10_decode/decode.hpp"
 #include "steps/10_decode/decode_reference.hpp"
+#include "tests/flash_checks.hpp"
 
 namespace fs::testing {
 
@@ -41,21 +42,24 @@ inline void require_decode_within_rule(const decoding::DecodeHost& h, bool causa
 }
 
 // A case of the score modifiers (DecodeParams::mods): the window (−1: that side unbounded), the
-// softcap (0: none), the standard ALiBi slopes or none.
+// softcap (0: none), ALiBi or none: the standard slopes, (heads), or with per_batch a row of
+// slopes per sequence, (batch, heads), each row other than the rest (batch_slopes).
 struct ModsCase {
   int left, right;
   float softcap;
   bool alibi;
+  bool per_batch = false;
   void apply(decoding::DecodeHost& h) const {
     h.mods.window_left = left;
     h.mods.window_right = right;
     h.mods.softcap = softcap;
-    if (alibi) h.mods.alibi_slopes = alibi_slopes(h.shape.heads);
+    if (alibi) h.mods.alibi_slopes = per_batch ? batch_slopes(h.shape.batch, h.shape.heads) : alibi_slopes(h.shape.heads);
+    h.mods.alibi_batch_stride = alibi && per_batch ? h.shape.heads : 0;
   }
   std::string name(bool causal, int splits) const {
     std::ostringstream out;
-    out << "window (" << left << ", " << right << ") softcap " << softcap << (alibi ? " alibi" : "")
-        << (causal ? " causal" : "") << " splits=" << splits;
+    out << "window (" << left << ", " << right << ") softcap " << softcap
+        << (alibi ? per_batch ? " alibi (batch, heads)" : " alibi" : "") << (causal ? " causal" : "") << " splits=" << splits;
     return out.str();
   }
 };

@@ -80,6 +80,7 @@ inline DecodeOutputs decode_run(const decoding::DecodeHost& h, bool causal, int 
     p.mods.window_right = h.mods.window_right;
     p.mods.softcap = h.mods.softcap;
     p.mods.alibi_slopes = h.mods.alibi_slopes.empty() ? nullptr : h.mods.alibi_slopes.data();
+    p.mods.alibi_batch_stride = h.mods.alibi_batch_stride;
     p.cache_len = h.seqlens.front();
     p.o = o.data();
     p.lse = lse.data();

@@ -70,24 +70,40 @@ inline BwdParams backward_params(const FwdParams& fp, const void* dout, void* dq
 }
 
 // FlashAttention's score features for the kernels: the window (−1: an unbounded side), the
-// softcap (0: none), the ALiBi slopes where the kernels run (null: none).
-inline ScoreMods score_mods(int window_left, int window_right, float softcap, const float* alibi_slopes) {
+// softcap (0: none), the ALiBi slopes where the kernels run (null: none), (H) or with
+// alibi_batch_stride = H (B, H).
+inline ScoreMods score_mods(int window_left, int window_right, float softcap, const float* alibi_slopes,
+                            int alibi_batch_stride = 0) {
   ScoreMods mods;
   mods.window_left = window_left;
   mods.window_right = window_right;
   mods.softcap = softcap;
   mods.alibi_slopes = alibi_slopes;
+  mods.alibi_batch_stride = alibi_batch_stride;
   return mods;
 }
 
 // The reference's options for the kernels' score features; `host_slopes` are mods' ALiBi slopes as
-// the CPU reads them (the kernels' may be in device memory).
+// the CPU reads them (the kernels' may be in device memory), of mods' shape.
 inline AttnOptions with_score_mods(AttnOptions attn, const ScoreMods& mods, const float* host_slopes) {
   attn.window_left = mods.window_left;
   attn.window_right = mods.window_right;
   attn.softcap = mods.softcap;
   attn.alibi_slopes = mods.alibi_slopes ? host_slopes : nullptr;
+  attn.alibi_batch_stride = mods.alibi_batch_stride;
   return attn;
+}
+
+// ALiBi slopes of shape (B, H) (B batches, or packed sequences) whose rows differ from each other
+// and from the standard slopes of H heads: row b is those slopes turned by b heads and scaled by
+// b + 1/2. A kernel that reads row 0 (or the (H) form) for every batch, or swaps the batch and the
+// head, biases the scores of the other batches otherwise, which the reference's check catches.
+inline std::vector<float> batch_slopes(int B, int H) {
+  const std::vector<float> standard = alibi_slopes(H);
+  std::vector<float> out;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) out.push_back(standard[std::size_t((h + b) % H)] * (float(b) + 0.5f));
+  return out;
 }
 
 // Sequences packed along the tokens (FwdParams::packed), from their (queries, keys) lengths: the

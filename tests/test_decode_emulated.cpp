@@ -148,15 +148,20 @@ TEST_CASE("step 10 on the CPU: the combine merges the splits by their LSE", "[em
 
 // cache_batch_idx (flash_attn_with_kvcache's): a cache of 5 sequences of their own lengths, a batch
 // of 4 that reads sequences 3, 0, 3 and 4 of it (one twice); the result equals, bit for bit, a run
-// on the cache's rows gathered by hand into a batch of its own, and is within the rule.
+// on the cache's rows gathered by hand into a batch of its own, and is within the rule. With ALiBi
+// slopes of shape (batch, heads) too: sequence b of the batch takes row b, wherever its keys are
+// in the cache (batch 0 and 2 read one cache sequence with other slopes; batch 3 reads sequence 4,
+// past the table's rows).
 TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[emulated][decode][batch_idx]") {
   const DecodeShape cache_shape{5, 16, 4, 2, 900, 128};
   const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 777, 900, 5}, DType::bf16, 61);
-  const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 62);
+  auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 62);
+  const bool alibi = GENERATE(false, true);
+  if (alibi) fs::testing::ModsCase{-1, -1, 0.f, true, true}.apply(h);
   const auto gathered = fs::testing::gathered_by_hand(h, cache);
   for (int splits : {1, 3})
     for (bool causal : {false, true}) {
-      DYNAMIC_SECTION("splits=" << splits << (causal ? " causal" : "")) {
+      DYNAMIC_SECTION("splits=" << splits << (causal ? " causal" : "") << (alibi ? " alibi (batch, heads)" : "")) {
         const auto got = fs::testing::decode_run(h, causal, splits);
         const auto want = fs::testing::decode_run(gathered, causal, splits);
         REQUIRE(got.o == want.o);
@@ -171,8 +176,10 @@ TEST_CASE("step 10 on the CPU: cache_batch_idx picks the cache's sequences", "[e
 // (the window's first key differs per sequence and row), splits 1 and 3 (a window leaves some
 // splits no tile): against the fp64 reference, which applies them as step 08's features do.
 TEST_CASE("step 10 on the CPU: sliding window, softcap and ALiBi", "[emulated][decode][mods]") {
-  const fs::testing::ModsCase cases[] = {{100, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, false},
-                                         {-1, -1, 0.f, true},   {250, 0, 30.f, true}, {0, 0, 0.f, false}};
+  const fs::testing::ModsCase cases[] = {{100, -1, 0.f, false},      {37, 5, 0.f, false},  {-1, -1, 5.f, false},
+                                         {-1, -1, 0.f, true},        {250, 0, 30.f, true}, {0, 0, 0.f, false},
+                                         {-1, -1, 0.f, true, true},  // a row of slopes per sequence
+                                         {250, 0, 30.f, true, true}};
   const DecodeShape s{3, 8, 2, 4, 1000, 128};
   for (const fs::testing::ModsCase& c : cases)
     for (bool causal : {false, true})

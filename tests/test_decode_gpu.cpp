@@ -80,6 +80,7 @@ GpuOutputs run_gpu(const fs::decoding::DecodeHost& h, bool causal, int splits,
   if (!h.mods.alibi_slopes.empty()) {
     slopes.upload(h.mods.alibi_slopes.data(), h.mods.alibi_slopes.size());
     p.mods.alibi_slopes = slopes.get();
+    p.mods.alibi_batch_stride = h.mods.alibi_batch_stride;
   }
   if (!h.cache_batch_idx.empty()) {
     batch_idx.upload(h.cache_batch_idx.data(), h.cache_batch_idx.size());
@@ -277,11 +278,15 @@ TEST_CASE("step 10 on the GPU: append with a rotary embedding", "[gpu][decode][a
 }
 
 // cache_batch_idx (the emulated test's case, longer caches): a batch reading the cache's sequences
-// 3, 0, 3, 4 equals a run on those sequences gathered by hand, bit for bit, and is within the rule.
+// 3, 0, 3, 4 equals a run on those sequences gathered by hand, bit for bit, and is within the rule;
+// with ALiBi slopes of shape (batch, heads) too, row b for sequence b of the batch (not of the cache).
 TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[gpu][decode][batch_idx]") {
   const DecodeShape cache_shape{5, 32, 8, 1, 9000, 128};
   const auto cache = fs::decoding::random_decode_problem(cache_shape, {0, 100, 7777, 9000, 5}, DType::bf16, 81);
-  const auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 82);
+  auto h = fs::decoding::batch_from_cache(cache, {3, 0, 3, 4}, 82);
+  const bool alibi = GENERATE(false, true);
+  INFO((alibi ? "ALiBi of shape (batch, heads)" : "no ALiBi"));
+  if (alibi) fs::testing::ModsCase{-1, -1, 0.f, true, true}.apply(h);
   const auto gathered = fs::testing::gathered_by_hand(h, cache);
   const int S = fs::decoding::num_splits(4, 8, 9000, fs::query_device().sm_count);
   const GpuOutputs got = run_gpu(h, false, S), want = run_gpu(gathered, false, S);
@@ -293,7 +298,9 @@ TEST_CASE("step 10 on the GPU: cache_batch_idx picks the cache's sequences", "[g
 // The score modifiers (the emulated test's cases, a longer cache and the rule's splits).
 TEST_CASE("step 10 on the GPU: sliding window, softcap and ALiBi", "[gpu][decode][mods]") {
   const fs::testing::ModsCase cases[] = {{1000, -1, 0.f, false}, {37, 5, 0.f, false}, {-1, -1, 5.f, true},
-                                         {2500, 0, 30.f, true}};
+                                         {2500, 0, 30.f, true},
+                                         {-1, -1, 5.f, true, true},  // ALiBi of shape (batch, heads)
+                                         {2500, 0, 30.f, true, true}};
   const DecodeShape s{3, 32, 8, 4, 9000, 128};
   const int S = fs::decoding::num_splits(s.batch, s.heads_kv, 9000, fs::query_device().sm_count, s.row_blocks());
   for (const fs::testing::ModsCase& c : cases)

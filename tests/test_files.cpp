@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "common/files.hpp"
 #include "common/host_memory.hpp"
 #include "common/npy.hpp"
+#include "common/plan.hpp"
 #include "common/results.hpp"
 
 namespace stdfs = std::filesystem;
@@ -137,4 +140,58 @@ TEST_CASE("a result row's text fields are quoted where they hold a comma or a qu
   REQUIRE(line.find(",\"my,mask \"\"v2\"\".npy\",") != std::string::npos);
   row.mask = "window:256:0+alibi";
   REQUIRE(fs::csv_line(row).find(",window:256:0+alibi,") != std::string::npos);
+}
+
+// --alibi FILE (RunPlan reads it with read_alibi_slopes): float32 slopes of shape (H), one per head,
+// or (B, H), a row per batch (per sequence with --varlen), as flash_attn_func takes them; every
+// other shape refused in one line naming the shape it got and the two it takes.
+TEST_CASE("ALiBi slope files (--alibi FILE) hold (H) or (B, H), and any other shape is refused naming both",
+          "[files][features]") {
+  using Catch::Contains;
+  const auto dir = fresh_dir("alibi");
+  const auto at = [&](const char* name) { return (dir / name).string(); };
+  const std::vector<float> six{0.5f, 0.25f, 0.125f, 1.f, 2.f, 4.f};
+  fs::write_npy(at("heads.npy"), six.data(), {3});
+  fs::write_npy(at("rows.npy"), six.data(), {2, 3});
+  fs::write_npy(at("one_row.npy"), six.data(), {1, 3});
+  fs::write_npy(at("transposed.npy"), six.data(), {3, 2});
+  fs::write_npy(at("flat.npy"), six.data(), {6});
+  fs::write_npy(at("cube.npy"), six.data(), {1, 2, 3});
+  fs::ScoreFeatures f;
+  fs::read_alibi_slopes(at("heads.npy"), 2, 3, false, f);
+  REQUIRE(f.alibi_slopes == std::vector<float>{0.5f, 0.25f, 0.125f});
+  REQUIRE(f.alibi_batch_stride == 0);
+  fs::read_alibi_slopes(at("rows.npy"), 2, 3, false, f);
+  REQUIRE(f.alibi_slopes == six);  // row by row: batch 1's slopes are 1, 2, 4
+  REQUIRE(f.alibi_batch_stride == 3);
+  fs::read_alibi_slopes(at("one_row.npy"), 1, 3, false, f);  // (1, H): a batch of one
+  REQUIRE(f.alibi_slopes == std::vector<float>{0.5f, 0.25f, 0.125f});
+  REQUIRE(f.alibi_batch_stride == 3);
+  // The form back to (H) when a file holds it.
+  fs::read_alibi_slopes(at("heads.npy"), 2, 3, false, f);
+  REQUIRE((f.alibi_slopes.size() == 3 && f.alibi_batch_stride == 0));
+
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("transposed.npy"), 2, 3, false, f),
+                      Contains("transposed.npy: shape (3, 2), but ALiBi takes one slope per head, (3,), or a row of "
+                               "them per batch, (2, 3)"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("flat.npy"), 2, 3, false, f), Contains("shape (6,)") && Contains("(3,)"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("cube.npy"), 2, 3, false, f), Contains("shape (1, 2, 3)"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("rows.npy"), 3, 3, false, f), Contains("shape (2, 3)") && Contains("(3, 3)"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("rows.npy"), 2, 2, false, f), Contains("(2,), or a row of them per batch, (2, 2)"));
+  // Packed sequences: a row per sequence.
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("rows.npy"), 4, 3, true, f),
+                      Contains("a row of them per packed sequence, (4, 3)"));
+  fs::read_alibi_slopes(at("rows.npy"), 2, 3, true, f);
+  REQUIRE((f.alibi_slopes == six && f.alibi_batch_stride == 3));
+
+  // Each slope finite, named by its place.
+  std::vector<float> bad = six;
+  bad[5] = std::numeric_limits<float>::quiet_NaN();
+  fs::write_npy(at("nan_rows.npy"), bad.data(), {2, 3});
+  bad[1] = std::numeric_limits<float>::infinity();
+  fs::write_npy(at("inf_heads.npy"), bad.data(), {3});
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("nan_rows.npy"), 2, 3, false, f), Contains("slope (1, 2) is not finite"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("inf_heads.npy"), 2, 3, false, f), Contains("slope 1 is not finite"));
+  REQUIRE_THROWS_WITH(fs::read_alibi_slopes(at("missing.npy"), 2, 3, false, f), Contains("missing.npy"));
+  stdfs::remove_all(dir);
 }

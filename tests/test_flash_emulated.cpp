@@ -218,6 +218,41 @@ TEST_CASE("emulated steps 04 and 05 with packed sequences (cu_seqlens) match the
   }
 }
 
+// ALiBi slopes of shape (B, H), flash_attn_func's second form: batch b's heads take row b, and with
+// packed sequences sequence b's (flash_attn_varlen_func's). The rows differ (batch_slopes), so a
+// kernel that read row 0, or the head's slope of the (H) form, for every batch fails the check: the
+// forward and dQ kernels find the batch from their query head, the dK/dV kernel from its K/V head's
+// group, and the packed kernels from their sequence (blockIdx.z) instead.
+TEST_CASE("emulated steps 04 and 05 with ALiBi slopes of shape (B, H) match the fp64 reference, each batch or "
+          "packed sequence taking its own row",
+          "[flash][emulated][features]") {
+  const int d = GENERATE(16, 64);
+  const bool causal = GENERATE(false, true);
+  const bool atomic_dq = GENERATE(true, false);
+  fs::Shape gqa{3, 4, 45, d};  // grouped K/V heads of their own length, under a window
+  gqa.Nk = 70;
+  gqa.Hkv = 2;
+  const std::vector<float> rows = fs::testing::batch_slopes(gqa.B, gqa.H);
+  const fs::testing::PackedSequences seqs({{37, 50}, {0, 4}, {20, 20}, {49, 13}, {1, 30}});
+  const std::vector<float> seq_rows = fs::testing::batch_slopes(seqs.count(), 4);
+  for (const bool packed : {false, true}) {
+    DYNAMIC_SECTION("d=" << d << (causal ? " causal" : "") << (atomic_dq ? " atomic" : " deterministic")
+                         << (packed ? " packed: a row per sequence" : " a row per batch")) {
+      const fs::Shape s = packed ? seqs.shape(4, 2, d) : gqa;
+      const std::vector<float>& slopes = packed ? seq_rows : rows;
+      // With a softcap where the sequences are packed: FlashFeatures rather than FlashFeaturesNoCap.
+      const fs::ScoreMods mods = fs::testing::score_mods(20, 3, packed ? 2.f : 0.f, slopes.data(), s.H);
+      const fs::Dropout dropout{packed ? 0.1f : 0.f, 17};
+      const fs::Packed pk = packed ? seqs.params(seqs.cu_q.data(), seqs.cu_k.data()) : fs::Packed{};
+      const fs::HostProblem p = fs::random_problem(s, 71ull * d + s.N + (causal ? 1 : 0), true);
+      const FlashOutputs g = fs::dispatch_head_dim(d, [&](auto D) { return run<D>(s, p, causal, dropout, atomic_dq, mods, pk); });
+      const fs::AttnOptions attn =
+          fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(d), causal, dropout}, mods, slopes.data());
+      fs::testing::require_reference(s, packed ? seqs.reference(attn) : attn, p, g);
+    }
+  }
+}
+
 TEST_CASE("emulated steps 04 and 05 with every tensor in another layout (Strides) give the bits of the contiguous "
           "layout, forward and both backwards",
           "[flash][emulated][strides]") {

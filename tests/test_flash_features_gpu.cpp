@@ -11,8 +11,9 @@
 // leaves out the tiles a window skips. Step 08's fa2 and deterministic (bf16, fp16) run in that
 // one, and over every head dimension in the one after it (the GPU side of test_tc_emulated.cpp's
 // features cases), under the 16-bit rule.
-// The last runs packed sequences (--varlen) in every step whose kernels take them, with the
-// features, checked as the programs check them.
+// One runs ALiBi slopes of shape (B, H) and (sequences, H) through --alibi FILE in every step that
+// takes them. The last runs packed sequences (--varlen) in every step whose kernels take them, with
+// the features, checked as the programs check them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "common/driver.hpp"
 #include "common/errors.hpp"
 #include "common/harness.hpp"
+#include "common/npy.hpp"
 #include "common/traced_run.hpp"
 #include "common/reference.hpp"
 #include "common/varlen.hpp"
@@ -306,6 +308,57 @@ TEST_CASE("the step programs' --window, --softcap, --alibi, --seq-k and --heads-
             }
           }
         }
+  std::filesystem::remove_all(dir);
+}
+
+// ALiBi slopes of shape (B, H) and, with --varlen, (sequences, H), as flash_attn_func and
+// flash_attn_varlen_func take them: the file through the plan (read_alibi_slopes), the slopes and
+// their batch stride uploaded by the harness, the kernels reading batch b's row (packed: sequence
+// b's, from blockIdx.z), the reference checking with the same rows. The rows differ
+// (batch_slopes): a kernel, an upload or a reference that read row 0 for every batch fails here.
+TEST_CASE("the step programs' --alibi FILE of shape (B, H), and (sequences, H) with --varlen, each batch or "
+          "sequence its own row, planned, run and checked against the fp64 reference",
+          "[gpu][features][alibi]") {
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_alibi_rows_gpu";
+  std::filesystem::create_directories(dir);
+  struct Run {
+    const char* step;
+    int variant;
+    bool backward;
+    fs::DType dtype;
+  };
+  fs::Shape shape{3, 4, 257, 64};  // grouped K/V heads, more keys than queries
+  shape.Nk = 300;
+  shape.Hkv = 2;
+  const char* lengths = "128,0,77:300,5,1,300:17";  // six sequences, one empty
+  for (const Run r : {Run{"04", 1, false, fs::DType::fp32}, Run{"05", 0, true, fs::DType::fp32},
+                      Run{"05", 1, true, fs::DType::fp32}, Run{"08", 0, true, fs::DType::bf16},
+                      Run{"08", 1, true, fs::DType::fp16}})
+    for (const bool packed : {false, true})
+      for (const bool causal : {false, true}) {
+        const fs::StepInfo& step = *fs::find_step(r.step);
+        DYNAMIC_SECTION(step.label(r.variant) << " " << fs::dtype_name(r.dtype) << (causal ? " causal" : "")
+                                              << (packed ? " --varlen: a row per sequence" : " a row per batch")) {
+          // A window, and with packed sequences a softcap too (the kernels' other instantiation).
+          fs::Options opt = featured(shape, causal, r.variant, r.backward, r.dtype,
+                                     Features{100, 20, packed ? 2.f : 0.f, true, 0.f});
+          if (packed) {
+            opt.packed = fs::parse_varlen(lengths);
+            opt.shape.B = 1;
+            opt.shape.N = opt.packed.cu_q.back();
+            opt.shape.Nk = opt.packed.cu_k.back();
+          }
+          const int rows = fs::alibi_batches(opt.shape, opt.packed);
+          REQUIRE(rows == (packed ? 6 : 3));
+          const std::vector<float> slopes = fs::testing::batch_slopes(rows, shape.H);
+          opt.alibi_path = (dir / "slopes.npy").string();
+          fs::write_npy(opt.alibi_path, slopes.data(), {rows, shape.H});
+          const fs::RunPlan plan(step, opt);
+          REQUIRE(plan.settings().features.alibi_batch_stride == shape.H);
+          REQUIRE(plan.settings().features.alibi_slopes == slopes);
+          require_checked(plan, fs::random_problem(opt.shape, 43ull + rows, opt.backward, opt.dtype), opt.backward);
+        }
+      }
   std::filesystem::remove_all(dir);
 }
 

@@ -213,16 +213,28 @@ TEST_CASE("the score features: refused where the kernels lack them, kept by the 
   REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).density() == 1.0);
   REQUIRE(fs::RunPlan(*fs::find_step("04"), opt).mask_label() == "softcap:30+alibi");
 
-  // --alibi FILE: H float32 slopes.
+  // --alibi FILE: float32 slopes, (H) or (B, H) (read_alibi_slopes; tests/test_files.cpp has its cases).
   const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_alibi";
   std::filesystem::create_directories(dir);
-  const std::vector<float> slopes{0.5f, 0.25f, 0.125f, 0.0625f};
+  const std::vector<float> slopes{0.5f, 0.25f, 0.125f, 0.0625f, 1.f, 2.f, 3.f, 4.f};
   fs::write_npy((dir / "four.npy").string(), slopes.data(), {4});
   fs::write_npy((dir / "three.npy").string(), slopes.data(), {3});
+  fs::write_npy((dir / "rows.npy").string(), slopes.data(), {2, 4});
   opt.alibi_path = (dir / "four.npy").string();
-  REQUIRE(fs::RunPlan(*fs::find_step("05"), opt).settings().features.alibi_slopes == slopes);
+  const fs::ScoreFeatures heads = fs::RunPlan(*fs::find_step("05"), opt).settings().features;
+  REQUIRE(heads.alibi_slopes == std::vector<float>(slopes.begin(), slopes.begin() + 4));
+  REQUIRE(heads.alibi_batch_stride == 0);
   opt.alibi_path = (dir / "three.npy").string();
-  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("one slope per head: (4,)"));
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt),
+                      Catch::Contains("shape (3,), but ALiBi takes one slope per head, (4,), or a row of them per "
+                                      "batch, (1, 4)"));
+  opt.alibi_path = (dir / "rows.npy").string();  // a row per batch: B = 2
+  REQUIRE_THROWS_WITH(fs::RunPlan(*fs::find_step("05"), opt), Catch::Contains("shape (2, 4)") && Catch::Contains("(1, 4)"));
+  opt.shape.B = 2;
+  const fs::RunPlan rows(*fs::find_step("05"), opt);
+  REQUIRE(rows.settings().features.alibi_slopes == slopes);
+  REQUIRE(rows.settings().features.alibi_batch_stride == 4);
+  REQUIRE(rows.mask_label() == "softcap:30+alibi");
   std::filesystem::remove_all(dir);
 }
 
@@ -361,6 +373,23 @@ TEST_CASE("packed sequences: refused by steps whose kernels take none, block-spa
   };
   REQUIRE_THROWS_WITH(fs::RunPlan(refusing, opt), Catch::Contains("this kernel takes no packed sequences"));
   REQUIRE_NOTHROW(fs::RunPlan(refusing, options({1, 4, 142, 64})));
+
+  // --alibi FILE of shape (sequences, H): a row per sequence, as flash_attn_varlen_func takes them.
+  const auto dir = std::filesystem::temp_directory_path() / "flashsteps_test_varlen_alibi";
+  std::filesystem::create_directories(dir);
+  std::vector<float> slopes(16);
+  for (std::size_t i = 0; i < slopes.size(); ++i) slopes[i] = 0.5f + float(i);
+  fs::write_npy((dir / "sequences.npy").string(), slopes.data(), {4, 4});
+  fs::write_npy((dir / "one.npy").string(), slopes.data(), {1, 4});
+  fs::Options alibi = opt;
+  alibi.alibi = true;
+  alibi.alibi_path = (dir / "sequences.npy").string();
+  const fs::ScoreFeatures f = fs::RunPlan(step, alibi).settings().features;
+  REQUIRE((f.alibi_slopes == slopes && f.alibi_batch_stride == 4));
+  alibi.alibi_path = (dir / "one.npy").string();  // B = 1, but 4 sequences
+  REQUIRE_THROWS_WITH(fs::RunPlan(step, alibi), Catch::Contains("shape (1, 4)") &&
+                                                    Catch::Contains("a row of them per packed sequence, (4, 4)"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("packed sequences: the plan keeps them for every pass, and counts the FLOPs, the window's share and the label "

@@ -9,9 +9,11 @@
 
 #include "common/harness.hpp"
 #include "common/reference.hpp"
+#include "tests/flash_checks.hpp"
 
 using fs::AttnOptions;
 using fs::Shape;
+using fs::testing::batch_slopes;
 
 namespace {
 
@@ -203,7 +205,8 @@ Forward explicit_head(const Shape& s, const std::vector<float>& qs, const std::v
       for (int c = 0; c < d; ++c) x += double(q[i * d + c]) * double(k[j * d + c]);
       x *= opt.scale;
       if (opt.softcap > 0) x = opt.softcap * std::tanh(x / opt.softcap);
-      if (opt.alibi_slopes) x -= opt.alibi_slopes[bh % s.H] * std::abs(at - j);
+      // ALiBi: head h's slope, of batch b's row when the slopes are (B, H) (one row for (H)).
+      if (opt.alibi_slopes) x -= opt.alibi_slopes[bh / s.H * opt.alibi_batch_stride + bh % s.H] * std::abs(at - j);
       S[std::size_t(i) * Nk + j] = x;
     }
   Forward f;
@@ -296,6 +299,103 @@ TEST_CASE("unequal lengths align the masks to the bottom-right corner, and group
     REQUIRE(f.lse[0] == -std::numeric_limits<double>::infinity());
     REQUIRE(f.lse[3] == -std::numeric_limits<double>::infinity());
     REQUIRE(std::isfinite(f.lse[4]));
+  }
+}
+
+namespace {
+
+// Batch b of a (B, heads, rows, d) tensor, as a tensor of one batch.
+std::vector<float> batch_of(const std::vector<float>& x, int B, int b) {
+  const std::size_t n = x.size() / std::size_t(B);
+  return {x.begin() + std::ptrdiff_t(n * b), x.begin() + std::ptrdiff_t(n * (b + 1))};
+}
+
+}  // namespace
+
+TEST_CASE("ALiBi slopes of shape (B, H) give batch b row b's slopes, forward and backward", "[reference][interface]") {
+  const int B = 3, H = 4, N = 11, d = 6;
+  const bool causal = GENERATE(false, true);
+  const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{3, 2});
+  const float softcap = GENERATE(0.f, 1.5f);
+  const int kv_len = GENERATE(11, 15);
+  const Shape s{B, H, N, d};
+  const std::vector<float> slopes = batch_slopes(B, H);
+  const std::vector<float> q = random_values(std::size_t(B) * H * N * d, 31);
+  const std::vector<float> k = random_values(std::size_t(B) * H * kv_len * d, 32);
+  const std::vector<float> v = random_values(std::size_t(B) * H * kv_len * d, 33);
+  const std::vector<float> dout = random_values(q.size(), 34);
+  AttnOptions opt{0.45f, causal};
+  opt.kv_len = kv_len;
+  opt.window_left = left;
+  opt.window_right = right;
+  opt.softcap = softcap;
+  opt.alibi_slopes = slopes.data();
+  opt.alibi_batch_stride = H;
+  INFO("causal " << causal << " window (" << left << ", " << right << ") softcap " << softcap << " kv_len " << kv_len);
+  // The definitions, written out (explicit_head reads row b for head b·H + h).
+  require_same_as_explicit(s, q, k, v, opt);
+
+  // Batch b alone with (H) slopes, row b: the same outputs and gradients, to the last bit (the
+  // reference computes a row the same way whichever batch holds it).
+  const Forward all = forward64(s, q, k, v, opt);
+  std::vector<double> dq, dk, dv, dq1, dk1, dv1;
+  const auto q_rows = fs::all_indices(N), kv_rows = fs::all_indices(kv_len);
+  bool differs = false;  // from row 0's slopes, which the (H) form would give every batch
+  for (int b = 0; b < B; ++b) {
+    const Shape one{1, H, N, d};
+    AttnOptions alone = opt;
+    alone.alibi_slopes = slopes.data() + std::size_t(b) * H;
+    alone.alibi_batch_stride = 0;
+    AttnOptions first_row = alone;
+    first_row.alibi_slopes = slopes.data();
+    const std::vector<float> qb = batch_of(q, B, b), kb = batch_of(k, B, b), vb = batch_of(v, B, b),
+                             db = batch_of(dout, B, b);
+    const Forward f = forward64(one, qb, kb, vb, alone), f0 = forward64(one, qb, kb, vb, first_row);
+    const std::size_t at = std::size_t(b) * H * N;
+    for (std::size_t r = 0; r < f.lse.size(); ++r) {
+      INFO("batch " << b << " row " << r);
+      REQUIRE(all.lse[at + r] == f.lse[r]);
+      for (int c = 0; c < d; ++c) REQUIRE(all.o[(at + r) * d + c] == f.o[r * d + c]);
+      differs = differs || f.lse[r] != f0.lse[r];
+    }
+    for (int h = 0; h < H; ++h) {
+      fs::reference_backward_head<double>(s, q.data(), k.data(), v.data(), dout.data(), opt, std::int64_t(b) * H + h,
+                                          q_rows, kv_rows, dq, dk, dv);
+      fs::reference_backward_head<double>(one, qb.data(), kb.data(), vb.data(), db.data(), alone, h, q_rows, kv_rows,
+                                          dq1, dk1, dv1);
+      INFO("batch " << b << " head " << h);
+      REQUIRE(dq == dq1);
+      REQUIRE(dk == dk1);
+      REQUIRE(dv == dv1);
+    }
+  }
+  REQUIRE(differs);  // the rows matter: batches 1 and 2 with row 0's slopes give other outputs
+}
+
+TEST_CASE("ALiBi slopes of shape (B, H) whose rows are equal give the (H) form's outputs exactly",
+          "[reference][interface]") {
+  const int B = 2, H = 4;
+  const Shape s{B, H, 9, 5};
+  const fs::HostProblem p = fs::random_problem(s, 41, true);
+  const std::vector<float> heads = fs::alibi_slopes(H);
+  std::vector<float> rows;
+  for (int b = 0; b < B; ++b) rows.insert(rows.end(), heads.begin(), heads.end());
+  const bool causal = GENERATE(false, true);
+  AttnOptions per_head{0.5f, causal}, per_batch{0.5f, causal};
+  per_head.alibi_slopes = heads.data();
+  per_batch.alibi_slopes = rows.data();
+  per_batch.alibi_batch_stride = H;
+  for (AttnOptions* opt : {&per_head, &per_batch}) opt->window_left = 4;
+  const Forward a = forward64(s, p.q, p.k, p.v, per_head), b = forward64(s, p.q, p.k, p.v, per_batch);
+  REQUIRE(a.o == b.o);
+  REQUIRE(a.lse == b.lse);
+  const auto all = fs::all_indices(s.N);
+  for (std::int64_t bh = 0; bh < s.heads(); ++bh) {
+    std::vector<double> g[2][3];
+    for (int form = 0; form < 2; ++form)
+      fs::reference_backward_head<double>(s, p.q.data(), p.k.data(), p.v.data(), p.dout.data(),
+                                          form ? per_batch : per_head, bh, all, all, g[form][0], g[form][1], g[form][2]);
+    for (int t = 0; t < 3; ++t) REQUIRE(g[0][t] == g[1][t]);
   }
 }
 
@@ -400,8 +500,9 @@ TEST_CASE("packed sequences are each their own problem, empty ones included", "[
   const int kv_heads = GENERATE(4, 2);
   const bool causal = GENERATE(false, true);
   const auto [left, right] = GENERATE(std::pair{-1, -1}, std::pair{1, 2});
-  const bool alibi = GENERATE(false, true);
-  const std::vector<float> slopes = fs::alibi_slopes(H);
+  const int alibi = GENERATE(0, 1, 2);  // none; (H) slopes; (sequences, H), a row per sequence
+  const int count = int(cu_q.size()) - 1;
+  const std::vector<float> slopes = alibi == 2 ? batch_slopes(count, H) : fs::alibi_slopes(H);
   const std::vector<float> q = random_values(std::size_t(H) * total_q * d, 8);
   const std::vector<float> k = random_values(std::size_t(kv_heads) * total_k * d, 9);
   const std::vector<float> v = random_values(std::size_t(kv_heads) * total_k * d, 10);
@@ -414,6 +515,7 @@ TEST_CASE("packed sequences are each their own problem, empty ones included", "[
   packed.window_left = left;
   packed.window_right = right;
   packed.alibi_slopes = alibi ? slopes.data() : nullptr;
+  packed.alibi_batch_stride = alibi == 2 ? H : 0;
   const Shape s{1, H, total_q, d};
   const Forward f = forward64(s, q, k, v, packed);
   std::vector<std::vector<double>> grads(3 * H);  // dq, dk, dv of each query head
@@ -445,6 +547,10 @@ TEST_CASE("packed sequences are each their own problem, empty ones included", "[
     AttnOptions alone = packed;
     alone.cu_seqlens_q = alone.cu_seqlens_k = nullptr;
     alone.kv_len = nk;
+    if (alibi == 2) {  // the sequence's row, as (H) slopes
+      alone.alibi_slopes = slopes.data() + b * H;
+      alone.alibi_batch_stride = 0;
+    }
     const std::vector<float> qs = slice_rows(q, H, total_q, d, q0, nq), dos = slice_rows(dout, H, total_q, d, q0, nq);
     const std::vector<float> ks = slice_rows(k, kv_heads, total_k, d, k0, nk), vs = slice_rows(v, kv_heads, total_k, d, k0, nk);
     for (int bh = 0; bh < H; ++bh) {

@@ -38,6 +38,7 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -192,6 +193,13 @@ def fixtures(folder):
     with open(f["many_seqs"], "wb") as out:
         out.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
         out.write(b"".join(i.to_bytes(4, "little") for i in range(count)))
+    # ALiBi slopes of shape (3, 2), float32: (H, B) where a step takes (H) or (B, H).
+    f["alibi_rows"] = os.path.join(folder, "alibi_3x2.npy")
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(f["alibi_rows"], "wb") as out:
+        out.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        out.write(struct.pack("<6f", 0.5, 0.25, 0.125, 1.0, 2.0, 4.0))
     return f
 
 
@@ -226,6 +234,10 @@ def reproducers(paths, f, folder):
     # Python module, a hang: the same loop in the step programs, before the B·H refusal.
     case("alibi slopes of 2^30 heads", "step05_recompute_backward",
          ["--alibi", "--heads", "1073741824", "--seq", "1", "--dim", "1"], {2}, "B·H must be at most 65535")
+    # Slopes of neither form ALiBi takes, (H) or (B, H): one line naming both.
+    case("alibi slopes of shape (H, B)", "step05_recompute_backward",
+         ["--alibi", f["alibi_rows"], "--batch", "2", "--heads", "3", "--seq", "8", "--dim", "16"], {2},
+         re.escape("shape (3, 2), but ALiBi takes one slope per head, (3,), or a row of them per batch, (2, 3)"))
     # io_model: a division by zero, and two hangs.
     case("io_model --dim 0 --tiles", "io_model", ["--dim", "0", "--tiles"], {2}, "--dim must be at least 1")
     case("io_model --dim 0", "io_model", ["--dim", "0"], {2}, "--dim must be at least 1")
@@ -484,11 +496,15 @@ def python_child(calls, seed):
         start = time.monotonic()
         try:  # the arguments, made here: NumPy's own refusals (a shape past memory) are not the module's
             q, k, v, other = tensor(qs, dt), tensor(ks, dt), tensor(ks, dt), tensor(qs, dt)
-            if rng.random() < 0.15:
+            if rng.random() < 0.15:  # ALiBi's slopes: (heads) or (batch, heads), and shapes of neither form
                 n = min(max(H, 0), 1 << 20)
-                kw["alibi_slopes"] = (np.ones(n, np.float32) / 8 if clean else
-                                      rng.choice([np.ones(n, np.float32), np.ones(3, np.float32),
-                                                  np.full(n, np.nan, np.float32), np.ones(n, np.float64)]))
+                if clean:
+                    kw["alibi_slopes"] = rng.choice([np.ones(n, np.float32), np.ones((max(B, 1), n), np.float32)]) / 8
+                else:
+                    kw["alibi_slopes"] = rng.choice([np.ones(n, np.float32), np.ones(3, np.float32),
+                                                     np.full(n, np.nan, np.float32), np.ones(n, np.float64)])
+                    if rng.random() < 0.5:  # 2-D: a row per batch, the heads' and batch's places swapped, 3-D
+                        kw["alibi_slopes"] = tensor(rng.choice([[B, H], [H, B], [B + 1, H], [1, B, H]]), np.float32)
             if rank == 3 and rng.random() < 0.7:
                 kw["cu_seqlens_q"] = np.array(rng.choice([[0, N], [0, N // 2, N]] if clean else [[0, N + 1], [1, N], [0]]),
                                               np.int64 if not clean and rng.random() < 0.2 else np.int32)

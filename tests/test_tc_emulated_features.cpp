@@ -26,19 +26,23 @@ namespace {
 using fs::DType;
 using fs::testing::FeatureCase;
 
+// per_batch: three batches, the ALiBi slopes of shape (B, H) with rows that differ (batch_slopes);
+// else one batch, the standard slopes of H heads.
 template <typename E, int D>
-void check_features(DType dtype, const FeatureCase& f, bool causal, int variant) {
-  fs::Shape s{1, f.H, f.N, D};
+void check_features(DType dtype, const FeatureCase& f, bool causal, int variant, bool per_batch = false) {
+  fs::Shape s{per_batch ? 3 : 1, f.H, f.N, D};
   s.Nk = f.Nk;
   s.Hkv = f.Hkv;
-  const std::vector<float> slopes = fs::alibi_slopes(f.H);
-  const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr);
+  const std::vector<float> slopes = per_batch ? fs::testing::batch_slopes(s.B, f.H) : fs::alibi_slopes(f.H);
+  const fs::ScoreMods mods =
+      fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr, per_batch ? f.H : 0);
   const fs::Dropout dropout{f.p_drop, 23};
   const fs::HostProblem p = fs::random_problem(s, 77ull * f.N + 5ull * f.Nk + f.Hkv + 3ull * (f.left + 2), true, dtype);
   DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << D << " N=" << f.N << " Nk=" << f.Nk << " H=" << f.H
                                         << " Hkv=" << f.Hkv << (causal ? " causal " : " ") << fs::tc::tc_variant_name(variant)
                                         << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
-                                        << (f.alibi ? " alibi" : "") << " dropout " << f.p_drop) {
+                                        << (f.alibi ? per_batch ? " alibi (B, H)" : " alibi" : "") << " dropout "
+                                        << f.p_drop << " B=" << s.B) {
     const auto out = fs::testing::tc_run<E>(s, p, variant, causal, dropout, mods);
     const fs::AttnOptions attn =
         fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, dtype}, mods,
@@ -84,4 +88,18 @@ TEST_CASE("step 08 on the CPU with the interface features at the other head dime
     check_features<__nv_bfloat16, 256>(DType::bf16, {40, 57, 2, 1, 5, 9, 3.f, true, 0.f}, causal,
                                        fs::tc::kDeterministic);
   }
+}
+
+// ALiBi slopes of shape (B, H): each of three batches takes its own row, in the forward, the dQ
+// kernel and the dK/dV kernels (whose CTAs find the batch from their K/V head), at the dK/dV
+// kernels of d = 64 and 32 and the column split of d = 256.
+TEST_CASE("step 08 on the CPU with ALiBi slopes of shape (B, H), a row per batch", "[emulated][tc][features]") {
+  for (bool causal : {false, true})
+    for (int variant : {fs::tc::kFa2, fs::tc::kDeterministic}) {
+      check_features<__nv_bfloat16, 64>(DType::bf16, {150, 97, 4, 2, 20, 3, 1.5f, true, 0.1f}, causal, variant, true);
+      check_features<__half, 64>(DType::fp16, {130, 130, 2, 2, -1, -1, 0.f, true, 0.f}, causal, variant, true);
+    }
+  check_features<__half, 32>(DType::fp16, {90, 130, 4, 1, 10, 10, 0.f, true, 0.f}, true, fs::tc::kFa2, true);
+  check_features<__nv_bfloat16, 256>(DType::bf16, {40, 57, 2, 1, 5, 9, 3.f, true, 0.f}, false, fs::tc::kDeterministic,
+                                     true);
 }

@@ -62,17 +62,19 @@ fs::testing::FlashOutputs run_f32_backward(const fs::Shape& s, const fs::HostPro
   return {o, lse, dq, dk, dv};
 }
 
+// B batches; with more than one, ALiBi's slopes are of shape (B, H), rows that differ (batch_slopes).
 template <int D>
 void check_f32(int N, int Nk, int H, int Hkv, bool causal,
-               const FeatureCase& f = {0, 0, 0, 0, -1, -1, 0.f, false, 0.f}) {
-  fs::Shape s{1, H, N, D};
+               const FeatureCase& f = {0, 0, 0, 0, -1, -1, 0.f, false, 0.f}, int B = 1) {
+  fs::Shape s{B, H, N, D};
   s.Nk = Nk;
   s.Hkv = Hkv;
-  const std::vector<float> slopes = fs::alibi_slopes(H);
-  const fs::ScoreMods mods = fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr);
+  const std::vector<float> slopes = B > 1 ? fs::testing::batch_slopes(B, H) : fs::alibi_slopes(H);
+  const fs::ScoreMods mods =
+      fs::testing::score_mods(f.left, f.right, f.softcap, f.alibi ? slopes.data() : nullptr, B > 1 ? H : 0);
   const fs::Dropout dropout{f.p_drop, 41};
   const fs::HostProblem p = fs::random_problem(s, 1000ull + 7 * N + Nk + D, true, DType::fp32);
-  DYNAMIC_SECTION("fp32 3xtf32 d=" << D << " N=" << N << " Nk=" << Nk << " H=" << H << " Hkv=" << Hkv
+  DYNAMIC_SECTION("fp32 3xtf32 d=" << D << " B=" << B << " N=" << N << " Nk=" << Nk << " H=" << H << " Hkv=" << Hkv
                                    << (causal ? " causal" : "") << " window (" << f.left << ", " << f.right
                                    << ") softcap " << f.softcap << (f.alibi ? " alibi" : "") << " dropout " << f.p_drop) {
     const auto out = run_f32_backward<D>(s, p, causal, dropout, mods);
@@ -91,6 +93,7 @@ TEST_CASE("step 08 on the CPU in fp32 (3xtf32): forward and backward pass the fp
     check_f32<128>(70, 70, 2, 2, causal);
     check_f32<64>(100, 170, 4, 2, causal, {0, 0, 0, 0, 20, 3, 1.5f, true, 0.1f});
     check_f32<128>(150, 97, 4, 1, causal, {0, 0, 0, 0, 500, 300, 0.f, false, 0.15f});
+    check_f32<64>(100, 170, 4, 2, causal, {0, 0, 0, 0, 20, 3, 1.5f, true, 0.1f}, 3);  // ALiBi of shape (B, H)
   }
 }
 

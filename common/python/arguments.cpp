@@ -244,16 +244,26 @@ Problem reference_problem(const TensorArg& q, const TensorArg& k, const TensorAr
   } catch (const InputError& e) {
     value_error(e.what());
   }
+  // ALiBi's slopes: (heads), or (batch, heads) — with packed sequences a row per sequence.
+  int slopes_stride = 0;
   if (alibi) {
     alibi->require_cpu_float();
-    if (alibi->ndim() != 1 || alibi->dim(0) != s.H)
-      value_error("alibi_slopes: expected one slope per head, shape (" + std::to_string(s.H) + ",), got " + alibi->shape());
+    const std::int64_t batches = P.packed ? std::int64_t(P.cu_q.size()) - 1 : s.B;
+    const bool rows = alibi->ndim() == 2 && alibi->dim(0) == batches && alibi->dim(1) == s.H;
+    if (!rows && (alibi->ndim() != 1 || alibi->dim(0) != s.H))
+      value_error("alibi_slopes: expected one slope per head, shape " + shape_text({s.H}) + ", or a row of them per " +
+                  (P.packed ? "sequence, (sequences, heads) = " : "batch, (batch, heads) = ") +
+                  shape_text({batches, s.H}) + "; got " + alibi->shape());
     check_reach(*alibi);
-    for (std::int64_t h = 0; h < s.H; ++h) {
-      P.slopes.push_back(alibi->at(h * alibi->stride(0)));
-      if (!std::isfinite(P.slopes.back()))
-        value_error("alibi_slopes: the slope of head " + std::to_string(h) + " is not finite");
-    }
+    slopes_stride = rows ? s.H : 0;
+    for (std::int64_t b = 0; b < (rows ? batches : 1); ++b)
+      for (std::int64_t h = 0; h < s.H; ++h) {
+        P.slopes.push_back(alibi->at(rows ? b * alibi->stride(0) + h * alibi->stride(1) : h * alibi->stride(0)));
+        if (!std::isfinite(P.slopes.back()))
+          value_error("alibi_slopes: the slope of head " + std::to_string(h) +
+                      (rows ? " of " + std::string(P.packed ? "sequence " : "batch ") + std::to_string(b) : "") +
+                      " is not finite");
+      }
   }
   P.dtype = q.kernel_dtype();
   P.s = Shape{s.B, s.H, s.N, s.d};
@@ -276,6 +286,7 @@ Problem reference_problem(const TensorArg& q, const TensorArg& k, const TensorAr
   P.opt.window_left = int(kw.window_left);
   P.opt.window_right = int(kw.window_right);
   P.opt.softcap = float(kw.softcap);
+  P.opt.alibi_batch_stride = slopes_stride;
   return P;
 }
 

@@ -11,7 +11,8 @@
 // give O = 0 and LSE = −inf for the row, and check() call that agreement), a problem whose
 // reference is past kMaxReferenceWork multiply-adds or past the memory available, keywords out of
 // range (dropout_p, softmax_scale, softcap, window_size, seed: NaN and infinities included), ALiBi
-// slopes that are not one finite float per head, cu_seqlens that are not prefix sums of the tokens.
+// slopes that are not finite floats of shape (heads) or (batch, heads) (with cu_seqlens, batch is
+// the number of sequences), cu_seqlens that are not prefix sums of the tokens.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -99,14 +100,15 @@ struct Problem {
   int kv_heads = 0, kv_len = 0;
   bool packed = false;
   std::vector<float> q, k, v, dout;
-  std::vector<float> slopes;
+  std::vector<float> slopes;  // ALiBi's, (H) or (B, H) row by row (opt.alibi_batch_stride says which)
   std::vector<std::int32_t> cu_q, cu_k;
   DType dtype = DType::fp32;  // q's: where the plain float32 implementation rounds
   AttnOptions opt;            // but its pointers into slopes, cu_q, cu_k (options_of)
 };
 
 // q, k, v (B, N, H, d) and (B, N_k, H_k, d) — or, with cu_q and cu_k (both or neither), packed
-// (total, heads, head_dim) —, dout like q (or null), ALiBi's slopes (or null). Throws ArgError.
+// (total, heads, head_dim) —, dout like q (or null), ALiBi's slopes (heads) or (batch, heads) — packed:
+// (sequences, heads) — (or null). Throws ArgError.
 Problem reference_problem(const TensorArg& q, const TensorArg& k, const TensorArg& v, const TensorArg* dout,
                           const Keywords& kw, const TensorArg* alibi, const TensorArg* cu_q, const TensorArg* cu_k);
 

@@ -221,7 +221,8 @@ py::dict check_backward(const py::object& dq, const py::object& dk, const py::ob
 }  // namespace
 
 // The keywords, after flash_attn_func's: dropout_p, softmax_scale, causal, window_size, softcap,
-// alibi_slopes; flash_attn_varlen_func's cu_seqlens_q, cu_seqlens_k; and the dropout mask's seed.
+// alibi_slopes ((heads) or (batch, heads)); flash_attn_varlen_func's cu_seqlens_q, cu_seqlens_k;
+// and the dropout mask's seed.
 // Each is taken as a Python object and read by fs::python::keywords: a value its C++ type cannot
 // hold is one line, not pybind11's list of signatures.
 #define FS_KEYWORDS                                                                                                  \
@@ -267,7 +268,8 @@ PYBIND11_MODULE(_flashsteps, m) {
       "Exact attention in float64 on the CPU, as flash_attn_func defines it: q (batch, seqlen_q, heads, head_dim), k\n"
       "and v (batch, seqlen_k, heads_k, head_dim), heads a multiple of heads_k; or, with cu_seqlens (int32 prefix sums),\n"
       "q (total_q, heads, head_dim) and k, v (total_k, heads_k, head_dim) as flash_attn_varlen_func takes them. Masks\n"
-      "align to the bottom-right corner when seqlen_q != seqlen_k. Dropout uses the project's Philox mask of `seed`.\n"
+      "align to the bottom-right corner when seqlen_q != seqlen_k. alibi_slopes: (heads) or (batch, heads), a row per\n"
+      "batch (with cu_seqlens, per sequence). Dropout uses the project's Philox mask of `seed`.\n"
       "Returns (out, lse): out like q, float64; lse (batch, heads, seqlen_q), or (heads, total_q) packed.\n"
       "plain=True: the plain float32 implementation instead, rounding where a kernel of q's dtype must (what check()\n"
       "measures err_fp32 with), its values in float64 arrays.",

@@ -10,8 +10,8 @@
 // q, out (batch, seqlen_q, heads, d); k_cache, v_cache (batch_cache, seqlen_cache, heads_k, d), or
 // paged (num_blocks, page_size, heads_k, d) with block_table (batch, max_blocks) int32; k, v
 // (batch, seqlen_q, heads_k, d); cache_seqlens an int or (batch) int32; cache_batch_idx (batch)
-// int32; rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) of q's dtype; alibi_slopes (heads)
-// float32; lse (batch, heads, seqlen_q) float32. Every tensor contiguous (step 10's kernels take no strides) and on q's GPU.
+// int32; rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) of q's dtype; alibi_slopes (heads) or
+// (batch, heads) float32; lse (batch, heads, seqlen_q) float32. Every tensor contiguous (step 10's kernels take no strides) and on q's GPU.
 // The int32 tensors are read back (a few bytes, in the stream's order) and checked, so that no
 // length, page or index sends the kernels outside the cache; the split rule then sees the longest
 // sequence. Not while the stream is captured into a CUDA graph: then nothing is read back (see
@@ -249,8 +249,17 @@ void decode_call(O q_obj, O kc_obj, O vc_obj, O out_obj, O lse_obj, O k_obj, O v
     alibi.emplace(alibi_obj, "alibi_slopes", stream);
     const DLDataType t = alibi->t.t().dtype;
     if (t.code != kDLFloat || t.bits != 32) throw py::type_error("alibi_slopes: float32, got " + Borrowed::dtype_name(t));
-    expect_dense(*alibi, {s.heads}, dev);
+    // (heads), one slope per head; or (batch, heads), a row per sequence of the batch (q's, which
+    // cache_batch_idx does not reorder).
+    const Borrowed& a = alibi->t;
+    const bool per_batch = a.ndim() == 2 && a.dim(0) == s.batch && a.dim(1) == s.heads;
+    if (!per_batch && !(a.ndim() == 1 && a.dim(0) == s.heads))
+      throw py::value_error("alibi_slopes: one slope per head, shape " + fs::python::shape_text({s.heads}) +
+                            ", or a row of them per batch, (batch, heads) = " +
+                            fs::python::shape_text({s.batch, s.heads}) + "; got " + a.shape());
+    expect_dense(*alibi, per_batch ? std::vector<std::int64_t>{s.batch, s.heads} : std::vector<std::int64_t>{s.heads}, dev);
     p.mods.alibi_slopes = static_cast<const float*>(alibi->data());
+    p.mods.alibi_batch_stride = per_batch ? s.heads : 0;
   }
   p.q = q.data();
   p.k_cache = kc.data();

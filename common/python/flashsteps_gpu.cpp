@@ -181,16 +181,9 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   L.settings.features.window_left = L.mods.window_left = int(kw.window_left);
   L.settings.features.window_right = L.mods.window_right = int(kw.window_right);
   L.settings.features.softcap = L.mods.softcap = float(kw.softcap);
-  if (alibi) {
-    const Borrowed& a = alibi->t;
-    const DLDataType t = a.t().dtype;
-    if (a.ndim() != 1 || a.dim(0) != H || a.stride(0) != 1 || t.code != kDLFloat || t.bits != 32)
-      throw py::value_error("alibi_slopes: one float32 slope per head, contiguous, shape (" + std::to_string(H) + ",); got " +
-                            Borrowed::dtype_name(t) + " " + a.shape());
-    if (a.t().device.device_id != dev) throw py::value_error("alibi_slopes: on q's GPU");
-    L.mods.alibi_slopes = static_cast<const float*>(alibi->data());
-    L.settings.features.alibi_slopes.assign(std::size_t(H), 0.f);  // their presence, for the support check
-  }
+  // ALiBi's slopes: their presence here, for the support check; their shape once the batch is known
+  // (with cu_seqlens, the sequences': below).
+  if (alibi) L.settings.features.alibi_slopes.assign(std::size_t(H), 0.f);
   if (!L.shape.square() && !L.step->kv_shapes)
     throw py::value_error("step " + L.step->id + " takes seqlen_k == seqlen_q and heads_k == heads only");
   if (L.settings.features.on() && !L.step->score_mods)
@@ -227,6 +220,23 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
       L.packed.max_q = longest(cu_q, varlen.max_q, "max_seqlen_q");
       L.packed.max_k = longest(cu_k, varlen.max_k, "max_seqlen_k");
     }
+  }
+  if (alibi) {  // (heads), one slope per head; or (batch, heads), a row per batch (per sequence with cu_seqlens)
+    const Borrowed& a = alibi->t;
+    const DLDataType t = a.t().dtype;
+    const std::int64_t batches = varlen.on() ? L.packed.count : L.shape.B;
+    const bool per_head = a.ndim() == 1 && a.dim(0) == H;
+    const bool per_batch = a.ndim() == 2 && a.dim(0) == batches && a.dim(1) == H;
+    bool dense = per_head || per_batch;  // and row-major (a dimension of one element may have any stride)
+    for (std::int64_t i = a.ndim() - 1, want = 1; dense && i >= 0; want *= a.dim(int(i)), --i)
+      dense = a.dim(int(i)) < 2 || a.stride(int(i)) == want;
+    if (!dense || t.code != kDLFloat || t.bits != 32)
+      throw py::value_error("alibi_slopes: float32, contiguous, one slope per head, shape " + fs::python::shape_text({H}) +
+                            ", or a row of them per " + (varlen.on() ? "sequence, (sequences, heads) = " : "batch, (batch, heads) = ") +
+                            fs::python::shape_text({batches, H}) + "; got " + Borrowed::dtype_name(t) + " " + a.shape());
+    if (a.t().device.device_id != dev) throw py::value_error("alibi_slopes: on q's GPU");
+    L.mods.alibi_slopes = static_cast<const float*>(alibi->data());
+    L.mods.alibi_batch_stride = L.settings.features.alibi_batch_stride = per_batch ? int(H) : 0;
   }
   return L;
 }

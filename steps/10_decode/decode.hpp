@@ -122,7 +122,9 @@ struct DecodeParams {
   // of its sequence of L keys (its diagonal key). In that order: the score τ q·k capped,
   // softcap · tanh(τ q·k / softcap); ALiBi's −slope_h · |L − n + t − j|; then the window keeps keys
   // L − n + t − window_left ≤ j ≤ L − n + t + window_right (−1: that side unbounded), and causal
-  // (if set) none past the diagonal. alibi_slopes: (heads) float32 where the kernels run.
+  // (if set) none past the diagonal. alibi_slopes: float32 where the kernels run, (heads), or
+  // (batch, heads) with alibi_batch_stride = heads: row b for sequence b (the batch's, not the
+  // cache's: cache_batch_idx does not move it).
   ScoreMods mods;
   // A traced run (step10_decode --trace): the kernels' traced twins record into this sink
   // (decode_trace.cuh has what they record); null, the plain kernels. Traced twins exist at

@@ -96,7 +96,8 @@ __device__ __forceinline__ void decode_mask(float (&s)[1][NT][4], const DecodeCt
 
 // Softcap and ALiBi (DecodeParams::mods) on a warp's raw scores q·k (the softmax multiplies by τ
 // later): cap c = softcap / τ, s ← c · tanh(s / c); ALiBi's bias in the same units,
-// s ← s − (slope_h / τ) · |L − n + t − j|. Before the masks, as the reference orders them.
+// s ← s − (slope / τ) · |L − n + t − j|, the slope of the row's head h (and, for (batch, heads)
+// slopes, of the CTA's sequence b). Before the masks, as the reference orders them.
 template <int NT>
 __device__ __forceinline__ void decode_scores(float (&s)[1][NT][4], const DecodeCta& cta, const DecodeParams& p, int k0) {
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -104,7 +105,7 @@ __device__ __forceinline__ void decode_scores(float (&s)[1][NT][4], const Decode
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e >> 1);
-    const float slope = p.mods.alibi_slopes ? p.mods.alibi_slopes[cta.head(row)] / p.scale : 0.f;
+    const float slope = p.mods.alibi_slopes ? p.mods.alibi_slope(cta.b, cta.head(row)) / p.scale : 0.f;
     const int diag = cta.keys - cta.n + cta.token(row);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {

@@ -204,7 +204,9 @@ void decode_reference_row(const DecodeHost& h, float scale, bool causal, std::in
   }
   // S = τ q Kᵀ over the visible keys (capped, then ALiBi's bias), m = max, P̃ = e^{S − m}, ℓ = Σ P̃,
   // O = P̃V / ℓ, LSE = m + ln ℓ.
-  const T slope = mods.alibi_slopes.empty() ? T(0) : T(mods.alibi_slopes[std::size_t(head)]);
+  const T slope = mods.alibi_slopes.empty()
+                      ? T(0)
+                      : T(mods.alibi_slopes[std::size_t(b) * std::size_t(mods.alibi_batch_stride) + std::size_t(head)]);
   std::vector<T> srow(end);
   T m = neg_inf;
   for (int j = begin; j < end; ++j) {

@@ -42,8 +42,9 @@ struct DecodeHost {
   // Contiguous only: sequence b's keys are the cache's sequence cache_batch_idx[b] (empty: b), k
   // and v then holding as many sequences as the cache has (DecodeParams::cache_batch_idx).
   std::vector<std::int32_t> cache_batch_idx;
-  // The score modifiers of the run (DecodeParams::mods as values: the window, softcap, one ALiBi
-  // slope per query head), which the reference applies as the kernels do.
+  // The score modifiers of the run (DecodeParams::mods as values: the window, softcap, the ALiBi
+  // slopes — one per query head, or with alibi_batch_stride = heads a row per sequence of the
+  // batch), which the reference applies as the kernels do.
   ScoreFeatures mods;
   int num_blocks() const {  // pages in k (and v); 0 contiguous
     return page_size ? static_cast<int>(k.size() / (std::size_t(page_size) * shape.heads_kv * shape.d)) : 0;

@@ -314,6 +314,7 @@ class DecodeRun {
       slopes_.emplace(opt.mods.alibi_slopes.size());
       slopes_->upload(opt.mods.alibi_slopes.data(), opt.mods.alibi_slopes.size());
       p_.mods.alibi_slopes = slopes_->get();
+      p_.mods.alibi_batch_stride = opt.mods.alibi_batch_stride;
     }
     p_.num_splits = splits_;
     p_.workspace = ws_->get();

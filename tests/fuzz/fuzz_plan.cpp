@@ -128,8 +128,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)plan.mask_label();
       // The mask is built when a pass asks for it; the plan checked its grid (at most 2^30 blocks,
       // and the host memory): built here only where it is small enough for the fuzzer's memory.
-      if (plan.settings().features.alibi_slopes.size() > 0)
-        invariant(plan.settings().features.alibi_slopes.size() == std::size_t(plan.shape().H));
+      // ALiBi's slopes: (H), or (B, H) with a row per batch (per packed sequence).
+      const fs::ScoreFeatures& f = plan.settings().features;
+      if (f.alibi_slopes.size() > 0)
+        invariant(f.alibi_batch_stride == 0 ? f.alibi_slopes.size() == std::size_t(plan.shape().H)
+                                            : f.alibi_batch_stride == plan.shape().H &&
+                                                  f.alibi_slopes.size() ==
+                                                      std::size_t(fs::alibi_batches(plan.shape(), opt->packed)) *
+                                                          std::size_t(plan.shape().H));
     } else if (program == table.size()) {  // the tour
       const auto t = fs::plan_tour(all, argc, argv.data(), "tour");
       if (!t) return 0;

@@ -176,7 +176,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::optional<FuzzTensor> dout, out, alibi;
   if (call == 1 || call == 3 || in.byte() > 240) dout.emplace(in, rank);
   if (call == 2 || call == 3) out.emplace(in, rank);
-  if (in.byte() > 200) alibi.emplace(in, in.byte() > 128 ? 1 : -1, std::vector<std::int64_t>{in.byte() > 40 ? q.dl().ndim > 2 ? q.dl().shape[q.dl().ndim - 2] : 1 : dimension(in)});
+  if (in.byte() > 200) {  // ALiBi's slopes: (heads), mostly q's; or (batch, heads), mostly q's batch
+    std::vector<std::int64_t> dims{in.byte() > 40 ? q.dl().ndim > 2 ? q.dl().shape[q.dl().ndim - 2] : 1 : dimension(in)};
+    if (in.byte() > 128)
+      dims.insert(dims.begin(), in.byte() > 40 && !packed && q.dl().ndim == 4 ? q.dl().shape[0] : dimension(in));
+    alibi.emplace(in, -1, dims);
+  }
   py::Keywords kw;
   kw.dropout_p = in.byte() > 128 ? 0.0 : number(in);
   if (in.byte() > 128) kw.softmax_scale = number(in);
@@ -230,7 +235,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto* x : {&P.q, &P.k, &P.v, &P.dout})
       for (float f : *x)
         if (!std::isfinite(f)) std::abort();
-    if (!P.slopes.empty() && P.slopes.size() != std::size_t(s.H)) std::abort();
+    // (H) slopes, or (B, H) ones (packed: a row per sequence) with a batch stride of H.
+    const std::size_t batches = P.packed ? P.cu_q.size() - 1 : std::size_t(s.B);
+    if (P.opt.alibi_batch_stride != 0 && (P.opt.alibi_batch_stride != s.H || P.slopes.empty())) std::abort();
+    if (!P.slopes.empty() && P.slopes.size() != (P.opt.alibi_batch_stride ? batches : 1) * std::size_t(s.H)) std::abort();
     if (!(P.opt.scale > 0.f) || !std::isfinite(P.opt.scale) || !(P.opt.dropout.p >= 0.f && P.opt.dropout.p < 1.f)) std::abort();
     // The reference on it, when it is small (the fuzzer's time is for inputs, not for arithmetic).
     const double work = double(s.rows()) * P.kv_len * s.d;

@@ -26,8 +26,10 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     s = softcap * np.tanh(raw / softcap) if softcap > 0 else raw
     i = np.arange(Nq)[:, None] + (Nk - Nq)  # bottom-right alignment: query i sits at key i + Nk - Nq
     j = np.arange(Nk)[None, :]
-    if alibi is not None:
-        s = s - np.asarray(alibi, np.float64)[None, :, None, None] * np.abs(i - j)[None, None]
+    if alibi is not None:  # (H,): every batch's; (B, H): row b for batch b
+        a = np.asarray(alibi, np.float64)
+        a = np.broadcast_to(a, (B, H)) if a.ndim == 1 else a
+        s = s - a[:, :, None, None] * np.abs(i - j)[None, None]
     keep = np.ones((Nq, Nk), bool)
     if causal:
         keep &= j <= i
@@ -60,6 +62,12 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     return out, lse, grads
 
 
+def batch_slopes(B, H):
+    """ALiBi slopes (B, H) whose rows differ: row b is the standard slopes turned by b heads, times b + 1/2."""
+    standard = flashsteps.alibi_slopes(H)
+    return np.stack([np.roll(standard, -b) * np.float32(b + 0.5) for b in range(B)]).astype(np.float32)
+
+
 CASES = [
     dict(),
     dict(causal=True),
@@ -72,6 +80,8 @@ CASES = [
     dict(window=(100, 100)),   # wider than N
     dict(softcap=2.5),
     dict(alibi=True, causal=True),
+    dict(alibi="rows", causal=True, nk=23),  # (batch, heads): a row per batch
+    dict(alibi="rows", window=(3, 2), softcap=2.5),
     dict(scale=float(np.float32(0.3))),  # the scale the kernels take is a float32
 ]
 
@@ -81,7 +91,8 @@ def test_forward_and_backward_match_numpy(case):
     B, Nq, H, d = 2, 17, 4, 16
     Nk, Hk = case.get("nk", Nq), case.get("hk", H)
     q, k, v, dout = randn(B, Nq, H, d), randn(B, Nk, Hk, d), randn(B, Nk, Hk, d), randn(B, Nq, H, d)
-    slopes = flashsteps.alibi_slopes(H) if case.get("alibi") else None
+    slopes = (batch_slopes(B, H) if case.get("alibi") == "rows" else flashsteps.alibi_slopes(H) if case.get("alibi")
+              else None)
     kw = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)), softcap=case.get("softcap", 0.0),
               alibi_slopes=slopes, softmax_scale=case.get("scale"))
     want_o, want_lse, grads = attention(q, k, v, case.get("causal", False), case.get("window", (-1, -1)),
@@ -125,6 +136,56 @@ def test_packed_sequences_equal_separate_runs():
         np.testing.assert_allclose(dv[sk], g[2][0], rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("alibi", [None, "heads", "rows"])
+def test_packed_sequences_with_alibi_equal_separate_runs(alibi):
+    """ALiBi with packed sequences: (heads,) slopes for every sequence, or (sequences, heads), sequence b taking
+    row b (flash_attn_varlen_func's batch is the sequences)."""
+    lens_q, lens_k = [5, 0, 9, 4], [7, 3, 9, 2]
+    H, Hk, d = 4, 2, 8
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q, k, v = randn(cu_q[-1], H, d), randn(cu_k[-1], Hk, d), randn(cu_k[-1], Hk, d)
+    dout = randn(cu_q[-1], H, d)
+    slopes = {None: None, "heads": flashsteps.alibi_slopes(H), "rows": batch_slopes(len(lens_q), H)}[alibi]
+    kw = dict(window_size=(4, 1), alibi_slopes=slopes, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    out, lse = flashsteps.reference(q, k, v, **kw)
+    dq, dk, dv = flashsteps.reference_backward(q, k, v, dout, **kw)
+    for b in range(len(lens_q)):
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lens_q[b] == 0:
+            continue
+        row = None if slopes is None else slopes[b] if slopes.ndim == 2 else slopes
+        o1, l1, grads = attention(q[None, sq], k[None, sk], v[None, sk], window=(4, 1), alibi=row)
+        np.testing.assert_allclose(out[sq], o1[0], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(lse[:, sq], l1[0], rtol=1e-10, atol=1e-12)
+        g = grads(dout[None, sq])
+        np.testing.assert_allclose(dq[sq], g[0][0], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(dk[sk], g[1][0], rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(dv[sk], g[2][0], rtol=1e-9, atol=1e-11)
+
+
+def test_alibi_rows_that_are_equal_give_the_per_head_form_exactly():
+    """(batch, heads) slopes whose rows are all the (heads,) slopes: the same bits, forward, backward and check."""
+    q, k, v, dout = randn(3, 11, 4, 8), randn(3, 13, 2, 8), randn(3, 13, 2, 8), randn(3, 11, 4, 8)
+    heads = flashsteps.alibi_slopes(4)
+    rows = np.tile(heads, (3, 1))
+    kw = dict(causal=True, window_size=(5, -1))
+    a, b = flashsteps.reference(q, k, v, alibi_slopes=heads, **kw), flashsteps.reference(q, k, v, alibi_slopes=rows, **kw)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    for x, y in zip(flashsteps.reference_backward(q, k, v, dout, alibi_slopes=heads, **kw),
+                    flashsteps.reference_backward(q, k, v, dout, alibi_slopes=rows, **kw)):
+        np.testing.assert_array_equal(x, y)
+    out = a[0].astype(np.float32)
+    assert flashsteps.check(out, q, k, v, alibi_slopes=rows, **kw)["ok"]
+    # And rows that differ are not the (heads,) form: batch 0 alike, the others not.
+    other = batch_slopes(3, 4)
+    c = flashsteps.reference(q, k, v, alibi_slopes=other, **kw)[0]
+    np.testing.assert_array_equal(c[0], flashsteps.reference(q[:1], k[:1], v[:1], alibi_slopes=other[0], **kw)[0][0])
+    assert not np.allclose(c[1:], flashsteps.reference(q, k, v, alibi_slopes=other[0], **kw)[0][1:])
+    assert not flashsteps.check(out, q, k, v, alibi_slopes=other, **kw)["ok"]
+
+
 def test_strided_and_16_bit_inputs_read_in_place():
     q, k, v = randn(1, 9, 2, 8), randn(1, 9, 2, 8), randn(1, 9, 2, 8)
     assert flashsteps._address(q) == q.ctypes.data  # DLPack hands over the array's own memory
@@ -158,6 +219,17 @@ def test_alibi_slopes_are_the_geometric_ones():
     (lambda q, k, v: flashsteps.reference(q.tolist(), k, v), TypeError, "__dlpack__"),
     (lambda q, k, v: flashsteps.reference(q, k, v, dropout_p=1.0), ValueError, "dropout_p"),
     (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.ones(3, np.float32)), ValueError, "one slope per head"),
+    # (batch, heads) of another batch, transposed, 3-D: each refused naming the two shapes it takes.
+    (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.ones((2, 4), np.float32)), ValueError,
+     "shape (4,), or a row of them per batch, (batch, heads) = (1, 4); got (2, 4)"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.ones((4, 1), np.float32)), ValueError, "got (4, 1)"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.ones((1, 1, 4), np.float32)), ValueError,
+     "got (1, 1, 4)"),
+    (lambda q, k, v: flashsteps.reference(q[0], k[0], v[0], alibi_slopes=np.ones((1, 4), np.float32),
+                                          cu_seqlens_q=np.array([0, 3, 7], np.int32), cu_seqlens_k=np.array([0, 4, 7], np.int32)),
+     ValueError, "a row of them per sequence, (sequences, heads) = (2, 4); got (1, 4)"),
+    (lambda q, k, v: flashsteps.reference(q, k, v, alibi_slopes=np.array([[0.5, 0.25, np.inf, 1]], np.float32)), ValueError,
+     "the slope of head 2 of batch 0 is not finite"),
     (lambda q, k, v: flashsteps.reference_backward(q, k, v, q[:, :3]), ValueError, "dout"),
 ])
 def test_bad_input_raises_one_clear_error(call, error, words):

@@ -65,6 +65,10 @@ def outcome(call, timeout=20):
     ("flashsteps.reference(q, k, v, softcap=float('inf'))", "ValueError", "softcap"),
     ("flashsteps.reference(q, k, v, softcap=float('nan'))", "ValueError", "softcap"),
     ("flashsteps.reference(q, k, v, alibi_slopes=np.full(8, np.nan, np.float32))", "ValueError", "slope"),
+    ("flashsteps.reference(q, k, v, alibi_slopes=np.full((1, 8), np.nan, np.float32))", "ValueError", "slope"),
+    # ALiBi slopes of (batch, heads) with a batch past any memory: refused by their shape, before a read.
+    ("flashsteps.reference(q, k, v, alibi_slopes=np.lib.stride_tricks.as_strided(np.ones(1, np.float32), (2**40, 8),"
+     " (0, 0)))", "ValueError", "(batch, heads) = (1, 8)"),
     ("flashsteps.reference(q, k, v, dropout_p=float('nan'))", "ValueError", "dropout_p"),
     # NumPy arrays handed to the kernels: the documented error, not NumPy's about streams.
     ("flashsteps.attention_into(q, k, v, q.copy(), np.zeros((1, 8, 7), np.float32))", "ValueError", "CUDA"),

@@ -108,8 +108,9 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
     backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
     (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
-    dropout mask's (the project's Philox stream, as flashsteps.reference draws it). cu_seqlens_q,
-    cu_seqlens_k: packed sequences, as attention_varlen takes them. The kernels run as PyTorch custom ops
+    dropout mask's (the project's Philox stream, as flashsteps.reference draws it). alibi_slopes: float32
+    (heads,), one slope per head, or (batch, heads), a row per batch. cu_seqlens_q, cu_seqlens_k: packed
+    sequences, as attention_varlen takes them. The kernels run as PyTorch custom ops
     (torch.ops.flashsteps.attention_forward, attention_backward): torch.compile traces this call with
     no graph break, and it can be captured in a CUDA graph, alibi_slopes and cu_seqlens then CUDA
     tensors already (flashsteps/_ops.py: what a graph freezes, the offsets unread while captured)."""
@@ -154,7 +155,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max
     each with its own bottom-right causal and window alignment; a sequence may be empty). max_seqlen_q,
     max_seqlen_k: checked if given (the offsets are read back to be checked in any case), except while a
     CUDA graph is captured: then nothing is read back and the grid is cut to them (flashsteps/_ops.py).
-    Returns out like q, or (out, lse) with lse float32 (heads, total_q). The rest as attention."""
+    alibi_slopes: (heads,), or (batch, heads) with a row per sequence. Returns out like q, or (out, lse)
+    with lse float32 (heads, total_q). The rest as attention."""
     return attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
                      return_lse, step=step, variant=variant, seed=seed, cu_seqlens_q=cu_seqlens_q,
                      cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
@@ -172,13 +174,14 @@ def attention_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
     at cache_seqlens before attending (rotary_cos, rotary_sin (rotary_len, rotary_dim / 2) then turn them
     and q: causal at each token's position, else all at cache_seqlens). cache_seqlens: an int or (batch)
     int32; None: the whole cache. cache_batch_idx (batch) int32: the contiguous cache's sequence each
-    reads. causal, window_size, softcap, alibi_slopes (heads float32): as attention's, aligned to the
-    bottom-right corner (token t of n at query position cache_seqlens + t when appending, else
-    cache_seqlens − n + t). num_splits: 0 for the split rule. Returns out like q, or (out, lse) with lse
-    float32 (batch, heads, seqlen_q). Not taken yet (ValueError): cache_leftpad. A PyTorch custom op
-    (torch.ops.flashsteps.attention_with_kvcache, the cache declared mutated): torch.compile traces it
-    and a CUDA graph captures it; while captured the int32 tensors are not read back to be checked,
-    and cache_seqlens as a CUDA int32 tensor is read again at each replay (flashsteps/_ops.py)."""
+    reads. causal, window_size, softcap, alibi_slopes (float32 (heads,) or (batch, heads), a row per
+    sequence of q's batch): as attention's, aligned to the bottom-right corner (token t of n at query
+    position cache_seqlens + t when appending, else cache_seqlens − n + t). num_splits: 0 for the split
+    rule. Returns out like q, or (out, lse) with lse float32 (batch, heads, seqlen_q). Not taken yet
+    (ValueError): cache_leftpad. A PyTorch custom op (torch.ops.flashsteps.attention_with_kvcache, the
+    cache declared mutated): torch.compile traces it and a CUDA graph captures it; while captured the
+    int32 tensors are not read back to be checked, and cache_seqlens as a CUDA int32 tensor is read
+    again at each replay (flashsteps/_ops.py)."""
     torch = sys.modules.get("torch")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         if torch is None or not isinstance(t, torch.Tensor):

@@ -10,7 +10,9 @@ The packed forms take kv (batch, seqlen_k, 2, heads_k, head_dim) and qkv (batch,
 head_dim), or (total, 2 or 3, heads, head_dim) packed along the tokens: their q, k and v are views
 of the one tensor (the kernels take those strides as they are, nothing is copied), and autograd sums
 the gradients of the views back into it, as flash_attn's packed functions return them.
-`return_attn_probs=True` is refused (ValueError) until the kernels can return the probabilities.
+alibi_slopes are flash_attn's: float32 (nheads,) or (batch, nheads), a row per batch (per sequence
+for the varlen functions). `return_attn_probs=True` is refused (ValueError) until the kernels can
+return the probabilities.
 """
 from . import attention, attention_varlen, attention_with_kvcache
 

@@ -43,6 +43,13 @@ def forward_backward(q, k, v, dout, **kw):
 REF_KEYS = ("dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes", "seed")
 
 
+def batch_slopes(B, H):
+    """ALiBi slopes of shape (B, H) on the GPU whose rows differ: row b is the standard slopes of H heads turned
+    by b heads, times b + 1/2 (a kernel that read row 0, or the (H,) form, for every batch fails the check)."""
+    standard = torch.as_tensor(flashsteps.alibi_slopes(H))
+    return torch.stack([torch.roll(standard, -b) * (b + 0.5) for b in range(B)]).float().cuda()
+
+
 def reference_keywords(kw):
     out = {key: kw[key] for key in REF_KEYS if key in kw}
     if out.get("alibi_slopes") is not None:
@@ -119,6 +126,8 @@ FEATURES = [
     dict(Nk=100, Hk=1),                               # multi-query, fewer keys than queries
     dict(window_size=(64, 16)),
     dict(causal=True, window_size=(32, 0), alibi=True),
+    dict(causal=True, window_size=(32, 0), alibi="rows"),  # (batch, heads): a row per batch
+    dict(Nk=333, Hk=2, softcap=20.0, alibi="rows"),
     dict(softcap=20.0),
     dict(dropout_p=0.1, seed=5),
     dict(dropout_p=0.1, seed=5, causal=True, softcap=30.0, Hk=2, deterministic=True),
@@ -131,10 +140,34 @@ FEATURES = [
 def test_features(feature, d):
     f = dict(feature)
     Nk, Hk = f.pop("Nk", None), f.pop("Hk", None)
-    if f.pop("alibi", False):
-        f["alibi_slopes"] = torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
+    alibi = f.pop("alibi", False)
+    if alibi:
+        f["alibi_slopes"] = batch_slopes(2, 4) if alibi == "rows" else torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
     q, k, v, dout = inputs(2, 255, 4, d, torch.bfloat16, Nk=Nk, Hk=Hk, seed=d)
     checked(q, k, v, dout, **f)
+
+
+@pytest.mark.parametrize("step,dtype", [("08", torch.bfloat16), ("08", torch.float16), ("08", torch.float32),
+                                        ("05", torch.float32), ("04", torch.float32)])
+def test_alibi_slopes_of_batch_and_heads(step, dtype):
+    """alibi_slopes of shape (batch, heads), flash_attn_func's second form, in every step attention runs: rows
+    that differ are checked against the reference of the same rows; rows that are all the (heads,) slopes give the
+    (heads,) form's bits; and a row per batch does change the batches after the first."""
+    q, k, v, dout = inputs(3, 200, 4, 64, dtype, Nk=230, Hk=2, seed=29)
+    rows = batch_slopes(3, 4)
+    kw = dict(causal=True, window_size=(70, 10), step=step)
+    if step == "04":  # forward only
+        out, lse = flashsteps.attention(q, k, v, alibi_slopes=rows, return_lse=True, **kw)
+        r = flashsteps.check(*cpu(out, q, k, v), lse=lse.cpu(), causal=True, window_size=(70, 10), alibi_slopes=rows.cpu())
+        assert r["ok"], r["summary"]
+    else:
+        out = checked(q, k, v, dout, alibi_slopes=rows, **kw)[0]
+    heads = torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
+    same = flashsteps.attention(q, k, v, alibi_slopes=heads.expand(3, 4).contiguous(), **kw)
+    assert torch.equal(same, flashsteps.attention(q, k, v, alibi_slopes=heads, **kw))
+    first = flashsteps.attention(q, k, v, alibi_slopes=rows[0], **kw)
+    assert torch.equal(out[0], first[0])  # batch 0 takes row 0 either way
+    assert not torch.equal(out[1], first[1]) and not torch.equal(out[2], first[2])
 
 
 def test_deterministic_backward_repeats_bit_for_bit():
@@ -204,6 +237,7 @@ PACKED = [
     dict(causal=True),
     dict(causal=True, dropout_p=0.1, seed=3, deterministic=True),
     dict(window_size=(40, 7), softcap=20.0, alibi=True, dropout_p=0.1, seed=4),
+    dict(window_size=(40, 7), causal=True, alibi="rows"),  # (sequences, heads): a row per sequence
 ]
 
 
@@ -214,8 +248,10 @@ def test_packed_sequences(feature, dtype):
     gradients against the fp64 reference of the same cu_seqlens; the rows of queries without keys
     are O = 0, LSE = -inf, and the keys without queries get dK = dV = 0."""
     f = dict(feature)
-    if f.pop("alibi", False):
-        f["alibi_slopes"] = torch.as_tensor(flashsteps.alibi_slopes(4)).cuda()
+    alibi = f.pop("alibi", False)
+    if alibi:
+        f["alibi_slopes"] = (batch_slopes(len(LENS_Q), 4) if alibi == "rows" else
+                             torch.as_tensor(flashsteps.alibi_slopes(4)).cuda())
     q, k, v, dout, cu_q, cu_k = packed_inputs(DTYPES[dtype], seed=len(f))
     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
     out, lse = flashsteps.attention_varlen(qg, kg, vg, cu_q.cuda(), cu_k.cuda(), max(LENS_Q), max(LENS_K),
@@ -307,6 +343,18 @@ def test_errors():
         flashsteps.attention(q, k, v, dropout_p=1.5)
     with pytest.raises(ValueError, match="variant"):
         flashsteps.attention(q, k, v, variant="nope")
+    # ALiBi's slopes: (heads,) or (batch, heads), float32, contiguous; anything else named with both shapes.
+    for bad in (torch.ones(3, device="cuda"), torch.ones(2, 2, device="cuda"), torch.ones(1, 1, 2, device="cuda")):
+        with pytest.raises(ValueError, match=r"shape \(2,\), or a row of them per batch, \(batch, heads\) = \(1, 2\)"):
+            flashsteps.attention(q, k, v, alibi_slopes=bad)
+    out, lse = torch.empty_like(q), torch.empty(1, 2, 64, device="cuda")
+    with pytest.raises(ValueError, match="contiguous"):  # a column of a wider table: not row-major
+        flashsteps.attention_into(q, k, v, out, lse, alibi_slopes=torch.ones(2, 3, device="cuda")[:, 0])
+    with pytest.raises(ValueError, match="float32"):
+        flashsteps.attention_into(q, k, v, out, lse, alibi_slopes=torch.ones(1, 2, device="cuda", dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"\(sequences, heads\) = \(2, 2\)"):
+        cu = torch.tensor([0, 30, 64], dtype=torch.int32, device="cuda")
+        flashsteps.attention_varlen(q[0], k[0], v[0], cu, cu, alibi_slopes=torch.ones(1, 2, device="cuda"))
     assert math.isfinite(flashsteps.attention(q, k, v).float().sum().item())
 
 

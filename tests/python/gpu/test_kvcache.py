@@ -113,20 +113,32 @@ def test_append_in_place(rotary):
     check_rows(out, q_turned, kc, vc, [L + n for L in lens], True)
 
 
+def batch_slopes(B, H):
+    """ALiBi slopes (B, H) whose rows differ: the standard slopes of H heads turned by b heads, times b + 1/2."""
+    standard = torch.as_tensor(flashsteps.alibi_slopes(H))
+    return torch.stack([torch.roll(standard, -b) * (b + 0.5) for b in range(B)]).float()
+
+
 @pytest.mark.parametrize("mods", [dict(window_size=(100, 0)), dict(window_size=(50, 7)), dict(softcap=5.0),
-                                  dict(alibi_slopes=True), dict(window_size=(300, -1), softcap=20.0, alibi_slopes=True)])
+                                  dict(alibi_slopes=True), dict(window_size=(300, -1), softcap=20.0, alibi_slopes=True),
+                                  dict(alibi_slopes="rows"), dict(window_size=(300, -1), alibi_slopes="rows")])
 @pytest.mark.parametrize("causal", [False, True])
 def test_window_softcap_alibi(mods, causal):
+    """alibi_slopes=True: the (heads,) slopes; "rows": (batch, heads), sequence b taking row b."""
     B, S, H, Hk, d, n = 2, 2000, 16, 4, 128, 3
     q, kc, vc = rand(B, n, H, d, seed=17), rand(B, S, Hk, d, seed=18), rand(B, S, Hk, d, seed=19)
     lens = [2000, 555]
     if mods.get("alibi_slopes") is True:
         mods = dict(mods, alibi_slopes=torch.tensor(flashsteps.alibi_slopes(H), dtype=torch.float32))
+    elif mods.get("alibi_slopes") == "rows":
+        mods = dict(mods, alibi_slopes=batch_slopes(B, H))
     out, lse = flashsteps.attention_with_kvcache(q, kc, vc, cache_seqlens=torch.tensor(lens, dtype=torch.int32),
                                                  causal=causal, return_softmax_lse=True, **mods)
     for b, L in enumerate(lens):
+        slopes = mods.get("alibi_slopes")
+        one = dict(mods, alibi_slopes=slopes[b:b + 1]) if slopes is not None and slopes.dim() == 2 else mods
         res = flashsteps.check(out[b:b + 1].cpu(), q[b:b + 1].cpu(), kc[b:b + 1, :L].cpu(), vc[b:b + 1, :L].cpu(),
-                               causal=causal, lse=lse[b:b + 1].cpu(), **mods)
+                               causal=causal, lse=lse[b:b + 1].cpu(), **one)
         assert res["ok"], f"sequence {b}: {res['summary']}"
 
 
@@ -136,6 +148,15 @@ def test_cache_batch_idx():
     idx = torch.tensor([4, 0, 4], dtype=torch.int32)
     out = flashsteps.attention_with_kvcache(q, kc, vc, cache_seqlens=700, cache_batch_idx=idx)
     check_rows(out, q, kc[idx.long()], vc[idx.long()], [700] * B, False)
+    # ALiBi of shape (batch, heads): row b for sequence b of the batch, whichever cache sequence it reads
+    # (sequences 0 and 2 read cache sequence 4, with other slopes).
+    slopes = batch_slopes(B, H)
+    out = flashsteps.attention_with_kvcache(q, kc, vc, cache_seqlens=700, cache_batch_idx=idx, alibi_slopes=slopes)
+    for b in range(B):
+        c = int(idx[b])
+        res = flashsteps.check(out[b:b + 1].cpu(), q[b:b + 1].cpu(), kc[c:c + 1, :700].cpu(), vc[c:c + 1, :700].cpu(),
+                               alibi_slopes=slopes[b])
+        assert res["ok"], f"sequence {b}: {res['summary']}"
 
 
 def test_errors():
@@ -154,6 +175,10 @@ def test_errors():
          "block_table: an entry 9 outside the cache's 1 blocks"),
         (dict(q=q, k_cache=kc.transpose(1, 2).contiguous().transpose(1, 2), v_cache=kc), ValueError, "contiguous"),
         (dict(q=q, k_cache=kc, v_cache=kc, k=q[:, :, :2], v=q[:, :, :2], cache_seqlens=100), ValueError, "overflows"),
+        # ALiBi: (heads,) or (batch, heads), each named when neither is given.
+        (dict(q=q, k_cache=kc, v_cache=kc, alibi_slopes=torch.ones(2, 8)), ValueError,
+         r"shape \(8,\), or a row of them per batch, \(batch, heads\) = \(1, 8\); got \(2, 8\)"),
+        (dict(q=q, k_cache=kc, v_cache=kc, alibi_slopes=torch.ones(8, 1)), ValueError, r"got \(8, 1\)"),
     ]
     for kw, err, text in cases:
         assert text, "an empty pattern matches every message"
