@@ -54,6 +54,8 @@ using fs::python::Workspace;
 // callers' tensors to show that nothing was copied. (Plain C++: a Python object here would be
 // released after the interpreter has gone.)
 std::vector<std::pair<std::string, std::uintptr_t>> g_last_launch;
+// The step and variant the last _forward or _backward ran ("09_hopper/fa3"): what step "auto" chose.
+std::string g_last_step;
 
 // One CUDA tensor of the call, checked: on `device`, of a 16- or 32-bit float type, its four
 // dimensions those expected, its last one contiguous. Its strides, in the kernels' terms.
@@ -134,16 +136,57 @@ int longest(const std::vector<std::int32_t>& cu, std::optional<int> given, const
   return most;
 }
 
+Launch prepare_step(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
+                    const std::string& variant, const fs::python::Keywords& kw, const std::optional<Operand>& alibi,
+                    const VarlenArgs& varlen, std::int64_t stream, bool with_backward);
+
+// Whether GPU `device` runs step 09's kernels (sm_90a: an H100 or H200) and this build has them.
+bool hopper_device(int device) {
+  if (!fs::find_step("09")) return false;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();  // not this call's error to keep
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+// The run of a call. step "auto" (flashsteps.attention's default for 16-bit tensors): step 09 where
+// it takes the call on this GPU (sm_90; bf16 or fp16; its head dimensions; no K/V shape of its own,
+// window, softcap, ALiBi, dropout or packed sequences) forward and backward alike, so that a
+// backward never meets a refusal its forward did not; step 08 otherwise. Variant "default" or
+// "deterministic", which each step names its own way. The choice depends on the call's tensors'
+// shapes and settings and the GPU alone, so the backward (whose call repeats them) makes the same.
 Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
                const std::string& variant, const fs::python::Keywords& kw, const std::optional<Operand>& alibi,
                const VarlenArgs& varlen, std::int64_t stream) {
+  if (step_id != "auto") return prepare_step(q, k, v, step_id, variant, kw, alibi, varlen, stream, false);
+  if (variant != "default" && variant != "deterministic")
+    throw py::value_error("variant: '" + variant + "'; step 'auto' takes 'default' or 'deterministic'");
+  const bool deterministic = variant == "deterministic";
+  if (hopper_device(q.t.t().device.device_id) && !varlen.on()) {
+    try {
+      return prepare_step(q, k, v, "09", deterministic ? "deterministic" : "fa3", kw, alibi, varlen, stream, true);
+    } catch (const py::value_error&) {  // a refusal: step 08 takes it (or says why not)
+    } catch (const py::type_error&) {
+    }
+  }
+  return prepare_step(q, k, v, "08", deterministic ? "deterministic" : "fa2", kw, alibi, varlen, stream, false);
+}
+
+// One step's run. with_backward: its backward must take the call too (step "auto"'s choice).
+Launch prepare_step(const Operand& q, const Operand& k, const Operand& v, const std::string& step_id,
+                    const std::string& variant, const fs::python::Keywords& kw, const std::optional<Operand>& alibi,
+                    const VarlenArgs& varlen, std::int64_t stream, bool with_backward) {
   Launch L;
   // The flash steps, whose kernels take these tensors in any layout; the others keep state
   // between passes or need inputs this interface has not.
   L.step = fs::find_step(step_id);
   const std::string id = L.step ? L.step->id.substr(0, 2) : "";
-  if (id != "04" && id != "05" && id != "08")
-    throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05 and 08");
+  if (id != "04" && id != "05" && id != "08" && id != "09")
+    throw py::value_error("step: '" + step_id + "'; the kernels run here are steps 04 (forward), 05, 08 and 09 "
+                          "(where this build has them), or 'auto'");
   if (!L.step->strides) throw std::logic_error("step " + L.step->id + " takes no strides, which this module passes");
   // Every dimension at least 1 and an int, H a multiple of H_k (K/V of zero heads divided by 0).
   const fs::Shape checked = fs::python::kernel_shape(q.t, k.t, varlen.on());
@@ -189,7 +232,7 @@ Launch prepare(const Operand& q, const Operand& k, const Operand& v, const std::
   if (L.settings.features.on() && !L.step->score_mods)
     throw py::value_error("step " + L.step->id + " takes no window_size, softcap or alibi_slopes");
   if (kw.dropout_p > 0.0 && !L.step->dropout) throw py::value_error("step " + L.step->id + " takes no dropout");
-  const std::string why = L.step->refusal(L.shape, L.settings);
+  const std::string why = with_backward ? L.step->backward_refusal(L.shape, L.settings) : L.step->refusal(L.shape, L.settings);
   if (!why.empty()) throw py::value_error("step " + L.step->id + "/" + variant + ": " + why);
   L.stream = reinterpret_cast<cudaStream_t>(stream);
   L.device = dev;
@@ -306,6 +349,7 @@ void forward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O step_obj, O vari
   p.q_strides = q.strides(), p.k_strides = k.strides(), p.v_strides = v.strides(), p.o_strides = out.strides();
   L.into(p, ws.get());
   launched([&] { L.step->forward(p); });
+  g_last_step = L.step->id + "/" + L.step->variants[std::size_t(L.settings.variant)];
   g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", static_cast<const void*>(p.o)},
                                   {"workspace", static_cast<const void*>(p.workspace)}})
@@ -324,7 +368,7 @@ void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_
   if (!alibi_obj.is_none()) alibi.emplace(alibi_obj, "alibi_slopes", stream);
   const VarlenArgs varlen(cu_q, cu_k, c.max_q, c.max_k, stream);
   const Launch L = prepare(q, k, v, c.step, c.variant, c.kw, alibi, varlen, stream);
-  if (!L.step->backward) throw py::value_error("step " + L.step->id + " has no backward (step 05 and step 08 have)");
+  if (!L.step->backward) throw py::value_error("step " + L.step->id + " has no backward (steps 05, 08 and 09 have)");
   if (L.step->fwd_workspace(L.shape, L.settings) > 0)
     throw py::value_error("step " + L.step->id + "/" + variant + " keeps state between its passes; the module runs it forward only");
   const fs::Shape& s = L.shape;
@@ -347,6 +391,7 @@ void backward(O q_obj, O k_obj, O v_obj, O out_obj, O lse_obj, O dout_obj, O dq_
   p.dout_strides = dout.strides(), p.dq_strides = dq.strides(), p.dk_strides = dk.strides(), p.dv_strides = dv.strides();
   L.into(p, ws.get());
   launched([&] { L.step->backward(p); });
+  g_last_step = L.step->id + "/" + L.step->variants[std::size_t(L.settings.variant)];
   g_last_launch.clear();
   for (const auto& [name, ptr] : {std::pair{"q", p.q}, {"k", p.k}, {"v", p.v}, {"out", p.o}, {"dout", p.dout},
                                   {"dq", static_cast<const void*>(p.dq)}, {"dk", static_cast<const void*>(p.dk)},
@@ -374,6 +419,13 @@ void add_gpu(py::module_& m) {
         "Launches a step's backward on CUDA tensors in place: dq, dk, dv (like q, k, v) are written.",
         py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dout"), py::arg("dq"), py::arg("dk"),
         py::arg("dv"), py::kw_only(), FS_GPU_KEYWORDS);
+  m.def("_last_step", [] { return g_last_step; },
+        "The step and variant of the last _forward or _backward (\"09_hopper/fa3\"), the one step 'auto' chose.");
+  m.def("_has_step", [](const std::string& id) { return fs::find_step(id) != nullptr; },
+        "Whether this build has step `id` (\"08\", \"09\", ...).", py::arg("id"));
+  m.def("_hopper", &hopper_device,
+        "Whether step 'auto' may run step 09 on this GPU: sm_90 (an H100 or H200), and this build has step 09.",
+        py::arg("device") = 0);
   m.def("_last_launch",
         [] {
           py::dict d;

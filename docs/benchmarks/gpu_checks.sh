@@ -25,9 +25,10 @@
 #   trace10    step 10's traced runs (d = 64: contiguous, pages of 16 shuffled, an append), each
 #              checked and its trace validated, written to OUTDIR/traces
 #   decode_bench  decode_bench.py --sweep: step 10 next to PyTorch's SDPA, rows in OUTDIR/decode.csv
-#   python10   the Python module with steps 04, 05, 08 and 10 alone (./build-py), and every test of
-#              tests/python/gpu/ on it: flashsteps.attention, attention_with_kvcache, the
-#              flash_attn_interface, the custom ops under torch.compile and in CUDA graphs
+#   python10   the Python module with steps 04, 05, 08, 09 and 10 alone (./build-py), and every test of
+#              tests/python/gpu/ on it: flashsteps.attention (step 09 chosen on sm_90), attention_with_kvcache,
+#              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
+#              GPU tests of steps 04-08's features and of step 10 in that build
 # A task starts only while the time since the start plus its usual length is below DEADLINE
 # seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
 # the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
@@ -106,12 +107,15 @@ task_builds09() {
 }
 task_python10() {
   python3 -c "import torch, pytest" 2> /dev/null || { echo "python10: needs PyTorch and pytest"; return 1; }
-  cmake -S . -B build-py "${cfg[@]}" -DFS_STEPS="04;05;08;10" > "$out/configure_py.log" 2>&1 || return 1
-  ninja -C build-py -j16 fs_python > "$out/build_py.log" 2>&1 || { tail -20 "$out/build_py.log"; return 1; }
+  cmake -S . -B build-py "${cfg[@]}" -DFS_STEPS="04;05;08;09;10" > "$out/configure_py.log" 2>&1 || return 1
+  ninja -C build-py -j16 fs_python test_decode_gpu test_flash_features_gpu > "$out/build_py.log" 2>&1 ||
+    { tail -20 "$out/build_py.log"; return 1; }
+  local rc=0
   PYTHONPATH=build-py/python PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider \
-    tests/python/gpu/ > "$out/pytest_kvcache.log" 2>&1
-  local rc=$?
-  tail -15 "$out/pytest_kvcache.log"
+    tests/python/gpu/ > "$out/pytest_gpu.log" 2>&1 || rc=1
+  tail -15 "$out/pytest_gpu.log"
+  ctest --test-dir build-py -L gpu -R "decode|features" -j4 > "$out/ctest_py_gpu.log" 2>&1 || rc=1
+  grep -E "tests passed|tests failed|\*\*\*Failed" "$out/ctest_py_gpu.log"
   return $rc
 }
 task_decode() {

@@ -50,3 +50,15 @@ def test_import_needs_no_pytorch():
     code = "import sys, flashsteps; print('torch' in sys.modules, 'flashsteps._ops' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_info_says_what_the_build_runs():
+    info = flashsteps.info()
+    assert set(info) == {"steps", "hopper", "last"}
+    assert isinstance(info["hopper"], bool)
+    assert set(info["steps"]) <= {"04", "05", "08", "09"}
+    assert info["last"] == "" or info["last"].count("/") == 1
+    if not info["steps"]:  # a build without the GPU entry points
+        assert info["hopper"] is False
+    if "09" not in info["steps"]:
+        assert info["hopper"] is False  # no step 09 kernels: never the default's choice

@@ -38,6 +38,7 @@ from ._flashsteps import (  # noqa: F401  (the package's interface)
 # The steps attention runs: their variant by default and with deterministic=True (dQ without
 # atomics). Their kernels all take any strides (StepInfo::strides), so nothing is copied for them.
 _STEPS = {
+    "09": {"default": "fa3", "deterministic": "deterministic"},  # bf16, fp16; where the build has step 09
     "08": {"default": "fa2", "deterministic": "deterministic"},  # float32: 3xtf32 (attention)
     "05": {"default": "atomic", "deterministic": "deterministic"},
     "04": {"default": "fa2", "deterministic": "fa2"},  # forward only
@@ -47,8 +48,24 @@ _STEPS = {
 def _step_of(step):
     key = str(step).split("_")[0].zfill(2)
     if key not in _STEPS:
-        raise ValueError(f"step: {step!r}; attention runs steps 04 (forward), 05 and 08")
+        raise ValueError(f"step: {step!r}; attention runs steps 04 (forward), 05, 08 and 09 (None: the fastest that "
+                         "takes the call)")
     return key
+
+
+def info(device=0):
+    """What this build runs, as a dict: "steps", the steps flashsteps.attention can be pinned to; "hopper",
+    whether GPU `device` is an sm_90 one (H100, H200) that this build has step 09's kernels for, where
+    attention's default (step=None) runs step 09 for the calls it takes (bfloat16 or float16, head_dim 64 or
+    128, heads_k = heads, seqlen_k = seqlen_q, no window, softcap, ALiBi, dropout or cu_seqlens) and step 08
+    for the rest; "last", the step and variant the last attention call (or backward) ran, e.g.
+    "09_hopper/fa3" ("" before any)."""
+    from . import _flashsteps
+
+    if not hasattr(_flashsteps, "_forward"):
+        return {"steps": [], "hopper": False, "last": ""}
+    steps = [k for k in ("04", "05", "08", "09") if _flashsteps._has_step(k)]
+    return {"steps": steps, "hopper": bool(_flashsteps._hopper(device)), "last": _flashsteps._last_step()}
 
 
 def attention_into(q, k, v, out, lse, *, step="08", variant="fa2", causal=False, softmax_scale=None,
@@ -99,15 +116,17 @@ def _seed(seed):
 
 
 def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-              alibi_slopes=None, deterministic=False, return_lse=False, *, step="08", variant=None, seed=1,
+              alibi_slopes=None, deterministic=False, return_lse=False, *, step=None, variant=None, seed=1,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """Attention by the project's kernels, with flash_attn_func's arguments: q (batch, seqlen_q, heads,
     head_dim), k and v (batch, seqlen_k, heads_k, head_dim) PyTorch CUDA tensors (step 08: bfloat16, float16,
     or float32 on the tensor cores by 3xTF32; steps 04 and 05: float32), heads a multiple of heads_k; causal and the windows aligned to
     the bottom-right corner when seqlen_q != seqlen_k. Returns out (like q), or (out, lse) with
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
-    backward (deterministic=True: the variant without atomics). step: "08" (default), "05" or "04"
-    (forward only); variant: any of the step's, instead of the one deterministic picks; seed: the
+    backward (deterministic=True: the variant without atomics). step: None (default) runs step 09 on an
+    sm_90 GPU (H100, H200) where it takes the call (bfloat16/float16, head_dim 64 or 128, no K/V shape of
+    its own, window, softcap, ALiBi, dropout or cu_seqlens: info() says), else step 08; "09", "08", "05"
+    or "04" (forward only) pins one; variant: any of the step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). alibi_slopes: float32
     (heads,), one slope per head, or (batch, heads), a row per batch. cu_seqlens_q, cu_seqlens_k: packed
     sequences, as attention_varlen takes them. The kernels run as PyTorch custom ops
@@ -124,7 +143,15 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
                             " (attention_into takes any DLPack CUDA tensor)")
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
-    key = _step_of(step)
+    if step == "auto" or (step is None and q.dtype != torch.float32 and variant in (None, "deterministic")):
+        # Step 09 where it takes the call on this GPU, else 08: decided natively, from the tensors' shapes
+        # and the GPU (flashsteps_gpu.cpp, prepare), the same for the forward and its backward.
+        key = "auto"
+        variant = variant or ("deterministic" if deterministic else "default")
+    elif step is None:  # float32 (step 08's 3xTF32), or a variant that names its step's kernels
+        key = "09" if variant == "fa3" else "08"
+    else:
+        key = _step_of(step)
     if variant is None and key == "08" and q.dtype == torch.float32:  # fp32 on the tensor cores: 3xTF32
         if deterministic:
             raise ValueError("step 08 in float32 (3xtf32) adds dQ by atomics; deterministic=True in float32 is step='05'")
@@ -148,7 +175,7 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0,
                      softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                     deterministic=False, return_lse=False, *, step="08", variant=None, seed=1):
+                     deterministic=False, return_lse=False, *, step=None, variant=None, seed=1):
     """Packed sequences with flash_attn_varlen_func's arguments: q (total_q, heads, head_dim), k and v
     (total_k, heads_k, head_dim), cu_seqlens_q and cu_seqlens_k int32 prefix sums of batch + 1 offsets
     (sequence b is q[cu_seqlens_q[b]:cu_seqlens_q[b + 1]] against k, v[cu_seqlens_k[b]:cu_seqlens_k[b + 1]],
