@@ -56,9 +56,9 @@ def _step_of(step):
 def info(device=0):
     """What this build runs, as a dict: "steps", the steps flashsteps.attention can be pinned to; "hopper",
     whether GPU `device` is an sm_90 one (H100, H200) that this build has step 09's kernels for, where
-    attention's default (step=None) runs step 09 for the calls it takes (bfloat16 or float16, head_dim 64 or
-    128, heads_k = heads, seqlen_k = seqlen_q, no window, softcap, ALiBi, dropout or cu_seqlens) and step 08
-    for the rest; "last", the step and variant the last attention call (or backward) ran, e.g.
+    attention(step="auto") runs step 09 for the calls it takes (bfloat16 or float16, head_dim 64 or 128,
+    heads_k = heads, seqlen_k = seqlen_q, no window, softcap, ALiBi, dropout or cu_seqlens) and step 08 for
+    the rest; "last", the step and variant the last attention call (or backward) ran, e.g.
     "09_hopper/fa3" ("" before any)."""
     from . import _flashsteps
 
@@ -123,10 +123,11 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     or float32 on the tensor cores by 3xTF32; steps 04 and 05: float32), heads a multiple of heads_k; causal and the windows aligned to
     the bottom-right corner when seqlen_q != seqlen_k. Returns out (like q), or (out, lse) with
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
-    backward (deterministic=True: the variant without atomics). step: None (default) runs step 09 on an
-    sm_90 GPU (H100, H200) where it takes the call (bfloat16/float16, head_dim 64 or 128, no K/V shape of
-    its own, window, softcap, ALiBi, dropout or cu_seqlens: info() says), else step 08; "09", "08", "05"
-    or "04" (forward only) pins one; variant: any of the step's, instead of the one deterministic picks; seed: the
+    backward (deterministic=True: the variant without atomics). step: None (default) runs step 08;
+    "auto" runs step 09 on an sm_90 GPU (H100, H200) where it takes the call (bfloat16/float16, head_dim
+    64 or 128, no K/V shape of its own, window, softcap, ALiBi, dropout or cu_seqlens; info()["last"]
+    says which ran), else step 08; "09", "08", "05" or "04" (forward only) pins one; variant: any of the
+    step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). alibi_slopes: float32
     (heads,), one slope per head, or (batch, heads), a row per batch. cu_seqlens_q, cu_seqlens_k: packed
     sequences, as attention_varlen takes them. The kernels run as PyTorch custom ops
@@ -143,12 +144,12 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
                             " (attention_into takes any DLPack CUDA tensor)")
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor; the CPU reference is flashsteps.reference")
-    if step == "auto" or (step is None and q.dtype != torch.float32 and variant in (None, "deterministic")):
+    if step == "auto" and q.dtype != torch.float32:
         # Step 09 where it takes the call on this GPU, else 08: decided natively, from the tensors' shapes
         # and the GPU (flashsteps_gpu.cpp, prepare), the same for the forward and its backward.
         key = "auto"
         variant = variant or ("deterministic" if deterministic else "default")
-    elif step is None:  # float32 (step 08's 3xTF32), or a variant that names its step's kernels
+    elif step in (None, "auto"):  # step 08 (float32: its 3xTF32), or step 09 for its own variant's name
         key = "09" if variant == "fa3" else "08"
     else:
         key = _step_of(step)

@@ -1,6 +1,6 @@
-"""flashsteps.attention's choice of step (step=None, the default): step 09 on an sm_90 GPU (H100,
-H200) where it takes the call, forward and backward, step 08 for the rest; what info() says of it;
-and that the choice gives the pinned step's own results bit for bit. Needs PyTorch and a GPU (CTest
+"""flashsteps.attention's choice of step (step="auto"): step 09 on an sm_90 GPU (H100, H200) where it
+takes the call, forward and backward, step 08 for the rest; what info() says of it; that the choice
+gives the pinned step's own results bit for bit; and that the default (step=None) is step 08. Needs PyTorch and a GPU (CTest
 label gpu); the step 09 cases need an sm_90 GPU and a build with step 09, and are skipped elsewhere."""
 import pytest
 
@@ -44,7 +44,7 @@ def test_info_names_the_built_steps_and_the_gpu():
 @pytest.mark.parametrize("shape, causal", [((2, 1000, 4, 128), True), ((1, 257, 2, 64), False)])
 def test_step_09_where_it_takes_the_call_and_its_results_bit_for_bit(shape, causal, deterministic, variant):
     q, k, v, dout = inputs(*shape, seed=shape[1])
-    auto = run(q, k, v, dout, causal=causal, deterministic=deterministic)
+    auto = run(q, k, v, dout, causal=causal, deterministic=deterministic, step="auto")
     assert auto[4] == f"09_hopper/{variant}" and auto[5] == f"09_hopper/{variant}"
     pinned = run(q, k, v, dout, causal=causal, step="09", variant=variant)
     if deterministic:  # the atomic variant adds dQ in the order its reduce-adds land: only O is fixed
@@ -71,21 +71,22 @@ def test_step_08_for_what_step_09_does_not_take(why, shape, kw):
     kw = dict(kw)
     dtype, Hk = kw.pop("dtype", torch.bfloat16), kw.pop("Hk", None)
     q, k, v, dout = inputs(*shape, dtype=dtype, Hk=Hk, seed=7)
-    out = run(q, k, v, dout, **kw)
+    out = run(q, k, v, dout, step="auto", **kw)
     want = "08_tensor_cores/3xtf32" if dtype == torch.float32 else "08_tensor_cores/fa2"
     assert out[4] == want and out[5] == want, why
 
 
-def test_pinned_step_08_runs_step_08_on_any_gpu():
+@pytest.mark.parametrize("step", [None, "08"])
+def test_the_default_and_pinned_step_08_run_step_08_on_any_gpu(step):
     q, k, v, dout = inputs(1, 256, 2, 128, seed=3)
-    out = run(q, k, v, dout, step="08", causal=True)
+    out = run(q, k, v, dout, step=step, causal=True)
     assert out[4] == "08_tensor_cores/fa2" and out[5] == "08_tensor_cores/fa2"
 
 
 def test_packed_sequences_run_step_08():
     q, k, v, _ = inputs(1, 300, 2, 128, seed=5)
     cu = torch.tensor([0, 100, 300], dtype=torch.int32, device="cuda")
-    flashsteps.attention_varlen(q[0], k[0], v[0], cu, cu, causal=True)
+    flashsteps.attention_varlen(q[0], k[0], v[0], cu, cu, causal=True, step="auto")
     assert flashsteps.info()["last"] == "08_tensor_cores/fa2"
 
 
