@@ -184,6 +184,15 @@ struct KvCache {
   bool on() const { return heads_kv > 0; }
   bool paged() const { return page_size > 0; }
   int blocks_per_seq(int B) const { return B > 0 ? int(block_table.size()) / B : 0; }
+  // The slot of key `key` of sequence b (the layout above): through the block table, or batch_idx.
+  // b in [0, B = lengths.size()), key below the room, the table consistent (the validator's checks).
+  std::int64_t slot(int b, int key) const {
+    if (paged()) {
+      const std::size_t row = std::size_t(b) * std::size_t(blocks_per_seq(int(lengths.size())));
+      return std::int64_t(block_table[row + std::size_t(key / page_size)]) * page_size + key % page_size;
+    }
+    return std::int64_t(batch_idx.empty() ? b : batch_idx[std::size_t(b)]) * seqlen_cache + key;
+  }
 };
 
 struct Meta {

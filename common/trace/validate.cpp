@@ -312,14 +312,8 @@ ValidationReport validate(const Trace& t) {
     }
     if (rep.errors.size() == errors_before) {
       key_slot.assign(std::size_t(kv.slots), 0);
-      const int per = kv.paged() ? kv.blocks_per_seq(m.B) : 0;
       for (int b = 0; b < m.B; ++b)
-        for (std::int64_t j = 0; j < kv.lengths[std::size_t(b)]; ++j) {
-          const std::int64_t slot =
-              kv.paged() ? std::int64_t(kv.block_table[std::size_t(b) * per + std::size_t(j / kv.page_size)]) * kv.page_size + j % kv.page_size
-                         : std::int64_t(kv.batch_idx.empty() ? b : kv.batch_idx[std::size_t(b)]) * kv.seqlen_cache + j;
-          key_slot[std::size_t(slot)] = 1;
-        }
+        for (int j = 0; j < kv.lengths[std::size_t(b)]; ++j) key_slot[std::size_t(kv.slot(b, j))] = 1;
     }
   }
 

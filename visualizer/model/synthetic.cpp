@@ -449,14 +449,6 @@ tr::KvCache decode_cache(const SyntheticSpec& s) {
   return c;
 }
 
-// The slot of key `key` of sequence b (trace.hpp, KvCache).
-std::int64_t decode_slot(const tr::KvCache& c, int b, int key) {
-  if (!c.paged()) return std::int64_t(b) * c.seqlen_cache + key;
-  const int per = c.blocks_per_seq(int(c.lengths.size()));
-  return std::int64_t(c.block_table[std::size_t(b) * std::size_t(per) + std::size_t(key / c.page_size)]) * c.page_size +
-         key % c.page_size;
-}
-
 // Step 10's forward (steps/10_decode) in bf16, as decode_trace.cuh records it, without a window or
 // causal mask (every row of a sequence sees all its keys):
 //   append   (with new tokens to add) per row of k_new and v_new its chunks of 8 columns, loaded and
@@ -507,7 +499,7 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
         const bool first = cta.ops().empty();
         cta.ops().push_back({Kind::Load, is_v ? Tensor::VNew : Tensor::KNew, b * Hkv + hk, t, 1, 8 * chunk, 8 * m, bytes,
                              false, run_load(bytes, first)});
-        cta.ops().push_back({Kind::Store, is_v ? Tensor::V : Tensor::K, hk, int(decode_slot(c, b, key)), 1, 8 * chunk, 8 * m,
+        cta.ops().push_back({Kind::Store, is_v ? Tensor::V : Tensor::K, hk, int(c.slot(b, key)), 1, 8 * chunk, 8 * m,
                              bytes, false, run_store(bytes, first)});
       }
       k.ctas.push_back(std::move(cta));
@@ -546,9 +538,9 @@ std::vector<KernelPlan> plan_decode(const SyntheticSpec& s, const tr::KvCache& c
           for (Tensor kv : {Tensor::K, Tensor::V}) {
             bool first_run = kv == Tensor::K;
             for (int k = 0; k < keys;) {  // a run of consecutive slots
-              const std::int64_t slot0 = decode_slot(c, b, j0 + k);
+              const std::int64_t slot0 = c.slot(b, j0 + k);
               int m = 1;
-              while (k + m < keys && decode_slot(c, b, j0 + k + m) == slot0 + m) ++m;
+              while (k + m < keys && c.slot(b, j0 + k + m) == slot0 + m) ++m;
               const std::int64_t bytes = std::int64_t(m) * d * kE;
               cta.ops().push_back({Kind::Load, kv, hk, int(slot0), m, 0, d, bytes, false, run_load(bytes, first_run)});
               first_run = false;
