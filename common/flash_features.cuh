@@ -73,6 +73,9 @@ struct FlashFeaturesOf {
   // The span of the CTA's problem: with packed sequences sequence blockIdx.z's tokens (a sequence
   // shorter than the grid's tiles leaves the CTAs past it nothing to do), else the whole head.
   static constexpr bool kSequences = true;
+  // Step 08's kernels with these features take any head dimension d up to the one they are compiled
+  // at, D, their tiles zero past d (steps/08_tensor_cores/tc_tiles.cuh, head_cols).
+  static constexpr bool kAnyHeadDim = true;
   static __device__ __forceinline__ SeqSpan sequence(const Packed& pk, const Shape& s) {
     if (!pk.on()) return {0, s.N, 0, s.keys()};
     const int b = blockIdx.z, q0 = pk.cu_q[b], k0 = pk.cu_k[b];

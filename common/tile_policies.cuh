@@ -103,6 +103,8 @@ struct SeqSpan {
 struct NoFeatures {
   // Packed sequences come with FlashFeatures only; here the span is always the whole square head.
   static constexpr bool kSequences = false;
+  // The head dimension is the kernel's own (step 08's FlashFeatures kernels take any d ≤ theirs).
+  static constexpr bool kAnyHeadDim = false;
   static __device__ __forceinline__ SeqSpan sequence(const Packed&, const Shape& s) { return {0, s.N, 0, s.N}; }
   __device__ NoFeatures(const ScoreMods&, const Shape&, long long /*bh*/, float /*unit*/ = 1.f) {}
   __device__ NoFeatures(const ScoreMods&, const Shape&, const SeqSpan&, long long /*bh*/, float /*unit*/ = 1.f) {}

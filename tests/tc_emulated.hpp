@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -45,16 +47,42 @@ inline void tc_emulated_backward(const BwdParams& p) {
   });
 }
 
+// Rows of d elements `ld` apart (ld ≥ d), the gaps between them NaN: a kernel that reads a gap makes
+// NaN of what it computes, and one that writes there leaves a number in it (gather_rows).
+template <typename E>
+std::vector<E> spread_rows(const std::vector<E>& dense, int d, int ld) {
+  if (ld == d) return dense;
+  std::vector<E> out(dense.size() / d * ld, E(NAN));
+  for (std::size_t r = 0; r < dense.size() / d; ++r) std::copy_n(dense.begin() + r * d, d, out.begin() + r * ld);
+  return out;
+}
+template <typename E>
+std::vector<float> gather_rows(const std::vector<E>& spread, int d, int ld, const char* name) {
+  std::vector<E> dense(spread.size() / ld * d);
+  for (std::size_t r = 0; r < spread.size() / ld; ++r) {
+    std::copy_n(spread.begin() + r * ld, d, dense.begin() + r * d);
+    for (int c = d; c < ld; ++c)
+      if (!std::isnan(float(spread[r * ld + c])))
+        throw std::runtime_error(std::string(name) + ": a kernel wrote past column d = " + std::to_string(d) +
+                                 " (row " + std::to_string(r) + ", column " + std::to_string(c) + ")");
+  }
+  return to_float(dense);
+}
+
 // Forward then backward of step 08's variant on host memory, outputs poisoned with NaN first;
 // O, LSE, dQ, dK, dV as floats. With FlashAttention's features (mods; K, V of the Shape's own
 // length and heads; packed sequences), the kernels' FlashFeatures instantiations, as the dispatch
-// chooses. The inputs are rounded to dtype (bf16 or fp16) on the way in.
+// chooses. The inputs are rounded to dtype (bf16 or fp16) on the way in. gap: every tensor's rows
+// d + gap elements apart, the gaps NaN and checked to stay NaN in the outputs (spread_rows).
 template <typename E>
 FlashOutputs tc_run(const Shape& s, const HostProblem& p, int variant, bool causal, Dropout dropout,
-                    const ScoreMods& mods = {}, const Packed& packed = {}) {
+                    const ScoreMods& mods = {}, const Packed& packed = {}, int gap = 0) {
   const E nan = E(NAN);
-  const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v), dout = to_16bit<E>(p.dout);
-  std::vector<E> o(s.elems(), nan), dq(s.elems(), nan), dk(s.kv_elems(), nan), dv(s.kv_elems(), nan);
+  const int d = s.d, ld = d + gap;
+  const auto q = spread_rows(to_16bit<E>(p.q), d, ld), k = spread_rows(to_16bit<E>(p.k), d, ld),
+             v = spread_rows(to_16bit<E>(p.v), d, ld), dout = spread_rows(to_16bit<E>(p.dout), d, ld);
+  std::vector<E> o(s.rows() * ld, nan), dq(s.rows() * ld, nan), dk(s.kv_elems() / d * ld, nan),
+      dv(s.kv_elems() / d * ld, nan);
   std::vector<float> lse(s.rows(), NAN);
   std::vector<float> workspace(tc::tc_bwd_workspace_bytes(s) / sizeof(float) + 1, NAN);
   FwdParams fp = forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal, dropout);
@@ -62,13 +90,16 @@ FlashOutputs tc_run(const Shape& s, const HostProblem& p, int variant, bool caus
   fp.variant = variant;
   fp.mods = mods;
   fp.packed = packed;
+  fp.q_strides = fp.o_strides = Strides{}.or_dense(s.H, s.N, ld);
+  fp.k_strides = fp.v_strides = Strides{}.or_dense(s.kv_heads(), s.keys(), ld);
   tc_emulated_forward(fp);
   BwdParams bp = backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());
   bp.dtype = fp.dtype;
   bp.variant = variant;
   bp.workspace = workspace.data();
   tc_emulated_backward(bp);
-  return {to_float(o), lse, to_float(dq), to_float(dk), to_float(dv)};
+  return {gather_rows(o, d, ld, "O"), lse, gather_rows(dq, d, ld, "dQ"), gather_rows(dk, d, ld, "dK"),
+          gather_rows(dv, d, ld, "dV")};
 }
 
 // A problem with FlashAttention's features: N queries, Nk keys, H query heads on Hkv K/V heads, a

@@ -28,8 +28,9 @@ using fs::testing::FeatureCase;
 
 // per_batch: three batches, the ALiBi slopes of shape (B, H) with rows that differ (batch_slopes);
 // else one batch, the standard slopes of H heads.
+// gap: rows d + gap elements apart, the gaps NaN (tc_run).
 template <typename E, int D>
-void check_features(DType dtype, const FeatureCase& f, bool causal, int variant, bool per_batch = false) {
+void check_features(DType dtype, const FeatureCase& f, bool causal, int variant, bool per_batch = false, int gap = 0) {
   fs::Shape s{per_batch ? 3 : 1, f.H, f.N, D};
   s.Nk = f.Nk;
   s.Hkv = f.Hkv;
@@ -42,8 +43,8 @@ void check_features(DType dtype, const FeatureCase& f, bool causal, int variant,
                                         << " Hkv=" << f.Hkv << (causal ? " causal " : " ") << fs::tc::tc_variant_name(variant)
                                         << " window (" << f.left << ", " << f.right << ") softcap " << f.softcap
                                         << (f.alibi ? per_batch ? " alibi (B, H)" : " alibi" : "") << " dropout "
-                                        << f.p_drop << " B=" << s.B) {
-    const auto out = fs::testing::tc_run<E>(s, p, variant, causal, dropout, mods);
+                                        << f.p_drop << " B=" << s.B << " row gap " << gap) {
+    const auto out = fs::testing::tc_run<E>(s, p, variant, causal, dropout, mods, {}, gap);
     const fs::AttnOptions attn =
         fs::testing::with_score_mods(fs::AttnOptions{fs::default_scale(D), causal, dropout, nullptr, dtype}, mods,
                                      slopes.data());
@@ -102,4 +103,31 @@ TEST_CASE("step 08 on the CPU with ALiBi slopes of shape (B, H), a row per batch
   check_features<__half, 32>(DType::fp16, {90, 130, 4, 1, 10, 10, 0.f, true, 0.f}, true, fs::tc::kFa2, true);
   check_features<__nv_bfloat16, 256>(DType::bf16, {40, 57, 2, 1, 5, 9, 3.f, true, 0.f}, false, fs::tc::kDeterministic,
                                      true);
+}
+
+// Any head dimension 1 ... 256: a d the kernels are not compiled at runs in the next one's kernels
+// (32, 64, 96, 128, 256) with FlashAttention's features, its tiles zero past d (tc_tiles.cuh,
+// head_cols): whole 16-byte chunks where d is a multiple of 8 (8, 40, 80, 160, 192, 224), element by
+// element where it is not (1, 59, 111; rows then 2 bytes apart as well). Every tensor's rows have a
+// gap of NaN after them, so that a kernel reading past d poisons its results and one writing past d
+// is caught (tc_run); N odd; the plain problem, and every feature with dropout; both backwards.
+TEST_CASE("step 08 on the CPU at any head dimension: loads masked past d, outputs written at d",
+          "[emulated][tc][features][head_dim]") {
+  const FeatureCase plain{77, 77, 2, 2, -1, -1, 0.f, false, 0.f};
+  const FeatureCase every{61, 90, 4, 2, 20, 3, 1.5f, true, 0.1f};
+  for (bool causal : {false, true}) {
+    const int fa2 = fs::tc::kFa2, det = fs::tc::kDeterministic;
+    check_features<__nv_bfloat16, 1>(DType::bf16, plain, causal, fa2, false, 3);
+    check_features<__half, 8>(DType::fp16, every, causal, det, false, 8);
+    check_features<__half, 40>(DType::fp16, plain, causal, fa2, false, 8);
+    check_features<__nv_bfloat16, 59>(DType::bf16, every, causal, fa2, false, 1);
+    check_features<__nv_bfloat16, 80>(DType::bf16, plain, causal, det, false, 8);
+    check_features<__half, 111>(DType::fp16, plain, causal, fa2, false, 5);
+    check_features<__nv_bfloat16, 160>(DType::bf16, every, causal, det, false, 8);
+    check_features<__half, 192>(DType::fp16, plain, causal, fa2, false, 8);
+    check_features<__nv_bfloat16, 224>(DType::bf16, plain, causal, fa2, false, 0);
+  }
+  // A compiled d with gaps too: the kernels of the plain problem (NoFeatures) read and write its rows
+  // whole.
+  check_features<__nv_bfloat16, 64>(DType::bf16, plain, true, fs::tc::kFa2, false, 8);
 }

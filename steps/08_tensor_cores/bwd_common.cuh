@@ -10,19 +10,23 @@
 #include "common/flash_tile.cuh"
 #include "common/problem.hpp"
 #include "common/tile_policies.cuh"
+#include "steps/08_tensor_cores/head_dims.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
 #include "steps/08_tensor_cores/tc_dropout.cuh"
+#include "steps/08_tensor_cores/tc_tiles.cuh"
 
 namespace fs::tc {
 
 // The backward's workspace: D, then the preprocess's copy of LSE (B·H·N floats each, padded to
-// 256 bytes), then dQacc (B·H·N·d floats).
+// 256 bytes), then dQacc (B·H·N rows of the compiled head dimension's floats, tc_dq_acc_cols: a
+// kernel of any d adds its zero columns past d there too).
 inline __host__ __device__ std::int64_t tc_delta_floats(const Shape& s) {  // of D, and of LSE's copy
   return (std::int64_t(s.B) * s.H * s.N + 63) / 64 * 64;
 }
 inline std::size_t tc_delta_bytes(const Shape& s) { return 2 * tc_delta_floats(s) * sizeof(float); }
+inline __host__ __device__ int tc_dq_acc_cols(const Shape& s) { return tc_compiled_head_dim(s.d); }
 inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
-  return tc_delta_bytes(s) + s.elems() * sizeof(float);
+  return tc_delta_bytes(s) + std::size_t(s.B) * s.H * s.N * tc_dq_acc_cols(s) * sizeof(float);
 }
 
 // LSE of row i; a row that saw no key (−inf) or lies past N gets +inf, so that every P of it is
@@ -123,7 +127,7 @@ __device__ __forceinline__ void for_each_row_below(int row0, int g, int end, F&&
 
 // dK = τ dK and dV of a lane's two rows of a 16-key tile (keys key0 + g, key0 + g + 8 of the span
 // seq) × CT 8-column tiles from c0, to HBM in the run's element type and dK's and dV's layouts;
-// keys past Nk are not stored. kv_bh: the K/V head.
+// keys past Nk and columns past d (head_cols) are not stored. kv_bh: the K/V head.
 template <typename E, int D, class Features, int CT>
 __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan& seq, const float (&dk)[CT][4],
                                               const float (&dv)[CT][4], std::int64_t kv_bh, int key0, int c0) {
@@ -131,6 +135,7 @@ __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan&
   E* gdK = as<E>(p.dk) + p.dk_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dk_strides.row;
   E* gdV = as<E>(p.dv) + p.dv_strides.of_head(kv_bh, Hkv) + seq.k0 * p.dv_strides.row;
   const int Nk = Features::kSequences ? seq.nk : Features::kv_len(p.shape);
+  const int cols = head_cols<D, Features>(p.shape);
   const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -140,9 +145,9 @@ __device__ __forceinline__ void tc_store_dkdv(const BwdParams& p, const SeqSpan&
     E* dst_v = gdV + key * p.dv_strides.row + c0 + 2 * t4;
 #pragma unroll
     for (int ct = 0; ct < CT; ++ct) {
-      *reinterpret_cast<std::uint32_t*>(dst_k + 8 * ct) =
-          Element<E>::pack(p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1]);
-      *reinterpret_cast<std::uint32_t*>(dst_v + 8 * ct) = Element<E>::pack(dv[ct][2 * h], dv[ct][2 * h + 1]);
+      const int col = c0 + 2 * t4 + 8 * ct;
+      store_pair<D>(dst_k + 8 * ct, col, p.scale * dk[ct][2 * h], p.scale * dk[ct][2 * h + 1], cols);
+      store_pair<D>(dst_v + 8 * ct, col, dv[ct][2 * h], dv[ct][2 * h + 1], cols);
     }
   }
 }

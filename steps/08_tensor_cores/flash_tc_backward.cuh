@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(Kt::kThreads)
   const int other = warp / Kt::kKeyGroups;
   const int wq = Kt::kWarpQueries * other, wc = Kt::kWarpCols * other;  // its queries (Sᵀ), columns (dK, dV)
   const float* gLse = gDelta + tc_delta_floats(p.shape);  // the preprocess's copy of LSE, (B, H, N)
-  cta.template load_kv<D>(p, tr, sK, sV, n_keys, [](E* s, const E* g_, std::int64_t ld, int row0, int n_rows) {
-    load_tile<KTile, Kt::kThreads, RowChecks::kPerChunk>(s, g_, ld, row0, n_rows);
+  const int cols = head_cols<D, Features>(p.shape);  // d ≤ D: the tiles' columns past d are zero (tc_tiles.cuh)
+  cta.template load_kv<D>(p, tr, sK, sV, n_keys, [cols](E* s, const E* g_, std::int64_t ld, int row0, int n_rows) {
+    load_tile<KTile, Kt::kThreads, RowChecks::kPerChunk>(s, g_, ld, row0, n_rows, cols);
   });
 
   float dk[MT][CT][4] = {}, dv[MT][CT][4] = {};  // the warp's keys × its kWarpCols columns
@@ -122,7 +123,7 @@ __global__ void __launch_bounds__(Kt::kThreads)
     auto load_stage = [&](int s, int i0) {
       tc_load_bwd_stage<QTile, Kt::kThreads>(sQ + s * QTile::kElems, sdO + s * QTile::kElems, sL + s * BM, sD + s * BM,
                                              h.gQ, h.gdO, p.q_strides.row, p.dout_strides.row, gLse + h.head,
-                                             gDelta + h.head, i0, N);
+                                             gDelta + h.head, i0, N, cols);
     };
     h.start(gq, load_stage);
     [[maybe_unused]] const TcDropout dropout(p.dropout, h.bh, seq.q0, seq.k0);  // indexed by token

@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
   const int N = seq.n, Nk = seq.nk, shift = seq.shift();
   const std::int64_t bh = blockIdx.y, kv_bh = Features::kv_head(p.shape, bh);
   const int Hkv = p.shape.kv_heads();
+  const int cols = head_cols<D, Features>(p.shape);  // d ≤ D: the tiles' columns past d are zero (tc_tiles.cuh)
   // The span's rows: (N, D) of Q and O, (Nk, D) of K and V, rows ld_* elements apart.
   const std::int64_t ld_q = p.q_strides.row, ld_k = p.k_strides.row, ld_v = p.v_strides.row;
   const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, Hkv) + seq.k0 * ld_k;
@@ -95,12 +96,13 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
   [[maybe_unused]] const TcDropout dropout(p.dropout, bh, seq.q0, seq.k0);  // indexed by token
   // K_j and V_j into a stage, under one commit.
   auto load_kv = [&](int stage, int j0) {
-    load_tile<KVTile, Kt::kThreads>(sK + stage * KVTile::kElems, gK, ld_k, j0, Nk);
-    load_tile<KVTile, Kt::kThreads>(sV + stage * KVTile::kElems, gV, ld_v, j0, Nk);
+    load_tile<KVTile, Kt::kThreads>(sK + stage * KVTile::kElems, gK, ld_k, j0, Nk, cols);
+    load_tile<KVTile, Kt::kThreads>(sV + stage * KVTile::kElems, gV, ld_v, j0, Nk, cols);
     cp_async_commit();
   };
 
-  load_tile<QTile, Kt::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * ld_q, ld_q, row0, N);
+  load_tile<QTile, Kt::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * ld_q, ld_q, row0, N,
+                                 cols);
   cp_async_commit();
   FS_TRACE_EVENT(tr, Kind::Load, Tensor::Q, bh, row0, rows, 0, D, rows * D * kE);
   if (Kt::kStages == 2 && n_tiles > 0) load_kv(0, walk.start(0));  // tile 0 under way while Q's fragments load
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(Kt::kThreads) tc_forward_kernel(const FwdParam
   E* gO = as<E>(p.o) + p.o_strides.of_head(bh, p.shape.H) + seq.q0 * ld_o;
   float* gLse = p.lse + bh * p.shape.N + seq.q0;  // LSE is (B, H, N): the span's rows of head bh
   tc_finish_rows(o, m, l, row0 + wrow0, N, p.scale, gLse, [&](int row, int dt, float x0, float x1) {
-    *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) = Element<E>::pack(x0, x1);
+    store_pair<D>(gO + row * ld_o + 8 * dt + 2 * t4, 8 * dt + 2 * t4, x0, x1, cols);  // columns past d not stored
   });
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::O, bh, row0, rows, 0, D, rows * D * kE);
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::LSE, bh, row0, rows, 0, 1, rows * std::int64_t(sizeof(float)));

@@ -144,15 +144,15 @@ struct DkdvHead {
 };
 
 // Q_i, dO_i, LSE_i, D_i of one pipeline stage, all by cp.async under one commit (gQ, gdO, gLse
-// and gDelta point at the head's row 0; Q's and dO's rows are ld_q and ld_o elements apart). Rows
-// past N are zero-filled: zero Q and dO rows give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0,
+// and gDelta point at the head's row 0; Q's and dO's rows are ld_q and ld_o elements apart, `cols`
+// columns each: head_cols). Rows past N are zero-filled: zero Q and dO rows give S = 0, P = exp(0 − 0) = 1, dP = 0 and D = 0,
 // hence dS = 0 and nothing added to dK or dV.
 template <typename QTile, int kThreads, typename E>
 __device__ __forceinline__ void tc_load_bwd_stage(E* sQ, E* sdO, float* sL, float* sD, const E* gQ, const E* gdO,
                                                   std::int64_t ld_q, std::int64_t ld_o, const float* gLse,
-                                                  const float* gDelta, int i0, int N) {
-  load_tile<QTile, kThreads, RowChecks::kPerChunk>(sQ, gQ, ld_q, i0, N);
-  load_tile<QTile, kThreads, RowChecks::kPerChunk>(sdO, gdO, ld_o, i0, N);
+                                                  const float* gDelta, int i0, int N, int cols = QTile::kCols) {
+  load_tile<QTile, kThreads, RowChecks::kPerChunk>(sQ, gQ, ld_q, i0, N, cols);
+  load_tile<QTile, kThreads, RowChecks::kPerChunk>(sdO, gdO, ld_o, i0, N, cols);
   for (int i = threadIdx.x; i < QTile::kRows; i += kThreads) {
     const bool valid = i0 + i < N;
     cp_async_4(sL + i, gLse + (valid ? i0 + i : 0), valid);
@@ -172,7 +172,8 @@ struct DqShare {
 };
 
 // A warp's share of dQ_i, rows i0 + qr + 16·mq + g (+8) × 8-column tiles from cq, added to dQacc
-// ((B, H, N, D) floats; head: the span's first row) by fp32 atomics; rows past N are not added.
+// ((B, H, N, D) floats, D the compiled head dimension: tc_dq_acc_cols; head: the span's first row)
+// by fp32 atomics; rows past N are not added.
 template <int D, int MQ, int DQT>
 __device__ __forceinline__ void tc_atomic_add_dq(const float (&dq)[MQ][DQT][4], float* dq_acc, std::int64_t head,
                                                  int i0, int qr, int N, int cq) {

@@ -16,6 +16,7 @@
 #include "common/flash_features.cuh"
 #include "common/problem.hpp"
 #include "common/tile_policies.cuh"
+#include "steps/08_tensor_cores/head_dims.hpp"
 
 namespace fs::tc {
 
@@ -76,12 +77,12 @@ void with_bool(bool on, F&& f) {
 
 // FlashAttention's features, as steps 04/05 choose them: f(FlashFeatures*) with a softcap,
 // f(FlashFeaturesNoCap*) for the others (a window, ALiBi, Nk ≠ N, grouped K/V heads, packed
-// sequences), else f(NoFeatures*).
+// sequences, a head dimension not compiled: tc_compiled_head_dim), else f(NoFeatures*).
 template <typename F>
 void with_features(const ScoreMods& mods, const Shape& s, const Packed& packed, F&& f) {
   if (mods.softcap > 0.f)
     f(static_cast<FlashFeatures*>(nullptr));
-  else if (mods.on() || !s.square() || packed.on())
+  else if (mods.on() || !s.square() || packed.on() || !is_tc_head_dim(s.d))
     f(static_cast<FlashFeaturesNoCap*>(nullptr));
   else
     f(static_cast<NoFeatures*>(nullptr));
@@ -96,11 +97,12 @@ void with_dropout_and_features(const Params& p, F&& f) {
 }
 
 // f(E*, std::integral_constant<int, D>{}) at a run's element type E (bf16, fp16; float for fp32) and
-// head dimension D (32, 64, 96, 128, 256): the dispatch's template arguments from a run's values.
+// head dimension D (32, 64, 96, 128, 256: the one compiled for d, tc_compiled_head_dim): the
+// dispatch's template arguments from a run's values.
 template <class Params, typename F>
 void with_element_and_dim(const Params& p, F&& f) {
   const auto at = [&](auto* e) {
-    switch (p.shape.d) {
+    switch (tc_compiled_head_dim(p.shape.d)) {
       case 32: return f(e, std::integral_constant<int, 32>{});
       case 64: return f(e, std::integral_constant<int, 64>{});
       case 96: return f(e, std::integral_constant<int, 96>{});

@@ -4,8 +4,8 @@
 //   tc_bwd_preprocess_kernel  D_i = rowsum(dO_i ∘ O_i), once per row, on the tensor cores as the
 //                             dK/dV kernel computes dP (exact cancellation); a copy of LSE with
 //                             +inf for a row that saw no key (−inf), so that its P is 0 with no
-//                             test per score; with atomic dQ it also zeroes dQacc, a float32 copy
-//                             of dQ's shape
+//                             test per score; with atomic dQ it also zeroes dQacc, float32 rows
+//                             of the compiled head dimension (tc_dq_acc_cols)
 //   tc_dq_convert_kernel      atomic dQ: dQ = τ · dQacc, rounded to the run's element type
 #pragma once
 
@@ -64,10 +64,16 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
       mma_3x<3>(hi, a_hi, a_lo, b_hi[2], b_hi[3], b_lo[2], b_lo[3]);
     }
   } else {
-    auto pair = [](const E* row, int c) -> std::uint32_t {
-      return row ? *reinterpret_cast<const std::uint32_t*>(row + c) : 0u;
+    // Columns c, c + 1 of a row; past d (a head dimension not compiled, tc_tiles.cuh) zero, as the
+    // dK/dV kernel's tiles have them. Rows of a d that is not a multiple of 8 may start anywhere:
+    // element by element there.
+    auto pair = [d](const E* row, int c) -> std::uint32_t {
+      if (!row) return 0u;
+      if (d % 8 == 0) return c < d ? *reinterpret_cast<const std::uint32_t*>(row + c) : 0u;
+      const auto* e = reinterpret_cast<const std::uint16_t*>(row);
+      return (c < d ? e[c] : 0u) | (c + 1 < d ? std::uint32_t(e[c + 1]) << 16 : 0u);
     };
-    for (int kk = 0; kk < d / 16; ++kk) {
+    for (int kk = 0; kk < (d + 15) / 16; ++kk) {
       const int c = 16 * kk + 2 * t4;
       const std::uint32_t a[4] = {pair(o_lo, c), pair(o_hi, c), pair(o_lo, c + 8), pair(o_hi, c + 8)};
       Element<E>::mma(lo, a, pair(do_lo, c), pair(do_lo, c + 8));
@@ -88,8 +94,9 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
     }
   }
   if constexpr (kZeroDQ) {
-    auto* z = reinterpret_cast<float4*>(dq_acc + r0 * d);
-    for (std::int64_t i = threadIdx.x; i < (r1 - r0) * d / 4; i += blockDim.x) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int dc = tc_dq_acc_cols(p.shape);  // dQacc's row: the compiled head dimension's floats
+    auto* z = reinterpret_cast<float4*>(dq_acc + r0 * dc);
+    for (std::int64_t i = threadIdx.x; i < (r1 - r0) * dc / 4; i += blockDim.x) z[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   if constexpr (kTrace)
     if (tr.records()) {
@@ -105,20 +112,28 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
     }
 }
 
-// dQ = τ · dQacc in the run's element type (dQ in its layout), 8 elements per thread.
+// dQ = τ · dQacc in the run's element type (dQ in its layout), 8 elements per thread; dQacc's
+// columns past d (a head dimension not compiled) are not stored.
 template <typename E, bool kTrace>
 __global__ void __launch_bounds__(256)
     tc_dq_convert_kernel(const BwdParams p, const float* __restrict__ dq_acc, trace::Slices slices) {
   trace::CtaTracer<kTrace> tr(slices);
-  const std::int64_t elems = std::int64_t(p.shape.B) * p.shape.H * p.shape.N * p.shape.d;
+  const int dc = tc_dq_acc_cols(p.shape);  // dQacc is (B, H, N, dc), dc ≥ d
+  const std::int64_t elems = std::int64_t(p.shape.B) * p.shape.H * p.shape.N * dc;
   const std::int64_t n8 = elems / 8, i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n8) {
     const float4 a = reinterpret_cast<const float4*>(dq_acc)[2 * i], b = reinterpret_cast<const float4*>(dq_acc)[2 * i + 1];
     const float t = p.scale;
     const int d = p.shape.d, N = p.shape.N;
-    const std::int64_t row = 8 * i / d;  // of all B·H·N; dQacc is (B, H, N, d)
-    E* dst = as<E>(p.dq) + p.dq_strides.of_head(row / N, p.shape.H) + row % N * p.dq_strides.row + 8 * i % d;
-    if constexpr (std::is_same_v<E, float>) {
+    const std::int64_t row = 8 * i / dc, col = 8 * i % dc;  // of all B·H·N
+    E* dst = as<E>(p.dq) + p.dq_strides.of_head(row / N, p.shape.H) + row % N * p.dq_strides.row + col;
+    if (d % 8 != 0 || col >= d) {  // past d: nothing (d a multiple of 8), or element by element
+      if constexpr (!std::is_same_v<E, float>) {
+        const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        auto* e = reinterpret_cast<std::uint16_t*>(dst);
+        for (int j = 0; j < 8 && col + j < d; ++j) e[j] = static_cast<std::uint16_t>(Element<E>::pack(t * x[j], 0.f));
+      }
+    } else if constexpr (std::is_same_v<E, float>) {
       reinterpret_cast<float4*>(dst)[0] = make_float4(t * a.x, t * a.y, t * a.z, t * a.w);
       reinterpret_cast<float4*>(dst)[1] = make_float4(t * b.x, t * b.y, t * b.z, t * b.w);
     } else {
@@ -130,7 +145,7 @@ __global__ void __launch_bounds__(256)
     if (tr.records()) {  // this CTA's rows: blockDim.x · 8 elements from its first
       const int d = p.shape.d, N = p.shape.N;
       const std::int64_t e0 = std::int64_t(blockIdx.x) * blockDim.x * 8, e1 = min(elems, e0 + blockDim.x * 8);
-      trace::for_each_head(e0 / d, (e1 + d - 1) / d, N, [&](std::int64_t bh, std::int64_t row, std::int64_t n) {
+      trace::for_each_head(e0 / dc, (e1 + dc - 1) / dc, N, [&](std::int64_t bh, std::int64_t row, std::int64_t n) {
         FS_TRACE_EVENT(tr, Kind::Load, Tensor::dQacc, bh, row, n, 0, d, n * d * kF);
         FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row, n, 0, d, n * d * std::int64_t(sizeof(E)));
       });

@@ -60,10 +60,11 @@ __global__ void __launch_bounds__(Kt::kThreads)
   const E* gK = as<E>(p.k) + p.k_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * ld_k;
   const E* gV = as<E>(p.v) + p.v_strides.of_head(kv_bh, p.shape.kv_heads()) + seq.k0 * ld_v;
 
+  const int cols = head_cols<D, Features>(p.shape);  // d ≤ D: the tiles' columns past d are zero (tc_tiles.cuh)
   load_tile<QTile, Kt::kThreads>(sQ, as<E>(p.q) + p.q_strides.of_head(bh, p.shape.H) + seq.q0 * p.q_strides.row,
-                                  p.q_strides.row, row0, N);
+                                  p.q_strides.row, row0, N, cols);
   load_tile<QTile, Kt::kThreads>(sdO, as<E>(p.dout) + p.dout_strides.of_head(bh, p.shape.H) + seq.q0 * p.dout_strides.row,
-                                  p.dout_strides.row, row0, N);
+                                  p.dout_strides.row, row0, N, cols);
   cp_async_commit();
   float lse[MT][2], delta[MT][2];  // rows g and g + 8 of each row tile
 #pragma unroll
@@ -84,8 +85,8 @@ __global__ void __launch_bounds__(Kt::kThreads)
   const DenseWalk<BN> walk = kw.walk;
   const int n_tiles = walk.size();
   auto load_kv = [&](int s, int j0) {
-    load_tile<KVTile, Kt::kThreads>(sK + s * KVTile::kElems, gK, ld_k, j0, Nk);
-    load_tile<KVTile, Kt::kThreads>(sV + s * KVTile::kElems, gV, ld_v, j0, Nk);
+    load_tile<KVTile, Kt::kThreads>(sK + s * KVTile::kElems, gK, ld_k, j0, Nk, cols);
+    load_tile<KVTile, Kt::kThreads>(sV + s * KVTile::kElems, gV, ld_v, j0, Nk, cols);
     cp_async_commit();
   };
   if (n_tiles > 0) load_kv(0, walk.start(0));
@@ -166,9 +167,8 @@ __global__ void __launch_bounds__(Kt::kThreads)
   for_each_row_below<MT>(row0 + wrow0, g, N, [&](int mt, int h, int row) {
     E* dst = gdQ + row * p.dq_strides.row + 2 * t4;
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-      *reinterpret_cast<std::uint32_t*>(dst + 8 * dt) =
-          Element<E>::pack(p.scale * dq[mt][dt][2 * h], p.scale * dq[mt][dt][2 * h + 1]);
+    for (int dt = 0; dt < DT; ++dt)  // columns past d not stored
+      store_pair<D>(dst + 8 * dt, 8 * dt + 2 * t4, p.scale * dq[mt][dt][2 * h], p.scale * dq[mt][dt][2 * h + 1], cols);
   });
   FS_TRACE_EVENT(tr, Kind::Store, Tensor::dQ, bh, row0, n_rows, 0, D, n_rows * D * kE);
 }

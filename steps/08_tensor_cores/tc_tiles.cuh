@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/cuda_utils.cuh"
+#include "common/problem.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
 
 namespace fs::tc {
@@ -12,6 +13,70 @@ namespace fs::tc {
 // Where load_tile checks that a row lies before n_rows: once per tile, in a branch of its own for
 // the tile that runs past n_rows (the forward's K and V); or at every chunk (the backward's tiles).
 enum class RowChecks { kPerTile, kPerChunk };
+
+// The columns of a head that a kernel moves: its tiles' D, or with FlashFeatures (kAnyHeadDim) the
+// run's d ≤ D. A head dimension the kernels are not compiled at runs in the next one's kernels
+// (tc_compiled_head_dim, launchers.cuh): their tiles hold the d columns and zeros past them, which
+// add nothing to a product over d (S = QKᵀ, dP = dO Vᵀ) and make zero columns of the products that
+// give d columns (O, dQ, dK, dV), which are not stored (store_pair). NoFeatures' kernels, the
+// plain problem's, take their D alone, and cols is then the constant D.
+template <int D, class Features>
+__device__ __forceinline__ int head_cols(const Shape& s) {
+  if constexpr (Features::kAnyHeadDim)
+    return s.d;
+  else
+    return D;
+}
+
+// load_tile of rows that have only `cols` < Tile::kCols columns, the tile's columns past them zero.
+// With cols a multiple of 8, each row's chunks are whole or absent (cp.async, zero-filled past
+// cols): rows start on 16-byte boundaries there, as for every head dimension the kernels are
+// compiled at (row_aligned_strides). Otherwise rows start anywhere (an odd d packs them 2 bytes
+// apart), and each element is loaded alone and the chunk stored to shared memory whole: no
+// cp.async, so such a tile arrives before the kernel moves on, and the pipeline's second stage
+// overlaps nothing — the price of a head dimension no kernel is compiled near.
+template <typename Tile, int kThreads, typename E>
+__device__ __forceinline__ void load_tile_cols(E* s, const E* g, std::int64_t ld, int row0, int n_rows, int cols) {
+  constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
+  const bool whole_chunks = cols % 8 == 0;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
+    const bool row_valid = row0 + r < n_rows;
+    const E* row = g + (row_valid ? row0 + r : 0) * ld;
+    if (whole_chunks) {
+      const bool valid = row_valid && 8 * c < cols;
+      cp_async_16(s + Tile::offset(r, c), valid ? row + 8 * c : g, valid);
+    } else {
+      const auto* src = reinterpret_cast<const std::uint16_t*>(row);
+      std::uint16_t e[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) e[j] = row_valid && 8 * c + j < cols ? src[8 * c + j] : std::uint16_t(0);
+      uint4 chunk;
+      chunk.x = e[0] | std::uint32_t(e[1]) << 16;
+      chunk.y = e[2] | std::uint32_t(e[3]) << 16;
+      chunk.z = e[4] | std::uint32_t(e[5]) << 16;
+      chunk.w = e[6] | std::uint32_t(e[7]) << 16;
+      *reinterpret_cast<uint4*>(s + Tile::offset(r, c)) = chunk;
+    }
+  }
+}
+
+// Two elements of a row at dst, its columns col and col + 1 (col even), rounded to E: one 4-byte
+// store, or with cols < D (head_cols) those of the two that lie before cols — the pair whole when
+// cols is a multiple of 8 (rows 16-byte aligned), else each element alone (rows may start anywhere).
+// dst is the kernels' own address expression, so that with cols = D nothing changes but the call.
+template <int D, typename E>
+__device__ __forceinline__ void store_pair(E* dst, int col, float x0, float x1, int cols) {
+  if (cols == D || (cols % 8 == 0 && col < cols)) {
+    *reinterpret_cast<std::uint32_t*>(dst) = Element<E>::pack(x0, x1);
+  } else if (cols % 8 != 0) {
+    const std::uint32_t v = Element<E>::pack(x0, x1);
+    auto* e = reinterpret_cast<std::uint16_t*>(dst);
+    if (col < cols) e[0] = static_cast<std::uint16_t>(v & 0xffffu);
+    if (col + 1 < cols) e[1] = static_cast<std::uint16_t>(v >> 16);
+  }
+}
 
 // Rows [row0, row0 + kRows) of an (n_rows, kCols) matrix whose rows are `ld` elements apart
 // (kCols when the tensor is (B, H, N, d) contiguous; FwdParams::q_strides and the others say) into
@@ -27,11 +92,18 @@ enum class RowChecks { kPerTile, kPerChunk };
 // made ptxas keep a pointer per chunk across the key loop and spill them (the lesson, "Against
 // PyTorch on the same GPU", has the profiles). kPerChunk (the backward's tiles): that form, which
 // measured faster there (docs/benchmarks/experiments/h200_tc_bwd_candidates.csv).
+//
+// cols: the columns the rows have, Tile::kCols, or fewer (head_cols: a head dimension the kernels are
+// not compiled at runs in the next one's tiles, load_tile_cols). Left at its default, or the
+// constant kCols that head_cols returns without FlashFeatures, the check folds away.
 template <typename Tile, int kThreads, RowChecks kChecks = RowChecks::kPerTile, typename E>
-__device__ __forceinline__ void load_tile(E* s, const E* g, std::int64_t ld, int row0, int n_rows) {
+__device__ __forceinline__ void load_tile(E* s, const E* g, std::int64_t ld, int row0, int n_rows,
+                                          int cols = Tile::kCols) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
   static_assert(Tile::kElems / 8 % kThreads == 0, "every thread copies the same number of chunks");
-  if constexpr (kChecks == RowChecks::kPerChunk || kThreads % kChunks != 0) {
+  if (cols < Tile::kCols) {
+    load_tile_cols<Tile, kThreads>(s, g, ld, row0, n_rows, cols);
+  } else if constexpr (kChecks == RowChecks::kPerChunk || kThreads % kChunks != 0) {
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) {
       const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;

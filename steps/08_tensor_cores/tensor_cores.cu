@@ -34,8 +34,6 @@ namespace fs {
 
 namespace {
 
-bool is_tc_head_dim(int d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; }
-
 // A variant's name (variants.hpp), for the refusals.
 std::string name(int variant) { return tc::tc_variant_name(variant); }
 // fa2 and deterministic: the variants compiled with dropout and FlashAttention's features.
@@ -50,11 +48,12 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
            " and the others take bf16 or fp16";
   if (!fp32 && v.fp32) return f32 + " is the fp32 variant (--dtype fp32)";
   if (fp32 && !tc::is_f32_head_dim(s.d)) return f32 + " is compiled for d = 32, 64 and 128; got " + std::to_string(s.d);
-  if (!is_tc_head_dim(s.d))
-    return "d must be 32, 64, 96, 128 or 256 (the tensor-core kernels are compiled for these); got " + std::to_string(s.d);
+  if (s.d < 1 || s.d > tc::kMaxHeadDim) return "d must be 1 to 256; got " + std::to_string(s.d);
   if (v.rung && (!tc::is_ladder_head_dim(s.d) || settings.dtype != DType::bf16))
     return "the ladder's rungs (" + name(tc::kR1Mma) + " ... " + name(tc::kR4PInRegs) +
            ") are compiled for bf16 at d = 64 and 128";
+  if (!tc::is_tc_head_dim(s.d) && v.plain_only)  // (the rungs: above)
+    return name(settings.variant) + " is compiled at d = 64 and 128; other head dimensions run in " + full_variants();
   if (v.ladder_only && !tc::is_ladder_head_dim(s.d))
     return name(settings.variant) +
            " is compiled at d = 64 and 128 (fa2's dK/dV kernel at the other d has its 16-key warps already)";
@@ -120,7 +119,7 @@ TcBwdTiles tc_backward_tiles(int d, int variant) {
       default: return {};
     }
   }
-  switch (d) {
+  switch (tc::tc_compiled_head_dim(d)) {
     case 32: return bwd_tiles_of<32>(variant);
     case 64: return bwd_tiles_of<64>(variant);
     case 96: return bwd_tiles_of<96>(variant);
@@ -143,7 +142,7 @@ TcTiles tc_forward_tiles(int d, int variant) {
       case 128: return tiles_of<tc::F32Fwd<128>>();
       default: return {};
     }
-  switch (d) {
+  switch (tc::tc_compiled_head_dim(d)) {
     case 32: return tiles_of<tc::Fa2<32>>();
     case 64: return tiles_of<tc::Fa2<64>>();
     case 96: return tiles_of<tc::Fa2<96>>();
@@ -156,9 +155,24 @@ TcTiles tc_forward_tiles(int d, int variant) {
 namespace {
 
 // The layouts the kernels read (row_aligned_strides): cp.async copies 16 bytes, and dQ's
-// conversion stores 16, so every row starts on a 16-byte boundary.
+// conversion stores 16, so every row starts on a 16-byte boundary — but at a 16-bit head dimension
+// that is not a multiple of 8, whose rows the kernels move element by element (tc_tiles.cuh,
+// load_tile_cols and store_pair) and may start anywhere.
 Strides tc_strides(const char* name, const void* t, const Strides& st, int heads, int rows, int d, DType dtype) {
+  if (dtype != DType::fp32 && d % 8 != 0) return st.or_dense(heads, rows, d);
   return row_aligned_strides("step 08", name, t, st, heads, rows, d, dtype_bytes(dtype));
+}
+
+// A head dimension the 16-bit kernels are not compiled at runs in fa2's and deterministic's
+// kernels with FlashAttention's features (launchers.cuh, with_features); the others refuse it.
+template <class Params>
+void check_head_dim(const Params& p, const char* who) {
+  const int d = p.shape.d;
+  if (d < 1 || d > tc::kMaxHeadDim || !is_16bit(p.dtype))
+    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": unsupported d or dtype");
+  if (!tc::is_tc_head_dim(d) && tc::tc_variant(p.variant).plain_only)
+    throw CudaError(cudaErrorInvalidValue, std::string(who) + ": d = " + std::to_string(d) + " runs in " + full_variants() +
+                                               " (" + name(p.variant) + " is compiled at d = 64 and 128)");
 }
 
 // Q's, K's, V's and O's strides, as the kernels read them (FwdParams and BwdParams alike).
@@ -204,8 +218,7 @@ void tc_forward(const FwdParams& params) {
       throw CudaError(cudaErrorInvalidValue, "tc_forward: fp32 runs in variant " + name(tc::k3xTf32));
     return tc_forward_tf32(params, 3);
   }
-  if (!is_tc_head_dim(params.shape.d) || !is_16bit(params.dtype))
-    throw CudaError(cudaErrorInvalidValue, "tc_forward: unsupported d or dtype");
+  check_head_dim(params, "tc_forward");
   check_packed(params);
   FwdParams p = params;
   with_strides(p);
@@ -219,8 +232,7 @@ void tc_backward(const BwdParams& params) {
   const bool fp32 = params.dtype == DType::fp32;
   if (fp32 && (!tc::tc_variant(params.variant).fp32 || !tc::is_f32_head_dim(params.shape.d)))
     throw CudaError(cudaErrorInvalidValue, "tc_backward: fp32 runs in variant " + name(tc::k3xTf32) + " at d = 32, 64 or 128");
-  if (!is_tc_head_dim(params.shape.d) || !(fp32 || is_16bit(params.dtype)))
-    throw CudaError(cudaErrorInvalidValue, "tc_backward: unsupported d or dtype");
+  if (!fp32) check_head_dim(params, "tc_backward");
   if (!params.workspace)  // D, LSE's copy and dQacc live there: without it the kernels write through null
     throw CudaError(cudaErrorInvalidValue, "tc_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
   check_packed(params);

@@ -119,8 +119,9 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
               alibi_slopes=None, deterministic=False, return_lse=False, *, step=None, variant=None, seed=1,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """Attention by the project's kernels, with flash_attn_func's arguments: q (batch, seqlen_q, heads,
-    head_dim), k and v (batch, seqlen_k, heads_k, head_dim) PyTorch CUDA tensors (step 08: bfloat16, float16,
-    or float32 on the tensor cores by 3xTF32; steps 04 and 05: float32), heads a multiple of heads_k; causal and the windows aligned to
+    head_dim), k and v (batch, seqlen_k, heads_k, head_dim) PyTorch CUDA tensors (step 08: bfloat16 or float16 at
+    any head_dim from 1 to 256, or float32 on the tensor cores by 3xTF32 at 32, 64 or 128; steps 04 and 05: float32),
+    heads a multiple of heads_k; causal and the windows aligned to
     the bottom-right corner when seqlen_q != seqlen_k. Returns out (like q), or (out, lse) with
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
     backward (deterministic=True: the variant without atomics). step: None (default) runs step 08;
