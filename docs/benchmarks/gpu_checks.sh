@@ -30,6 +30,8 @@
 #              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
 #              GPU tests of steps 04-08's features and of step 10 in that build, and step 08's at any head
 #              dimension (test_tensor_cores_gpu [head_dim])
+#   pip_venv   `pip install .` from a clone into a fresh virtual environment (the system's PyTorch
+#              seen), then every test of tests/python/ from the installed package (pip_venv below)
 # A task starts only while the time since the start plus its usual length is below DEADLINE
 # seconds (default 540): what it writes is always complete. Each writes under OUTDIR; the log of
 # the calls is OUTDIR/checks.log. CMAKE_PREFIX_PATH and CMAKE_CUDA_ARCHITECTURES (default 90) reach
@@ -48,7 +50,7 @@ log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
                   [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200 [trace10]=40
-                  [python10]=420)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
+                  [python10]=420 [pip_venv]=480)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -119,6 +121,28 @@ task_python10() {
   grep -E "tests passed|tests failed|\*\*\*Failed" "$out/ctest_py_gpu.log"
   build-py/bin/test_tensor_cores_gpu "[head_dim]" > "$out/head_dim_gpu.log" 2>&1 || rc=1  # step 08 at any d
   tail -3 "$out/head_dim_gpu.log"
+  return $rc
+}
+task_pip_venv() {
+  # A new user's install: a clone of this tree, a fresh virtual environment that sees the system's
+  # PyTorch (--system-site-packages), `pip install .` (its build requirements from WHEELS, a folder of
+  # scikit-build-core's and pybind11's wheels, where the machine reaches no package index), then the
+  # module's tests from the installed package, run outside the tree.
+  local rc=0 clone=/tmp/fs-clone venv=/tmp/fs-venv wheels=${WHEELS:-$PWD/.devdeps/wheels}
+  python3 -c "import torch, pytest" 2> /dev/null || { echo "pip_venv: needs PyTorch and pytest"; return 1; }
+  rm -rf "$clone" "$venv"
+  git clone -q . "$clone" 2> "$out/pip_clone.log" || { mkdir -p "$clone" && git ls-files -z | xargs -0 cp --parents -t "$clone"; }
+  python3 -m venv --system-site-packages "$venv" > "$out/pip_venv.log" 2>&1 || return 1
+  ( cd "$clone" && "$venv/bin/pip" install --no-index --find-links "$wheels" \
+      -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" -C cmake.define.FS_STEPS="04;05;08;09;10" \
+      ${CMAKE_PREFIX_PATH:+-C cmake.define.CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"} . ) > "$out/pip_install.log" 2>&1 ||
+    { tail -20 "$out/pip_install.log"; return 1; }
+  tail -2 "$out/pip_install.log"
+  ( cd /tmp && "$venv/bin/python" -c "import flashsteps, json; print(flashsteps.__file__); print(json.dumps(flashsteps.info()))" ) \
+    > "$out/pip_import.log" 2>&1 || rc=1
+  cat "$out/pip_import.log"
+  ( cd /tmp && "$venv/bin/python" -m pytest -q -p no:cacheprovider "$clone/tests/python" ) > "$out/pytest_installed.log" 2>&1 || rc=1
+  tail -15 "$out/pytest_installed.log"
   return $rc
 }
 task_decode() {
