@@ -140,6 +140,10 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
         add_from(featured, {1, 4, 90, 128, 333, 1}, true, 0.f, "dense", false);
         add_from(base, {1, 2, 61, tc ? 32 : 16, 200, 1}, false, 0.f, "dense", false);
         if (tc) add_from(featured, {1, 4, 130, 96, 61, 2}, true, 0.2f, "dense", false);
+        // Head dimensions the kernels are not compiled at, in the next one's tiles (step 08's
+        // head_cols): element by element (59, rows 118 bytes apart), whole chunks (80).
+        if (tc) add_from(featured, {1, 3, 77, 59, 90, 1}, true, 0.2f, "dense", false);
+        if (tc) add_from(base, {2, 2, 97, 80}, false, 0.2f, "dense", false);
       }
       // Packed sequences (--varlen): an empty one, one token (the rest start at odd tokens),
       // queries without keys and keys without queries, more keys than queries and fewer; with
