@@ -61,7 +61,7 @@ __device__ float attn_prob(const ProbsParams& p, int b, int h, int i, int j, std
   const float lse = p.lse[bh * s.N + qt];
   const bool seen = !(p.causal && j > i + seq.shift()) && x != -INFINITY && lse != -INFINITY;
   float prob = seen ? expf(p.scale * x - lse) : 0.f;
-  if (p.dropout.on() && !dropout_keep(p.dropout.seed, threshold, static_cast<std::uint64_t>(bh),
+  if (p.dropout.p > 0.f && !dropout_keep(p.dropout.seed, threshold, static_cast<std::uint64_t>(bh),
                                       static_cast<std::uint32_t>(qt), static_cast<std::uint32_t>(kt)))
     prob = -prob;  // dropped: the sign says so (−0 where P is 0)
   return prob;
