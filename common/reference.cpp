@@ -157,6 +157,26 @@ T rounded(const AttnOptions& opt, T x) {
   return x;
 }
 
+// Row `row` = bh·N + i's scores S_ij over the keys of its sequence that may be visible (the
+// first rk.end() of them; −∞ where masked), and their max (−∞ when every one is masked).
+template <typename T>
+T row_scores(const Shape& s, const float* q, const float* k, const AttnOptions& opt, std::int64_t row, const RowKeys& rk,
+             std::vector<T>& srow) {
+  const std::int64_t bh = row / s.N;
+  const int d = s.d;
+  const float* qi = q + row * d;                                                   // (d)
+  const float* kh = k + (kv_head(s, opt, bh) * opt.keys(s) + rk.k0) * std::int64_t(d);  // (n, d): the sequence's keys
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  srow.assign(std::size_t(rk.end(opt)), neg_inf);
+  T m = neg_inf;
+  for (std::size_t j = 0; j < srow.size(); ++j) {
+    if (rk.visible(opt, std::int64_t(j)))
+      srow[j] = score(s, opt, rk, bh, std::int64_t(j), T(opt.scale) * score_dot<T>(opt, qi, kh + std::int64_t(j) * d, d));
+    m = std::max(m, srow[j]);
+  }
+  return m;
+}
+
 }  // namespace
 
 std::vector<float> alibi_slopes(int H) {
@@ -186,11 +206,7 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   const std::int64_t bh = row / s.N, i = row % s.N;
   const int d = s.d;
   const RowKeys rk = row_keys(s, opt, i);
-  const std::int64_t kv = kv_head(s, opt, bh) * opt.keys(s) + rk.k0;  // the sequence's first key row
-  const float* qi = q + row * d;                 // (d)
-  const float* kh = k + kv * std::int64_t(d);    // (n, d): the sequence's keys
-  const float* vh = v + kv * std::int64_t(d);    // (n, d)
-  const int n_keys = rk.end(opt);
+  const float* vh = v + (kv_head(s, opt, bh) * opt.keys(s) + rk.k0) * std::int64_t(d);  // (n, d)
   const DropoutMask<T> z(opt.dropout);
 
   for (int c = 0; c < d; ++c) o_row[c] = 0;
@@ -198,17 +214,13 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   // Masked keys get -inf; a row with no visible key (or every score -inf, as an additive -inf
   // mask makes it) gets O = 0, LSE = -inf, never exp(-inf - -inf) = NaN.
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  std::vector<T> srow(n_keys);  // (N)
-  T m = neg_inf;
-  for (int j = 0; j < n_keys; ++j) {
-    srow[j] = rk.visible(opt, j) ? score(s, opt, rk, bh, j, T(opt.scale) * score_dot<T>(opt, qi, kh + std::int64_t(j) * d, d))
-                                 : neg_inf;
-    m = std::max(m, srow[j]);
-  }
+  std::vector<T> srow;  // (N)
+  const T m = row_scores<T>(s, q, k, opt, row, rk, srow);
   if (m == neg_inf) {
     *lse = m;
     return;
   }
+  const int n_keys = int(srow.size());
   T l = 0;
   for (int j = 0; j < n_keys; ++j) {
     if (srow[j] == neg_inf) continue;
@@ -220,6 +232,28 @@ void reference_forward_row(const Shape& s, const float* q, const float* k, const
   }
   for (int c = 0; c < d; ++c) o_row[c] = rounded(opt, o_row[c] / l);
   *lse = m + std::log(l);
+}
+
+template <typename T>
+void reference_probs_row(const Shape& s, const float* q, const float* k, const AttnOptions& opt, std::int64_t row,
+                         std::vector<T>& p) {
+  require_layout(s, opt);
+  if (opt.clusters) throw std::invalid_argument("reference: the probabilities are dense attention's, not SMYRF's");
+  const std::int64_t bh = row / s.N, i = row % s.N;
+  const RowKeys rk = row_keys(s, opt, i);
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  std::vector<T> srow;
+  const T m = row_scores<T>(s, q, k, opt, row, rk, srow);
+  T l = 0;
+  for (const T x : srow)
+    if (x != neg_inf) l += std::exp(x - m);
+  const T lse = m + std::log(l);  // as reference_forward_row's
+  p.assign(std::size_t(rk.n), T(0));
+  const DropoutMask<T> z(opt.dropout);
+  for (int j = 0; j < rk.n; ++j) {
+    if (j < int(srow.size()) && srow[j] != neg_inf) p[j] = std::exp(srow[j] - lse);
+    if (z(bh, i, rk.k0 + j) == T(0)) p[j] = -p[j];  // dropped: negative (−0 where P is 0)
+  }
 }
 
 template <typename T>
@@ -334,6 +368,8 @@ void reference_backward_head(const Shape& s, const float* q, const float* k, con
   template void reference_forward_row<T>(const Shape&, const float*, const float*,           \
                                          const float*, const AttnOptions&, std::int64_t, T*, \
                                          T*);                                                \
+  template void reference_probs_row<T>(const Shape&, const float*, const float*, const AttnOptions&, \
+                                       std::int64_t, std::vector<T>&);                       \
   template void reference_forward<T>(const Shape&, const float*, const float*, const float*, \
                                      const AttnOptions&, const std::vector<std::int64_t>&,   \
                                      std::vector<T>&, std::vector<T>&);                      \

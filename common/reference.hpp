@@ -91,6 +91,15 @@ template <typename T>
 void reference_forward_row(const Shape& s, const float* q, const float* k, const float* v,
                            const AttnOptions& opt, std::int64_t row, T* o_row, T* lse);
 
+// Row `row` = bh·N + i of the attention probabilities, as flash_attn_func(..., return_attn_probs=True)
+// defines them (its S_dmask; the kernels' twin is common/attn_probs.cuh): p[j] = exp(S_ij − LSE_i)
+// for the keys j of the row's sequence (kv_len of them, or its own with packed sequences; p is
+// resized to that), 0 where masked; where the dropout mask drops (i, j), −p[j] instead (−0 where
+// P is 0), so that the sign bit is the mask and |p| the probability before dropout.
+template <typename T>
+void reference_probs_row(const Shape& s, const float* q, const float* k, const AttnOptions& opt, std::int64_t row,
+                         std::vector<T>& p);
+
 // Rows `rows` (indices into the B·H·N rows) of O and LSE: o is rows.size() × d.
 template <typename T>
 void reference_forward(const Shape& s, const float* q, const float* k, const float* v,

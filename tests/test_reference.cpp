@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/harness.hpp"
+#include "common/philox.hpp"
 #include "common/reference.hpp"
 #include "tests/flash_checks.hpp"
 
@@ -19,6 +20,7 @@ namespace {
 
 struct Forward {
   std::vector<double> o, lse;
+  std::vector<double> p;  // explicit_head's: P of the head, N × N_k
 };
 Forward forward64(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
                   const std::vector<float>& v, const AttnOptions& opt) {
@@ -212,13 +214,16 @@ Forward explicit_head(const Shape& s, const std::vector<float>& qs, const std::v
   Forward f;
   f.o.assign(std::size_t(N) * d, 0.0);
   f.lse.assign(N, neg_inf);
+  f.p.assign(std::size_t(N) * Nk, 0.0);
   for (int i = 0; i < N; ++i) {
     double m = neg_inf, l = 0;
     for (int j = 0; j < Nk; ++j) m = std::max(m, S[std::size_t(i) * Nk + j]);
-    if (m == neg_inf) continue;  // no key kept: O = 0, LSE = −inf
+    if (m == neg_inf) continue;  // no key kept: O = 0, LSE = −inf, P = 0
     for (int j = 0; j < Nk; ++j) l += std::exp(S[std::size_t(i) * Nk + j] - m);
-    for (int j = 0; j < Nk; ++j)
-      for (int c = 0; c < d; ++c) f.o[std::size_t(i) * d + c] += std::exp(S[std::size_t(i) * Nk + j] - m) / l * v[j * d + c];
+    for (int j = 0; j < Nk; ++j) {
+      f.p[std::size_t(i) * Nk + j] = std::exp(S[std::size_t(i) * Nk + j] - m) / l;
+      for (int c = 0; c < d; ++c) f.o[std::size_t(i) * d + c] += f.p[std::size_t(i) * Nk + j] * v[j * d + c];
+    }
     f.lse[i] = m + std::log(l);
   }
   return f;
@@ -247,6 +252,12 @@ void require_same_as_explicit(const Shape& s, const std::vector<float>& q, const
       else REQUIRE(lse == Approx(e.lse[i]).epsilon(1e-12));
       for (int c = 0; c < s.d; ++c)
         REQUIRE(f.o[(std::size_t(bh) * s.N + i) * s.d + c] == Approx(e.o[std::size_t(i) * s.d + c]).margin(1e-12));
+      // The probabilities (S_dmask without dropout) are the explicit softmax's, every key of the row.
+      std::vector<double> p;
+      fs::reference_probs_row<double>(s, q.data(), k.data(), opt, std::int64_t(bh) * s.N + i, p);
+      const std::size_t Nk = e.p.size() / std::size_t(s.N);
+      REQUIRE(p.size() == Nk);
+      for (std::size_t j = 0; j < Nk; ++j) REQUIRE(p[j] == Approx(e.p[std::size_t(i) * Nk + j]).margin(1e-12));
     }
   }
 }
@@ -587,4 +598,81 @@ TEST_CASE("packed sequences that do not add up are the caller's error", "[refere
   REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("go together"));
   opt.cu_seqlens_q = opt.cu_seqlens_k = &backwards;
   REQUIRE_THROWS_WITH(forward64(s, x, x, x, opt), Catch::Contains("non-decreasing"));
+}
+
+// S_dmask with dropout (reference_probs_row): the sign bit of entry (i, j) is the Philox mask
+// (common/philox.hpp: dropout_keep of head bh, query token i, key token j) and nothing else, and
+// the forward's O is |P| with the dropped entries zeroed, over 1 − p, times V — the probabilities
+// are those the forward applied its mask to. Square and unequal lengths, grouped heads, the
+// features, and packed sequences (indexed by token, not by the sequence's own positions).
+TEST_CASE("the probabilities with dropout carry the forward's mask in their sign and give back its O",
+          "[reference][interface]") {
+  const int H = 4, d = 5;
+  const bool packed = GENERATE(false, true);
+  const bool causal = GENERATE(false, true);
+  const int features = GENERATE(0, 1);  // none; a window, softcap and ALiBi (B, H)
+  const std::vector<std::int32_t> cu_q = {0, 5, 8, 14, 14, 17}, cu_k = {0, 5, 13, 16, 19, 19};
+  const int B = packed ? 1 : 2, N = packed ? cu_q.back() : 9, Nk = packed ? cu_k.back() : 13, kv_heads = 2;
+  const int rows_of_slopes = packed ? int(cu_q.size()) - 1 : B;
+  const std::vector<float> slopes = batch_slopes(rows_of_slopes, H);
+  const std::vector<float> q = random_values(std::size_t(B) * H * N * d, 41);
+  const std::vector<float> k = random_values(std::size_t(B) * kv_heads * Nk * d, 42);
+  const std::vector<float> v = random_values(std::size_t(B) * kv_heads * Nk * d, 43);
+  const float p_drop = 0.3f;
+  const std::uint64_t seed = 0x1234'5678'9abcull;
+  AttnOptions opt{0.5f, causal, fs::Dropout{p_drop, seed}};
+  opt.kv_heads = kv_heads;
+  opt.kv_len = Nk;
+  if (packed) {
+    opt.cu_seqlens_q = &cu_q;
+    opt.cu_seqlens_k = &cu_k;
+  }
+  if (features) {
+    opt.window_left = 4;
+    opt.window_right = 2;
+    opt.softcap = 1.5f;
+    opt.alibi_slopes = slopes.data();
+    opt.alibi_batch_stride = H;
+  }
+  INFO("packed " << packed << " causal " << causal << " features " << features);
+  const Shape s{B, H, N, d};
+  const Forward f = forward64(s, q, k, v, opt);
+  AttnOptions no_dropout = opt;
+  no_dropout.dropout = {};
+  const std::uint32_t threshold = fs::dropout_threshold(p_drop);
+  std::int64_t dropped = 0, entries = 0;
+  for (std::int64_t row = 0; row < s.rows(); ++row) {
+    const std::int64_t bh = row / N, i = row % N;
+    const std::int64_t kv = bh / H * kv_heads + bh % H / (H / kv_heads);
+    std::int64_t k0 = 0;  // the first key token of the row's sequence
+    if (packed) {
+      std::size_t b = 0;
+      while (cu_q[b + 1] <= i) ++b;
+      k0 = cu_k[b];
+    }
+    std::vector<double> p, plain;
+    fs::reference_probs_row<double>(s, q.data(), k.data(), opt, row, p);
+    fs::reference_probs_row<double>(s, q.data(), k.data(), no_dropout, row, plain);
+    REQUIRE(p.size() == plain.size());
+    std::vector<double> o(std::size_t(d), 0.0);
+    double sum = 0;
+    for (std::size_t j = 0; j < p.size(); ++j) {
+      const bool kept = fs::dropout_keep(seed, threshold, std::uint64_t(bh), std::uint32_t(i), std::uint32_t(k0 + j));
+      REQUIRE(std::signbit(p[j]) == !kept);  // the sign is the mask, element by element (−0 included)
+      REQUIRE(std::abs(p[j]) == plain[j]);    // |P| is the probability before dropout
+      dropped += !kept;
+      ++entries;
+      sum += plain[j];
+      if (!kept) continue;
+      for (int c = 0; c < d; ++c) o[c] += p[j] / (1.0 - double(p_drop)) * double(v[((kv * Nk) + k0 + std::int64_t(j)) * d + c]);
+    }
+    if (f.lse[std::size_t(row)] == -std::numeric_limits<double>::infinity()) {
+      REQUIRE(sum == 0);
+    } else {
+      REQUIRE(sum == Approx(1.0).epsilon(1e-12));
+    }
+    for (int c = 0; c < d; ++c) REQUIRE(o[c] == Approx(f.o[std::size_t(row) * d + c]).margin(1e-12));
+  }
+  // About p of them dropped (a mask of all or none would pass the loop above only by accident).
+  REQUIRE(double(dropped) / double(entries) == Approx(p_drop).margin(0.1));
 }

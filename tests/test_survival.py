@@ -491,7 +491,7 @@ def python_child(calls, seed):
             if rng.random() < 0.3:
                 kw[key] = rng.choice(good if clean or rng.random() < 0.5 else bad)
         fn = rng.choice(["reference", "reference", "check", "reference_backward", "check_backward", "alibi_slopes",
-                         "attention_into", "decode"])
+                         "attention_into", "decode", "probs"])
         print(f"call {i}: {fn} q{qs} k{ks} {np.dtype(dt).name} {sorted(kw)}", flush=True)
         start = time.monotonic()
         try:  # the arguments, made here: NumPy's own refusals (a shape past memory) are not the module's
@@ -517,7 +517,7 @@ def python_child(calls, seed):
             continue
         try:
             if fn == "reference":
-                flashsteps.reference(q, k, v, **kw)
+                flashsteps.reference(q, k, v, **kw, return_attn_probs=rng.random() < 0.3)
             elif fn == "check":
                 flashsteps.check(other, q, k, v, **kw)
             elif fn == "reference_backward":
@@ -536,6 +536,8 @@ def python_child(calls, seed):
                     ("stream", [0, -1, 2 ** 70, "0"]), ("block_table", [None, q]), ("rotary_cos", [None, k]))
                     if rng.random() < 0.4}
                 decode(q, k, v, other, np.zeros(1, np.float32), **dkw)
+            elif fn == "probs":  # the attention probabilities' kernel call (return_attn_probs)
+                flashsteps._flashsteps._probs(q, k, np.zeros(1, np.float32), other, **kw)
             else:
                 flashsteps.attention_into(q, k, v, other, np.zeros(1, np.float32), **kw)
             result = "returned"

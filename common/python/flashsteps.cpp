@@ -6,6 +6,7 @@
 //
 //   out, lse = flashsteps.reference(q, k, v, causal=True)         q (B, N, H, d), k, v (B, Nk, Hkv, d)
 //   dq, dk, dv = flashsteps.reference_backward(q, k, v, dout, causal=True)
+//   out, lse, s_dmask = flashsteps.reference(q, k, v, dropout_p=0.1, return_attn_probs=True)  # P, dropped < 0
 //
 // The inputs are read in place through DLPack (float32, float16 or bfloat16, any strides; the
 // reference computes in double from their float32 values); the outputs are new float64 NumPy
@@ -16,6 +17,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,8 +27,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/attn_probs.hpp"
 #include "common/dtype.hpp"
 #include "common/errors.hpp"
+#include "common/host_memory.hpp"
+#include "common/parallel.hpp"
 #include "common/python/arguments.hpp"
 #include "common/python/dlpack_tensor.hpp"
 #include "common/reference.hpp"
@@ -111,10 +116,60 @@ Problem problem(const py::object& q_obj, const py::object& k_obj, const py::obje
   return fs::python::reference_problem(q, k, v, ptr(dout), kw.kw, ptr(alibi), ptr(cu_q), ptr(cu_k));
 }
 
+// The attention probabilities' array (flash_attn's S_dmask, return_attn_probs=True): (batch, heads,
+// seqlen_q, seqlen_k), or with packed sequences (sequences, heads, longest queries, longest keys),
+// sequence b's P in its top-left corner; refused past kMaxAttnProbs entries, as the kernels' are.
+std::vector<py::ssize_t> probs_dims(const Problem& P) {
+  std::vector<py::ssize_t> dims{P.s.B, P.s.H, P.s.N, P.kv_len};
+  if (P.packed) {
+    dims[0] = py::ssize_t(P.cu_q.size()) - 1;
+    dims[2] = dims[3] = 0;
+    for (std::size_t b = 1; b < P.cu_q.size(); ++b) {
+      dims[2] = std::max<py::ssize_t>(dims[2], P.cu_q[b] - P.cu_q[b - 1]);
+      dims[3] = std::max<py::ssize_t>(dims[3], P.cu_k[b] - P.cu_k[b - 1]);
+    }
+  }
+  const double entries = double(dims[0]) * double(dims[1]) * double(dims[2]) * double(dims[3]);
+  if (entries > double(fs::kMaxAttnProbs))
+    fs::python::value_error("return_attn_probs: batch·heads·seqlen_q·seqlen_k = " + std::to_string(std::int64_t(entries)) +
+                            " entries, past the attention probabilities' limit of 2^28 = " +
+                            std::to_string(fs::kMaxAttnProbs) + " (they are for tests and small problems)");
+  fs::require_host_memory(std::uint64_t(entries) * 8, "return_attn_probs: the float64 probabilities");  // InputError
+  return dims;
+}
+
+// P of every row by reference_probs_row in T (double: the reference; float: the plain float32
+// implementation), the dropped entries negative, in probs_dims' layout.
+template <typename T>
+py::array_t<double> probs_array(const Problem& P, const std::vector<py::ssize_t>& dims) {
+  py::array_t<double> out(dims);
+  double* p = out.mutable_data();
+  std::fill(p, p + out.size(), 0.0);
+  const fs::AttnOptions opt = fs::python::options_of(P);
+  const fs::Shape& s = P.s;
+  const std::int64_t rows = dims[2], cols = dims[3];
+  py::gil_scoped_release unlocked;
+  fs::parallel_for(s.rows(), [&](std::int64_t row) {
+    const std::int64_t bh = row / s.N, t = row % s.N;
+    std::int64_t b = bh / s.H, i = t;
+    if (P.packed) {  // the sequence of token t, and t's place in it
+      b = std::upper_bound(P.cu_q.begin(), P.cu_q.end(), std::int32_t(t)) - P.cu_q.begin() - 1;
+      i = t - P.cu_q[std::size_t(b)];
+    }
+    std::vector<T> prow;
+    fs::reference_probs_row<T>(s, P.q.data(), P.k.data(), opt, row, prow);
+    double* dst = p + ((b * s.H + bh % s.H) * rows + i) * cols;
+    for (std::size_t j = 0; j < prow.size(); ++j) dst[j] = double(prow[j]);
+  });
+  return out;
+}
+
 // plain: the plain float32 implementation's result instead of the float64 one (the values check()
-// measures err_fp32 with), in float64 arrays.
-py::tuple reference(const py::object& q, const py::object& k, const py::object& v, const Keywords& kw, bool plain) {
+// measures err_fp32 with), in float64 arrays. probs: S_dmask as well (probs_array).
+py::tuple reference(const py::object& q, const py::object& k, const py::object& v, const Keywords& kw, bool plain,
+                    bool probs) {
   const Problem P = problem(q, k, v, nullptr, kw);
+  const std::vector<py::ssize_t> dims = probs ? probs_dims(P) : std::vector<py::ssize_t>{};
   std::vector<double> o, lse;
   if (plain) {
     std::vector<float> o32, lse32;
@@ -124,7 +179,9 @@ py::tuple reference(const py::object& q, const py::object& k, const py::object& 
   } else {
     forward(P, o, lse);
   }
-  return py::make_tuple(from_bhnd(o, P.s.B, P.s.H, P.s.N, P.s.d, P.packed), lse_array(P, lse));
+  py::array_t<double> out = from_bhnd(o, P.s.B, P.s.H, P.s.N, P.s.d, P.packed);
+  if (!probs) return py::make_tuple(out, lse_array(P, lse));
+  return py::make_tuple(out, lse_array(P, lse), plain ? probs_array<float>(P, dims) : probs_array<double>(P, dims));
 }
 
 py::tuple reference_backward(const py::object& q, const py::object& k, const py::object& v, const py::object& dout,
@@ -238,6 +295,7 @@ Keywords keywords(const py::object& dropout_p, const py::object& scale, const py
 
 namespace fs::python {
 void add_gpu(py::module_& m);     // flashsteps_gpu.cpp: the kernels on CUDA tensors
+void add_probs(py::module_& m);   // flashsteps_probs.cpp: the attention probabilities of a call
 void add_decode(py::module_& m);  // flashsteps_decode.cpp: step 10's, where it is built
 }
 
@@ -256,14 +314,17 @@ PYBIND11_MODULE(_flashsteps, m) {
     }
   });
   fs::python::add_gpu(m);
+  fs::python::add_probs(m);
 #ifdef FS_PYTHON_DECODE
   fs::python::add_decode(m);
 #endif
   using O = const py::object&;
   m.def(
       "reference",
-      [](O q, O k, O v, O p, O sc, O c, O w, O cap, py::object a, py::object cq, py::object ck, O seed, O plain) {
-        return reference(q, k, v, keywords(p, sc, c, w, cap, a, cq, ck, seed), fs::python::flag(plain));
+      [](O q, O k, O v, O p, O sc, O c, O w, O cap, py::object a, py::object cq, py::object ck, O seed, O plain,
+         O probs) {
+        return reference(q, k, v, keywords(p, sc, c, w, cap, a, cq, ck, seed), fs::python::flag(plain),
+                         fs::python::flag(probs));
       },
       "Exact attention in float64 on the CPU, as flash_attn_func defines it: q (batch, seqlen_q, heads, head_dim), k\n"
       "and v (batch, seqlen_k, heads_k, head_dim), heads a multiple of heads_k; or, with cu_seqlens (int32 prefix sums),\n"
@@ -272,8 +333,13 @@ PYBIND11_MODULE(_flashsteps, m) {
       "batch (with cu_seqlens, per sequence). Dropout uses the project's Philox mask of `seed`.\n"
       "Returns (out, lse): out like q, float64; lse (batch, heads, seqlen_q), or (heads, total_q) packed.\n"
       "plain=True: the plain float32 implementation instead, rounding where a kernel of q's dtype must (what check()\n"
-      "measures err_fp32 with), its values in float64 arrays.",
-      py::arg("q"), py::arg("k"), py::arg("v"), FS_KEYWORDS, py::arg("plain") = false);
+      "measures err_fp32 with), its values in float64 arrays.\n"
+      "return_attn_probs=True: (out, lse, S_dmask), S_dmask flash_attn's attention probabilities P = exp(S - lse),\n"
+      "(batch, heads, seqlen_q, seqlen_k) float64 (packed: (sequences, heads, longest seqlen_q, longest seqlen_k), each\n"
+      "sequence's P in its corner, zero past it), 0 where masked, negative where the dropout mask of `seed` dropped\n"
+      "the entry (the sign bit: -0 too); at most 2^28 entries.",
+      py::arg("q"), py::arg("k"), py::arg("v"), FS_KEYWORDS, py::arg("plain") = false,
+      py::arg("return_attn_probs") = false);
   m.def(
       "reference_backward",
       [](O q, O k, O v, O dout, O p, O sc, O c, O w, O cap, py::object a, py::object cq, py::object ck, O seed) {

@@ -34,13 +34,52 @@ def test_flash_attn_interface_names_and_refusals():
 
     for name in fai.__all__:
         assert callable(getattr(fai, name)), name
-    with pytest.raises(ValueError, match="return_attn_probs"):
-        fai.flash_attn_func(None, None, None, return_attn_probs=True)
     with pytest.raises(ValueError, match="block_table"):
         fai.flash_attn_varlen_func(None, None, None, None, None, 1, 1, block_table=object())
     x = np.zeros((1, 4, 2, 8), np.float32)
     with pytest.raises(TypeError, match="PyTorch tensors"):
         fai.flash_attn_func(x, x, x)
+    with pytest.raises(TypeError, match="PyTorch tensors"):
+        fai.flash_attn_func(x, x, x, return_attn_probs=True)
+
+
+class Shaped:
+    """A stand-in for a tensor of this shape (shape and dim() are all _probs_shape reads)."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def dim(self):
+        return len(self.shape)
+
+    def select(self, dim, index):  # a packed tensor's view, as _unpacked takes it
+        return Shaped(*(n for i, n in enumerate(self.shape) if i != dim % len(self.shape)))
+
+
+def test_attention_probabilities_past_their_limit_are_refused_before_the_forward():
+    """return_attn_probs=True is for tests and small problems: an S_dmask of more than 2^28 entries
+    (batch·heads·seqlen_q·seqlen_k) is refused with ValueError before the forward runs (no tensor here
+    reaches a kernel: the stand-ins would fail there); at the limit the shape is (batch, heads, seqlen_q,
+    seqlen_k), or with packed sequences (sequences, heads, max_seqlen_q, max_seqlen_k)."""
+    from flashsteps import flash_attn_interface as fai
+
+    assert flashsteps._probs_limit == 2**28
+    assert flashsteps._probs_shape(Shaped(1, 16384, 1, 8), Shaped(1, 16384, 1, 8)) == (1, 1, 16384, 16384)
+    assert flashsteps._probs_shape(Shaped(2, 100, 8, 64), Shaped(2, 300, 2, 64)) == (2, 8, 100, 300)
+    cu = [0, 5, 5, 12]
+    assert flashsteps._probs_shape(Shaped(12, 4, 64), Shaped(20, 2, 64), cu, 7, 9) == (3, 4, 7, 9)
+    big_q, big_k = Shaped(4, 8192, 16, 64), Shaped(4, 8192, 4, 64)
+    with pytest.raises(ValueError, match=r"past the attention probabilities' limit of 2\^28"):
+        fai.flash_attn_func(big_q, big_k, big_k, return_attn_probs=True)
+    with pytest.raises(ValueError, match=r"limit of 2\^28"):
+        fai.flash_attn_kvpacked_func(big_q, Shaped(4, 8192, 2, 4, 64), return_attn_probs=True)
+    with pytest.raises(ValueError, match=r"limit of 2\^28"):
+        fai.flash_attn_func(Shaped(1, 16385, 1, 8), Shaped(1, 16384, 1, 8), Shaped(1, 16384, 1, 8),
+                            return_attn_probs=True)
+    packed = Shaped(40000, 8, 64)
+    with pytest.raises(ValueError, match=r"limit of 2\^28"):
+        fai.flash_attn_varlen_func(packed, packed, packed, [0, 20000, 40000], [0, 20000, 40000], 20000, 20000,
+                                   return_attn_probs=True)
 
 
 def test_import_needs_no_pytorch():

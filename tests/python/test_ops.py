@@ -3,8 +3,10 @@
 CUDA tensors that hold no memory (through flashsteps.attention itself, and attention_backward's),
 forward and backward traced through the registered autograd (make_fx, as AOT autograd traces them),
 each entry point traced whole by dynamo with no graph break (torch.export, strict), the wrapper's
-own refusals, and when the ops are registered. The kernels themselves, opcheck, torch.compile run
-end to end and CUDA graphs: tests/python/gpu/test_compile.py."""
+own refusals, and when the ops are registered; the attention probabilities' op (return_attn_probs)
+likewise: its fake output, its refusal past 2^28 entries, not differentiable. The kernels themselves,
+opcheck, torch.compile run end to end and CUDA graphs: tests/python/gpu/test_compile.py (and
+tests/python/gpu/test_attn_probs.py for the probabilities)."""
 import subprocess
 import sys
 
@@ -18,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 import flashsteps  # noqa: E402
 from flashsteps import _ops  # noqa: E402
+from flashsteps import flash_attn_interface as fai  # noqa: E402
 
 HAS_DECODE = hasattr(flashsteps._flashsteps, "_decode")
 
@@ -27,6 +30,9 @@ def fake_cuda(*shape, dtype=torch.bfloat16, requires_grad=False):
 
 
 def test_schemas():
+    probs = _ops.probs_op._schema
+    assert [a.name for a in probs.arguments][:6] == ["q", "k", "lse", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"]
+    assert not any(a.alias_info and a.alias_info.is_write for a in probs.arguments) and len(probs.returns) == 1
     fwd = _ops.forward_op._schema
     assert [a.name for a in fwd.arguments][:6] == ["q", "k", "v", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"]
     assert not any(a.alias_info and a.alias_info.is_write for a in fwd.arguments)
@@ -104,6 +110,43 @@ def test_fake_outputs_packed_and_grouped():
         assert out.dtype == torch.float32
 
 
+def test_fake_outputs_of_the_probabilities():
+    """return_attn_probs=True through flash_attn_interface: S_dmask float32 (batch, heads, seqlen_q, seqlen_k)
+    contiguous on q's device, or packed (sequences, heads, max_seqlen_q, max_seqlen_k); past 2^28 entries
+    refused (ValueError) before the forward."""
+    with FakeTensorMode():
+        q, k = fake_cuda(2, 48, 4, 64), fake_cuda(2, 40, 2, 64)
+        out, lse, probs = fai.flash_attn_func(q, k, k, dropout_p=0.1, causal=True, return_attn_probs=True)
+        assert out.shape == q.shape and lse.shape == (2, 4, 48)
+        assert probs.shape == (2, 4, 48, 40) and probs.dtype == torch.float32 and probs.is_contiguous()
+        assert probs.device == q.device
+        qp, kp = fake_cuda(171, 8, 64), fake_cuda(200, 2, 64)
+        cu = torch.empty(4, dtype=torch.int32, device="cuda")
+        out, lse, probs = fai.flash_attn_varlen_func(qp, kp, kp, cu, cu.clone(), 101, 120, return_attn_probs=True)
+        assert lse.shape == (8, 171) and probs.shape == (3, 8, 101, 120) and probs.dtype == torch.float32
+        big_q, big_k = fake_cuda(4, 8192, 16, 64), fake_cuda(4, 8192, 4, 64)
+        with pytest.raises(ValueError, match=r"limit of 2\^28"):
+            fai.flash_attn_func(big_q, big_k, big_k, return_attn_probs=True)
+
+
+def test_probabilities_are_not_differentiable():
+    """S_dmask never requires grad, whatever q and k do (its autograd marks it non-differentiable), traced
+    as one call of the op beside the forward's."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def probs_of(q, k, v):
+        out, lse = _ops.forward_op(q, k, v, None, None, None, *SETTINGS)
+        probs = _ops.probs_op(q, k, lse, None, None, None, True, None, -1, -1, 0.0, 0.0, 1, None, None)
+        assert out.requires_grad and not probs.requires_grad
+        return probs
+
+    q = torch.zeros(2, 48, 4, 64, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.zeros(2, 40, 2, 64, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    gm = make_fx(probs_of, tracing_mode="fake")(q, k, v)
+    calls = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert calls.count(_ops.probs_op) == 1, calls
+
+
 @pytest.mark.skipif(not HAS_DECODE, reason="this build has no step 10")
 def test_fake_outputs_decoding():
     with FakeTensorMode():
@@ -142,6 +185,12 @@ class Decode(torch.nn.Module):
         return flashsteps.attention_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=lens, causal=True) + 1
 
 
+class Probs(torch.nn.Module):
+    def forward(self, q, k, v):
+        out, lse, probs = fai.flash_attn_func(q, k, v, dropout_p=0.1, causal=True, return_attn_probs=True)
+        return out * 2, lse, probs
+
+
 def export_cases():
     """(module, its inputs, the op it must call once): made under the caller's FakeTensorMode."""
     cu = torch.empty(4, dtype=torch.int32, device="cuda")
@@ -153,6 +202,20 @@ def export_cases():
                                  fake_cuda(2, 1, 2, 64), fake_cuda(2, 1, 2, 64),
                                  torch.empty(2, dtype=torch.int32, device="cuda")), _ops.kvcache_op))
     return cases
+
+
+def test_export_traces_return_attn_probs_whole():
+    """flash_attn_func(return_attn_probs=True) is one call of the forward's op and one of the probabilities',
+    with no graph break."""
+    with FakeTensorMode():
+        model, inputs = Probs(), (fake_cuda(2, 48, 4, 64), fake_cuda(2, 40, 2, 64), fake_cuda(2, 40, 2, 64))
+        ep = torch.export.export(model, inputs, strict=True)
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(model)(*inputs)
+        torch._dynamo.reset()
+    calls = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert calls.count(_ops.forward_op) == 1 and calls.count(_ops.probs_op) == 1, calls
+    assert explanation.graph_break_count == 0 and explanation.graph_count == 1, explanation.break_reasons
 
 
 @pytest.mark.parametrize("which", [0, 1, 2], ids=["block", "packed", "decoding"])
@@ -196,10 +259,13 @@ def test_the_real_op_refuses_cpu_tensors():
     q = torch.zeros(1, 16, 2, 64, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="CUDA tensor"):
         _ops.forward_op(q, q, q, None, None, None, "08", "fa2", False, None, -1, -1, 0.0, 0.0, 1, None, None)
+    lse = torch.zeros(1, 2, 16)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        _ops.probs_op(q, q, lse, None, None, None, False, None, -1, -1, 0.0, 0.0, 1, None, None)
 
 
 def test_the_ops_pass_the_native_calls_keywords_they_take(monkeypatch):
-    """Each op's real implementation calls its native function (_forward, _backward, _decode) with
+    """Each op's real implementation calls its native function (_forward, _backward, _probs, _decode) with
     keywords the native function takes: on CPU tensors, let through to it here, the call gets as far as
     the native check that wants CUDA tensors (a keyword it did not take would be pybind11's TypeError
     before that)."""
@@ -211,7 +277,8 @@ def test_the_ops_pass_the_native_calls_keywords_they_take(monkeypatch):
     q = torch.zeros(1, 16, 2, 64, dtype=torch.bfloat16, requires_grad=True)
     lse = torch.zeros(1, 2, 16)
     calls = [lambda: _ops.forward_op(q, q, q, None, None, None, *SETTINGS),
-             lambda: _ops.backward_op(q, q, q, q, q, lse, None, None, None, *SETTINGS)]
+             lambda: _ops.backward_op(q, q, q, q, q, lse, None, None, None, *SETTINGS),
+             lambda: _ops.probs_op(q, q, lse, None, None, None, True, None, -1, -1, 0.0, 0.1, 1, None, None)]
     if HAS_DECODE:
         calls.append(lambda: _ops.kvcache_op(q, q, q, None, None, None, 5, None, None, None, None, False, None, True,
                                              -1, -1, 0.0, None, 0))

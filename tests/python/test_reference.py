@@ -13,8 +13,9 @@ def randn(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None):
-    """out (B, Nq, H, d), lse (B, H, Nq) and the gradient function, in float64, from the definition."""
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None, with_p=False):
+    """out (B, Nq, H, d), lse (B, H, Nq) and the gradient function, in float64, from the definition
+    (with_p: and P (B, H, Nq, Nk), the probabilities)."""
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
     B, Nq, H, d = q.shape
     Nk, Hk = k.shape[1], k.shape[2]
@@ -59,7 +60,7 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
         fold = lambda x: x.reshape(B, Nk, Hk, g, d).sum(axis=3)  # a group's heads add up
         return dq, fold(dk), fold(dv)
 
-    return out, lse, grads
+    return (out, lse, grads, p) if with_p else (out, lse, grads)
 
 
 def batch_slopes(B, H):
@@ -203,6 +204,92 @@ def test_dropout_is_the_seeded_mask():
     np.testing.assert_array_equal(a, flashsteps.reference(q, k, v, dropout_p=0.2, seed=5)[0])
     assert not np.allclose(a, plain) and not np.allclose(a, flashsteps.reference(q, k, v, dropout_p=0.2, seed=6)[0])
     np.testing.assert_array_equal(flashsteps.reference(q, k, v, dropout_p=0.0, seed=5)[0], plain)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "plain")
+def test_attention_probabilities_match_numpy(case):
+    """return_attn_probs=True: S_dmask (batch, heads, seqlen_q, seqlen_k) float64 is the softmax of the
+    definition (0 where masked), beside the same out and lse."""
+    B, Nq, H, d = 2, 17, 4, 16
+    Nk, Hk = case.get("nk", Nq), case.get("hk", H)
+    q, k, v = randn(B, Nq, H, d), randn(B, Nk, Hk, d), randn(B, Nk, Hk, d)
+    slopes = (batch_slopes(B, H) if case.get("alibi") == "rows" else flashsteps.alibi_slopes(H) if case.get("alibi")
+              else None)
+    kw = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)), softcap=case.get("softcap", 0.0),
+              alibi_slopes=slopes, softmax_scale=case.get("scale"))
+    *_, want = attention(q, k, v, case.get("causal", False), case.get("window", (-1, -1)), case.get("softcap", 0.0),
+                         slopes, case.get("scale"), with_p=True)
+    out, lse, probs = flashsteps.reference(q, k, v, return_attn_probs=True, **kw)
+    assert probs.dtype == np.float64 and probs.shape == (B, H, Nq, Nk)
+    np.testing.assert_allclose(probs, want, rtol=1e-10, atol=1e-13)
+    assert not np.signbit(probs).any()  # no dropout: nothing negative, not even -0
+    o2, l2 = flashsteps.reference(q, k, v, **kw)
+    np.testing.assert_array_equal(out, o2)
+    np.testing.assert_array_equal(lse, l2)
+
+
+def redo_out(probs, v, p_drop):
+    """out from S_dmask: |P| where kept (sign bit clear), over 1 - p, times v (B, Nk, Hk, d); float64. p as the
+    reference and the kernels take it, a float32."""
+    H, Hk = probs.shape[1], v.shape[2]
+    kept = np.where(np.signbit(probs), 0.0, probs) / (1.0 - float(np.float32(p_drop)))
+    return np.einsum("bhij,bjhd->bihd", kept, np.repeat(v.astype(np.float64), H // Hk, axis=2))
+
+
+@pytest.mark.parametrize("case", [dict(), dict(causal=True, nk=23, hk=2, window=(6, 1), softcap=2.5, alibi="rows"),
+                                  dict(causal=True, nk=5)], ids=["plain", "everything", "keyless rows"])
+def test_attention_probabilities_carry_the_dropout_mask(case):
+    """With dropout, S_dmask's sign bit is the mask the forward applied: out is |P| where the sign bit is clear,
+    over 1 - p, times v; |S_dmask| is the probabilities without dropout, bit for bit; about p of them dropped;
+    another seed, another mask."""
+    B, Nq, H, d, p = 2, 17, 4, 16, 0.3
+    Nk, Hk = case.get("nk", Nq), case.get("hk", H)
+    q, k, v = randn(B, Nq, H, d), randn(B, Nk, Hk, d), randn(B, Nk, Hk, d)
+    kw = dict(causal=case.get("causal", False), window_size=case.get("window", (-1, -1)),
+              softcap=case.get("softcap", 0.0), alibi_slopes=batch_slopes(B, H) if case.get("alibi") else None)
+    out, _, probs = flashsteps.reference(q, k, v, dropout_p=p, seed=11, return_attn_probs=True, **kw)
+    np.testing.assert_allclose(redo_out(probs, v, p), out, rtol=1e-10, atol=1e-12)
+    plain = flashsteps.reference(q, k, v, return_attn_probs=True, **kw)[2]
+    np.testing.assert_array_equal(np.abs(probs), plain)
+    dropped = np.signbit(probs).mean()
+    assert abs(dropped - p) < 0.05, dropped
+    other = flashsteps.reference(q, k, v, dropout_p=p, seed=12, return_attn_probs=True, **kw)[2]
+    assert (np.signbit(other) != np.signbit(probs)).mean() > 0.2
+
+
+def test_attention_probabilities_of_packed_sequences():
+    """Packed: S_dmask (sequences, heads, longest queries, longest keys), sequence b's P in its corner (the
+    separate run's, without dropout), zero past it; with dropout its sign is the mask that gave out."""
+    lens_q, lens_k = [5, 0, 9, 3, 4], [7, 3, 9, 0, 2]
+    H, Hk, d, p = 4, 2, 8, 0.25
+    cu_q = np.concatenate([[0], np.cumsum(lens_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lens_k)]).astype(np.int32)
+    q, k, v = randn(cu_q[-1], H, d), randn(cu_k[-1], Hk, d), randn(cu_k[-1], Hk, d)
+    slopes = batch_slopes(len(lens_q), H)
+    kw = dict(causal=True, window_size=(4, 1), alibi_slopes=slopes, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
+    _, _, probs = flashsteps.reference(q, k, v, return_attn_probs=True, **kw)
+    out, _, dropped = flashsteps.reference(q, k, v, dropout_p=p, seed=3, return_attn_probs=True, **kw)
+    assert probs.shape == dropped.shape == (len(lens_q), H, max(lens_q), max(lens_k))
+    np.testing.assert_array_equal(np.abs(dropped), probs)
+    for b in range(len(lens_q)):
+        nq, nk = lens_q[b], lens_k[b]
+        assert not probs[b, :, nq:].any() and not probs[b, :, :, nk:].any()  # past the sequence: zero
+        assert not np.signbit(dropped[b, :, nq:]).any() and not np.signbit(dropped[b, :, :, nk:]).any()
+        if nq == 0 or nk == 0:
+            continue
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        *_, want = attention(q[None, sq], k[None, sk], v[None, sk], causal=True, window=(4, 1), alibi=slopes[b],
+                             with_p=True)
+        np.testing.assert_allclose(probs[b, :, :nq, :nk], want[0], rtol=1e-10, atol=1e-13)
+        redo = redo_out(dropped[None, b, :, :nq, :nk], v[None, sk], p)[0]
+        np.testing.assert_allclose(redo, out[sq], rtol=1e-10, atol=1e-12)
+
+
+def test_attention_probabilities_past_the_limit_are_refused():
+    """2^28 entries at most (batch·heads·seqlen_q·seqlen_k), refused before anything is computed."""
+    x = randn(1, 16385, 1, 1)
+    with pytest.raises(ValueError, match=r"2\^28"):
+        flashsteps.reference(x, x, x, return_attn_probs=True)
 
 
 def test_alibi_slopes_are_the_geometric_ones():

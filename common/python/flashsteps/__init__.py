@@ -12,8 +12,10 @@ whose rows start on 16-byte boundaries (the last dimension contiguous), so nothi
 `attention_with_kvcache` takes flash_attn_with_kvcache's arguments: decoding (step 10), a few new query
 tokens against a KV cache, contiguous or paged, with the new keys and values appended in place.
 `attention_into` is the kernel call itself, on any DLPack CUDA tensors (CuPy, JAX) with the
-outputs given. With PyTorch, the kernels are custom ops (flashsteps/_ops.py, namespace
-`flashsteps`) with fake implementations and autograd: `torch.compile(model, fullgraph=True)` traces
+outputs given. `attention_probs` returns a call's attention probabilities (flash_attn's S_dmask,
+return_attn_probs=True in flashsteps.flash_attn_interface), the dropped entries negative. With
+PyTorch, the kernels are custom ops (flashsteps/_ops.py, namespace `flashsteps`) with fake
+implementations and autograd: `torch.compile(model, fullgraph=True)` traces
 attention, attention_varlen and attention_with_kvcache without a graph break, and a CUDA graph
 (torch.cuda.graph) captures them: no host synchronisation, no allocation but PyTorch's.
 `reference`, `reference_backward`, `check`, `check_backward` and `alibi_slopes` (docs/verify.md)
@@ -28,6 +30,7 @@ from ._flashsteps import (  # noqa: F401  (the package's interface)
     _backward,
     _forward,
     _last_launch,
+    _probs_limit,
     alibi_slopes,
     check,
     check_backward,
@@ -173,6 +176,73 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
         _int64(int(window_size[1])), _number(softcap, "softcap"), _number(dropout_p, "dropout_p"), _seed(seed),
         None if max_seqlen_q is None else _int64(max_seqlen_q), None if max_seqlen_k is None else _int64(max_seqlen_k))
     return (out, lse) if return_lse else out
+
+
+def _probs_shape(q, k, cu_seqlens_q=None, max_seqlen_q=None, max_seqlen_k=None):
+    """The shape of a call's S_dmask (attention_probs): (batch, heads, seqlen_q, seqlen_k), or with packed
+    sequences (sequences, heads, max_seqlen_q, max_seqlen_k); ValueError past _probs_limit (2^28) entries,
+    so that a call is refused before its forward runs or its memory is taken."""
+    if cu_seqlens_q is None:
+        if q.dim() != 4 or k.dim() != 4:
+            raise ValueError(f"q, k: expected (batch, seqlen, heads, head_dim), got q {tuple(q.shape)}, k {tuple(k.shape)}")
+        shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+    else:
+        if q.dim() != 3:
+            raise ValueError(f"q: expected (total_q, heads, head_dim) with cu_seqlens, got {tuple(q.shape)}")
+        if max_seqlen_q is None or max_seqlen_k is None:
+            raise ValueError("max_seqlen_q, max_seqlen_k: the packed probabilities' shape needs both")
+        sequences = (cu_seqlens_q.shape[0] if hasattr(cu_seqlens_q, "shape") else len(cu_seqlens_q)) - 1
+        shape = (sequences, q.shape[1], max_seqlen_q, max_seqlen_k)
+    entries = shape[0] * shape[1] * shape[2] * shape[3]
+    if entries > _probs_limit:
+        raise ValueError(f"return_attn_probs: batch·heads·seqlen_q·seqlen_k = {entries} entries {tuple(shape)}, past "
+                         f"the attention probabilities' limit of 2^28 = {_probs_limit} (float32, 1 GiB): they are "
+                         "for tests and small problems")
+    return shape
+
+
+def attention_probs(q, k, lse, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, *, seed=1, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                    max_seqlen_k=None):
+    """The attention probabilities of a forward call, flash_attn's S_dmask (what flash_attn_func returns
+    third with return_attn_probs=True; flash_attn_interface calls this): q, k and the lse that
+    attention(..., return_lse=True) returned for them, and that call's keywords (its seed too: the
+    dropout mask is a function of it). Returns float32 (batch, heads, seqlen_q, seqlen_k): P =
+    exp(S - lse), S the scaled scores with the call's softcap, ALiBi, window and causal mask (bottom-right
+    aligned, grouped K/V heads as the kernels read them), 0 where masked; where the dropout mask
+    dropped an entry, -P (the sign bit is the mask, -0 included; |P| is before dropout, not scaled by
+    1/(1 - p)), so that out = (where(signbit(P), 0, P) / (1 - p)) @ v. With cu_seqlens_q, cu_seqlens_k
+    (attention_varlen's packed sequences; lse (heads, total_q)): (sequences, heads, max_seqlen_q,
+    max_seqlen_k), sequence b's P in [b, :, :its queries, :its keys] and zero past them, as flash_attn's
+    varlen functions lay it out (max_seqlen_q/k: found from the offsets when not given, which reads them
+    back). Unlike FlashAttention's, whose N dimensions are rounded up to multiples of 128 and whose
+    values are in q's dtype and scaled by each tile's running max ("the output of softmax (possibly
+    with different scaling)", which its tests normalise again from lse), these are the entries alone,
+    normalised, in float32: a test can use them as they are. For tests and small problems: refused
+    (ValueError) past 2^28 entries (1 GiB). Not differentiable. A PyTorch custom op
+    (torch.ops.flashsteps.attention_probs) with a fake implementation, as attention's."""
+    torch = sys.modules.get("torch")
+    for name, t in (("q", q), ("k", k), ("lse", lse)):
+        if torch is None or not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: attention_probs takes PyTorch tensors")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: expected a CUDA tensor")
+    if alibi_slopes is not None:
+        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("cu_seqlens_q and cu_seqlens_k go together")
+    if cu_seqlens_q is not None:
+        cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
+        cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
+        if max_seqlen_q is None and cu_seqlens_q.numel() > 1:
+            max_seqlen_q = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max())
+        if max_seqlen_k is None and cu_seqlens_k.numel() > 1:
+            max_seqlen_k = int((cu_seqlens_k[1:] - cu_seqlens_k[:-1]).max())
+    return _torch_ops().probs_op(
+        q, k, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k, bool(causal),
+        None if softmax_scale is None else _number(softmax_scale, "softmax_scale"), _int64(int(window_size[0])),
+        _int64(int(window_size[1])), _number(softcap, "softcap"), _number(dropout_p, "dropout_p"), _seed(seed),
+        None if max_seqlen_q is None else _int64(max_seqlen_q), None if max_seqlen_k is None else _int64(max_seqlen_k))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0,

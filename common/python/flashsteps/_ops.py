@@ -7,6 +7,7 @@ seconds of importing it.
     torch.ops.flashsteps.attention_forward(q, k, v, ...)           -> (out, lse)
     torch.ops.flashsteps.attention_backward(dout, q, k, v, out, lse, ...) -> (dq, dk, dv)
     torch.ops.flashsteps.attention_with_kvcache(q, k_cache, v_cache, ...) -> (out, lse), the cache written
+    torch.ops.flashsteps.attention_probs(q, k, lse, ...)            -> S_dmask, the probabilities of a forward
 
 Why ops and not a plain autograd.Function: torch.compile sees an op as one node whose output it
 knows from the fake implementations below (shapes, dtypes and strides, no kernel run), so
@@ -35,7 +36,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _flashsteps
+from . import _flashsteps, _probs_shape
 
 if not hasattr(torch.library, "custom_op"):
     raise ImportError(f"flashsteps: the kernels' PyTorch ops need PyTorch 2.4 or later (torch.library.custom_op); "
@@ -198,7 +199,52 @@ def _(q, k_cache, v_cache, *rest):
     return _decode_outputs(q)
 
 
+def _probs_output(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k):
+    """S_dmask float32 (batch, heads, seqlen_q, seqlen_k), or for packed sequences (sequences, heads,
+    max_seqlen_q, max_seqlen_k): the real op's output and the fake's alike, refused (ValueError) past
+    2^28 entries before anything is allocated (flashsteps._probs_shape)."""
+    return torch.empty(_probs_shape(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k), dtype=torch.float32,
+                       device=q.device)
+
+
+@torch.library.custom_op("flashsteps::attention_probs", mutates_args=(), tags=_TAGS)
+def attention_probs(q: Tensor, k: Tensor, lse: Tensor, alibi_slopes: Optional[Tensor], cu_seqlens_q: Optional[Tensor],
+                    cu_seqlens_k: Optional[Tensor], causal: bool, softmax_scale: Optional[float], window_left: int,
+                    window_right: int, softcap: float, dropout_p: float, seed: int, max_seqlen_q: Optional[int],
+                    max_seqlen_k: Optional[int]) -> Tensor:
+    """The attention probabilities of the forward that returned lse for q, k with these settings (common/attn_probs.cuh):
+    float32, P = exp(S - lse), negative where the dropout mask dropped the entry. Not differentiable."""
+    q, k, lse = _cuda(q, "q"), _cuda(k, "k"), _cuda(lse, "lse")
+    out = _probs_output(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+    with torch.cuda.device(q.device):
+        _flashsteps._probs(q, k, lse, out, causal=causal, softmax_scale=softmax_scale,
+                           window_size=(window_left, window_right), softcap=softcap, alibi_slopes=_plain(alibi_slopes),
+                           dropout_p=dropout_p, seed=_seed(seed), cu_seqlens_q=_plain(cu_seqlens_q),
+                           cu_seqlens_k=_plain(cu_seqlens_k), stream=_stream(q))
+    return out
+
+
+@attention_probs.register_fake
+def _(q, k, lse, alibi_slopes, cu_seqlens_q, cu_seqlens_k, causal, softmax_scale, window_left, window_right, softcap,
+      dropout_p, seed, max_seqlen_q, max_seqlen_k):
+    return _probs_output(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
+
+
+# S_dmask is no function to differentiate (flash_attn's is not either): marked non-differentiable, so
+# that it never requires grad, whatever q and k do.
+def _probs_setup_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output)
+
+
+def _probs_backward(ctx, _dprobs):
+    return (None,) * 15
+
+
+attention_probs.register_autograd(_probs_backward, setup_context=_probs_setup_context)
+
+
 # What flashsteps/__init__.py calls: the ops' overloads, which torch.compile traces as single nodes.
 forward_op = torch.ops.flashsteps.attention_forward.default
 backward_op = torch.ops.flashsteps.attention_backward.default
 kvcache_op = torch.ops.flashsteps.attention_with_kvcache.default
+probs_op = torch.ops.flashsteps.attention_probs.default
