@@ -127,7 +127,8 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     heads a multiple of heads_k; causal and the windows aligned to
     the bottom-right corner when seqlen_q != seqlen_k. Returns out (like q), or (out, lse) with
     return_lse=True, lse float32 (batch, heads, seqlen_q). Differentiable: backward runs the step's
-    backward (deterministic=True: the variant without atomics). step: None (default) runs step 08;
+    backward (deterministic=True: the variant without atomics; in float32 step 05's kernels, as step 08's
+    3xTF32 adds dQ by atomics). step: None (default) runs step 08;
     "auto" runs step 09 on an sm_90 GPU (H100, H200) where it takes the call (bfloat16/float16, head_dim
     64 or 128, no K/V shape of its own, window, softcap, ALiBi, dropout or cu_seqlens; info()["last"]
     says which ran), else step 08; "09", "08", "05" or "04" (forward only) pins one; variant: any of the
@@ -158,9 +159,12 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     else:
         key = _step_of(step)
     if variant is None and key == "08" and q.dtype == torch.float32:  # fp32 on the tensor cores: 3xTF32
-        if deterministic:
+        if deterministic and step not in (None, "auto"):
             raise ValueError("step 08 in float32 (3xtf32) adds dQ by atomics; deterministic=True in float32 is step='05'")
-        variant = "3xtf32"
+        if deterministic:  # 3xTF32's dQ goes by atomics: step 05's fp32 kernels, whose dQ has a pass of its own
+            key = "05"
+        else:
+            variant = "3xtf32"
     if variant is None:
         variant = _STEPS[key]["deterministic" if deterministic else "default"]
     if alibi_slopes is not None:
