@@ -52,7 +52,11 @@ def kernels(path):
             continue  # no device code in it
         for block in re.split(r"\n\s*Function : ", r.stdout)[1:]:
             name, body = block.split("\n", 1)
-            lines = [l.strip() for l in body.split("\n") if re.match(r"\s+/\*[0-9a-f]+\*/", l)]
+            # Each instruction's line (its address, text and first 64 bits) and the line of its
+            # other 64 bits (the scheduling controls: stalls, barriers, operand reuse), spaces
+            # collapsed: cuobjdump pads the columns to the widest instruction of the whole file, so
+            # a change to another kernel of the same object would otherwise move this one's text.
+            lines = [" ".join(l.split()) for l in body.split("\n") if re.match(r"\s+/\*( 0x)?[0-9a-f]+ ?\*/", l)]
             found[name.strip()] = lines
     return found
 
