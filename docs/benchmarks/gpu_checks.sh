@@ -30,6 +30,8 @@
 #              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
 #              GPU tests of steps 04-08's features and of step 10 in that build, and step 08's at any head
 #              dimension (test_tensor_cores_gpu [head_dim])
+#   auto_bench flashsteps.attention(step="auto") beside step 09's program and cuDNN, bf16 d = 128, N = 4K
+#              (after python10, in its build-py)
 #   pip_venv   `pip install .` from a clone into a fresh virtual environment (the system's PyTorch
 #              seen), then every test of tests/python/ from the installed package (pip_venv below)
 # A task starts only while the time since the start plus its usual length is below DEADLINE
@@ -50,7 +52,7 @@ log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
                   [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200 [trace10]=40
-                  [python10]=420 [pip_venv]=480)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
+                  [python10]=420 [pip_venv]=480 [auto_bench]=60)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -143,6 +145,21 @@ task_pip_venv() {
   cat "$out/pip_import.log"
   ( cd /tmp && "$venv/bin/python" -m pytest -q -p no:cacheprovider "$clone/tests/python" ) > "$out/pytest_installed.log" 2>&1 || rc=1
   tail -15 "$out/pytest_installed.log"
+  return $rc
+}
+task_auto_bench() {
+  # flashsteps.attention(step="auto") against step 09's program, bf16 d = 128, B·N = 16K, H = 16, in
+  # one run on one GPU (needs python10's build-py): the module's call costs beside the kernels'.
+  [ -d build-py ] || { echo "auto_bench: needs python10's build-py"; return 1; }
+  ninja -C build-py -j16 step09_hopper > "$out/build_auto_bench.log" 2>&1 || return 1
+  local rc=0 c
+  for c in 0 1; do
+    build-py/bin/step09_hopper --dtype bf16 --batch 4 --heads 16 --seq 4096 --dim 128 $([ $c = 1 ] && echo --causal) \
+      --backward --bench --reps 30 --csv "$out/auto_bench.csv" >> "$out/auto_bench.log" 2>&1 || rc=1
+  done
+  PYTHONPATH=build-py/python python3 docs/benchmarks/torch_sdpa.py --backends "flashsteps_auto flashsteps_09 torch_cudnn" \
+    --dtypes bf16 --dims 128 --seqs 4096 --backward --reps 30 --csv "$out/auto_bench.csv" >> "$out/auto_bench.log" 2>&1 || rc=1
+  grep -E "flashsteps|torch_cudnn|ms" "$out/auto_bench.log" | tail -12
   return $rc
 }
 task_decode() {

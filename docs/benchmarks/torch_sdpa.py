@@ -4,7 +4,11 @@
 torch.nn.functional.scaled_dot_product_attention, pinned to one backend per row: MATH (PyTorch's
 standard attention, S and P materialised) as `torch_math`, EFFICIENT_ATTENTION (the
 memory-efficient kernel) as `torch_efficient`, and for bf16/fp16 FLASH_ATTENTION (the
-FlashAttention-2 kernels) as `torch_flash` and CUDNN_ATTENTION as `torch_cudnn`. --dtypes picks
+FlashAttention-2 kernels) as `torch_flash` and CUDNN_ATTENTION as `torch_cudnn`; and this project's
+Python module on the same tensors as `flashsteps_auto` (flashsteps.attention(step="auto"): step 09
+on an H100/H200 where it takes the call), `flashsteps_08` and `flashsteps_09` (pinned), where it
+imports (PYTHONPATH=build/python), so that its call costs are measured beside the step programs'
+rows (bin/bench). --dtypes picks
 fp32 (TF32 off), bf16, fp16; a backend that does not take a dtype is skipped, saying why. Timed
 like the steps (common/timing.hpp): CUDA events, warm-up, median of --reps, and before each timed
 run the L2 flush enqueued HOLD_FLUSHES times, so that the GPU is busy while Python and autograd
@@ -26,6 +30,21 @@ BACKENDS = {"torch_math": SDPBackend.MATH, "torch_efficient": SDPBackend.EFFICIE
             "torch_flash": SDPBackend.FLASH_ATTENTION, "torch_cudnn": SDPBackend.CUDNN_ATTENTION}
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 HOLD_FLUSHES = 32  # as L2Flusher::kHoldFlushes
+
+
+FLASHSTEPS = {"flashsteps_auto": "auto", "flashsteps_08": "08", "flashsteps_09": "09"}
+
+
+def flashsteps_call(step):
+    """scaled_dot_product_attention's call on (B, H, N, d) tensors by flashsteps.attention, which takes
+    (B, N, H, d): the transposed views, nothing copied (the kernels take the strides)."""
+    import flashsteps
+
+    def call(q, k, v, dropout_p=0.0, is_causal=False):
+        out = flashsteps.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), dropout_p=dropout_p,
+                                   causal=is_causal, step=step)
+        return out.transpose(1, 2)
+    return call
 
 
 def flops(B, H, N, d, causal, bwd):
@@ -95,10 +114,11 @@ def main():
                     line = (f"{name:16s} {dtype_name} B={B:<3d} H={H:<3d} N={N:<6d} d={d:<4d} causal={causal} "
                             f"dropout={drop:g}  ")
                     try:
-                        with sdpa_kernel(BACKENDS[name]):
+                        attend = flashsteps_call(FLASHSTEPS[name]) if name in FLASHSTEPS else F.scaled_dot_product_attention
+                        with sdpa_kernel(BACKENDS.get(name, SDPBackend.MATH)):
                             qg, kg, vg = (t.clone().requires_grad_(args.backward) for t in (q, k, v))
                             torch.cuda.reset_peak_memory_stats()
-                            fwd = lambda: F.scaled_dot_product_attention(qg, kg, vg, dropout_p=drop, is_causal=bool(causal))
+                            fwd = lambda: attend(qg, kg, vg, dropout_p=drop, is_causal=bool(causal))
                             o = fwd()
                             passes = [("fwd", fwd)]
                             if args.backward:
@@ -114,7 +134,7 @@ def main():
                                 out.write(f"{gpu},{name},{p},{dtype_name},{B},{H},{N},{d},{causal},{drop:g},,1,{ms:.4f},"
                                           f"{tf:.3f},{peak},,,{commit},{date}\n")
                             del o
-                    except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                    except (RuntimeError, ValueError, TypeError, ImportError, torch.cuda.OutOfMemoryError) as e:
                         line += "skipped: " + str(e).splitlines()[0][:100]
                     torch.cuda.empty_cache()
                     print(line, flush=True)
