@@ -9,6 +9,14 @@ namespace fs {
 
 constexpr int kWarpSize = 32;
 
+// A device function kept out of line: a slow path whose code the kernels' unrolled loops need not
+// carry (nvcc's __noinline__; the emulation's host compiler knows the GNU attribute).
+#ifdef FS_EMULATION
+#define FS_NOINLINE __attribute__((noinline))
+#else
+#define FS_NOINLINE __noinline__
+#endif
+
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = kWarpSize / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;

@@ -35,11 +35,28 @@ __device__ __forceinline__ int head_cols(const Shape& s) {
 // apart), and each element is loaded alone and the chunk stored to shared memory whole: no
 // cp.async, so such a tile arrives before the kernel moves on, and the pipeline's second stage
 // overlaps nothing — the price of a head dimension no kernel is compiled near.
+// Columns [c0, c0 + 8) of a row into a 16-byte chunk of shared memory, those at or past cols zero:
+// one element at a time (load_tile_cols' path for rows that may start anywhere). Not inlined: a
+// slow path, kept out of the kernels' unrolled code.
+template <typename E>
+__device__ FS_NOINLINE void load_chunk_elements(E* dst, const E* row, int c0, int cols) {
+  const auto* src = reinterpret_cast<const std::uint16_t*>(row);
+  std::uint16_t e[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) e[j] = c0 + j < cols ? src[c0 + j] : std::uint16_t(0);
+  uint4 chunk;
+  chunk.x = e[0] | std::uint32_t(e[1]) << 16;
+  chunk.y = e[2] | std::uint32_t(e[3]) << 16;
+  chunk.z = e[4] | std::uint32_t(e[5]) << 16;
+  chunk.w = e[6] | std::uint32_t(e[7]) << 16;
+  *reinterpret_cast<uint4*>(dst) = chunk;
+}
+
 template <typename Tile, int kThreads, typename E>
 __device__ __forceinline__ void load_tile_cols(E* s, const E* g, std::int64_t ld, int row0, int n_rows, int cols) {
   constexpr int kChunks = Tile::kChunks, kPerThread = Tile::kElems / 8 / kThreads;
   const bool whole_chunks = cols % 8 == 0;
-#pragma unroll
+#pragma unroll 1
   for (int k = 0; k < kPerThread; ++k) {
     const int i = threadIdx.x + k * kThreads, r = i / kChunks, c = i % kChunks;
     const bool row_valid = row0 + r < n_rows;
@@ -48,16 +65,7 @@ __device__ __forceinline__ void load_tile_cols(E* s, const E* g, std::int64_t ld
       const bool valid = row_valid && 8 * c < cols;
       cp_async_16(s + Tile::offset(r, c), valid ? row + 8 * c : g, valid);
     } else {
-      const auto* src = reinterpret_cast<const std::uint16_t*>(row);
-      std::uint16_t e[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) e[j] = row_valid && 8 * c + j < cols ? src[8 * c + j] : std::uint16_t(0);
-      uint4 chunk;
-      chunk.x = e[0] | std::uint32_t(e[1]) << 16;
-      chunk.y = e[2] | std::uint32_t(e[3]) << 16;
-      chunk.z = e[4] | std::uint32_t(e[5]) << 16;
-      chunk.w = e[6] | std::uint32_t(e[7]) << 16;
-      *reinterpret_cast<uint4*>(s + Tile::offset(r, c)) = chunk;
+      load_chunk_elements(s + Tile::offset(r, c), row, 8 * c, row_valid ? cols : 0);
     }
   }
 }
