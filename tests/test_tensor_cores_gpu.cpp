@@ -73,6 +73,22 @@ std::vector<Case> backward_cases(const fs::Shape& s, bool causal, DType dtype) {
   return out;
 }
 
+// Each case forward and backward (dropout p_drop where the step has dropout) against the fp64
+// reference under the 16-bit rule, a section each.
+void require_forward_and_backward(const std::vector<Case>& cases, DType dtype, float p_drop) {
+  for (const Case& c : cases) {
+    if (p_drop > 0 && !c.step->dropout) continue;  // step 09 has no dropout
+    DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
+      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
+      const auto r = run_both(c, p, {p_drop, c.seed() + 99});
+      INFO(r.fwd.summary());
+      REQUIRE(r.fwd.pass());
+      INFO(r.bwd.summary());
+      REQUIRE(r.bwd.pass());
+    }
+  }
+}
+
 // Step 08's cases only, for the checks of its own kernels' count and warp layouts.
 std::vector<Case> step08_only(const std::vector<Case>& cases) {
   std::vector<Case> out;
@@ -152,17 +168,7 @@ TEST_CASE("16-bit backward dQ, dK, dV match the fp64 reference on odd shapes, wi
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
   // fa2, deterministic (and key_warps) run all of these, unless FS_TEST_STEPS has left step 08 out
   if (!fs::testing::test_steps_filter()) REQUIRE(step08_only(cases).size() == ((d == 64 || d == 128) ? 3u : 2u));
-  for (const Case& c : cases) {
-    if (p_drop > 0 && !c.step->dropout) continue;  // step 09 has no dropout
-    DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
-      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
-      const auto r = run_both(c, p, {p_drop, c.seed() + 99});
-      INFO(r.fwd.summary());
-      REQUIRE(r.fwd.pass());
-      INFO(r.bwd.summary());
-      REQUIRE(r.bwd.pass());
-    }
-  }
+  require_forward_and_backward(cases, dtype, p_drop);
 }
 
 // Any head dimension 1 ... 256: fa2 and deterministic run a d they are not compiled at in the next
@@ -177,16 +183,7 @@ TEST_CASE("16-bit kernels at any head dimension 1 ... 256 match the fp64 referen
   const float p_drop = GENERATE(0.f, 0.15f);
   const auto cases = backward_cases(odd_shape(N, d), causal, dtype);
   if (!fs::testing::test_steps_filter()) REQUIRE(step08_only(cases).size() == 2u);  // fa2 and deterministic
-  for (const Case& c : cases) {
-    DYNAMIC_SECTION(c.name() << " dropout " << p_drop) {
-      const fs::HostProblem p = fs::random_problem(c.shape, c.seed(), true, dtype);
-      const auto r = run_both(c, p, {p_drop, c.seed() + 99});
-      INFO(r.fwd.summary());
-      REQUIRE(r.fwd.pass());
-      INFO(r.bwd.summary());
-      REQUIRE(r.bwd.pass());
-    }
-  }
+  require_forward_and_backward(cases, dtype, p_drop);
 }
 
 // Inputs of magnitude 1e3 make every row's softmax one-hot, and dS = P ∘ (dP − D) an exact

@@ -105,8 +105,7 @@ void TensorArg::require_cpu_float() const {
   if (t_->device.device_type != kDLCPU && t_->device.device_type != kDLCUDAHost)
     value_error(std::string(name_) + ": the reference runs on the CPU; pass a CPU tensor (e.g. x.cpu())");
   const DLDataType d = t_->dtype;
-  const bool ok = d.lanes == 1 && ((d.code == kDLFloat && (d.bits == 32 || d.bits == 16)) || (d.code == kDLBfloat && d.bits == 16));
-  if (!ok)
+  if (!is_kernel_float(d))
     type_error(std::string(name_) + ": expected float32, float16 or bfloat16 (the kernels' inputs); got " + dtype_name(d) +
                (d.code == kDLFloat && d.bits == 64 ? " — convert with .astype(numpy.float32) or .float()" : ""));
 }

@@ -64,6 +64,12 @@ class TensorArg {
   float at(std::int64_t offset) const;
   // The kernel dtype a float tensor of 16 or 32 bits stands for.
   DType kernel_dtype() const;
+  // Whether d is one the kernels take: float32, float16 or bfloat16, one lane (kernel_dtype names any
+  // other type too, so callers check this first); and whether two tensors have one dtype.
+  static bool is_kernel_float(DLDataType d) {
+    return d.lanes == 1 && ((d.code == kDLFloat && (d.bits == 32 || d.bits == 16)) || (d.code == kDLBfloat && d.bits == 16));
+  }
+  static bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
   static std::string dtype_name(DLDataType d);
 
  protected:

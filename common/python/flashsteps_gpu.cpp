@@ -199,14 +199,12 @@ Launch prepare_step(const Operand& q, const Operand& k, const Operand& v, const 
   // float32, float16 or bfloat16, one for all three (kernel_dtype names any 16-bit code float16 and
   // anything else float32: float64 or integer data would be read as float32 otherwise).
   const DLDataType qd = q.t.t().dtype;
-  if (qd.lanes != 1 || !((qd.code == kDLFloat && (qd.bits == 16 || qd.bits == 32)) || (qd.code == kDLBfloat && qd.bits == 16)))
-    throw py::type_error("q: " + fs::python::TensorArg::dtype_name(qd) + "; the kernels take float32, float16 or bfloat16");
+  using fs::python::TensorArg;
+  if (!TensorArg::is_kernel_float(qd))
+    throw py::type_error("q: " + TensorArg::dtype_name(qd) + "; the kernels take float32, float16 or bfloat16");
   const fs::DType dtype = q.t.kernel_dtype();
-  for (const Operand* o : {&k, &v}) {
-    const DLDataType od = o->t.t().dtype;
-    if (od.code != qd.code || od.bits != qd.bits || od.lanes != qd.lanes)
-      throw py::type_error("q, k, v: one dtype for all three");
-  }
+  for (const Operand* o : {&k, &v})
+    if (!TensorArg::same_dtype(o->t.t().dtype, qd)) throw py::type_error("q, k, v: one dtype for all three");
   if (!L.step->takes(dtype)) {
     std::string names;
     for (fs::DType t : L.step->dtypes) names += (names.empty() ? "" : " or ") + std::string(fs::dtype_name(t));
@@ -229,7 +227,9 @@ Launch prepare_step(const Operand& q, const Operand& k, const Operand& v, const 
   if (Hk != H) L.shape.Hkv = int(Hk);
   L.settings = fs::PassSettings(float(scale), kw.causal, variant_index, fs::Dropout{float(kw.dropout_p), kw.seed}, nullptr, dtype);
   // A reach wider than max(N, Nk) sees no more keys, and would overflow a query's last key (clamp_reach).
-  const auto reach = [&](std::int64_t r) { return r < 0 ? -1 : int(std::min<std::int64_t>(r, std::max(N, Nk))); };
+  const auto reach = [&](std::int64_t r) {
+    return r < 0 ? -1 : fs::clamp_reach(int(std::min<std::int64_t>(r, std::numeric_limits<int>::max())), int(N), int(Nk));
+  };
   L.settings.features.window_left = L.mods.window_left = reach(kw.window_left);
   L.settings.features.window_right = L.mods.window_right = reach(kw.window_right);
   L.settings.features.softcap = L.mods.softcap = float(kw.softcap);

@@ -88,9 +88,8 @@ void probs(O q_obj, O k_obj, O lse_obj, O out_obj, O causal, O scale, O window, 
   const bool packed = !cu_q_obj.is_none();
   const Operand q(q_obj, "q", stream), k(k_obj, "k", stream);
   const DLDataType qt = q.t.t().dtype, kt = k.t.t().dtype;
-  if (!(is_float(qt, 32) || is_float(qt, 16) || (qt.code == kDLBfloat && qt.bits == 16 && qt.lanes == 1)))
-    type_error("q: expected bfloat16, float16 or float32, got " + Borrowed::dtype_name(qt));
-  if (kt.code != qt.code || kt.bits != qt.bits || kt.lanes != qt.lanes) type_error("q, k: one dtype for both");
+  if (!Borrowed::is_kernel_float(qt)) type_error("q: expected bfloat16, float16 or float32, got " + Borrowed::dtype_name(qt));
+  if (!Borrowed::same_dtype(kt, qt)) type_error("q, k: one dtype for both");
   const fs::Shape s = fs::python::kernel_shape(q.t, k.t, packed);
   const std::int64_t N = s.N, H = s.H, d = s.d, Nk = s.keys(), Hk = s.kv_heads();
   auto dims = [&](std::int64_t rows, std::int64_t heads) {

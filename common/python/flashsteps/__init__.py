@@ -118,6 +118,19 @@ def _seed(seed):
     return seed - 2**64 if seed >= 2**63 else seed
 
 
+def _on_device(torch, q, alibi_slopes, cu_seqlens_q, cu_seqlens_k):
+    """ALiBi's slopes as float32 and the offsets as int32, contiguous on q's GPU (None stays None);
+    cu_seqlens_q and cu_seqlens_k come together or not at all."""
+    if alibi_slopes is not None:
+        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("cu_seqlens_q and cu_seqlens_k go together")
+    if cu_seqlens_q is not None:
+        cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
+        cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
+    return alibi_slopes, cu_seqlens_q, cu_seqlens_k
+
+
 def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
               alibi_slopes=None, deterministic=False, return_lse=False, *, step=None, variant=None, seed=1,
               cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
@@ -167,13 +180,7 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
             variant = "3xtf32"
     if variant is None:
         variant = _STEPS[key]["deterministic" if deterministic else "default"]
-    if alibi_slopes is not None:
-        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
-    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
-        raise ValueError("cu_seqlens_q and cu_seqlens_k go together")
-    if cu_seqlens_q is not None:
-        cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
-        cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
+    alibi_slopes, cu_seqlens_q, cu_seqlens_k = _on_device(torch, q, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     out, lse = _torch_ops().forward_op(
         q, k, v, alibi_slopes, cu_seqlens_q, cu_seqlens_k, key, variant, bool(causal),
         None if softmax_scale is None else _number(softmax_scale, "softmax_scale"), _int64(int(window_size[0])),
@@ -231,13 +238,8 @@ def attention_probs(q, k, lse, dropout_p=0.0, softmax_scale=None, causal=False, 
             raise TypeError(f"{name}: attention_probs takes PyTorch tensors")
         if not t.is_cuda:
             raise ValueError(f"{name}: expected a CUDA tensor")
-    if alibi_slopes is not None:
-        alibi_slopes = torch.as_tensor(alibi_slopes, dtype=torch.float32, device=q.device).contiguous()
-    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
-        raise ValueError("cu_seqlens_q and cu_seqlens_k go together")
+    alibi_slopes, cu_seqlens_q, cu_seqlens_k = _on_device(torch, q, alibi_slopes, cu_seqlens_q, cu_seqlens_k)
     if cu_seqlens_q is not None:
-        cu_seqlens_q = torch.as_tensor(cu_seqlens_q, dtype=torch.int32, device=q.device).contiguous()
-        cu_seqlens_k = torch.as_tensor(cu_seqlens_k, dtype=torch.int32, device=q.device).contiguous()
         if max_seqlen_q is None and cu_seqlens_q.numel() > 1:
             max_seqlen_q = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max())
         if max_seqlen_k is None and cu_seqlens_k.numel() > 1:
