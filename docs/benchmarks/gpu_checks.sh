@@ -30,6 +30,8 @@
 #              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
 #              GPU tests of steps 04-08's features and of step 10 in that build, and step 08's at any head
 #              dimension (test_tensor_cores_gpu [head_dim])
+#   sanitize_hd the sanitizer over step 08's head dimensions that are not compiled (d = 59, 80), in
+#              python10's build-py
 #   auto_bench flashsteps.attention(step="auto") beside step 09's program and cuDNN, bf16 d = 128, N = 4K
 #              (after python10, in its build-py)
 #   pip_venv   `pip install .` from a clone into a fresh virtual environment (the system's PyTorch
@@ -52,7 +54,7 @@ log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/checks.log"; }
 
 declare -A usual=([builds]=450 [compare]=260 [compare47]=300 [sanitize]=280 [gpu_tests]=300 [ncu]=60
                   [builds10]=150 [builds09]=300 [decode]=150 [decode_bench]=200 [trace10]=40
-                  [python10]=420 [pip_venv]=480 [auto_bench]=60)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
+                  [python10]=420 [pip_venv]=480 [auto_bench]=60 [sanitize_hd]=120)  # seconds (python10: 300 before test_compile.py, whose compiles are not yet timed)
 
 task_builds() {
   nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -123,6 +125,17 @@ task_python10() {
   grep -E "tests passed|tests failed|\*\*\*Failed" "$out/ctest_py_gpu.log"
   build-py/bin/test_tensor_cores_gpu "[head_dim]" > "$out/head_dim_gpu.log" 2>&1 || rc=1  # step 08 at any d
   tail -3 "$out/head_dim_gpu.log"
+  return $rc
+}
+task_sanitize_hd() {
+  [ -d build-py ] || { echo "sanitize_hd: needs python10's build-py"; return 1; }
+  ninja -C build-py -j16 sanitize_cases > "$out/build_sanitize_hd.log" 2>&1 || return 1
+  local rc=0 d
+  for d in 59 80; do
+    tests/sanitize.sh build-py -- --only 08 --with "d=$d" > "$out/sanitize_hd_$d.log" 2>&1 || rc=1
+    mkdir -p "$out/sanitize_hd_$d" && cp build-py/sanitize/*.log "$out/sanitize_hd_$d/"
+    tail -3 "$out/sanitize_hd_$d.log"
+  done
   return $rc
 }
 task_pip_venv() {
