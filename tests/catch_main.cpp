@@ -1,15 +1,15 @@
 // main() of every test executable. A GPU test executable (built with FS_GPU_TESTS) that
 // finds no usable GPU prints why and exits with 77, which CTest reports as "Skipped" —
 // never as passed. Listing tests (what catch_discover_tests does at build time) needs no GPU.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
+// Catch2 itself is compiled once, in catch_session.cpp.
 #include <cstdio>
 #include <string>
 
 #ifdef FS_GPU_TESTS
 #include "common/device.hpp"
 #endif
+
+int run_catch_session(int argc, char** argv);
 
 int main(int argc, char** argv) {
 #ifdef FS_GPU_TESTS
@@ -22,5 +22,5 @@ int main(int argc, char** argv) {
     }
   }
 #endif
-  return Catch::Session().run(argc, argv);
+  return run_catch_session(argc, argv);
 }
