@@ -109,6 +109,11 @@ std::vector<SanitizeCase> all_cases(const std::string& only) {
       if (step.block_sparse)
         for (const char* pattern : {"local:0", "random:0.5"})
           for (bool causal : {false, true}) add({1, 2, 301, 64}, causal, 0.2f, pattern, false);
+      // Head dimensions between the compiled ones, where a step runs them in the next one's kernels
+      // (steps 08 and 09): 80 in d = 128's, 136 in d = 256's (step 09: forward only there).
+      for (const fs::Shape padded : {fs::Shape{1, 2, 77, 80}, fs::Shape{1, 1, 65, 136}})
+        if (step.refusal(padded, {fs::default_scale(padded.d), true, v, {}, nullptr, dtype}).empty())
+          add(padded, padded.d == 80, 0.f, "dense", false);
       // The traced kernels (a compile-time switch: other instantiations, which write records).
       add({1, 1, 97, 64}, true, 0.f, step.block_sparse ? "local:0" : "dense", true);
       // A variant compiled for d = 128 only (step 09's rungs and fp8, whose warpgroups record in

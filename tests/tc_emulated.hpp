@@ -47,28 +47,6 @@ inline void tc_emulated_backward(const BwdParams& p) {
   });
 }
 
-// Rows of d elements `ld` apart (ld ≥ d), the gaps between them NaN: a kernel that reads a gap makes
-// NaN of what it computes, and one that writes there leaves a number in it (gather_rows).
-template <typename E>
-std::vector<E> spread_rows(const std::vector<E>& dense, int d, int ld) {
-  if (ld == d) return dense;
-  std::vector<E> out(dense.size() / d * ld, E(NAN));
-  for (std::size_t r = 0; r < dense.size() / d; ++r) std::copy_n(dense.begin() + r * d, d, out.begin() + r * ld);
-  return out;
-}
-template <typename E>
-std::vector<float> gather_rows(const std::vector<E>& spread, int d, int ld, const char* name) {
-  std::vector<E> dense(spread.size() / ld * d);
-  for (std::size_t r = 0; r < spread.size() / ld; ++r) {
-    std::copy_n(spread.begin() + r * ld, d, dense.begin() + r * d);
-    for (int c = d; c < ld; ++c)
-      if (!std::isnan(float(spread[r * ld + c])))
-        throw std::runtime_error(std::string(name) + ": a kernel wrote past column d = " + std::to_string(d) +
-                                 " (row " + std::to_string(r) + ", column " + std::to_string(c) + ")");
-  }
-  return to_float(dense);
-}
-
 // Forward then backward of step 08's variant on host memory, outputs poisoned with NaN first;
 // O, LSE, dQ, dK, dV as floats. With FlashAttention's features (mods; K, V of the Shape's own
 // length and heads; packed sequences), the kernels' FlashFeatures instantiations, as the dispatch

@@ -52,22 +52,28 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+using fs::testing::gather_rows;
+using fs::testing::spread_rows;
 using fs::testing::to_16bit;
 using fs::testing::to_float;
 
 // Configuration Cfg's forward on host memory, O and LSE poisoned with NaN first, as
 // launch_hopper_forward would launch it but with the emulation's tensor maps, on `ctas` CTAs
-// (0: one per work tile). With `slices`, its traced instantiation records into them.
+// (0: one per work tile). With `slices`, its traced instantiation records into them. gap: every
+// tensor's rows d + gap elements apart, the gaps NaN and checked to stay NaN in O (spread_rows).
 template <typename Cfg>
 Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas,
-            const fs::trace::Slices* slices = nullptr) {
+            const fs::trace::Slices* slices = nullptr, int gap = 0) {
   using E = typename Cfg::E;
   using T = hp::ForwardTraits<Cfg>;
-  const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v);
-  std::vector<E> o(s.elems(), E(NAN));
+  const int ld = s.d + gap;
+  const auto q = spread_rows(to_16bit<E>(p.q), s.d, ld), k = spread_rows(to_16bit<E>(p.k), s.d, ld),
+             v = spread_rows(to_16bit<E>(p.v), s.d, ld);
+  std::vector<E> o(s.rows() * ld, E(NAN));
   std::vector<float> lse(s.rows(), NAN);
   fs::FwdParams fp = fs::testing::forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal);
   fp.dtype = std::is_same_v<E, __nv_bfloat16> ? DType::bf16 : DType::fp16;
+  fp.q_strides = fp.k_strides = fp.v_strides = fp.o_strides = fs::Strides{}.or_dense(s.H, s.N, ld);
   auto map = [&](const void* t, const fs::Strides& st, int box_rows) {
     return hp::emu_hopper::make_tensor_map(t, fp.dtype, st, s.d, s.N, s.H, s.B, box_rows);
   };
@@ -78,7 +84,7 @@ Outputs run(const fs::Shape& s, const fs::HostProblem& p, bool causal, int ctas,
   const auto kernel = slices ? (causal ? hp::hopper_forward_kernel<Cfg, true, true> : hp::hopper_forward_kernel<Cfg, false, true>)
                              : (causal ? hp::hopper_forward_kernel<Cfg, true, false> : hp::hopper_forward_kernel<Cfg, false, false>);
   fs::emu::launch(kernel, grid, dim3(T::kThreads), T::kSmemBytes, maps, fp, slices ? *slices : fs::trace::Slices{});
-  return {to_float(o), lse};
+  return {gather_rows(o, s.d, ld, "O"), lse};
 }
 
 void require_reference(const fs::Shape& s, const fs::HostProblem& p, bool causal, DType dtype, const Outputs& got) {
@@ -89,16 +95,16 @@ void require_reference(const fs::Shape& s, const fs::HostProblem& p, bool causal
 // fa3 against the reference on both grids (one CTA per work tile, and `ctas` persistent ones),
 // which must agree bit for bit; then each rung of Rungs against fa3's bits.
 template <typename Fa3, typename... Rungs>
-void check(DType dtype, const fs::Shape& s, bool causal, int ctas) {
+void check(DType dtype, const fs::Shape& s, bool causal, int ctas, int gap = 0) {
   const fs::HostProblem p = fs::random_problem(s, 909 + s.N + s.d + s.B * s.H, false, dtype);
   DYNAMIC_SECTION(fs::dtype_name(dtype) << " d=" << s.d << " N=" << s.N << " B=" << s.B << " H=" << s.H
                                         << (causal ? " causal" : "")) {
-    const Outputs want = run<Fa3>(s, p, causal, 0);
+    const Outputs want = run<Fa3>(s, p, causal, 0, nullptr, gap);
     require_reference(s, p, causal, dtype, want);
-    const Outputs persistent = run<Fa3>(s, p, causal, ctas);
+    const Outputs persistent = run<Fa3>(s, p, causal, ctas, nullptr, gap);
     CHECK(same_bits(persistent.o, want.o));
     CHECK(same_bits(persistent.lse, want.lse));
-    const Outputs rungs[] = {run<Rungs>(s, p, causal, ctas)...};
+    const Outputs rungs[] = {run<Rungs>(s, p, causal, ctas, nullptr, gap)...};
     for (const Outputs& got : rungs) {
       CHECK(same_bits(got.o, want.o));
       CHECK(same_bits(got.lse, want.lse));
@@ -180,25 +186,29 @@ struct Grads {
 // launch_hopper_backward's three kernels (step 08's preprocess, hopper_backward_kernel, step 08's
 // convert) with the emulation's tensor maps, the gradients and the workspace poisoned with NaN
 // first (the counters zeroed, as launch_hopper_backward does). With `slices`, the traced
-// instantiation of hopper_backward_kernel records into them.
+// instantiation of hopper_backward_kernel records into them. gap: as run's, the gradients' gaps
+// checked to stay NaN.
 template <typename Cfg>
 Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, const Outputs& fwd,
-                   const fs::trace::Slices* slices = nullptr) {
+                   const fs::trace::Slices* slices = nullptr, int gap = 0) {
   using E = typename Cfg::E;
   namespace tc = fs::tc;
-  const auto q = to_16bit<E>(p.q), k = to_16bit<E>(p.k), v = to_16bit<E>(p.v), dout = to_16bit<E>(p.dout);
-  std::vector<E> o = to_16bit<E>(fwd.o);  // exact: the forward's O, in E
+  const int d = s.d, ld = d + gap;
+  const auto q = spread_rows(to_16bit<E>(p.q), d, ld), k = spread_rows(to_16bit<E>(p.k), d, ld),
+             v = spread_rows(to_16bit<E>(p.v), d, ld), dout = spread_rows(to_16bit<E>(p.dout), d, ld);
+  std::vector<E> o = spread_rows(to_16bit<E>(fwd.o), d, ld);  // exact: the forward's O, in E
   std::vector<float> lse = fwd.lse;
-  std::vector<E> dq(s.elems(), E(NAN)), dk(s.elems(), E(NAN)), dv(s.elems(), E(NAN));
+  std::vector<E> dq(s.rows() * ld, E(NAN)), dk(s.rows() * ld, E(NAN)), dv(s.rows() * ld, E(NAN));
   const std::size_t order_bytes = hp::hopper_order_bytes(s, Cfg::kBlockM);
   std::vector<float> workspace((tc::tc_bwd_workspace_bytes(s) + order_bytes) / sizeof(float), NAN);
   float* delta = workspace.data();
   float* dq_acc = delta + tc::tc_delta_bytes(s) / sizeof(float);
-  int* order = reinterpret_cast<int*>(dq_acc + s.elems());
+  int* order = reinterpret_cast<int*>(reinterpret_cast<unsigned char*>(workspace.data()) + tc::tc_bwd_workspace_bytes(s));
   if (Cfg::kDeterministic) std::memset(order, 0, order_bytes);
 
   fs::FwdParams fp = fs::testing::forward_params(s, q.data(), k.data(), v.data(), o.data(), lse.data(), causal);
   fp.dtype = std::is_same_v<E, __nv_bfloat16> ? DType::bf16 : DType::fp16;
+  fp.q_strides = fp.k_strides = fp.v_strides = fp.o_strides = fs::Strides{}.or_dense(s.H, s.N, ld);
   fs::BwdParams bp = fs::testing::backward_params(fp, dout.data(), dq.data(), dk.data(), dv.data());
   bp.dtype = fp.dtype;
   bp.workspace = workspace.data();
@@ -218,10 +228,9 @@ Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, co
   fs::emu::launch(kernel, grid, dim3(hp::BackwardTraits<Cfg>::kThreads), hp::BackwardTraits<Cfg>::kSmemBytes, maps, bp,
                   cdelta, order,
                   slices ? *slices : fs::trace::Slices{});
-  const auto cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
-  fs::emu::launch(tc::tc_dq_convert_kernel<E, false>, dim3(cvt_grid), dim3(256), 0, bp,
+  fs::emu::launch(tc::tc_dq_convert_kernel<E, false>, dim3(tc::tc_dq_convert_blocks(s)), dim3(tc::kTcConvertThreads), 0, bp,
                   static_cast<const float*>(dq_acc), fs::trace::Slices{});
-  return {to_float(dq), to_float(dk), to_float(dv)};
+  return {gather_rows(dq, d, ld, "dQ"), gather_rows(dk, d, ld, "dK"), gather_rows(dv, d, ld, "dV")};
 }
 
 // fa3's forward (O, LSE), then both backward configurations: each against the fp64 reference, and
@@ -229,13 +238,13 @@ Grads run_backward(const fs::Shape& s, const fs::HostProblem& p, bool causal, co
 // both, as on the GPU; dQ's reduce-adds land in the key tiles' order in both here, where the CTAs
 // run one at a time in blockIdx order (on the GPU, fa3's land in whatever order the CTAs reach them).
 template <typename E, int D>
-void check_backward(DType dtype, const fs::Shape& s, bool causal) {
+void check_backward(DType dtype, const fs::Shape& s, bool causal, int gap = 0) {
   const fs::HostProblem p = fs::random_problem(s, 919 + s.N + s.d + s.B * s.H + causal, true, dtype);
   DYNAMIC_SECTION("backward " << fs::dtype_name(dtype) << " d=" << s.d << " N=" << s.N << " B=" << s.B
                               << " H=" << s.H << (causal ? " causal" : "")) {
-    const Outputs fwd = run<hp::Fa3Config<E, D>>(s, p, causal, 0);
-    const Grads fa3 = run_backward<hp::Fa3BwdConfig<E, D>>(s, p, causal, fwd);
-    const Grads det = run_backward<hp::DeterministicBwdConfig<E, D>>(s, p, causal, fwd);
+    const Outputs fwd = run<hp::Fa3Config<E, D>>(s, p, causal, 0, nullptr, gap);
+    const Grads fa3 = run_backward<hp::Fa3BwdConfig<E, D>>(s, p, causal, fwd, nullptr, gap);
+    const Grads det = run_backward<hp::DeterministicBwdConfig<E, D>>(s, p, causal, fwd, nullptr, gap);
     const fs::AttnOptions attn{fs::default_scale(s.d), causal, {}, nullptr, dtype};
     for (const Grads* g : {&fa3, &det}) {
       const auto report = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g->dq.data(),
@@ -267,6 +276,31 @@ TEST_CASE("step 09 on the CPU: the backward matches the reference, and determini
     }
   check_backward<__half, 128>(DType::fp16, fs::Shape{1, 2, 200, 128}, true);
   check_backward<__half, 64>(DType::fp16, fs::Shape{2, 1, 130, 64}, false);
+}
+
+// A head dimension between the compiled ones (a multiple of 8: variants.hpp, runs_head_dim) in the
+// next one's kernels (compiled_head_dim): TMA's boxes zero past d (at d = 136 the fourth box of K
+// and V lies wholly past it), O's TMA stores (D ≤ 128) clipped there and the threads' stores of O
+// (D = 256) stopped there, step 08's stores of dK and dV likewise, dQacc's reduce-adds dropped past d
+// into rows of step 08's width. Every tensor's rows 8 elements of NaN apart: a read past d makes NaN
+// of the result, and a write past d leaves a number in the gap (gather_rows throws).
+TEST_CASE("step 09 on the CPU: a head dimension between the compiled ones runs padded on chip",
+          "[emulated][hopper][head_dim]") {
+  using E = __nv_bfloat16;
+  static_assert(hp::compiled_head_dim(40) == 64 && hp::compiled_head_dim(72) == 128 &&
+                hp::compiled_head_dim(136) == 256);
+  for (bool causal : {false, true}) {
+    check<hp::Fa3Config<E, 64>>(DType::bf16, fs::Shape{2, 1, 97, 8}, causal, 2, 8);
+    check<hp::Fa3Config<E, 64>>(DType::bf16, fs::Shape{1, 2, 130, 40}, causal, 2, 8);
+    check<hp::Fa3Config<E, 128>>(DType::bf16, fs::Shape{1, 2, 200, 72}, causal, 2, 8);
+    check<hp::Fa3Config<__half, 128>>(DType::fp16, fs::Shape{1, 2, 97, 120}, causal, 2, 8);
+    check<hp::Fa3Config<E, 256>>(DType::bf16, fs::Shape{1, 2, 130, 136}, causal, 2, 8);
+    check<hp::Fa3Config<E, 256>>(DType::bf16, fs::Shape{1, 1, 97, 224}, causal, 2, 8);
+    check_backward<E, 64>(DType::bf16, fs::Shape{2, 1, 130, 40}, causal, 8);
+    check_backward<__half, 64>(DType::fp16, fs::Shape{1, 2, 65, 8}, causal, 8);
+    check_backward<E, 128>(DType::bf16, fs::Shape{1, 2, 200, 72}, causal, 8);
+    check_backward<E, 128>(DType::bf16, fs::Shape{2, 1, 97, 120}, causal, 8);
+  }
 }
 
 // The deterministic backward's wait on a counter that no CTA before it raised is a deadlock,

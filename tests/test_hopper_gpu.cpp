@@ -223,7 +223,11 @@ TEST_CASE("step 09 refuses what its kernels do not take, in words", "[gpu][hoppe
   fs::PassSettings fp32 = bf16;
   fp32.dtype = DType::fp32;
   CHECK(s.refusal({1, 1, 128, 64}, fp32).find("bf16 or fp16") != std::string::npos);
-  CHECK(s.refusal({1, 1, 128, 32}, bf16).find("d must be 64, 128 or 256") != std::string::npos);
+  CHECK(s.refusal({1, 1, 128, 59}, bf16).find("d must be a multiple of 8 up to 256") != std::string::npos);
+  CHECK(s.refusal({1, 1, 128, 264}, bf16).find("d must be a multiple of 8 up to 256") != std::string::npos);
+  CHECK(s.backward_refusal({1, 1, 128, 136}, bf16).find("backward takes d up to 128") != std::string::npos);
+  CHECK(s.trace_refusal({1, 1, 128, 80}, bf16).find("runs in the d = 128 kernels") != std::string::npos);
+  CHECK(s.trace_refusal({1, 1, 128, 128}, bf16).empty());
   fs::Shape other_keys{1, 1, 128, 64};
   other_keys.Nk = 100;
   CHECK(s.refusal(other_keys, bf16).find("--seq-k") != std::string::npos);
@@ -253,6 +257,45 @@ TEST_CASE("step 09's backward at the tiles' edges matches the fp64 reference", "
       INFO(report.summary());
       REQUIRE(report.coverage.rfind("all ", 0) == 0);
       REQUIRE(report.pass());
+    }
+  }
+}
+
+// A head dimension between the compiled ones (a multiple of 8: variants.hpp, runs_head_dim) runs in
+// the next one's kernels, padded on chip: fa3 and deterministic, forward and (d ≤ 128) backward,
+// against the fp64 reference. d = 8 and 40 in the d = 64 kernels, 72 and 120 in the 128's, 136 and
+// 224 in the 256's (a box of K and V wholly past d at 136).
+TEST_CASE("step 09 at a head dimension between the compiled ones matches the fp64 reference",
+          "[gpu][hopper][head_dim]") {
+  const DType dtype = GENERATE(DType::bf16, DType::fp16);
+  const int d = GENERATE(8, 40, 72, 120, 136, 224);
+  const int N = GENERATE(1, 65, 200);
+  const bool causal = GENERATE(false, true);
+  const fs::Shape s{1, 2, N, d};
+  for (int v : {int(fs::hopper::kFa3), int(kDeterministic)}) {
+    const Case c{&step09(), v, s, causal, dtype};
+    if (!runs_here(c)) {
+      WARN(c.step->refusal(s, c.settings()));
+      continue;
+    }
+    DYNAMIC_SECTION(c.name()) {
+      const fs::HostProblem p = fs::random_problem(s, c.seed(), true, dtype);
+      const fs::AttnOptions attn{fs::default_scale(d), causal, {}, nullptr, dtype};
+      const Outputs got = forward(c, p);
+      const auto fwd =
+          fs::verify_forward(s, attn, p.q.data(), p.k.data(), p.v.data(), got.o.data(), got.lse.data(), c.seed());
+      INFO(fwd.summary());
+      REQUIRE(fwd.coverage.rfind("all ", 0) == 0);
+      REQUIRE(fwd.pass());
+      REQUIRE(backward_runs_here(c) == (d <= 128));
+      if (d <= 128) {
+        const Grads g = both(c, p);
+        const auto bwd = fs::verify_backward(s, attn, p.q.data(), p.k.data(), p.v.data(), p.dout.data(), g.dq.data(),
+                                             g.dk.data(), g.dv.data(), c.seed());
+        INFO(bwd.summary());
+        REQUIRE(bwd.coverage.rfind("all ", 0) == 0);
+        REQUIRE(bwd.pass());
+      }
     }
   }
 }

@@ -64,12 +64,11 @@ void launch_tc_bwd_preprocess(const BwdParams& p, float* delta, float* dq_acc) {
 // The convert, 8 elements per thread.
 template <typename E, bool kTraced>
 void launch_tc_dq_convert(const BwdParams& p, const float* dq_acc) {
-  const std::int64_t elems = p.shape.rows() * tc_dq_acc_cols(p.shape);  // dQacc's, ≥ dQ's
-  const unsigned grid = static_cast<unsigned>((elems / 8 + 255) / 256);
+  const unsigned grid = tc_dq_convert_blocks(p.shape);
   if (grid > 0)
     trace::launch<kTraced>(
-        p.trace, "tc_dq_convert_kernel", [](auto tr) { return tc_dq_convert_kernel<E, tr>; }, dim3(grid), 256, 0,
-        p.stream, p, dq_acc);
+        p.trace, "tc_dq_convert_kernel", [](auto tr) { return tc_dq_convert_kernel<E, tr>; }, dim3(grid),
+        kTcConvertThreads, 0, p.stream, p, dq_acc);
 }
 
 }  // namespace fs::tc

@@ -24,7 +24,6 @@ inline __host__ __device__ std::int64_t tc_delta_floats(const Shape& s) {  // of
   return (std::int64_t(s.B) * s.H * s.N + 63) / 64 * 64;
 }
 inline std::size_t tc_delta_bytes(const Shape& s) { return 2 * tc_delta_floats(s) * sizeof(float); }
-inline __host__ __device__ int tc_dq_acc_cols(const Shape& s) { return tc_compiled_head_dim(s.d); }
 inline std::size_t tc_bwd_workspace_bytes(const Shape& s) {
   return tc_delta_bytes(s) + std::size_t(s.B) * s.H * s.N * tc_dq_acc_cols(s) * sizeof(float);
 }

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common/problem.hpp"
+
 namespace fs::tc {
 
 inline constexpr int kMaxHeadDim = 256;
@@ -19,5 +21,9 @@ __host__ __device__ constexpr bool is_tc_head_dim(int d) {
 __host__ __device__ constexpr int tc_compiled_head_dim(int d) {
   return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
 }
+
+// The backward's dQacc rows (bwd_common.cuh's workspace): the compiled head dimension's floats, as
+// many as a kernel at any d adds into (its columns past d zero). Step 09's reduce-adds use these rows.
+__host__ __device__ constexpr int tc_dq_acc_cols(const Shape& s) { return tc_compiled_head_dim(s.d); }
 
 }  // namespace fs::tc

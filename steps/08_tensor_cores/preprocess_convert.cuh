@@ -113,7 +113,12 @@ __global__ void __launch_bounds__(kTcPreprocessWarps * 32)
 }
 
 // dQ = τ · dQacc in the run's element type (dQ in its layout), 8 elements per thread; dQacc's
-// columns past d (a head dimension not compiled) are not stored.
+// columns past d (a head dimension not compiled) are not stored. Its grid: tc_dq_convert_blocks.
+constexpr int kTcConvertThreads = 256;
+inline unsigned tc_dq_convert_blocks(const Shape& s) {  // dQacc's floats (≥ dQ's), 8 a thread
+  const std::int64_t elems = s.rows() * tc_dq_acc_cols(s);
+  return static_cast<unsigned>((elems / 8 + kTcConvertThreads - 1) / kTcConvertThreads);
+}
 template <typename E, bool kTrace>
 __global__ void __launch_bounds__(256)
     tc_dq_convert_kernel(const BwdParams p, const float* __restrict__ dq_acc, trace::Slices slices) {

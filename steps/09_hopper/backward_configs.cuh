@@ -39,7 +39,7 @@ void backward_dispatch(const BwdParams& p) {
 inline TcBwdTiles backward_tiles(int d) {
   using E = __nv_bfloat16;  // the tiles do not depend on the element type
   auto tiles = [](auto cfg) { return TcBwdTiles{decltype(cfg)::kBlockN, decltype(cfg)::kBlockM, 1, 0, 0}; };
-  return d == 64 ? tiles(Fa3BwdConfig<E, 64>{}) : tiles(Fa3BwdConfig<E, 128>{});
+  return compiled_head_dim(d) == 64 ? tiles(Fa3BwdConfig<E, 64>{}) : tiles(Fa3BwdConfig<E, 128>{});
 }
 
 }  // namespace fs::hopper

@@ -36,6 +36,13 @@
 
 namespace fs::hopper {
 
+// The plain problem (NoFeatures) at any d ≤ the kernel's D (variants.hpp, runs_head_dim): step 08's
+// store of dK and dV stops at the run's d (head_cols).
+struct PlainAnyHeadDim : NoFeatures {
+  using NoFeatures::NoFeatures;
+  static constexpr bool kAnyHeadDim = true;
+};
+
 template <typename Cfg, bool kCausal, bool kTrace>
 __global__ void __launch_bounds__(BackwardTraits<Cfg>::kThreads, 1)
     hopper_backward_kernel(const __grid_constant__ BwdMaps maps, const BwdParams p, const float* __restrict__ delta,
@@ -119,8 +126,9 @@ __global__ void __launch_bounds__(BackwardTraits<Cfg>::kThreads, 1)
       dq_add.add(dq, it, q0, n_q, issuer, notes);
     }
     if (issuer) bulk_wait<0>();
-    // dK = τ dK and dV, the warp's 16 keys, to HBM (step 08's store; keys past N are not stored).
-    tc::tc_store_dkdv<E, D, NoFeatures, Consumer::DT>(p, seq, dk, dv, kt.kv_bh, kt.key0 + th.wkey, 0);
+    // dK = τ dK and dV, the warp's 16 keys, to HBM (step 08's store; keys past N and columns past d
+    // are not stored).
+    tc::tc_store_dkdv<E, D, PlainAnyHeadDim, Consumer::DT>(p, seq, dk, dv, kt.kv_bh, kt.key0 + th.wkey, 0);
     notes.keys_d(trace::Kind::Store, trace::Tensor::dK, std::int64_t(notes.keys) * D * std::int64_t(sizeof(E)));
     notes.keys_d(trace::Kind::Store, trace::Tensor::dV, std::int64_t(notes.keys) * D * std::int64_t(sizeof(E)));
   }
@@ -129,7 +137,8 @@ __global__ void __launch_bounds__(BackwardTraits<Cfg>::kThreads, 1)
 #endif
 }
 
-// dQacc, float32 (B, H, N, d), as TMA's 4-D tensor for the reduce-adds (hopper.cu).
+// dQacc, float32 (B, H, N, d) in rows of tc_dq_acc_cols floats, as TMA's 4-D tensor for the
+// reduce-adds (hopper.cu).
 CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s);
 
 // The backward's workspace: step 08's (D, LSE's copy, dQacc), then kDeterministic's counters, one
@@ -170,9 +179,9 @@ void launch_hopper_backward(const BwdParams& p) {
   };
   if (p.causal) launch_causal(std::true_type{});
   else launch_causal(std::false_type{});
-  const unsigned cvt_grid = static_cast<unsigned>((s.elems() / 8 + 255) / 256);
   trace::launch(p.trace, "tc_dq_convert_kernel", [](auto tr) { return tc::tc_dq_convert_kernel<E, tr>; },
-                dim3(cvt_grid), 256, 0, p.stream, p, static_cast<const float*>(dq_acc));
+                dim3(tc::tc_dq_convert_blocks(s)), tc::kTcConvertThreads, 0, p.stream, p,
+                static_cast<const float*>(dq_acc));
 }
 
 }  // namespace fs::hopper

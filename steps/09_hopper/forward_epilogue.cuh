@@ -4,7 +4,8 @@
 // kTmaStore (d ≤ 128): O goes into shared memory in TMA's swizzled layout, and one thread of the
 // warpgroup stores its 64 rows with TMA stores; the consumers go on to the next work tile while
 // the copy engine writes O out. Otherwise (d = 256, where O's tile does not fit beside the
-// others) each thread stores its words of O.
+// others) each thread stores its words of O. Either way columns past the run's d ≤ D are not
+// stored (TMA's store clips its box there).
 #pragma once
 
 #include <cstdint>
@@ -61,10 +62,12 @@ struct ForwardEpilogue {
         bulk_commit();
       }
     } else {
+      const int d = p.shape.d;  // ≤ D: O's columns past d are zero (V's are), and not stored
       tc::tc_finish_rows(o, softmax.m, softmax.l, wk.row0 + th.wrow0, N, lse_scale, gLse,
                          [&](int row, int dt, float x0, float x1) {
-                           *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + 8 * dt + 2 * t4) =
-                               tc::Element<EO>::pack(x0, x1);
+                           const int c = 8 * dt + 2 * t4;  // d is a multiple of 8: the pair is whole
+                           if (c < d)
+                             *reinterpret_cast<std::uint32_t*>(gO + row * ld_o + c) = tc::Element<EO>::pack(x0, x1);
                          });
     }
     notes.note(trace::Kind::Store, trace::Tensor::O, 0, D, std::int64_t(notes.rows) * D * std::int64_t(sizeof(EO)));

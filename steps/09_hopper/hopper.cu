@@ -79,9 +79,11 @@ CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads,
 }
 
 CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
-  // (d, N, H, B) float32, dense; boxes of 32 columns (128 bytes) × 64 rows, as the kernel stages them.
+  // (d, N, H, B) float32 in rows of step 08's compiled head dimension (tc_dq_acc_cols ≥ d, which its
+  // preprocess zeroes and its convert reads); boxes of 32 columns (128 bytes) × 64 rows, as the kernel
+  // stages them, their adds past d dropped.
   const cuuint64_t dims[4] = {cuuint64_t(s.d), cuuint64_t(s.N), cuuint64_t(s.H), cuuint64_t(s.B)};
-  const cuuint64_t row = cuuint64_t(s.d) * sizeof(float);
+  const cuuint64_t row = cuuint64_t(tc::tc_dq_acc_cols(s)) * sizeof(float);
   const cuuint64_t bytes[3] = {row, row * cuuint64_t(s.N), row * cuuint64_t(s.N) * cuuint64_t(s.H)};
   const cuuint32_t box[4] = {32, 64, 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
@@ -100,7 +102,7 @@ int block_n(int d, int variant) {
   if (variant == kFp8) return Fp8Config<E>::kBlockN;
   if (is_rung(variant)) d = kLadderHeadDim;  // the rungs are compiled there only
   auto keys = [](auto cfg) { return decltype(cfg)::kBlockN; };
-  switch (d) {
+  switch (compiled_head_dim(d)) {
     case 64: return with_forward_config<E, 64>(variant, keys);
     case 128: return with_forward_config<E, 128>(variant, keys);
     default: return with_forward_config<E, 256>(variant, keys);
@@ -133,7 +135,9 @@ std::string gpu_refusal() {
 
 std::string unsupported(const Shape& s, const PassSettings& settings) {
   if (!is_16bit(settings.dtype)) return "step 09 takes bf16 or fp16 (fp32 runs on the tensor cores in step 08's 3xtf32)";
-  if (!hopper::is_head_dim(s.d)) return "d must be 64, 128 or 256 (the Hopper kernels are compiled for these); got " + std::to_string(s.d);
+  if (!hopper::runs_head_dim(s.d))
+    return "d must be a multiple of 8 up to 256 (the kernels are compiled at 64, 128 and 256, the sizes between run padded "
+           "on chip, and TMA takes rows of 16-byte multiples; step 08 takes any d); got " + std::to_string(s.d);
   if (hopper::is_rung(settings.variant) && (s.d != hopper::kLadderHeadDim || settings.dtype != DType::bf16)) {
     std::string rungs;  // their names, from the table
     for (int v = 0; v < hopper::kHopperVariants; ++v)
@@ -150,10 +154,17 @@ std::string unsupported(const Shape& s, const PassSettings& settings) {
 std::string unsupported_backward(const Shape& s, const PassSettings& settings) {
   if (settings.variant == hopper::kFp8)
     return "fp8 is a forward only (as FlashAttention-3's FP8 is): train with fa3 or deterministic";
-  if (!hopper::is_backward_head_dim(s.d))
-    return "step 09's backward is compiled for d = 64 and 128 (at d = 256 a warpgroup's dK and dV do not fit its "
-           "registers; step 08's backward takes d = 256); got " + std::to_string(s.d);
+  if (!hopper::runs_backward_head_dim(s.d))
+    return "step 09's backward takes d up to 128 (compiled at 64 and 128; at 256 a warpgroup's dK and dV do not fit "
+           "its registers: step 08's backward takes d up to 256); got " + std::to_string(s.d);
   return {};
+}
+
+// A trace records the kernels' tiles, D columns wide: at a d they run padded, not the problem's.
+std::string untraced_padded(const Shape& s, const PassSettings&) {
+  if (hopper::is_head_dim(s.d) || !hopper::runs_head_dim(s.d)) return {};
+  return "step 09 is traced at d = 64, 128 or 256, where its tiles are the problem's; d = " + std::to_string(s.d) +
+         " runs in the d = " + std::to_string(hopper::compiled_head_dim(s.d)) + " kernels, padded on chip";
 }
 
 // fp8's quantizer: Q, K and V read in the problem's type, written as e4m3 (Vᵀ padded to 224 keys),
@@ -230,8 +241,8 @@ Params with_layouts(const Params& params, const char* who) {
 }  // namespace
 
 void hopper_forward(const FwdParams& params) {
-  if (!is_16bit(params.dtype) || !hopper::is_head_dim(params.shape.d))
-    throw CudaError(cudaErrorInvalidValue, "hopper_forward: bf16 or fp16 at d = 64, 128 or 256");
+  if (!is_16bit(params.dtype) || !hopper::runs_head_dim(params.shape.d))
+    throw CudaError(cudaErrorInvalidValue, "hopper_forward: bf16 or fp16 at d a multiple of 8 up to 256");
   const FwdParams p = with_layouts(params, "hopper_forward");
   const bool bf16 = p.dtype == DType::bf16;
   if (p.part != FwdPart::kBoth && p.variant != hopper::kFp8)
@@ -242,7 +253,7 @@ void hopper_forward(const FwdParams& params) {
                                              "(StepInfo::fwd_workspace bytes: the e4m3 tensors and their scales)");
     return bf16 ? hopper::forward_fp8_bf16(p) : hopper::forward_fp8_fp16(p);
   }
-  switch (p.shape.d) {
+  switch (hopper::compiled_head_dim(p.shape.d)) {
     case 64: return bf16 ? hopper::forward_bf16_d64(p) : hopper::forward_fp16_d64(p);
     case 128: return bf16 ? hopper::forward_bf16_d128(p) : hopper::forward_fp16_d128(p);
     default: return bf16 ? hopper::forward_bf16_d256(p) : hopper::forward_fp16_d256(p);
@@ -250,13 +261,13 @@ void hopper_forward(const FwdParams& params) {
 }
 
 void hopper_backward(const BwdParams& params) {
-  if (!is_16bit(params.dtype) || !hopper::is_backward_head_dim(params.shape.d))
-    throw CudaError(cudaErrorInvalidValue, "hopper_backward: bf16 or fp16 at d = 64 or 128");
+  if (!is_16bit(params.dtype) || !hopper::runs_backward_head_dim(params.shape.d))
+    throw CudaError(cudaErrorInvalidValue, "hopper_backward: bf16 or fp16 at d a multiple of 8 up to 128");
   if (!params.workspace)  // D, LSE's copy, dQacc and the counters live there
     throw CudaError(cudaErrorInvalidValue, "hopper_backward: no workspace (BwdParams::workspace, StepInfo::bwd_workspace bytes)");
   const BwdParams p = with_layouts(params, "hopper_backward");
   const bool bf16 = p.dtype == DType::bf16;
-  if (p.shape.d == 64) return bf16 ? hopper::backward_bf16_d64(p) : hopper::backward_fp16_d64(p);
+  if (hopper::compiled_head_dim(p.shape.d) == 64) return bf16 ? hopper::backward_bf16_d64(p) : hopper::backward_fp16_d64(p);
   return bf16 ? hopper::backward_bf16_d128(p) : hopper::backward_fp16_d128(p);
 }
 
@@ -280,6 +291,7 @@ StepInfo step09_info() {
   s.untraced_io = untraced_io;
   s.unsupported = unsupported;
   s.unsupported_backward = unsupported_backward;
+  s.untraced = untraced_padded;
   s.io_forward = io_forward;
   s.io_backward = io_backward;
   s.strides = true;

@@ -41,6 +41,7 @@
 #include "common/e4m3.hpp"
 #include "common/emulator/emulator.hpp"
 #include "common/problem.hpp"
+#include "steps/08_tensor_cores/head_dims.hpp"
 #include "steps/08_tensor_cores/mma.cuh"
 
 namespace fs::hopper::emu_hopper {
@@ -141,9 +142,11 @@ inline CUtensorMap make_tensor_map(const void* base, DType dtype, const Strides&
   std::memcpy(&map, &t, sizeof t);
   return map;
 }
-// hopper.cu's make_dq_acc_map: dQacc, float32 (B, H, N, d) dense, boxes of 32 columns × 64 rows.
+// hopper.cu's make_dq_acc_map: dQacc, float32 (B, H, N, d) in rows of tc_dq_acc_cols ≥ d floats,
+// boxes of 32 columns × 64 rows.
 inline CUtensorMap make_dq_acc_map(float* dq_acc, const Shape& s) {
-  return make_tensor_map(dq_acc, DType::fp32, Strides{}, s.d, s.N, s.H, s.B, 64);
+  return make_tensor_map(dq_acc, DType::fp32, Strides{}.or_dense(s.H, s.N, tc::tc_dq_acc_cols(s)), s.d, s.N, s.H, s.B,
+                         64);
 }
 // hopper.cu's make_tensor_map_fp8: bytes (cols, rows, heads, batches), dense, boxes of 128 columns.
 inline CUtensorMap make_tensor_map_fp8(const void* base, int cols, int rows, int heads, int batches, int box_rows) {

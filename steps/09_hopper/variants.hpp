@@ -50,8 +50,16 @@ constexpr bool rows_in_id_order(int v = 0) {
 static_assert(rows_in_id_order(), "row v of the table is variant v");
 
 constexpr bool is_rung(int variant) { return hopper_variant(variant).role == HopperRole::kRung; }
+// The head dimensions the kernels are compiled at (the forward's, the backward's), and those they
+// run: any multiple of 8 up to 256 (128 for the backward), in the next compiled one's kernels. TMA
+// fills a box's columns past the tensor's d with zeros, which add nothing to S = QKᵀ or dP = dO Vᵀ
+// and make zero columns of O, dQ, dK and dV, and its stores stop at d; a multiple of 8, as TMA takes
+// a tensor whose rows are multiples of 16 bytes. Step 08 takes any d.
 constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
+constexpr bool runs_head_dim(int d) { return d >= 8 && d <= 256 && d % 8 == 0; }
+constexpr bool runs_backward_head_dim(int d) { return runs_head_dim(d) && d <= 128; }
+constexpr int compiled_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
 constexpr int kLadderHeadDim = 128;  // the rungs are compiled for bf16 at d = 128
 constexpr int kFp8HeadDim = 128;     // and fp8 at d = 128 (bf16 or fp16 in and out)
 

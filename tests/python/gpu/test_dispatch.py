@@ -59,11 +59,37 @@ def test_step_09_where_it_takes_the_call_and_its_results_bit_for_bit(shape, caus
     assert grads["ok"], grads["summary"]
 
 
+@needs_hopper
+@pytest.mark.parametrize("d", [8, 40, 72, 96, 120])
+def test_step_09_at_a_head_dim_between_its_compiled_ones(d):
+    """d a multiple of 8 up to 128 runs in step 09's next compiled kernels (64 or 128), padded on chip: in
+    tensors whose rows lie inside larger ones, the columns past d large numbers that would spoil any result
+    they reached, forward and backward against the fp64 reference."""
+    g = torch.Generator(device="cuda").manual_seed(d)
+    B, N, H = 2, 193, 3
+
+    def sliced():
+        full = torch.randn(B, N, H, d + 8, device="cuda", generator=g).to(torch.bfloat16)
+        full[..., d:] = 1000.0
+        return full[..., :d]
+
+    q, k, v = sliced(), sliced(), sliced()
+    dout = torch.randn(B, N, H, d, device="cuda", generator=g).to(torch.bfloat16)
+    out, dq, dk, dv, fwd_step, bwd_step = run(q, k, v, dout, causal=True, step="auto")
+    assert fwd_step == "09_hopper/fa3" and bwd_step == "09_hopper/fa3"
+    ref = flashsteps.check(*(t.detach().cpu().contiguous() for t in (out, q, k, v)), causal=True)
+    assert ref["ok"], ref["summary"]
+    grads = flashsteps.check_backward(*(t.detach().cpu().contiguous() for t in (dq, dk, dv, q, k, v, dout)),
+                                      causal=True)
+    assert grads["ok"], grads["summary"]
+
+
 @pytest.mark.parametrize("why, shape, kw", [
     ("a softcap", (1, 300, 2, 128), dict(softcap=30.0)),
     ("a window", (1, 300, 2, 128), dict(window_size=(64, 0))),
     ("dropout", (1, 300, 2, 128), dict(dropout_p=0.1)),
-    ("head_dim 96", (1, 300, 2, 96), {}),
+    ("head_dim 59, not a multiple of 8 (TMA's rows)", (1, 300, 2, 59), {}),
+    ("head_dim 160, past step 09's backward", (1, 300, 2, 160), {}),
     ("grouped K/V heads", (1, 300, 4, 128), dict(Hk=2)),
     ("float32", (1, 300, 2, 64), dict(dtype=torch.float32)),
 ])
