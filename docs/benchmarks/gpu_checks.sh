@@ -28,8 +28,8 @@
 #   python10   the Python module with steps 04, 05, 08, 09 and 10 alone (./build-py), and every test of
 #              tests/python/gpu/ on it: flashsteps.attention (step 09 chosen on sm_90), attention_with_kvcache,
 #              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
-#              GPU tests of steps 04-08's features and of step 10 in that build, and step 08's at any head
-#              dimension (test_tensor_cores_gpu [head_dim])
+#              GPU tests of steps 04-08's features and of step 10 in that build, and steps 08's and 09's at
+#              head dimensions between their compiled ones (test_tensor_cores_gpu, test_hopper_gpu [head_dim])
 #   sanitize_hd the sanitizer over step 08's head dimensions that are not compiled (d = 59, 80), in
 #              python10's build-py
 #   auto_bench flashsteps.attention(step="auto") beside step 09's program and cuDNN, bf16 d = 128, N = 4K
@@ -115,7 +115,8 @@ task_builds09() {
 task_python10() {
   python3 -c "import torch, pytest" 2> /dev/null || { echo "python10: needs PyTorch and pytest"; return 1; }
   cmake -S . -B build-py "${cfg[@]}" -DFS_STEPS="04;05;08;09;10" > "$out/configure_py.log" 2>&1 || return 1
-  ninja -C build-py -j16 fs_python test_decode_gpu test_flash_features_gpu test_tensor_cores_gpu > "$out/build_py.log" 2>&1 ||
+  ninja -C build-py -j16 fs_python test_decode_gpu test_flash_features_gpu test_tensor_cores_gpu test_hopper_gpu \
+    > "$out/build_py.log" 2>&1 ||
     { tail -20 "$out/build_py.log"; return 1; }
   local rc=0
   PYTHONPATH=build-py/python PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider \
@@ -125,6 +126,8 @@ task_python10() {
   grep -E "tests passed|tests failed|\*\*\*Failed" "$out/ctest_py_gpu.log"
   build-py/bin/test_tensor_cores_gpu "[head_dim]" > "$out/head_dim_gpu.log" 2>&1 || rc=1  # step 08 at any d
   tail -3 "$out/head_dim_gpu.log"
+  build-py/bin/test_hopper_gpu "[head_dim]" > "$out/head_dim_09_gpu.log" 2>&1 || rc=1  # step 09 at d between its own
+  tail -3 "$out/head_dim_09_gpu.log"
   return $rc
 }
 task_sanitize_hd() {
