@@ -59,8 +59,8 @@ def _step_of(step):
 def info(device=0):
     """What this build runs, as a dict: "steps", the steps flashsteps.attention can be pinned to; "hopper",
     whether GPU `device` is an sm_90 one (H100, H200) that this build has step 09's kernels for, where
-    attention(step="auto") runs step 09 for the calls it takes (bfloat16 or float16, head_dim 64 or 128,
-    heads_k = heads, seqlen_k = seqlen_q, no window, softcap, ALiBi, dropout or cu_seqlens) and step 08 for
+    attention(step="auto") runs step 09 for the calls it takes (bfloat16 or float16, head_dim a multiple of 8
+    up to 128, heads_k = heads, seqlen_k = seqlen_q, no window, softcap, ALiBi, dropout or cu_seqlens) and step 08 for
     the rest; "last", the step and variant the last attention call (or backward) ran, e.g.
     "09_hopper/fa3" ("" before any)."""
     from . import _flashsteps
@@ -143,7 +143,7 @@ def attention(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     backward (deterministic=True: the variant without atomics; in float32 step 05's kernels, as step 08's
     3xTF32 adds dQ by atomics). step: None (default) runs step 08;
     "auto" runs step 09 on an sm_90 GPU (H100, H200) where it takes the call (bfloat16/float16, head_dim
-    64 or 128, no K/V shape of its own, window, softcap, ALiBi, dropout or cu_seqlens; info()["last"]
+    a multiple of 8 up to 128, no K/V shape of its own, window, softcap, ALiBi, dropout or cu_seqlens; info()["last"]
     says which ran), else step 08; "09", "08", "05" or "04" (forward only) pins one; variant: any of the
     step's, instead of the one deterministic picks; seed: the
     dropout mask's (the project's Philox stream, as flashsteps.reference draws it). alibi_slopes: float32
