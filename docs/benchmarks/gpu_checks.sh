@@ -152,8 +152,10 @@ task_pip_venv() {
   git clone -q . "$clone" 2> "$out/pip_clone.log" || { mkdir -p "$clone" && git ls-files -z | xargs -0 cp --parents -t "$clone"; }
   python3 -m venv --system-site-packages "$venv" > "$out/pip_venv.log" 2>&1 || return 1
   ( cd "$clone" && "$venv/bin/pip" install --no-index --find-links "$wheels" \
-      -C cmake.define.CMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" -C cmake.define.FS_STEPS="04;05;08;09;10" \
-      ${CMAKE_PREFIX_PATH:+-C cmake.define.CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"} . ) > "$out/pip_install.log" 2>&1 ||
+      --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" \
+      --config-settings=cmake.define.FS_STEPS="04;05;08;09;10" \
+      ${CMAKE_PREFIX_PATH:+--config-settings=cmake.define.CMAKE_PREFIX_PATH="$CMAKE_PREFIX_PATH"} . ) \
+      > "$out/pip_install.log" 2>&1 ||
     { tail -20 "$out/pip_install.log"; return 1; }
   tail -2 "$out/pip_install.log"
   ( cd /tmp && "$venv/bin/python" -c "import flashsteps, json; print(flashsteps.__file__); print(json.dumps(flashsteps.info()))" ) \
