@@ -30,8 +30,8 @@
 #              the flash_attn_interface, the custom ops under torch.compile and in CUDA graphs; then the
 #              GPU tests of steps 04-08's features and of step 10 in that build, and steps 08's and 09's at
 #              head dimensions between their compiled ones (test_tensor_cores_gpu, test_hopper_gpu [head_dim])
-#   sanitize_hd the sanitizer over step 08's head dimensions that are not compiled (d = 59, 80), in
-#              python10's build-py
+#   sanitize_hd the sanitizer over head dimensions between the compiled ones (step 08 at d = 59 and 80,
+#              step 09 at 80 and 136), in python10's build-py
 #   auto_bench flashsteps.attention(step="auto") beside step 09's program and cuDNN, bf16 d = 128, N = 4K
 #              (after python10, in its build-py)
 #   pip_venv   `pip install .` from a clone into a fresh virtual environment (the system's PyTorch
@@ -88,13 +88,19 @@ task_compare47() {
     docs/benchmarks/compare_builds.sh "$base_commit" "$out/compare47" > /dev/null 2>&1
   tail -1 "$out/compare47/compare.txt"
 }
+# tests/sanitize.sh over BUILD's cases with sanitize_cases' ARGS: its output in OUTDIR/NAME.log, the
+# tools' logs in OUTDIR/NAME/, its last lines printed.
+sanitize_into() {  # NAME BUILD ARGS...
+  local name=$1 build=$2 rc=0
+  shift 2
+  tests/sanitize.sh "$build" -- "$@" > "$out/$name.log" 2>&1 || rc=1
+  mkdir -p "$out/$name" && cp "$build"/sanitize/*.log "$out/$name/"
+  tail -3 "$out/$name.log"
+  return $rc
+}
 task_sanitize() {
-  local rc=0
-  for s in ${SANITIZE_STEPS:-08 09}; do
-    tests/sanitize.sh build -- --only "$s" > "$out/sanitize_$s.log" 2>&1 || rc=1
-    mkdir -p "$out/sanitize_$s" && cp build/sanitize/*.log "$out/sanitize_$s/"
-    tail -3 "$out/sanitize_$s.log"
-  done
+  local rc=0 s
+  for s in ${SANITIZE_STEPS:-08 09}; do sanitize_into "sanitize_$s" build --only "$s" || rc=1; done
   return $rc
 }
 task_gpu_tests() { ctest --test-dir build -L gpu -j4 > "$out/ctest_gpu.log" 2>&1; local rc=$?; grep -E "tests passed|tests failed" "$out/ctest_gpu.log"; return $rc; }
@@ -133,11 +139,9 @@ task_python10() {
 task_sanitize_hd() {
   [ -d build-py ] || { echo "sanitize_hd: needs python10's build-py"; return 1; }
   ninja -C build-py -j16 sanitize_cases > "$out/build_sanitize_hd.log" 2>&1 || return 1
-  local rc=0 d
-  for d in 59 80; do
-    tests/sanitize.sh build-py -- --only 08 --with "d=$d" > "$out/sanitize_hd_$d.log" 2>&1 || rc=1
-    mkdir -p "$out/sanitize_hd_$d" && cp build-py/sanitize/*.log "$out/sanitize_hd_$d/"
-    tail -3 "$out/sanitize_hd_$d.log"
+  local rc=0 case
+  for case in 08:59 08:80 09:80 09:136; do
+    sanitize_into "sanitize_hd_${case/:/_d}" build-py --only "${case%:*}" --with "d=${case#*:}" || rc=1
   done
   return $rc
 }
