@@ -50,12 +50,11 @@ constexpr bool rows_in_id_order(int v = 0) {
 static_assert(rows_in_id_order(), "row v of the table is variant v");
 
 constexpr bool is_rung(int variant) { return hopper_variant(variant).role == HopperRole::kRung; }
-// The head dimensions the kernels are compiled at (the forward's, the backward's), and those they
-// run: any multiple of 8 up to 256 (128 for the backward), in the next compiled one's kernels. TMA
+// The head dimensions the forward is compiled at (the backward: 64 and 128), and those they run:
+// any multiple of 8 up to 256 (128 for the backward), in the next compiled one's kernels. TMA
 // fills a box's columns past the tensor's d with zeros, which add nothing to S = QKᵀ or dP = dO Vᵀ
 // and make zero columns of O, dQ, dK and dV, and its stores stop at d; a multiple of 8, as TMA takes
 // a tensor whose rows are multiples of 16 bytes. Step 08 takes any d.
-constexpr bool is_backward_head_dim(int d) { return d == 64 || d == 128; }
 constexpr bool is_head_dim(int d) { return d == 64 || d == 128 || d == 256; }
 constexpr bool runs_head_dim(int d) { return d >= 8 && d <= 256 && d % 8 == 0; }
 constexpr bool runs_backward_head_dim(int d) { return runs_head_dim(d) && d <= 128; }
